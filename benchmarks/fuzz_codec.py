@@ -1,0 +1,158 @@
+"""Runs many mutated ONNX models through the decoder and counts the outcomes.
+
+Every input must either decode or raise ``DecodeError``; anything else (another
+exception, or a DecodeError from the decoder's "malformed input" safety net, which
+means an internal bug was caught) is listed. onnx's own protobuf decoder is run on the
+same bytes for comparison of accept/reject decisions.
+
+    PYTHONPATH=. python benchmarks/fuzz_codec.py [--count 100000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import random
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper as H
+from onnx import numpy_helper
+
+import onnx_light.onnx_core as oc
+
+
+def seed_models() -> list[bytes]:
+    """A few small valid models covering every wire type and a nested subgraph."""
+    x = H.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, "N"])
+    y = H.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    body = H.make_graph(
+        [H.make_node("Neg", ["x"], ["y"])], "body", [x], [y],
+        [numpy_helper.from_array(np.arange(4, dtype=np.int64), "k")],
+    )  # fmt: skip
+    nodes = [
+        H.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="tr"),
+        H.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body),
+        H.make_node("Constant", [], ["s"], value_floats=[1.5, -2.0], value_string="héllo"),
+        H.make_node("Custom", ["t"], ["z"], domain="my", alpha=-0.5, i=-7),
+    ]
+    inits = [
+        numpy_helper.from_array(np.linspace(0, 1, 300, dtype=np.float32), "w"),
+        H.make_tensor("ints", onnx.TensorProto.INT64, [3], [1, -1, 1 << 40]),
+        H.make_tensor("f", onnx.TensorProto.FLOAT, [2], [0.5, 1.5]),
+        H.make_tensor("d", onnx.TensorProto.DOUBLE, [1], [0.25]),
+    ]
+    graph = H.make_graph(nodes, "g", [x], [y], inits)
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 17), H.make_opsetid("my", 1)])
+    model.metadata_props.add(key="k", value="v")
+    model.functions.append(H.make_function("my", "F", ["a"], ["b"], [H.make_node("Relu", ["a"], ["b"])], []))
+    small = H.make_model(H.make_graph([H.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    return [model.SerializeToString(), small.SerializeToString()]
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def mutate(rng: random.Random, data: bytes) -> bytes:
+    """One to four random edits: bit flips, truncation, insertion, deletion, bad lengths."""
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.randrange(7)
+        pos = rng.randrange(len(buf)) if buf else 0
+        if kind == 0 and buf:
+            buf[pos] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            del buf[pos:]
+        elif kind == 2:
+            buf[pos:pos] = rng.randbytes(rng.randint(1, 12))
+        elif kind == 3:
+            del buf[pos : pos + rng.randint(1, 8)]
+        elif kind == 4 and buf:
+            buf[pos] = rng.randrange(256)
+        elif kind == 5:
+            n = rng.choice([len(buf), len(buf) - pos + 1, 1 << 31, 1 << 62, (1 << 64) - 1])
+            buf[pos:pos] = bytes([rng.choice([0x0A, 0x12, 0x2A, 0x3A, 0x4A])]) + _varint(n)
+        else:
+            # duplicate a slice: repeated fields, merged singular messages
+            a = rng.randrange(len(buf) + 1)
+            b = min(len(buf), a + rng.randint(1, 64))
+            buf[pos:pos] = buf[a:b]
+    return bytes(buf)
+
+
+def _decoders() -> dict[str, Any]:
+    decoders: dict[str, Any] = {"python": oc.ModelProto.FromString}
+    try:
+        native = importlib.import_module("onnx_light._native")
+    except ImportError:
+        print("onnx_light._native: not built; only the pure-Python decoder is fuzzed")
+        return decoders
+    fn = getattr(native, "decode_model", None) or getattr(native, "decode", None)
+    if fn is None:
+        print("onnx_light._native exposes no decoder; only the pure-Python decoder is fuzzed")
+    else:
+        decoders["native"] = fn
+    return decoders
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    seeds = seed_models()
+    decoders = _decoders()
+    counts: dict[str, collections.Counter[str]] = {k: collections.Counter() for k in decoders}
+    agree: collections.Counter[str] = collections.Counter()
+    problems: list[str] = []
+    start = time.perf_counter()
+    for i in range(args.count):
+        data = mutate(rng, rng.choice(seeds))
+        try:
+            onnx.ModelProto.FromString(data)
+            theirs = "ok"
+        except Exception:
+            theirs = "error"
+        for name, decode in decoders.items():
+            try:
+                msg = decode(data)
+                oc.ModelProto.FromString(msg.SerializeToString())
+                outcome = "ok"
+            except oc.DecodeError as err:
+                outcome = "masked" if err.reason.startswith("malformed input") else "DecodeError"
+                if outcome == "masked":
+                    problems.append(f"#{i} {name}: {err} input={data.hex()}")
+            except Exception as err:  # noqa: BLE001  (counting everything is the point)
+                outcome = "other"
+                problems.append(f"#{i} {name}: {type(err).__name__}: {err} input={data.hex()}")
+            counts[name][outcome] += 1
+            if name == "python":
+                ours = "ok" if outcome == "ok" else "error"
+                agree[f"ours={ours} onnx={theirs}"] += 1
+    elapsed = time.perf_counter() - start
+    print(f"inputs: {args.count} (seed {args.seed}), {elapsed:.1f} s")
+    for name, c in counts.items():
+        print(
+            f"{name:>7}: ok={c['ok']} DecodeError={c['DecodeError']} "
+            f"masked-internal={c['masked']} other={c['other']}"
+        )
+    print("accept/reject vs onnx (protobuf):", dict(sorted(agree.items())))
+    for line in problems[:20]:
+        print("PROBLEM", line[:500])
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,451 @@
+"""The protobuf wire format, read and written by hand for the IR classes.
+
+Decoding is strict and bounded: every length prefix is checked against the bytes
+that remain, varints are at most ten bytes, nesting is limited, and any violation
+raises :class:`DecodeError` with the byte offset and the path into the message.
+Fields the schema does not know are kept verbatim and written back at the end of
+their message. Packed and unpacked repeated scalars are both accepted; writing
+follows ``onnx.proto`` (packed only where the schema says so) and field-number
+order, which is what protobuf itself writes, so bytes round-trip exactly.
+
+Large ``bytes`` fields (``TensorProto.raw_data``) are returned as zero-copy
+``memoryview`` slices of the input.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from typing import Any
+
+from ._errors import DecodeError
+from ._message import Field, Message
+
+__all__ = ["encode", "encode_pieces", "encoded_size", "decode_into", "decode", "MAX_DEPTH"]
+
+# Wire types.
+WT_VARINT = 0
+WT_FIXED64 = 1
+WT_LEN = 2
+WT_START_GROUP = 3
+WT_END_GROUP = 4
+WT_FIXED32 = 5
+
+#: deepest nesting of messages accepted (a graph inside an attribute is 3 levels)
+MAX_DEPTH = 100
+#: bytes fields at least this long stay views of the input instead of copies
+ZERO_COPY_MIN = 256
+#: largest valid tag: field numbers stop at 2**29 - 1
+_MAX_TAG = (1 << 32) - 1
+#: nested messages smaller than this are joined into one piece while encoding
+_JOIN_BELOW = 1 << 16
+
+_K_INT64, _K_INT32, _K_UINT64, _K_BOOL, _K_ENUM = 0, 1, 2, 3, 4
+_K_FLOAT, _K_DOUBLE, _K_STRING, _K_BYTES, _K_MESSAGE = 5, 6, 7, 8, 9
+_KIND_CODE = {
+    "int64": _K_INT64,
+    "int32": _K_INT32,
+    "uint64": _K_UINT64,
+    "bool": _K_BOOL,
+    "enum": _K_ENUM,
+    "float": _K_FLOAT,
+    "double": _K_DOUBLE,
+    "string": _K_STRING,
+    "bytes": _K_BYTES,
+    "message": _K_MESSAGE,
+}
+_WIRE_OF = {
+    _K_INT64: WT_VARINT,
+    _K_INT32: WT_VARINT,
+    _K_UINT64: WT_VARINT,
+    _K_BOOL: WT_VARINT,
+    _K_ENUM: WT_VARINT,
+    _K_FLOAT: WT_FIXED32,
+    _K_DOUBLE: WT_FIXED64,
+    _K_STRING: WT_LEN,
+    _K_BYTES: WT_LEN,
+    _K_MESSAGE: WT_LEN,
+}
+_SIGNED = (_K_INT64, _K_INT32, _K_ENUM)
+_unpack_f = struct.Struct("<f").unpack_from
+_unpack_d = struct.Struct("<d").unpack_from
+_pack_f = struct.Struct("<f").pack
+_pack_d = struct.Struct("<d").pack
+
+
+class _Plan:
+    """Per-class tables derived once from the class's fields."""
+
+    __slots__ = ("by_number", "writers")
+
+    def __init__(self, cls: type[Message]) -> None:
+        # number -> (field, kind code, expected wire type)
+        self.by_number: dict[int, tuple[Field, int, int]] = {}
+        self.writers: list[tuple[Field, int, bytes]] = []
+        for f in cls.FIELDS:
+            code = _KIND_CODE[f.kind]
+            self.by_number[f.number] = (f, code, _WIRE_OF[code])
+        for f in cls._WRITE_ORDER:
+            code = _KIND_CODE[f.kind]
+            wt = WT_LEN if (f.packed or code in (_K_STRING, _K_BYTES, _K_MESSAGE)) else _WIRE_OF[code]
+            self.writers.append((f, code, _varint((f.number << 3) | wt)))
+
+
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type[Message]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = _Plan(cls)
+    return plan
+
+
+# ----------------------------------------------------------------------------
+# encoding
+# ----------------------------------------------------------------------------
+def _varint(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
+def _scalar_bytes(code: int, value: Any) -> bytes:
+    if code <= _K_ENUM:
+        v = int(value)
+        if 0 <= v < 128:
+            return _SMALL_VARINTS[v]
+        return _varint(v)
+    if code == _K_FLOAT:
+        return _pack_f(value)
+    if code == _K_DOUBLE:
+        return _pack_d(value)
+    raise AssertionError(code)
+
+
+def _encode_into(msg: Message, out: list[Any]) -> int:
+    """Appends the pieces of ``msg``'s encoding to ``out``; returns their total size."""
+    size = 0
+    for f, code, key in _plan(type(msg)).writers:
+        try:
+            value = getattr(msg, f.slot)
+        except AttributeError:
+            continue
+        if f.repeated:
+            if not value:
+                continue
+            if code == _K_MESSAGE:
+                for item in value:
+                    size += _encode_child(item, key, out, force=True)
+            elif code == _K_STRING:
+                for item in value:
+                    data = item.encode("utf-8")
+                    head = key + _varint(len(data))
+                    out.append(head)
+                    out.append(data)
+                    size += len(head) + len(data)
+            elif code == _K_BYTES:
+                for item in value:
+                    head = key + _varint(len(item))
+                    out.append(head)
+                    out.append(item)
+                    size += len(head) + len(item)
+            elif f.packed:
+                if code == _K_FLOAT:
+                    data = array("f", value).tobytes()
+                elif code == _K_DOUBLE:
+                    data = array("d", value).tobytes()
+                else:
+                    data = b"".join([_scalar_bytes(code, v) for v in value])
+                head = key + _varint(len(data))
+                out.append(head)
+                out.append(data)
+                size += len(head) + len(data)
+            else:
+                data = b"".join([key + _scalar_bytes(code, v) for v in value])
+                out.append(data)
+                size += len(data)
+        elif code == _K_MESSAGE:
+            size += _encode_child(value, key, out, force=not getattr(value, "_implicit", False))
+        elif code == _K_STRING:
+            data = value.encode("utf-8")
+            head = key + _varint(len(data))
+            out.append(head)
+            out.append(data)
+            size += len(head) + len(data)
+        elif code == _K_BYTES:
+            head = key + _varint(len(value))
+            out.append(head)
+            out.append(value)
+            size += len(head) + len(value)
+        else:
+            data = key + _scalar_bytes(code, value)
+            out.append(data)
+            size += len(data)
+    unknown = getattr(msg, "_unknown", None)
+    if unknown:
+        for raw in unknown:
+            out.append(raw)
+            size += len(raw)
+    return size
+
+
+def _encode_child(child: Message, key: bytes, out: list[Any], *, force: bool) -> int:
+    pieces: list[Any] = []
+    n = _encode_into(child, pieces)
+    if n == 0 and not force:
+        return 0
+    head = key + _varint(n)
+    out.append(head)
+    if n < _JOIN_BELOW:
+        out.append(b"".join(pieces))
+    else:
+        out.extend(pieces)
+    return len(head) + n
+
+
+def encode_pieces(msg: Message) -> tuple[list[Any], int]:
+    """The encoding of ``msg`` as a list of bytes-like pieces and their total size.
+
+    Large tensor payloads stay as the views they are, so a caller can stream them to
+    a file without joining everything into one buffer.
+    """
+    pieces: list[Any] = []
+    n = _encode_into(msg, pieces)
+    return pieces, n
+
+
+def encode(msg: Message) -> bytes:
+    """The protobuf wire-format bytes of ``msg``."""
+    pieces, _ = encode_pieces(msg)
+    return b"".join(pieces)
+
+
+def encoded_size(msg: Message) -> int:
+    """The length of ``encode(msg)``."""
+    return encode_pieces(msg)[1]
+
+
+# ----------------------------------------------------------------------------
+# decoding
+# ----------------------------------------------------------------------------
+def _read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise DecodeError("truncated varint", start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise DecodeError("varint longer than 10 bytes", start)
+
+
+def _skip(buf: Any, pos: int, end: int, wt: int, start: int) -> int:
+    """Returns the position after a field of wire type ``wt`` whose payload starts at ``pos``."""
+    if wt == WT_VARINT:
+        return _read_varint(buf, pos, end)[1]
+    if wt == WT_FIXED64:
+        pos += 8
+    elif wt == WT_FIXED32:
+        pos += 4
+    elif wt == WT_LEN:
+        n, pos = _read_varint(buf, pos, end)
+        if n > end - pos:
+            raise DecodeError(f"length {n} runs past the end of the message", start)
+        pos += n
+    else:
+        raise DecodeError(f"unsupported wire type {wt}", start)
+    if pos > end:
+        raise DecodeError("truncated field", start)
+    return pos
+
+
+def _decode(msg: Message, buf: Any, view: memoryview, pos: int, end: int, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise DecodeError(f"messages nested deeper than {MAX_DEPTH} levels", pos)
+    by_number = _plan(type(msg)).by_number
+    unknown: list[bytes] | None = None
+    while pos < end:
+        start = pos
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _read_varint(buf, start, end)
+            if tag > _MAX_TAG:
+                raise DecodeError(f"field number {tag >> 3} is above the protobuf maximum", start)
+        number = tag >> 3
+        wt = tag & 7
+        if number == 0:
+            raise DecodeError("field number 0", start)
+        entry = by_number.get(number)
+        if entry is not None:
+            field, code, expected = entry
+            if wt == expected:
+                pos = _read_value(msg, field, code, buf, view, pos, end, depth, start)
+                continue
+            if wt == WT_LEN and field.repeated and code <= _K_DOUBLE:
+                pos = _read_packed(msg, field, code, buf, view, pos, end, start)
+                continue
+        pos = _skip(buf, pos, end, wt, start)
+        if unknown is None:
+            unknown = getattr(msg, "_unknown", None)
+            if unknown is None:
+                unknown = msg._unknown = []
+        unknown.append(bytes(view[start:pos]))
+    if pos != end:
+        raise DecodeError("field runs past the end of the message", end)
+
+
+def _read_value(
+    msg: Message, field: Field, code: int, buf: Any, view: memoryview, pos: int, end: int, depth: int, start: int
+) -> int:
+    if code <= _K_ENUM:
+        b = buf[pos] if pos < end else 0x80
+        if b < 0x80 and pos < end:
+            value: Any = b
+            pos += 1
+        else:
+            value, pos = _read_varint(buf, pos, end)
+            if code in _SIGNED and value >= 1 << 63:
+                value -= 1 << 64
+            if code == _K_INT32:
+                value = ((value + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+        if code == _K_BOOL:
+            value = value != 0
+    elif code == _K_FLOAT:
+        if pos + 4 > end:
+            raise DecodeError("truncated float", start)
+        value = _unpack_f(view, pos)[0]
+        pos += 4
+    elif code == _K_DOUBLE:
+        if pos + 8 > end:
+            raise DecodeError("truncated double", start)
+        value = _unpack_d(view, pos)[0]
+        pos += 8
+    else:
+        n = buf[pos] if pos < end else 0x80
+        if n < 0x80 and pos < end:
+            pos += 1
+        else:
+            n, pos = _read_varint(buf, pos, end)
+        if n > end - pos:
+            raise DecodeError(f"length {n} runs past the end of the message", start)
+        stop = pos + n
+        if code == _K_STRING:
+            try:
+                value = str(view[pos:stop], "utf-8")
+            except UnicodeDecodeError:
+                raise DecodeError("string field is not valid UTF-8", start) from None
+        elif code == _K_BYTES:
+            value = view[pos:stop] if n >= ZERO_COPY_MIN else bytes(view[pos:stop])
+        else:
+            cls = field.cls or _resolve_cls(field)
+            if field.repeated:
+                child = cls()
+            else:
+                # a repeated occurrence of a singular message merges, as protobuf does
+                child = getattr(msg, field.slot, None) or cls()
+                child._implicit = False
+            try:
+                _decode(child, buf, view, pos, stop, depth + 1)
+            except DecodeError as err:
+                index = f"[{len(getattr(msg, field.slot, ()))}]" if field.repeated else ""
+                raise err.with_prefix(f".{field.name}{index}") from None
+            value = child
+        pos = stop
+    if field.repeated:
+        try:
+            getattr(msg, field.slot).append(value)
+        except AttributeError:
+            setattr(msg, field.slot, [value])
+    else:
+        if field.oneof:
+            for other in msg._ONEOFS[field.oneof]:
+                if other != field.name and hasattr(msg, "_" + other):
+                    delattr(msg, "_" + other)
+        setattr(msg, field.slot, value)
+    return pos
+
+
+def _read_packed(msg: Message, field: Field, code: int, buf: Any, view: memoryview, pos: int, end: int, start: int) -> int:
+    n, pos = _read_varint(buf, pos, end)
+    if n > end - pos:
+        raise DecodeError(f"packed length {n} runs past the end of the message", start)
+    stop = pos + n
+    values: list[Any]
+    if code == _K_FLOAT or code == _K_DOUBLE:
+        width = 4 if code == _K_FLOAT else 8
+        if n % width:
+            raise DecodeError(f"packed {field.kind} length {n} is not a multiple of {width}", start)
+        arr = array("f" if code == _K_FLOAT else "d")
+        arr.frombytes(view[pos:stop])
+        values = arr.tolist()
+    else:
+        values = []
+        append = values.append
+        while pos < stop:
+            b = buf[pos]
+            if b < 0x80:
+                append(b)
+                pos += 1
+                continue
+            v, pos = _read_varint(buf, pos, stop)
+            if code in _SIGNED and v >= 1 << 63:
+                v -= 1 << 64
+            if code == _K_INT32:
+                v = ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+            append(v)
+        if code == _K_BOOL:
+            values = [v != 0 for v in values]
+    try:
+        getattr(msg, field.slot).extend(values)
+    except AttributeError:
+        setattr(msg, field.slot, values)
+    return stop
+
+
+def _resolve_cls(field: Field) -> type[Message]:
+    from ._message import _resolve
+
+    return _resolve(field)
+
+
+def decode_into(msg: Message, data: Any) -> None:
+    """Decodes ``data`` (bytes-like, mmap) into ``msg``, merging with what it holds.
+
+    Raises:
+        DecodeError: the bytes are not a valid encoding of ``msg``'s type.
+    """
+    view = memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    buf = data if isinstance(data, bytes) else view
+    try:
+        _decode(msg, buf, view, 0, len(view), 0)
+    except DecodeError as err:
+        raise err.with_prefix(type(msg).__name__) from None
+    except (IndexError, struct.error, ValueError, TypeError, OverflowError) as err:  # pragma: no cover
+        raise DecodeError(f"malformed input ({type(err).__name__}: {err})", 0, type(msg).__name__) from None
+
+
+def decode(cls: type[Message], data: Any) -> Any:
+    """A new ``cls`` decoded from ``data``."""
+    msg = cls()
+    decode_into(msg, data)
+    return msg

@@ -1,0 +1,44 @@
+"""The gradient ALGORITHM: reverse-mode differentiation of ONNX nodes.
+
+It knows no specific op: rules come from a :class:`GradRegistry` (the default rules
+live in ``onnx_light.onnx_extensions.gradient``).
+"""
+
+from __future__ import annotations
+
+from ._context import FLOAT_TYPES, GradContext, OpBuilder
+from ._pass import (
+    DY,
+    EMITTED_OPSET,
+    AccumulateGrad,
+    GradCounter,
+    GradientOfFunction,
+    GradientOfNodes,
+    NewGradName,
+)
+from ._registry import GradFn, GradRegistry, GradRule, RegisterGradientFunction
+from ._rules import elementwise, linear, no_grad, rule
+from ._types import UNKNOWN, ValueType
+
+__all__ = [
+    "GradientOfNodes",
+    "GradientOfFunction",
+    "GradRegistry",
+    "GradRule",
+    "GradFn",
+    "GradContext",
+    "OpBuilder",
+    "RegisterGradientFunction",
+    "NewGradName",
+    "AccumulateGrad",
+    "GradCounter",
+    "ValueType",
+    "UNKNOWN",
+    "FLOAT_TYPES",
+    "EMITTED_OPSET",
+    "DY",
+    "rule",
+    "elementwise",
+    "linear",
+    "no_grad",
+]

@@ -1,0 +1,169 @@
+"""What a short-form rule sees: :class:`GradContext` and the ``ctx.op`` node builder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._errors import GradientError
+from .._proto import NodeProto, TensorProto
+from ._types import UNKNOWN, ValueType
+
+if TYPE_CHECKING:
+    from ._pass import _GradientPass
+
+__all__ = ["GradContext", "OpBuilder", "FLOAT_TYPES"]
+
+#: element types that carry gradients
+FLOAT_TYPES = frozenset(
+    {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+)
+
+
+class OpBuilder:
+    """``ctx.op.Mul(a, b)`` emits a backward node and returns its output name.
+
+    Positional arguments are input names (``None`` or ``""`` for an omitted optional
+    input, a numpy array for a constant); keyword arguments are attributes, except
+    ``_outputs`` (number of outputs; a list of names is returned when it is not 1)
+    and ``_domain``.
+    """
+
+    __slots__ = ("_pass", "_prefix")
+
+    def __init__(self, grad_pass: _GradientPass, prefix: str) -> None:
+        self._pass = grad_pass
+        self._prefix = prefix
+
+    def __getattr__(self, op_type: str) -> Any:
+        if op_type.startswith("_"):
+            raise AttributeError(op_type)
+
+        def build(*inputs: Any, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
+            names = []
+            for value in inputs:
+                if value is None:
+                    names.append("")
+                elif isinstance(value, str):
+                    names.append(value)
+                elif isinstance(value, np.ndarray):
+                    names.append(self._pass.constant(value))
+                else:
+                    raise TypeError(
+                        f"ctx.op.{op_type}: inputs are value names or numpy arrays, got {type(value).__name__} "
+                        "(use ctx.const(value, like=name) for a scalar)"
+                    )
+            outs = self._pass.emit(op_type, names, _outputs, _domain, attrs, self._prefix)
+            return outs[0] if _outputs == 1 else outs
+
+        return build
+
+
+class GradContext:
+    """The node being differentiated and the tools to emit its backward nodes.
+
+    Attributes:
+        node: the forward node.
+        inputs: the node's input names ("" for an omitted optional input).
+        outputs: the node's output names.
+        output_grads: the gradient of each output, None where it has none.
+        attrs: the node's attributes as Python values.
+        opset: the opset the backward graph is emitted at.
+        op: the node builder (``ctx.op.Mul(dy, b)``).
+    """
+
+    __slots__ = ("node", "inputs", "outputs", "output_grads", "attrs", "opset", "op", "_pass", "_needs")
+
+    def __init__(
+        self,
+        grad_pass: _GradientPass,
+        node: NodeProto,
+        output_grads: list[str | None],
+        needs: list[bool],
+        attrs: dict[str, Any],
+    ) -> None:
+        self._pass = grad_pass
+        self.node = node
+        self.inputs = list(node.input)
+        self.outputs = list(node.output)
+        self.output_grads = output_grads
+        self.attrs = attrs
+        self.opset = grad_pass.opset
+        self._needs = needs
+        self.op = OpBuilder(grad_pass, node.op_type)
+
+    # -- the node -------------------------------------------------------------------
+    def input(self, i: int) -> str:
+        """The name of input ``i`` ("" when omitted or absent)."""
+        return self.inputs[i] if i < len(self.inputs) else ""
+
+    def output(self, i: int) -> str:
+        """The name of output ``i`` ("" when omitted or absent)."""
+        return self.outputs[i] if i < len(self.outputs) else ""
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute ``name`` as a Python value, or ``default``."""
+        return self.attrs.get(name, default)
+
+    def needs_grad(self, i: int) -> bool:
+        """True when input ``i`` lies on a path from a differentiated variable."""
+        return i < len(self._needs) and self._needs[i]
+
+    # -- types ----------------------------------------------------------------------
+    def type(self, name: str) -> ValueType:
+        """The inferred type of a value (``UNKNOWN`` when inference could not tell)."""
+        return self._pass.types.get(name, UNKNOWN)
+
+    def dtype(self, name: str) -> int:
+        """The TensorProto element type of a value (0 when unknown)."""
+        return self.type(name).dtype
+
+    def shape(self, name: str) -> tuple[Any, ...] | None:
+        """The inferred shape (dims int, symbolic str or None), None when the rank is unknown."""
+        return self.type(name).shape
+
+    def rank(self, name: str) -> int | None:
+        """The inferred rank, or None."""
+        return self.type(name).rank
+
+    def static_shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape when every dimension is known, else None."""
+        t = self.type(name)
+        return tuple(t.shape) if t.is_static else None  # type: ignore[arg-type]
+
+    def require_rank(self, name: str) -> int:
+        """The rank of ``name``; raises a GradientError naming the node when unknown."""
+        r = self.rank(name)
+        if r is None:
+            raise self.error(f"needs the rank of {name!r}, which shape inference could not determine")
+        return r
+
+    def error(self, message: str) -> GradientError:
+        """A GradientError naming this node; ``raise ctx.error("...")``."""
+        return self._pass.node_error(self.node, message)
+
+    # -- building -------------------------------------------------------------------
+    def const(self, value: Any, *, like: str | None = None, dtype: int | None = None) -> str:
+        """A Constant holding ``value`` with the dtype of ``like`` (or ``dtype``).
+
+        Equal constants are emitted once per backward graph.
+        """
+        return self._pass.typed_constant(value, like=like, dtype=dtype)
+
+    def ints(self, values: Sequence[int] | int) -> str:
+        """An int64 Constant (axes, shapes, starts, ...)."""
+        return self._pass.constant(np.asarray(values, dtype=np.int64))
+
+    def shape_of(self, name: str) -> str:
+        """A ``Shape(name)`` value (static shapes become a Constant)."""
+        return self._pass.shape_value(name)
+
+    def zeros_like(self, name: str) -> str:
+        """Zeros with the shape and dtype of ``name``."""
+        return self._pass.zeros_like(name)
+
+    def unbroadcast(self, grad: str, to: str, frm: str | None = None) -> str:
+        """Sums ``grad`` (shaped like ``frm``, default output 0) back to the shape of ``to``."""
+        return self._pass.unbroadcast(grad, frm or self.output(0), to)

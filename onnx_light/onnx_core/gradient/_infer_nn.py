@@ -1,0 +1,152 @@
+"""Inference of convolution, pooling, normalization and loss ops."""
+
+from __future__ import annotations
+
+from ._infer_common import FLOAT, INT64, in_type, norm_axis
+from ._types import Dim, InferContext, ValueType, infer
+
+
+def _spatial_out(
+    d: Dim, k: Dim, stride: int, pad_total: int, dilation: int, auto_pad: str, ceil_mode: bool
+) -> Dim:
+    """One output dim of a convolution or pooling window."""
+    if not isinstance(d, int):
+        return None
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        return -(-d // stride)
+    if not isinstance(k, int):
+        return None
+    span = (k - 1) * dilation + 1
+    if auto_pad == "VALID":
+        pad_total = 0
+    num = d + pad_total - span
+    if ceil_mode:
+        out = -(-num // stride) + 1
+        # the last window must start inside the input or its begin padding
+        if (out - 1) * stride >= d + pad_total // 2 + (pad_total % 2):
+            out -= 1
+        return out
+    return num // stride + 1
+
+
+def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil_mode: bool) -> list[Dim]:
+    n = len(kernel)
+    strides = list(ctx.attr("strides", [1] * n))
+    dilations = list(ctx.attr("dilations", [1] * n))
+    pads = list(ctx.attr("pads", [0] * 2 * n))
+    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
+    return [
+        _spatial_out(x_shape[2 + i], kernel[i], strides[i], pads[i] + pads[i + n], dilations[i], auto_pad, ceil_mode)
+        for i in range(n)
+    ]
+
+
+@infer("Conv", "ConvInteger", "QLinearConv")
+def conv(ctx: InferContext) -> list[ValueType]:
+    """``(N, M, out...)`` with M = W.shape[0]."""
+    x, w = in_type(ctx, 0), in_type(ctx, 1)
+    dtype = x.dtype if ctx.node.op_type == "Conv" else (6 if ctx.node.op_type == "ConvInteger" else 0)
+    if x.shape is None:
+        return [ValueType(dtype, None)]
+    n = len(x.shape) - 2
+    kernel = ctx.attr("kernel_shape")
+    if kernel is None:
+        kernel = list(w.shape[2:]) if w.shape is not None else [None] * n
+    m = w.shape[0] if w.shape is not None else None
+    return [ValueType(dtype, (x.shape[0], m, *_window(ctx, list(kernel), x.shape, False)))]
+
+
+@infer("ConvTranspose")
+def conv_transpose(ctx: InferContext) -> list[ValueType]:
+    """``(N, W.shape[1] * group, out...)``; ``output_shape`` wins over the formula."""
+    x, w = in_type(ctx, 0), in_type(ctx, 1)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    n = len(x.shape) - 2
+    group = int(ctx.attr("group", 1))
+    c: Dim = w.shape[1] * group if w.shape is not None and isinstance(w.shape[1], int) else None
+    kernel = ctx.attr("kernel_shape") or (list(w.shape[2:]) if w.shape is not None else [None] * n)
+    if ctx.attr("output_shape") is not None:
+        spatial: list[Dim] = [int(d) for d in ctx.attr("output_shape")][-n:]
+        return [ValueType(x.dtype, (x.shape[0], c, *spatial))]
+    strides = list(ctx.attr("strides", [1] * n))
+    dilations = list(ctx.attr("dilations", [1] * n))
+    out_pad = list(ctx.attr("output_padding", [0] * n))
+    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
+    pads = [0] * 2 * n if auto_pad != "NOTSET" else list(ctx.attr("pads", [0] * 2 * n))
+    spatial = []
+    for i in range(n):
+        d, k = x.shape[2 + i], kernel[i]
+        if not isinstance(d, int) or not isinstance(k, int):
+            spatial.append(None)
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            spatial.append(d * strides[i])
+        else:
+            span = (k - 1) * dilations[i] + 1
+            spatial.append(strides[i] * (d - 1) + out_pad[i] + span - pads[i] - pads[i + n])
+    return [ValueType(x.dtype, (x.shape[0], c, *spatial))]
+
+
+@infer("MaxPool", "AveragePool", "LpPool")
+def pool(ctx: InferContext) -> list[ValueType]:
+    """``(N, C, out...)`` over ``kernel_shape`` (``ceil_mode`` rounds up); MaxPool's indices int64."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None), ValueType(INT64, None)]
+    kernel = list(ctx.attr("kernel_shape", []))
+    shape = (*x.shape[:2], *_window(ctx, kernel, x.shape, bool(ctx.attr("ceil_mode", 0))))
+    return [ValueType(x.dtype, shape), ValueType(INT64, shape)]
+
+
+@infer("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def global_pool(ctx: InferContext) -> list[ValueType]:
+    """``(N, C, 1, ...)``."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    return [ValueType(x.dtype, (*x.shape[:2], *([1] * (len(x.shape) - 2))))]
+
+
+@infer("BatchNormalization")
+def batch_norm(ctx: InferContext) -> list[ValueType]:
+    """Y as X; the extra statistics outputs ``(C,)`` in the mean's type."""
+    x, mean = in_type(ctx, 0), in_type(ctx, 3)
+    c: Dim = x.shape[1] if x.shape is not None and len(x.shape) > 1 else None
+    if mean.shape is not None and len(mean.shape) == 1:
+        c = c if isinstance(c, int) else mean.shape[0]
+    stat = ValueType(mean.dtype or x.dtype, (c,))
+    return [x] + [stat] * (len(ctx.node.output) - 1)
+
+
+@infer("InstanceNormalization", "GroupNormalization", "RMSNormalization")
+def same_as_input(ctx: InferContext) -> list[ValueType]:
+    """As the input."""
+    return [in_type(ctx, 0)]
+
+
+@infer("LayerNormalization")
+def layer_norm(ctx: InferContext) -> list[ValueType]:
+    """Y as X; Mean and InvStdDev keep ``X[:axis]`` and are 1 after, in ``stash_type``."""
+    x = in_type(ctx, 0)
+    stash = int(ctx.attr("stash_type", FLOAT))
+    if x.shape is None:
+        return [x, ValueType(stash, None), ValueType(stash, None)]
+    axis = norm_axis(int(ctx.attr("axis", -1)), len(x.shape))
+    stat = ValueType(stash, (*x.shape[:axis], *([1] * (len(x.shape) - axis))))
+    return [x, stat, stat]
+
+
+@infer("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
+def loss(ctx: InferContext) -> list[ValueType]:
+    """A scalar (mean/sum) or the labels' shape (none); SCE's log_prob as the scores."""
+    x, labels = in_type(ctx, 0), in_type(ctx, 1)
+    reduction = str(ctx.attr("reduction", "mean"))
+    if reduction == "none":
+        shape = labels.shape
+        if shape is None and x.shape is not None:
+            shape = (x.shape[0], *x.shape[2:])
+        out = ValueType(x.dtype, shape)
+    else:
+        out = ValueType(x.dtype, ())
+    return [out, x]
+

@@ -1,0 +1,488 @@
+"""Inference of shape-manipulating ops, with folding of shape computations.
+
+Torch exports compute ``Reshape`` and ``Expand`` targets from ``Shape`` / ``Gather``
+/ ``Unsqueeze`` / ``Concat`` chains; these ops propagate values that are known, or
+partly known with symbolic entries, so the targets resolve when the pass runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._infer_common import (
+    FLOAT,
+    INT64,
+    axes_arg,
+    broadcast_shapes,
+    dim_product,
+    dims_value,
+    finish,
+    has_input,
+    in_type,
+    ints_of,
+    merge_dim,
+    norm_axis,
+    partial,
+    small,
+    tensor_dtype,
+    value,
+)
+from ._types import Dim, InferContext, ValueType, infer
+
+Result = tuple[list[ValueType], list[np.ndarray | None]]
+
+
+@infer("Shape")
+def shape_op(ctx: InferContext) -> Result:
+    """1-D int64 of the dims in ``[start, end)``; its value when the dims are known."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(INT64, (None,))], [None]
+    rank = len(x.shape)
+    start, end = int(ctx.attr("start", 0)), int(ctx.attr("end", rank))
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    dims = list(x.shape[start:end]) if end > start else []
+    arr = np.empty(len(dims), dtype=object)
+    arr[:] = dims
+    return [ValueType(INT64, (len(dims),))], [finish(arr) if dims else np.zeros(0, np.int64)]
+
+
+@infer("Size")
+def size_op(ctx: InferContext) -> Result:
+    """An int64 scalar; its value when the shape is static."""
+    x = in_type(ctx, 0)
+    n = dim_product(x.shape) if x.shape is not None else None
+    return [ValueType(INT64, ())], [np.array(n, np.int64) if isinstance(n, int) else None]
+
+
+def _reshape_dims(src: tuple[Dim, ...] | None, target: list[Dim], allowzero: int) -> tuple[Dim, ...]:
+    out: list[Dim] = []
+    for i, t in enumerate(target):
+        if t == 0 and not allowzero:
+            out.append(src[i] if src is not None and i < len(src) else None)
+        elif t == -1 or t is None or isinstance(t, str) or (isinstance(t, int) and t >= 0):
+            out.append(t)
+        else:
+            raise ValueError(f"bad reshape target {target}")
+    if -1 in out:
+        i = out.index(-1)
+        out[i] = _missing_factor(src, out[:i] + out[i + 1 :])
+    return tuple(out)
+
+
+def _missing_factor(src: tuple[Dim, ...] | None, known: list[Dim]) -> Dim:
+    """The dim d such that prod(src) == d * prod(known), when it can be told."""
+    if src is None or any(d is None for d in src) or any(d is None for d in known):
+        return None
+    rest_src = [d for d in src if d != 1]
+    for d in known:
+        if d == 1:
+            continue
+        if isinstance(d, str):
+            if d not in rest_src:
+                return None
+            rest_src.remove(d)
+    num, den = dim_product(rest_src), dim_product([d for d in known if isinstance(d, int)])
+    if isinstance(num, int):
+        return num // den if den and num % den == 0 else None
+    return num if den == 1 else None
+
+
+@infer("Reshape")
+def reshape(ctx: InferContext) -> Result:
+    """The target shape (0 copies unless allowzero, -1 inferred); folds known values."""
+    x = in_type(ctx, 0)
+    allowzero = int(ctx.attr("allowzero", 0))
+    if "shape" in ctx.attrs:  # Reshape-1
+        target: list[Dim] | None = [int(d) for d in ctx.attrs["shape"]]
+    else:
+        target = dims_value(ctx, 1)
+    if target is None:
+        n = in_type(ctx, 1).shape
+        rank = n[0] if n is not None and len(n) == 1 and isinstance(n[0], int) else None
+        return [ValueType(x.dtype, None if rank is None else (None,) * rank)], [None]
+    shape = _reshape_dims(x.shape, target, allowzero)
+    v = value(ctx, 0)
+    out: np.ndarray | None = None
+    if v is not None and all(isinstance(d, int) for d in shape):
+        out = v.reshape(shape)
+    else:
+        p = partial(ctx, 0)
+        if p is not None and all(isinstance(d, int) for d in shape):
+            out = finish(p.reshape(shape))
+    return [ValueType(x.dtype, shape)], [out]
+
+
+@infer("Flatten")
+def flatten(ctx: InferContext) -> list[ValueType]:
+    """``(prod(d[:axis]), prod(d[axis:]))``."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, (None, None))]
+    axis = int(ctx.attr("axis", 1))
+    axis = axis + len(x.shape) if axis < 0 else axis
+    return [ValueType(x.dtype, (dim_product(x.shape[:axis]), dim_product(x.shape[axis:])))]
+
+
+@infer("Squeeze")
+def squeeze(ctx: InferContext) -> Result:
+    """Drops ``axes`` (attribute before 13, else input), or every dim known to be 1."""
+    x = in_type(ctx, 0)
+    given, axes = axes_arg(ctx, 1)
+    if x.shape is None or (given and axes is None):
+        return [ValueType(x.dtype, None)], [None]
+    rank = len(x.shape)
+    if not given or not axes:
+        if any(not isinstance(d, int) for d in x.shape):
+            return [ValueType(x.dtype, None)], [None]
+        drop = {i for i, d in enumerate(x.shape) if d == 1}
+    else:
+        drop = {norm_axis(a, rank) for a in axes}
+    shape = tuple(d for i, d in enumerate(x.shape) if i not in drop)
+    p = partial(ctx, 0)
+    return [ValueType(x.dtype, shape)], [_fold_reshape(ctx, p, shape)]
+
+
+def _fold_reshape(ctx: InferContext, p: np.ndarray | None, shape: tuple[Dim, ...]) -> np.ndarray | None:
+    if not all(isinstance(d, int) for d in shape):
+        return None
+    v = value(ctx, 0)
+    if v is not None and small(v):
+        return v.reshape(shape)  # type: ignore[arg-type]
+    return finish(p.reshape(shape)) if p is not None else None  # type: ignore[arg-type]
+
+
+@infer("Unsqueeze")
+def unsqueeze(ctx: InferContext) -> Result:
+    """Inserts 1s at ``axes`` (of the output's rank)."""
+    x = in_type(ctx, 0)
+    _, axes = axes_arg(ctx, 1)
+    if x.shape is None or axes is None:
+        return [ValueType(x.dtype, None)], [None]
+    rank = len(x.shape) + len(axes)
+    ins = {norm_axis(a, rank) for a in axes}
+    rest = iter(x.shape)
+    shape = tuple(1 if i in ins else next(rest) for i in range(rank))
+    return [ValueType(x.dtype, shape)], [_fold_reshape(ctx, partial(ctx, 0), shape)]
+
+
+@infer("Transpose")
+def transpose(ctx: InferContext) -> list[ValueType]:
+    """Dims permuted by ``perm`` (reversed by default)."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    perm = ctx.attr("perm") or list(range(len(x.shape)))[::-1]
+    return [ValueType(x.dtype, tuple(x.shape[int(p)] for p in perm))]
+
+
+@infer("Concat")
+def concat(ctx: InferContext) -> Result:
+    """Dims summed along ``axis``; folds known and partly known 1-D values."""
+    types = [t for i, t in enumerate(ctx.inputs) if has_input(ctx, i)]
+    dtype = next((t.dtype for t in types if t.dtype), 0)
+    if any(t.shape is None for t in types) or not types:
+        rank = next((t.rank for t in types if t.rank is not None), None)
+        return [ValueType(dtype, None if rank is None else (None,) * rank)], [None]
+    rank = len(types[0].shape)  # type: ignore[arg-type]
+    axis = norm_axis(int(ctx.attr("axis", 0)), rank)
+    shape: list[Dim] = list(types[0].shape)  # type: ignore[arg-type]
+    for t in types[1:]:
+        for i, d in enumerate(t.shape):  # type: ignore[union-attr]
+            if i != axis:
+                shape[i] = merge_dim(shape[i], d)
+    along = [t.shape[axis] for t in types]  # type: ignore[index]
+    shape[axis] = sum(along) if all(isinstance(d, int) for d in along) else None  # type: ignore[arg-type]
+    if shape[axis] is None and len([d for d in along if d != 0]) == 1:
+        shape[axis] = next(d for d in along if d != 0)
+    vals = [value(ctx, i) for i in range(len(ctx.inputs)) if has_input(ctx, i)]
+    out: np.ndarray | None = None
+    if all(v is not None for v in vals) and small(*vals):
+        out = np.concatenate(vals, axis=axis)  # type: ignore[arg-type]
+    elif rank == 1:
+        parts = [partial(ctx, i) for i in range(len(ctx.inputs)) if has_input(ctx, i)]
+        if all(p is not None for p in parts):
+            out = finish(np.concatenate(parts))  # type: ignore[arg-type]
+    return [ValueType(dtype, tuple(shape))], [out]
+
+
+@infer("Split")
+def split(ctx: InferContext) -> list[ValueType]:
+    """Pieces along ``axis``: ``split`` (attribute before 13, else input), ``num_outputs`` or equal."""
+    x = in_type(ctx, 0)
+    n = len(ctx.node.output)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)] * n
+    axis = norm_axis(int(ctx.attr("axis", 0)), len(x.shape))
+    given, sizes = axes_arg(ctx, 1, "split")
+    d = x.shape[axis]
+    pieces: list[Dim]
+    if given and sizes is not None and len(sizes) == n:
+        pieces = list(sizes)
+    elif isinstance(d, int) and not given:
+        k = int(ctx.attr("num_outputs", n))
+        step = -(-d // k)
+        pieces = [min(step, max(d - i * step, 0)) for i in range(n)]
+    else:
+        pieces = [None] * n
+    return [ValueType(x.dtype, tuple(p if i == axis else s for i, s in enumerate(x.shape))) for p in pieces]
+
+
+def _slice_dim(d: Dim, start: int, end: int, step: int) -> Dim:
+    if isinstance(d, int):
+        return len(range(*slice(start, end, step).indices(d)))
+    if step == 1 and start == 0 and end >= 2**31 - 1:
+        return d
+    if step == 1 and 0 <= start <= end < 2**31 - 1:
+        return None  # depends on d
+    return None
+
+
+@infer("Slice")
+def slice_op(ctx: InferContext) -> Result:
+    """Starts/ends/axes as attributes (before opset 10) or inputs, with steps; folds values."""
+    x = in_type(ctx, 0)
+    if "starts" in ctx.attrs:
+        starts, ends = list(ctx.attrs["starts"]), list(ctx.attrs["ends"])
+        axes: list[int] | None = list(ctx.attrs.get("axes", range(len(starts))))
+        steps: list[int] | None = [1] * len(starts)
+    else:
+        s, e = ints_of(ctx, 1), ints_of(ctx, 2)
+        if s is None or e is None:
+            return [ValueType(x.dtype, None if x.shape is None else (None,) * len(x.shape))], [None]
+        starts, ends = s, e
+        axes = ints_of(ctx, 3) if has_input(ctx, 3) else list(range(len(starts)))
+        steps = ints_of(ctx, 4) if has_input(ctx, 4) else [1] * len(starts)
+    if x.shape is None or axes is None or steps is None:
+        return [ValueType(x.dtype, None if x.shape is None else (None,) * len(x.shape))], [None]
+    rank = len(x.shape)
+    shape: list[Dim] = list(x.shape)
+    index: list[Any] = [slice(None)] * rank
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        a = norm_axis(int(ax), rank)
+        shape[a] = _slice_dim(x.shape[a], int(st), int(en), int(sp))
+        index[a] = slice(int(st), int(en), int(sp))
+    out: np.ndarray | None = None
+    v = value(ctx, 0)
+    if v is not None and small(v):
+        out = v[tuple(index)]
+    else:
+        p = partial(ctx, 0)
+        out = finish(p[tuple(index)]) if p is not None else None
+    return [ValueType(x.dtype, tuple(shape))], [out]
+
+
+@infer("Gather")
+def gather(ctx: InferContext) -> Result:
+    """``data[:axis] + indices + data[axis+1:]``; folds known and partly known values."""
+    x, idx = in_type(ctx, 0), in_type(ctx, 1)
+    if x.shape is None or idx.shape is None:
+        return [ValueType(x.dtype, None)], [None]
+    axis = norm_axis(int(ctx.attr("axis", 0)), len(x.shape))
+    shape = (*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :])
+    i = value(ctx, 1)
+    out: np.ndarray | None = None
+    if i is not None and small(i):
+        v = value(ctx, 0)
+        if v is not None and small(v):
+            out = np.take(v, i, axis=axis)
+        else:
+            p = partial(ctx, 0)
+            out = finish(np.take(p, i, axis=axis)) if p is not None else None
+    return [ValueType(x.dtype, shape)], [out]
+
+
+@infer("GatherElements")
+def gather_elements(ctx: InferContext) -> list[ValueType]:
+    """The indices' shape in the data's type."""
+    return [ValueType(in_type(ctx, 0).dtype, in_type(ctx, 1).shape)]
+
+
+@infer("GatherND")
+def gather_nd(ctx: InferContext) -> list[ValueType]:
+    """``indices[:-1] + data[batch_dims + indices[-1]:]``."""
+    x, idx = in_type(ctx, 0), in_type(ctx, 1)
+    b = int(ctx.attr("batch_dims", 0))
+    if x.shape is None or idx.shape is None or not isinstance(idx.shape[-1], int):
+        return [ValueType(x.dtype, None)]
+    return [ValueType(x.dtype, (*idx.shape[:-1], *x.shape[b + idx.shape[-1] :]))]
+
+
+@infer("ScatterElements", "ScatterND", "Scatter")
+def scatter(ctx: InferContext) -> list[ValueType]:
+    """As the data."""
+    return [in_type(ctx, 0)]
+
+
+@infer("Expand")
+def expand(ctx: InferContext) -> Result:
+    """The broadcast of the input with the target shape; folds small values."""
+    x = in_type(ctx, 0)
+    target = dims_value(ctx, 1)
+    if target is None:
+        n = in_type(ctx, 1).shape
+        if n is None or len(n) != 1 or not isinstance(n[0], int) or x.shape is None:
+            return [ValueType(x.dtype, None)], [None]
+        target = [None] * n[0]
+    shape = broadcast_shapes(x.shape, tuple(target))
+    v = value(ctx, 0)
+    out: np.ndarray | None = None
+    if v is not None and shape is not None and all(isinstance(d, int) for d in shape):
+        if int(np.prod(shape)) <= 4096:  # type: ignore[arg-type]
+            out = np.broadcast_to(v, shape).copy()  # type: ignore[arg-type]
+    return [ValueType(x.dtype, shape)], [out]
+
+
+@infer("Tile")
+def tile(ctx: InferContext) -> list[ValueType]:
+    """Each dim times its repeat."""
+    x = in_type(ctx, 0)
+    reps = ints_of(ctx, 1)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    if reps is None:
+        return [ValueType(x.dtype, (None,) * len(x.shape))]
+    shape = tuple(d * r if isinstance(d, int) else (d if r == 1 else None) for d, r in zip(x.shape, reps))
+    return [ValueType(x.dtype, shape)]
+
+
+@infer("Pad")
+def pad(ctx: InferContext) -> list[ValueType]:
+    """Each dim plus its begin and end pads (attribute before 11, else input; axes at 18)."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    rank = len(x.shape)
+    pads = ctx.attr("pads", ctx.attr("paddings"))
+    pads = [int(p) for p in pads] if pads is not None else ints_of(ctx, 1)
+    axes = ints_of(ctx, 3) if has_input(ctx, 3) else list(range(rank))
+    if pads is None or axes is None:
+        return [ValueType(x.dtype, (None,) * rank)]
+    shape: list[Dim] = list(x.shape)
+    k = len(axes)
+    for j, a in enumerate(axes):
+        i = norm_axis(a, rank)
+        d = shape[i]
+        total = pads[j] + pads[j + k]
+        shape[i] = d + total if isinstance(d, int) else (d if total == 0 else None)
+    return [ValueType(x.dtype, tuple(shape))]
+
+
+def _constant_value(attrs: dict[str, Any]) -> np.ndarray | None:
+    from ..numpy_helper import to_array
+
+    if "value" in attrs:
+        return to_array(attrs["value"])
+    if "value_float" in attrs:
+        return np.array(attrs["value_float"], np.float32)
+    if "value_floats" in attrs:
+        return np.array(attrs["value_floats"], np.float32)
+    if "value_int" in attrs:
+        return np.array(attrs["value_int"], np.int64)
+    if "value_ints" in attrs:
+        return np.array(attrs["value_ints"], np.int64)
+    if "value_string" in attrs:
+        return np.array(attrs["value_string"], dtype=object)
+    if "value_strings" in attrs:
+        return np.array(list(attrs["value_strings"]), dtype=object)
+    return None
+
+
+@infer("Constant")
+def constant(ctx: InferContext) -> Result:
+    """The attribute's tensor, type and value (sparse values: type and shape only)."""
+    if "sparse_value" in ctx.attrs:
+        sp = ctx.attrs["sparse_value"]
+        return [ValueType(int(sp.values.data_type), tuple(int(d) for d in sp.dims))], [None]
+    v = _constant_value(ctx.attrs)
+    if v is None:
+        return [ValueType(0, None)], [None]
+    if v.dtype == object:  # strings
+        return [ValueType(8, v.shape)], [None]
+    dt = int(ctx.attrs["value"].data_type) if "value" in ctx.attrs else tensor_dtype(v)
+    return [ValueType(dt, tuple(int(d) for d in v.shape))], [v]
+
+
+@infer("ConstantOfShape")
+def constant_of_shape(ctx: InferContext) -> Result:
+    """The shape given by the input's (partly known) value, in the ``value`` tensor's type."""
+    from ..numpy_helper import to_array
+
+    fill = to_array(ctx.attrs["value"]) if "value" in ctx.attrs else np.zeros(1, np.float32)
+    dtype = int(ctx.attrs["value"].data_type) if "value" in ctx.attrs else FLOAT
+    dims = dims_value(ctx, 0)
+    if dims is None:
+        n = in_type(ctx, 0).shape
+        ok = n is not None and len(n) == 1 and isinstance(n[0], int)
+        return [ValueType(dtype, (None,) * n[0] if ok else None)], [None]  # type: ignore[index, operator]
+    shape = tuple(None if isinstance(d, int) and d < 0 else d for d in dims)
+    out: np.ndarray | None = None
+    if all(isinstance(d, int) for d in shape) and int(np.prod(shape)) <= 4096:  # type: ignore[arg-type]
+        out = np.full(shape, fill.reshape(-1)[0], dtype=fill.dtype)  # type: ignore[arg-type]
+    return [ValueType(dtype, shape)], [out]
+
+
+@infer("Range")
+def range_op(ctx: InferContext) -> Result:
+    """1-D of ``max(ceil((limit - start) / delta), 0)`` elements; folded when known."""
+    dtype = in_type(ctx, 0).dtype
+    s, lim, d = value(ctx, 0), value(ctx, 1), value(ctx, 2)
+    if s is None or lim is None or d is None:
+        return [ValueType(dtype, (None,))], [None]
+    n = max(int(np.ceil((lim.item() - s.item()) / d.item())), 0)
+    out = np.arange(n, dtype=s.dtype) * d.astype(s.dtype) + s if n <= 4096 else None
+    return [ValueType(dtype, (n,))], [out]
+
+
+@infer("EyeLike")
+def eye_like(ctx: InferContext) -> list[ValueType]:
+    """The input's shape in ``dtype`` (default the input's type)."""
+    x = in_type(ctx, 0)
+    return [ValueType(int(ctx.attr("dtype", x.dtype)), x.shape)]
+
+
+@infer("OneHot")
+def one_hot(ctx: InferContext) -> list[ValueType]:
+    """The indices' shape with ``depth`` inserted at ``axis``; the values' type."""
+    idx = in_type(ctx, 0)
+    dtype = in_type(ctx, 2).dtype
+    if idx.shape is None:
+        return [ValueType(dtype, None)]
+    depth = value(ctx, 1)
+    d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else None
+    rank = len(idx.shape) + 1
+    axis = norm_axis(int(ctx.attr("axis", -1)), rank)
+    shape = list(idx.shape)
+    shape.insert(axis, d)
+    return [ValueType(dtype, tuple(shape))]
+
+
+@infer("NonZero")
+def non_zero(ctx: InferContext) -> list[ValueType]:
+    """int64 ``(rank, count)``, the count unknown."""
+    r = in_type(ctx, 0).rank
+    return [ValueType(INT64, (r, None))]
+
+
+@infer("DepthToSpace", "SpaceToDepth")
+def depth_space(ctx: InferContext) -> list[ValueType]:
+    """Channels divided (multiplied) by blocksize², height and width multiplied (divided)."""
+    x = in_type(ctx, 0)
+    b = int(ctx.attr("blocksize", 1))
+    if x.shape is None or len(x.shape) != 4:
+        return [ValueType(x.dtype, None if x.shape is None else (None,) * len(x.shape))]
+    n, c, h, w = x.shape
+
+    def mul(d: Dim, k: int) -> Dim:
+        return d * k if isinstance(d, int) else None
+
+    def div(d: Dim, k: int) -> Dim:
+        return d // k if isinstance(d, int) else None
+
+    if ctx.node.op_type == "DepthToSpace":
+        return [ValueType(x.dtype, (n, div(c, b * b), mul(h, b), mul(w, b)))]
+    return [ValueType(x.dtype, (n, mul(c, b * b), div(h, b), div(w, b)))]
+

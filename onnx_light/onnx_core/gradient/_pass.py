@@ -1,0 +1,717 @@
+"""Reverse-mode differentiation of ONNX nodes into a self-contained FunctionProto.
+
+The pass (the seed's algorithm, with what it lacked):
+
+1. upgrade forward nodes to the emitted opset and index every value's producer;
+2. keep the ancestors of ``y`` (iteratively, no recursion) and infer types/shapes;
+3. sweep forward once with one bit per ``x`` to know which values depend on which
+   variables, differentiably (through float values and ops with gradients) and at all;
+4. walk the nodes on a path from an ``x`` to ``y`` in reverse, calling each op's rule;
+   contributions to a value are accumulated with one ``Add`` (two) or ``Sum`` (more),
+   emitted only once a second contribution exists; broadcasting is undone here, not
+   in the rules;
+5. name each gradient ``grad_<x>`` with an ``Identity`` and re-emit, once and in
+   order, the forward nodes whose values the backward nodes read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import GradientError
+from .._inline import FunctionInliner
+from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
+from ..helper import get_attribute_value, make_attribute, make_opsetid, tensor_dtype_to_np_dtype
+from ..numpy_helper import from_array, to_array
+from ._context import FLOAT_TYPES, GradContext
+from ._registry import GradRegistry, GradRule
+from ._types import UNKNOWN, ValueType, infer_types
+from ._upgrade import upgrade_nodes
+
+__all__ = [
+    "GradientOfNodes",
+    "GradientOfFunction",
+    "NewGradName",
+    "AccumulateGrad",
+    "GradCounter",
+    "EMITTED_OPSET",
+    "DY",
+]
+
+#: the default-domain opset of emitted functions (or the source's, if newer)
+EMITTED_OPSET = 21
+#: the name of the output-gradient input
+DY = "dy"
+#: integer constants up to this many elements are folded for shape inference
+_FOLD_MAX = 64
+
+
+class GradCounter:
+    """The seed's ``int &counter``: a counter plus every name already taken."""
+
+    __slots__ = ("value", "taken")
+
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self.value = 0
+        self.taken: set[str] = set(taken)
+
+    def __int__(self) -> int:
+        return self.value
+
+    __index__ = __int__
+
+
+def NewGradName(prefix: str, counter: GradCounter) -> str:  # noqa: N802  (the seed's name)
+    """A fresh value name ``<prefix>_grad<n>`` that collides with no name in the source.
+
+    Args:
+        prefix: readable stem (an op type or value name).
+        counter: the pass's counter; advanced by every call.
+    """
+    stem = "".join(c if c.isalnum() or c in "_./" else "_" for c in prefix) or "v"
+    while True:
+        counter.value += 1
+        name = f"{stem}_grad{counter.value}"
+        if name not in counter.taken:
+            counter.taken.add(name)
+            return name
+
+
+def AccumulateGrad(  # noqa: N802  (the seed's name)
+    grad_accum: dict[str, str], var: str, grad: str, counter: GradCounter, func: FunctionProto
+) -> str:
+    """Records ``grad`` as a contribution to ``var``'s gradient (seed-form rules).
+
+    The first contribution is stored as it is; a later one emits ``Add(old, grad)``
+    into ``func`` and stores its result.
+
+    Returns:
+        The name now holding ``var``'s accumulated gradient.
+    """
+    old = grad_accum.get(var)
+    if old is None:
+        grad_accum[var] = grad
+        return grad
+    name = NewGradName(var, counter)
+    func.node.append(_node("Add", [old, grad], [name]))
+    grad_accum[var] = name
+    return name
+
+
+class _SeedAccum(dict):  # type: ignore[type-arg]
+    """``grad_accum`` as seed-form rules see it: every write becomes a contribution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contributions: list[tuple[str, str]] = []
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return default  # the core accumulates; each write is a fresh contribution
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.contributions.append((key, value))
+
+
+def _node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: str = "", **attrs: Any) -> NodeProto:
+    node = NodeProto(op_type=op_type, input=list(inputs), output=list(outputs))
+    if domain:
+        node.domain = domain
+    for key in sorted(attrs):
+        if attrs[key] is not None:
+            node.attribute.append(make_attribute(key, attrs[key]))
+    return node
+
+
+def _attrs(node: NodeProto) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        v = get_attribute_value(a)
+        out[a.name] = v.decode("utf-8") if isinstance(v, bytes) else v
+    return out
+
+
+class _GradientPass:
+    """One run of the pass; see the module docstring."""
+
+    def __init__(
+        self,
+        nodes: list[NodeProto],
+        xs: Sequence[str],
+        y: str,
+        zs: Sequence[str] | None,
+        registry: GradRegistry,
+        *,
+        allow_unused: bool,
+        types: dict[str, ValueType],
+        constants: dict[str, np.ndarray],
+        free_order: Sequence[str],
+        opset_imports: dict[str, int],
+        name: str,
+    ) -> None:
+        if isinstance(xs, str):
+            xs = [xs]
+        self.xs = list(xs)
+        self.y = y
+        self.zs = None if zs is None else list(zs)
+        self.registry = registry
+        self.allow_unused = allow_unused
+        self.name = name
+        self.source_opset = opset_imports.get("", EMITTED_OPSET)
+        self.opset = max(EMITTED_OPSET, self.source_opset)
+        self.opset_imports = dict(opset_imports)
+        taken = {DY} | {f"grad_{x}" for x in self.xs} | set(free_order)
+        for n in nodes:
+            taken.update(n.input)
+            taken.update(n.output)
+        self.counter = GradCounter(taken)
+        nodes, renamed = _rename_reserved(nodes, {DY, *(f"grad_{x}" for x in self.xs)}, self.new_name)
+        self.y = renamed.get(y, y)
+        for old, new in renamed.items():
+            if old in types:
+                types[new] = types[old]
+        self.nodes = self._upgrade(nodes, types)
+        self.free_order = list(free_order)
+        self.types = types
+        self.constants = constants
+        self.backward: list[NodeProto] = []
+        self._const_cache: dict[tuple[Any, ...], str] = {}
+        self._shape_cache: dict[str, str] = {}
+
+    # -- helpers used by GradContext ------------------------------------------------
+    def new_name(self, prefix: str) -> str:
+        return NewGradName(prefix, self.counter)
+
+    def emit(
+        self, op_type: str, inputs: list[str], n_outputs: int, domain: str, attrs: dict[str, Any], prefix: str
+    ) -> list[str]:
+        outs = [self.new_name(prefix) for _ in range(n_outputs)]
+        self.backward.append(_node(op_type, inputs, outs, domain, **attrs))
+        return outs
+
+    def constant(self, value: np.ndarray) -> str:
+        key = (value.dtype.str, value.shape, value.tobytes())
+        name = self._const_cache.get(key)
+        if name is None:
+            name = self._const_cache[key] = self.new_name("const")
+            self.backward.append(_node("Constant", [], [name], value=from_array(value)))
+            self.types[name] = ValueType(_np_to_tensor_type(value.dtype), tuple(value.shape))
+            if value.dtype.kind in "iu" and value.size <= _FOLD_MAX:
+                self.constants[name] = value
+        return name
+
+    def typed_constant(self, value: Any, *, like: str | None, dtype: int | None) -> str:
+        if dtype is None and like is not None:
+            dtype = self.types.get(like, UNKNOWN).dtype
+        if dtype and dtype != TensorProto.BFLOAT16:
+            return self.constant(np.asarray(value, dtype=tensor_dtype_to_np_dtype(dtype)))
+        # unknown dtype or bfloat16: a float32 constant cast to the reference's type
+        c = self.constant(np.asarray(value, dtype=np.float32))
+        if like is None:
+            if dtype:
+                return self.emit("Cast", [c], 1, "", {"to": dtype}, "const")[0]
+            raise GradientError("typed_constant needs `like` or `dtype`")
+        return self.emit("CastLike", [c, like], 1, "", {}, "const")[0]
+
+    def shape_value(self, name: str) -> str:
+        cached = self._shape_cache.get(name)
+        if cached is None:
+            t = self.types.get(name, UNKNOWN)
+            if t.is_static:
+                cached = self.constant(np.asarray(t.shape, dtype=np.int64))
+            else:
+                cached = self.emit("Shape", [name], 1, "", {}, name)[0]
+                self.types[cached] = ValueType(TensorProto.INT64, (t.rank,) if t.rank is not None else (None,))
+            self._shape_cache[name] = cached
+        return cached
+
+    def zeros_like(self, name: str) -> str:
+        t = self.types.get(name, UNKNOWN)
+        if t.dtype and t.dtype not in (TensorProto.BFLOAT16,):
+            zero = np.zeros((1,), dtype=tensor_dtype_to_np_dtype(t.dtype))
+            return self.emit("ConstantOfShape", [self.shape_value(name)], 1, "", {"value": from_array(zero)}, name)[0]
+        z = self.emit("ConstantOfShape", [self.shape_value(name)], 1, "", {}, name)[0]
+        return self.emit("CastLike", [z, name], 1, "", {}, name)[0]
+
+    def unbroadcast(self, grad: str, frm: str, to: str) -> str:
+        """Sums ``grad`` (shaped like ``frm``) over the axes numpy broadcasting added to ``to``."""
+        src = self.types.get(frm, UNKNOWN).shape
+        dst = self.types.get(to, UNKNOWN).shape
+        if src is not None and dst is not None and len(src) == len(dst) and all(
+            a == b and a is not None for a, b in zip(src, dst)
+        ):
+            return grad
+        if src is not None and dst is not None and len(src) >= len(dst):
+            lead = len(src) - len(dst)
+            axes = list(range(lead))
+            certain = True
+            for k, d in enumerate(dst):
+                s = src[lead + k]
+                if d == 1 and s != 1:
+                    axes.append(lead + k)
+                elif not (d == s and d is not None) and not (isinstance(d, int) and d != 1):
+                    certain = False  # a symbolic or unknown dim might be 1
+            if certain:
+                if not axes:
+                    return grad
+                only_leading = len(axes) == lead
+                summed = self.emit("ReduceSum", [grad, self.constant(np.asarray(axes, np.int64))], 1, "",
+                                   {"keepdims": 0 if only_leading else 1}, to)[0]
+                if lead == 0 or only_leading:
+                    return summed
+                return self.emit("Reshape", [summed, self.shape_value(to)], 1, "", {}, to)[0]
+        # shapes known only at run time: sum over every axis where `to`, padded to the
+        # gradient's rank, has size 1 (summing a size-1 axis of the gradient is harmless)
+        g_shape = self.emit("Shape", [grad], 1, "", {}, grad)[0]
+        t_shape = self.shape_value(to)
+        one = self.constant(np.asarray([1], np.int64))
+        lead_n = self.emit("Sub", [self.emit("Size", [g_shape], 1, "", {}, to)[0],
+                                   self.emit("Size", [t_shape], 1, "", {}, to)[0]], 1, "", {}, to)[0]
+        ones = self.emit("ConstantOfShape", [self.emit("Reshape", [lead_n, one], 1, "", {}, to)[0]], 1, "",
+                         {"value": from_array(np.ones((1,), np.int64))}, to)[0]
+        padded = self.emit("Concat", [ones, t_shape], 1, "", {"axis": 0}, to)[0]
+        mask = self.emit("Equal", [padded, one], 1, "", {}, to)[0]
+        axes_2d = self.emit("NonZero", [mask], 1, "", {}, to)[0]
+        axes_v = self.emit("Reshape", [axes_2d, self.constant(np.asarray([-1], np.int64))], 1, "", {}, to)[0]
+        summed = self.emit("ReduceSum", [grad, axes_v], 1, "", {"keepdims": 1, "noop_with_empty_axes": 1}, to)[0]
+        return self.emit("Reshape", [summed, t_shape], 1, "", {}, to)[0]
+
+    def node_error(self, node: NodeProto, message: str) -> GradientError:
+        domain = node.domain or "ai.onnx"
+        name = f" {node.name!r}" if node.name else ""
+        return GradientError(
+            f"node{name} ({domain}::{node.op_type} -> {list(node.output)}) at opset {self.source_opset}: {message}"
+        )
+
+    # -- the pass ---------------------------------------------------------------------
+    def _upgrade(self, nodes: list[NodeProto], types: dict[str, ValueType]) -> list[NodeProto]:
+        if self.source_opset >= self.opset:
+            return nodes
+        return upgrade_nodes(
+            nodes,
+            self.source_opset,
+            self.opset,
+            self.new_name,
+            dtype_of=lambda n: types.get(n, UNKNOWN).dtype,
+            rank_of=lambda n: types.get(n, UNKNOWN).rank,
+            shape_of=lambda n: types.get(n, UNKNOWN).shape,
+        )
+
+    def run(self) -> FunctionProto:
+        self._validate_names()
+        producer: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for out in node.output:
+                if out:
+                    if out in producer:
+                        raise GradientError(f"value {out!r} is produced twice (nodes {producer[out]} and {i})")
+                    producer[out] = i
+        if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
+            raise GradientError(
+                f"y={self.y!r} is not produced by any node nor an input; outputs available: "
+                f"{sorted(producer)[:20]}"
+            )
+        ancestors = self._ancestors([self.y], producer)
+        order = sorted(ancestors)
+        fwd = [self.nodes[i] for i in order]
+        self.types, self.constants = infer_types(fwd, self.types, self.constants, self.opset)
+        reach, diff = self._dependence(fwd)
+        y_reach = reach.get(self.y, 0)
+        for k, x in enumerate(self.xs):
+            if not (y_reach >> k) & 1 and not self.allow_unused:
+                raise GradientError(
+                    f"x={x!r} does not reach y={self.y!r}: no path of nodes leads from it to y; "
+                    "check the name, or pass allow_unused=True to get zeros"
+                )
+            dt = self.types.get(x, UNKNOWN).dtype
+            if dt and dt not in FLOAT_TYPES:
+                raise GradientError(
+                    f"x={x!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
+                    "differentiate with respect to a floating-point value"
+                )
+        grads: dict[str, list[str]] = {self.y: [DY]}
+        path = [n for n in fwd if any(diff.get(o, 0) for o in n.output)]
+        for node in reversed(path):
+            out_grads = [self._collect(grads, o) if o and diff.get(o, 0) else None for o in node.output]
+            if all(g is None for g in out_grads):
+                continue
+            needs = [bool(n) and bool(diff.get(n, 0)) for n in node.input]
+            self._apply(node, out_grads, needs, grads)
+        outputs = []
+        for k, x in enumerate(self.xs):
+            g = self._collect(grads, x)
+            if g is None:
+                g = self.zeros_like(x)
+            out = f"grad_{x}"
+            self.backward.append(_node("Identity", [g], [out]))
+            outputs.append(out)
+        return self._assemble(fwd, producer, outputs)
+
+    def _validate_names(self) -> None:
+        if not self.xs:
+            raise GradientError("xs is empty: name at least one value to differentiate with respect to")
+        if len(set(self.xs)) != len(self.xs):
+            raise GradientError(f"xs has repeated names: {self.xs}")
+        if DY in self.xs or (self.zs and DY in self.zs):
+            raise GradientError(f"{DY!r} is reserved for the output gradient; rename that input")
+
+    def _ancestors(self, roots: list[str], producer: dict[str, int]) -> set[int]:
+        seen: set[int] = set()
+        stack = [producer[r] for r in roots if r in producer]
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            for name in self.nodes[i].input:
+                j = producer.get(name)
+                if j is not None and j not in seen:
+                    stack.append(j)
+            for name in _subgraph_inputs(self.nodes[i]):
+                j = producer.get(name)
+                if j is not None and j not in seen:
+                    stack.append(j)
+        return seen
+
+    def _dependence(self, fwd: list[NodeProto]) -> tuple[dict[str, int], dict[str, int]]:
+        """Bit k of ``reach[v]`` / ``diff[v]``: v depends on xs[k] at all / differentiably."""
+        reach: dict[str, int] = {}
+        diff: dict[str, int] = {}
+        for k, x in enumerate(self.xs):
+            reach[x] = reach.get(x, 0) | (1 << k)
+            diff[x] = diff.get(x, 0) | (1 << k)
+        for node in fwd:
+            r = 0
+            d = 0
+            for name in list(node.input) + _subgraph_inputs(node):
+                r |= reach.get(name, 0)
+                d |= diff.get(name, 0)
+            if not r:
+                continue
+            rule = self.registry.lookup(node.domain, node.op_type, self.opset)
+            passes = not (rule is not None and rule.no_grad)
+            for out in node.output:
+                if not out:
+                    continue
+                reach[out] = r
+                dt = self.types.get(out, UNKNOWN).dtype
+                if passes and d and (dt == 0 or dt in FLOAT_TYPES):
+                    diff[out] = d
+        return reach, diff
+
+    def _collect(self, grads: dict[str, list[str]], name: str) -> str | None:
+        """The accumulated gradient of ``name``: one Add for two contributions, Sum for more."""
+        parts = grads.get(name)
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        op = "Add" if len(parts) == 2 else "Sum"
+        total = self.emit(op, parts, 1, "", {}, name)[0]
+        grads[name] = [total]
+        return total
+
+    def _apply(self, node: NodeProto, out_grads: list[str | None], needs: list[bool], grads: dict[str, list[str]]) -> None:
+        rule = self.registry.lookup(node.domain, node.op_type, self.opset)
+        if rule is None:
+            versions = self.registry.versions(node.domain, node.op_type)
+            have = f" (rules exist for opset ranges {versions})" if versions else ""
+            raise self.node_error(
+                node,
+                f"no gradient rule for {node.domain or 'ai.onnx'}::{node.op_type} at opset {self.opset}{have}. "
+                f"Register one: onnx_light.RegisterGradientFunction({node.domain!r}, {node.op_type!r}, rule, "
+                "registry=reg) and pass registry=reg",
+            )
+        if rule.no_grad:
+            return
+        if rule.seed_form:
+            contributions = self._apply_seed(rule, node, out_grads)
+        else:
+            contributions = self._apply_short(rule, node, out_grads, needs)
+        for name, g in contributions:
+            grads.setdefault(name, []).append(g)
+
+    def _apply_short(
+        self, rule: GradRule, node: NodeProto, out_grads: list[str | None], needs: list[bool]
+    ) -> list[tuple[str, str]]:
+        assert rule.fn is not None
+        ctx = GradContext(self, node, out_grads, needs, _attrs(node))
+        dy = out_grads[0] if out_grads else None
+        result = rule.fn(ctx, dy)
+        if result is None or isinstance(result, str):
+            result = (result,)
+        result = list(result)
+        if len(result) > len(node.input):
+            raise self.node_error(node, f"the rule returned {len(result)} gradients for {len(node.input)} inputs")
+        result += [None] * (len(node.input) - len(result))
+        out = []
+        for i, (name, g) in enumerate(zip(node.input, result)):
+            if not needs[i]:
+                continue
+            if g is None:
+                if i in rule.nondiff:
+                    continue
+                raise self.node_error(
+                    node,
+                    f"the rule gives no gradient for input {i} ({name!r}), which depends on a variable; "
+                    "that input is not differentiable by this rule",
+                )
+            if rule.broadcast:
+                g = self.unbroadcast(g, node.output[0], name)
+            out.append((name, g))
+        return out
+
+    def _apply_seed(self, rule: GradRule, node: NodeProto, out_grads: list[str | None]) -> list[tuple[str, str]]:
+        assert rule.fn is not None
+        accum = _SeedAccum()
+        func = FunctionProto()
+        ok = rule.fn(node, out_grads[0] or "", accum, self.counter, func)
+        if ok is False:
+            raise self.node_error(node, "the registered (five-argument) rule returned False")
+        self.backward.extend(func.node)
+        return accum.contributions
+
+    def _assemble(self, fwd: list[NodeProto], producer: dict[str, int], outputs: list[str]) -> FunctionProto:
+        # forward values the backward nodes read, and everything they are computed from
+        read = {n for node in self.backward for n in list(node.input) + _subgraph_inputs(node)}
+        needed = self._ancestors([n for n in read if n in producer], producer)
+        forward = [self.nodes[i] for i in sorted(needed)]
+        body = forward + self.backward
+        defined = {DY} | set(self.xs)
+        free: list[str] = []
+        seen_free: set[str] = set()
+        for node in body:
+            for name in list(node.input) + _subgraph_inputs(node):
+                if name and name not in defined and name not in seen_free:
+                    seen_free.add(name)
+                    free.append(name)
+            defined.update(o for o in node.output if o)
+        if self.zs is None:
+            rank = {n: i for i, n in enumerate(self.free_order)}
+            zs = sorted(free, key=lambda n: (rank.get(n, len(rank)), free.index(n)))
+        else:
+            missing = [n for n in free if n not in self.zs]
+            if missing:
+                raise GradientError(
+                    f"the gradient needs {missing}, which are neither in xs nor in zs; add them to zs "
+                    "(or leave zs=None to have them chosen)"
+                )
+            zs = self.zs
+        fn = FunctionProto(name=self.name, domain="onnx_light.gradient")
+        fn.input[:] = [*self.xs, *zs, DY]
+        fn.output[:] = outputs
+        fn.node[:] = body
+        domains = {"": self.opset}
+        for node in body:
+            d = node.domain if node.domain != "ai.onnx" else ""
+            if d and d not in domains:
+                domains[d] = self.opset_imports.get(d, 1)
+        fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
+        return fn
+
+
+def _rename_reserved(nodes: list[NodeProto], reserved: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:
+    """Renames values the nodes produce that would shadow ``dy`` or a ``grad_<x>`` output."""
+    clash = {o for n in nodes for o in n.output if o in reserved}
+    if not clash:
+        return nodes, {}
+    rename = {c: new_name(c) for c in clash}
+    out = []
+    for node in nodes:
+        if any(n in rename for n in list(node.input) + list(node.output)):
+            copy = NodeProto()
+            copy.CopyFrom(node)
+            copy.input[:] = [rename.get(n, n) for n in node.input]
+            copy.output[:] = [rename.get(n, n) for n in node.output]
+            node = copy
+        out.append(node)
+    return out, rename
+
+
+def _subgraph_inputs(node: NodeProto) -> list[str]:
+    """Outer-scope names read by a node's subgraph attributes."""
+    names: list[str] = []
+    for attr in node.attribute:
+        graphs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for g in graphs:
+            local = {i.name for i in g.input} | {t.name for t in g.initializer}
+            for n in g.node:
+                for name in list(n.input) + _subgraph_inputs(n):
+                    if name and name not in local:
+                        names.append(name)
+                local.update(n.output)
+    return names
+
+
+def _np_to_tensor_type(dtype: np.dtype) -> int:
+    from ..helper import np_dtype_to_tensor_dtype
+
+    return int(np_dtype_to_tensor_dtype(dtype))
+
+
+def _value_type(vi: ValueInfoProto) -> ValueType | None:
+    if not vi.type.HasField("tensor_type"):
+        return None
+    tt = vi.type.tensor_type
+    shape = None
+    if tt.HasField("shape"):
+        dims: list[Any] = []
+        for d in tt.shape.dim:
+            kind = d.WhichOneof("value")
+            dims.append(d.dim_value if kind == "dim_value" else d.dim_param if kind == "dim_param" else None)
+        shape = tuple(dims)
+    return ValueType(tt.elem_type, shape)
+
+
+def _default_registry(registry: GradRegistry | None) -> GradRegistry:
+    if registry is not None:
+        return registry
+    raise GradientError(
+        "no registry given: pass registry=onnx_light.DefaultGradRegistry() "
+        "(onnx_core knows no rules; they live in onnx_extensions)"
+    )
+
+
+def GradientOfNodes(  # noqa: N802  (the seed's name)
+    nodes: Iterable[NodeProto],
+    xs: Sequence[str],
+    y: str,
+    zs: Sequence[str] | None = None,
+    registry: GradRegistry | None = None,
+    *,
+    allow_unused: bool = False,
+    opset: int = EMITTED_OPSET,
+    value_info: Iterable[ValueInfoProto] = (),
+    name: str = "gradient",
+) -> FunctionProto:
+    """Differentiates a list of forward nodes.
+
+    Args:
+        nodes: the forward nodes, in topological order.
+        xs: names to differentiate with respect to.
+        y: the output whose gradient flows back (``dy`` has its dtype and shape).
+        zs: the other inputs of the result, in order (default: every other free value
+            the computation needs, in first-use order).
+        registry: the rules (``onnx_light.DefaultGradRegistry()`` when called through
+            the ``onnx_light`` package).
+        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+        opset: the default-domain opset the nodes were written for.
+        value_info: types of values (inputs especially), when known.
+        name: the FunctionProto's name.
+
+    Returns:
+        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
+
+    Raises:
+        GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
+    """
+    nodes = list(nodes)
+    types = {vi.name: t for vi in value_info if (t := _value_type(vi)) is not None}
+    produced = {o for n in nodes for o in n.output}
+    free: list[str] = []
+    for n in nodes:
+        for i in list(n.input) + _subgraph_inputs(n):
+            if i and i not in produced and i not in free:
+                free.append(i)
+    return _GradientPass(
+        nodes,
+        xs,
+        y,
+        zs,
+        _default_registry(registry),
+        allow_unused=allow_unused,
+        types=types,
+        constants={},
+        free_order=free,
+        opset_imports={"": opset},
+        name=name,
+    ).run()
+
+
+def GradientOfFunction(  # noqa: N802  (the seed's name)
+    fn: FunctionProto | GraphProto | ModelProto,
+    xs: Sequence[str],
+    y: str,
+    zs: Sequence[str] | None = None,
+    registry: GradRegistry | None = None,
+    *,
+    allow_unused: bool = False,
+) -> FunctionProto:
+    """Differentiates a FunctionProto, GraphProto or ModelProto.
+
+    Initializers of a graph or model become ordinary inputs (the pure-function form
+    convenient for training), so weights can be among ``xs``; model-local functions
+    are inlined first.
+
+    Args:
+        fn: what to differentiate.
+        xs: names to differentiate with respect to.
+        y: the output whose gradient flows back.
+        zs: the other inputs of the result (default: every other free value needed,
+            graph inputs first, then initializers, in their order).
+        registry: the rules.
+        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+
+    Returns:
+        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
+    """
+    registry = _default_registry(registry)
+    functions: list[FunctionProto] = []
+    if isinstance(fn, ModelProto):
+        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
+        functions = list(fn.functions)
+        graph: GraphProto | None = fn.graph
+        name = (fn.graph.name or "model") + "_grad"
+    elif isinstance(fn, GraphProto):
+        imports = {"": EMITTED_OPSET}
+        graph = fn
+        name = (fn.name or "graph") + "_grad"
+    elif isinstance(fn, FunctionProto):
+        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
+        graph = None
+        name = (fn.name or "function") + "_grad"
+    else:
+        raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
+    types: dict[str, ValueType] = {}
+    constants: dict[str, np.ndarray] = {}
+    if graph is not None:
+        nodes = list(graph.node)
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            t = _value_type(vi)
+            if t is not None:
+                types[vi.name] = t
+        for init in graph.initializer:
+            types[init.name] = ValueType(init.data_type, tuple(init.dims))
+            if init.data_type == TensorProto.INT64 and int(np.prod(init.dims)) <= _FOLD_MAX:
+                constants[init.name] = to_array(init)
+        free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
+    else:
+        assert isinstance(fn, FunctionProto)
+        nodes = list(fn.node)
+        for vi in fn.value_info:
+            t = _value_type(vi)
+            if t is not None:
+                types[vi.name] = t
+        free_order = list(fn.input)
+    if functions:
+        nodes = FunctionInliner(functions).expand(nodes)
+    imports.setdefault("", EMITTED_OPSET)
+    return _GradientPass(
+        nodes,
+        xs,
+        y,
+        zs,
+        registry,
+        allow_unused=allow_unused,
+        types=types,
+        constants=constants,
+        free_order=free_order,
+        opset_imports=imports,
+        name=name,
+    ).run()
+

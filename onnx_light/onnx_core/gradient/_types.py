@@ -1,0 +1,158 @@
+"""Light type and shape inference for the gradient pass.
+
+Every value gets a :class:`ValueType`: its TensorProto element type and its shape,
+each dimension an ``int``, a symbolic name (``str``) or ``None`` (unknown), or the
+whole shape ``None`` when even the rank is unknown. Rules read these to choose
+static code (axes known when the pass runs) over dynamic code (``Shape`` nodes at
+run time). Small integer tensors that are constant when the pass runs (initializers,
+``Constant`` nodes, ``Shape`` of a static shape, ...) are folded so that ``Reshape``
+or ``Slice`` targets are known.
+
+Per-op inference functions live in :data:`INFER`; an op without one yields unknown
+types for its outputs (the pass then falls back to shapes computed at run time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._proto import NodeProto
+
+__all__ = ["ValueType", "Dim", "Shape", "InferContext", "INFER", "infer", "infer_types", "UNKNOWN"]
+
+Dim = int | str | None
+Shape = tuple[Dim, ...] | None
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """The element type and shape of one value (``dtype`` 0 = unknown)."""
+
+    dtype: int
+    shape: Shape
+
+    @property
+    def rank(self) -> int | None:
+        """The number of dimensions, or None when unknown."""
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dimension is a known integer."""
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+
+UNKNOWN = ValueType(0, None)
+
+
+@dataclass
+class InferContext:
+    """What an inference function sees of one node."""
+
+    node: NodeProto
+    inputs: list[ValueType]
+    #: values of inputs known when the pass runs (None where not constant)
+    values: list[np.ndarray | None]
+    attrs: dict[str, Any]
+    opset: int
+    #: shape-like input values only partly known (object arrays of ``int | str | None``
+    #: entries, e.g. ``Shape`` of a value with a symbolic batch dim); None elsewhere.
+    #: Kept apart from ``values`` so that only fully known values become constants.
+    partial: list[np.ndarray | None] = field(default_factory=list)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute's Python value, or ``default``."""
+        return self.attrs.get(name, default)
+
+
+#: op_type -> fn(ctx) returning one ValueType per output, and optionally (as a second
+#: element of a tuple) the constant values of outputs
+InferFn = Callable[[InferContext], "list[ValueType] | tuple[list[ValueType], list[np.ndarray | None]]"]
+INFER: dict[str, InferFn] = {}
+
+
+def infer(*op_types: str) -> Callable[[InferFn], InferFn]:
+    """Registers an inference function for ``op_types`` (default domain)."""
+
+    def register(fn: InferFn) -> InferFn:
+        for op in op_types:
+            INFER[op] = fn
+        return fn
+
+    return register
+
+
+def _attrs_of(node: NodeProto) -> dict[str, Any]:
+    from ..helper import get_attribute_value
+
+    out = {}
+    for a in node.attribute:
+        v = get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8")
+        out[a.name] = v
+    return out
+
+
+def infer_types(
+    nodes: Iterable[NodeProto],
+    known: dict[str, ValueType],
+    constants: dict[str, np.ndarray],
+    opset: int,
+) -> tuple[dict[str, ValueType], dict[str, np.ndarray]]:
+    """Infers the type of every value the nodes produce.
+
+    Args:
+        nodes: nodes in topological order.
+        known: types of graph inputs and initializers (and any value_info).
+        constants: values known when the pass runs (small initializers).
+        opset: the default-domain opset of the nodes.
+
+    Returns:
+        ``(types, constants)`` extended with every node output.
+    """
+    types = dict(known)
+    consts = dict(constants)
+    partial: dict[str, np.ndarray] = {}
+    for node in nodes:
+        fn = INFER.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        outs: list[ValueType] = []
+        vals: list[np.ndarray | None] = []
+        if fn is not None:
+            ctx = InferContext(
+                node,
+                [types.get(n, UNKNOWN) if n else UNKNOWN for n in node.input],
+                [consts.get(n) if n else None for n in node.input],
+                _attrs_of(node),
+                opset,
+                [partial.get(n) if n else None for n in node.input],
+            )
+            try:
+                result = fn(ctx)
+            except Exception:  # inference is best effort: unknown, never wrong
+                result = []
+            if isinstance(result, tuple):
+                outs, vals = result
+            else:
+                outs = result
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            t = outs[i] if i < len(outs) else UNKNOWN
+            given = known.get(name)
+            if given is not None and (t.shape is None or t.dtype == 0):
+                t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
+            types[name] = t
+            v = vals[i] if i < len(vals) else None
+            if v is not None:
+                if isinstance(v, np.ndarray) and v.dtype == object:
+                    partial[name] = v
+                else:
+                    consts[name] = v
+    return types, consts
+
+from . import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)

@@ -1,0 +1,1 @@
+"""Extensions of onnx_core: the gradient rules."""

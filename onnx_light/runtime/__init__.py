@@ -1,0 +1,11 @@
+"""runtime: executes ONNX models, graphs and functions with numpy kernels.
+
+``InferenceSession`` has onnxruntime's shape, so code can swap one for the other.
+"""
+
+from __future__ import annotations
+
+from ._registry import kernel, lookup_kernel, registered_kernels
+from .session import DEFAULT_OPSET, InferenceSession, NodeArg
+
+__all__ = ["InferenceSession", "NodeArg", "DEFAULT_OPSET", "kernel", "lookup_kernel", "registered_kernels"]

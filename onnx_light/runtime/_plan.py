@@ -1,0 +1,336 @@
+"""Compiling a graph into a flat execution plan.
+
+A plan is a list of steps ``(fn, input_slots, output_slots, kwargs, node)`` over one
+list of value slots. Model-local functions are inlined at compile time (their
+attribute references bound), subgraphs of If/Loop/Scan become nested plans that read
+outer-scope values through captured slots, and every intermediate slot is released
+after its last use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..onnx_core import (
+    AttributeProto,
+    FunctionProto,
+    GraphProto,
+    NodeProto,
+    NotImplementedOp,
+    OnnxLightError,
+    RuntimeFailure,
+)
+from ..onnx_core._inline import FunctionInliner
+from ..onnx_core.numpy_helper import to_array
+from . import kernels as _kernels  # noqa: F401  (registers the kernels)
+from ._registry import lookup_kernel, registered_kernels
+
+__all__ = ["Plan", "Step", "compile_graph", "run_plan", "attribute_value", "node_label"]
+
+# Attributes that old opsets defined and later dropped without changing results.
+_LEGACY_ATTRIBUTES = frozenset({"consumed_inputs", "is_test"})
+_TRASH = "\x00omitted"
+
+
+@dataclass
+class Step:
+    """One node of a plan, bound to its kernel."""
+
+    fn: Callable[..., Any]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    kwargs: dict[str, Any]
+    node: NodeProto
+    opset: int
+
+
+@dataclass
+class Plan:
+    """A compiled graph: slots, steps, and which slots to release after each step."""
+
+    slot_of: dict[str, int]
+    constants: dict[int, Any]
+    input_slots: list[int]
+    output_slots: list[int]
+    steps: list[Step]
+    free_after: list[tuple[int, ...]]
+    captured: list[str] = field(default_factory=list)
+    n_slots: int = 0
+
+    def initial_values(self) -> list[Any]:
+        values: list[Any] = [None] * self.n_slots
+        for slot, value in self.constants.items():
+            values[slot] = value
+        return values
+
+
+def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto], Any] | None = None) -> Any:
+    """The Python value a kernel receives for ``attr``."""
+    t = attr.type
+    if t == AttributeProto.FLOAT:
+        return float(attr.f)
+    if t == AttributeProto.INT:
+        return int(attr.i)
+    if t == AttributeProto.STRING:
+        return bytes(attr.s).decode("utf-8", errors="replace")
+    if t == AttributeProto.TENSOR:
+        return to_array(attr.t)
+    if t == AttributeProto.GRAPH:
+        return compile_subgraph(attr.g) if compile_subgraph else attr.g
+    if t == AttributeProto.FLOATS:
+        return [float(v) for v in attr.floats]
+    if t == AttributeProto.INTS:
+        return [int(v) for v in attr.ints]
+    if t == AttributeProto.STRINGS:
+        return [bytes(s).decode("utf-8", errors="replace") for s in attr.strings]
+    if t == AttributeProto.TENSORS:
+        return [to_array(v) for v in attr.tensors]
+    if t == AttributeProto.GRAPHS:
+        return [compile_subgraph(g) if compile_subgraph else g for g in attr.graphs]
+    if t == AttributeProto.SPARSE_TENSOR:
+        return _sparse_to_dense(attr.sparse_tensor)
+    if t == AttributeProto.TYPE_PROTO:
+        return attr.tp
+    raise OnnxLightError(f"attribute {attr.name!r} has unsupported type {t}")
+
+
+def _sparse_to_dense(sparse: Any) -> np.ndarray:
+    values = to_array(sparse.values)
+    indices = to_array(sparse.indices)
+    dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+def node_label(node: NodeProto) -> str:
+    """How errors name a node: its name, ``domain::op_type`` and outputs."""
+    domain = node.domain or "ai.onnx"
+    name = f" {node.name!r}" if node.name else ""
+    return f"node{name} ({domain}::{node.op_type}, outputs {list(node.output)})"
+
+
+def _subgraph_free_names(graph: GraphProto) -> list[str]:
+    """Names a subgraph reads from enclosing scopes, in first-use order."""
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    free: dict[str, None] = {}
+    for node in graph.node:
+        for name in node.input:
+            if name and name not in defined:
+                free.setdefault(name, None)
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                for name in _subgraph_free_names(g):
+                    if name not in defined:
+                        free.setdefault(name, None)
+        defined.update(node.output)
+    return list(free)
+
+
+def compile_graph(
+    nodes: list[NodeProto],
+    inputs: list[str],
+    outputs: list[str],
+    constants: dict[str, Any],
+    opsets: dict[str, int],
+    functions: Iterable[FunctionProto] = (),
+    outer: set[str] | None = None,
+) -> Plan:
+    """Compiles nodes into a :class:`Plan`.
+
+    Args:
+        nodes: the graph's nodes in topological order.
+        inputs: names fed by the caller (in order).
+        outputs: names returned (in order).
+        constants: initializer values by name (an input of the same name overrides).
+        opsets: opset version by domain ("" for the default domain).
+        functions: model-local functions, inlined at their call sites.
+        outer: names visible from enclosing scopes (for subgraphs); they become ``captured``.
+
+    Raises:
+        NotImplementedOp: a node's op has no kernel for the opset.
+        OnnxLightError: the graph reads a value nothing defines.
+    """
+    inliner = FunctionInliner(functions)
+    nodes = inliner.expand(nodes)
+    # slot 0 holds None for omitted optional inputs; slot 1 swallows omitted outputs
+    slot_of: dict[str, int] = {"": 0, _TRASH: 1}
+
+    def slot(name: str) -> int:
+        s = slot_of.get(name)
+        if s is None:
+            s = slot_of[name] = len(slot_of)
+        return s
+
+    input_slots = [slot(n) for n in inputs]
+    const_slots = {slot(n): v for n, v in constants.items() if n not in inputs}
+    known = set(inputs) | set(constants)
+    captured: list[str] = []
+    steps: list[Step] = []
+
+    def sub_compiler(scope: set[str]) -> Callable[[GraphProto], Plan]:
+        def compile_sub(g: GraphProto) -> Plan:
+            return compile_graph(
+                list(g.node),
+                [i.name for i in g.input],
+                [o.name for o in g.output],
+                {t.name: to_array(t) for t in g.initializer},
+                opsets,
+                inliner.functions.values(),
+                outer=set(scope),
+            )
+
+        return compile_sub
+
+    for node in nodes:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        opset = opsets.get(domain)
+        if opset is None:
+            raise NotImplementedOp(
+                f"{node_label(node)}: the model imports no opset for domain {domain or 'ai.onnx'!r}; "
+                "add it to opset_import"
+            )
+        for name in node.input:
+            if name and name not in known:
+                if outer is not None and name in outer:
+                    if name not in captured:
+                        captured.append(name)
+                    known.add(name)
+                else:
+                    raise OnnxLightError(
+                        f"{node_label(node)} reads {name!r}, which no input, initializer or earlier "
+                        "node defines"
+                    )
+        info = lookup_kernel(domain, node.op_type, opset)
+        if info is None:
+            versions = registered_kernels().get((domain, node.op_type))
+            hint = (
+                f"kernels exist for opset versions {versions}"
+                if versions
+                else "no kernel exists for any version; register one with onnx_light.runtime.kernel"
+            )
+            raise NotImplementedOp(f"{node_label(node)} at opset {opset}: {hint}")
+        scope = known | set(outer or ())
+        kwargs: dict[str, Any] = {}
+        for attr in node.attribute:
+            if attr.name not in info.attributes:
+                if attr.name in _LEGACY_ATTRIBUTES:
+                    continue
+                raise NotImplementedOp(
+                    f"{node_label(node)} at opset {opset}: attribute {attr.name!r} is not supported "
+                    f"(the kernel takes {sorted(info.attributes)})"
+                )
+            kwargs[attr.name] = attribute_value(attr, sub_compiler(scope))
+        if info.wants_num_outputs:
+            kwargs["_num_outputs"] = len(node.output)
+        # values that subgraphs read from this scope are passed after the node's inputs
+        scope_names: dict[str, None] = {}
+        for value in kwargs.values():
+            for sub in value if isinstance(value, list) else [value]:
+                if isinstance(sub, Plan):
+                    scope_names.update(dict.fromkeys(sub.captured))
+        for name in scope_names:
+            if name not in known:
+                if outer is not None and name in outer:
+                    captured.append(name)
+                    known.add(name)
+                else:
+                    raise OnnxLightError(f"{node_label(node)}: a subgraph reads undefined value {name!r}")
+        in_slots = tuple(slot(n) if n else 0 for n in node.input) + tuple(slot(n) for n in scope_names)
+        if scope_names:
+            kwargs["_captured"] = tuple(scope_names)
+        out_slots = tuple(slot(n) if n else 1 for n in node.output)
+        steps.append(Step(info.fn, in_slots, out_slots, kwargs, node, opset))
+        known.update(n for n in node.output if n)
+
+    for name in outputs:
+        if name not in known:
+            if outer is not None and name in outer:
+                captured.append(name)
+                known.add(name)
+            else:
+                raise OnnxLightError(f"graph output {name!r} is not computed by any node or input")
+    output_slots = [slot(n) for n in outputs]
+    for name in captured:
+        slot(name)
+
+    # release each intermediate after its last reader
+    keep = set(output_slots) | set(input_slots) | set(const_slots) | {0, 1} | {slot_of[n] for n in captured}
+    last_use: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for s in step.inputs:
+            last_use[s] = i
+        for s in step.outputs:
+            last_use.setdefault(s, i)
+    free_after: list[list[int]] = [[] for _ in steps]
+    for s, i in last_use.items():
+        if s not in keep:
+            free_after[i].append(s)
+    return Plan(
+        slot_of,
+        const_slots,
+        input_slots,
+        output_slots,
+        steps,
+        [tuple(f) for f in free_after],
+        captured,
+        len(slot_of),
+    )
+
+
+def run_plan(
+    plan: Plan,
+    feeds: list[Any],
+    scope: dict[str, Any] | None = None,
+    trace: Callable[[Step, list[Any], list[Any]], None] | None = None,
+) -> list[Any]:
+    """Executes ``plan`` with positional ``feeds`` (and captured ``scope`` values).
+
+    Args:
+        plan: the compiled graph.
+        feeds: one value per ``plan.input_slots``.
+        scope: values of the names the plan captured from enclosing graphs.
+        trace: called after each step with the step, its inputs and its outputs.
+
+    Raises:
+        RuntimeFailure: a kernel raised; the message names the node, op, opset and input shapes.
+    """
+    values = plan.initial_values()
+    for s, v in zip(plan.input_slots, feeds):
+        values[s] = v
+    if plan.captured:
+        assert scope is not None
+        for name in plan.captured:
+            values[plan.slot_of[name]] = scope[name]
+    step: Step | None = None
+    args: list[Any] = []
+    try:
+        for step, free in zip(plan.steps, plan.free_after):
+            args = [values[i] for i in step.inputs]
+            result = step.fn(*args, **step.kwargs)
+            outs = step.outputs
+            if len(outs) == 1:
+                values[outs[0]] = result[0] if type(result) is tuple else result
+            else:
+                for s, r in zip(outs, result):
+                    values[s] = r
+            if trace is not None:
+                trace(step, args, [values[s] for s in outs])
+            for s in free:
+                values[s] = None
+    except OnnxLightError:
+        raise
+    except Exception as err:
+        assert step is not None
+        shapes = [None if v is None else list(getattr(v, "shape", ())) for v in args]
+        raise RuntimeFailure(
+            f"{node_label(step.node)} at opset {step.opset} failed on inputs with shapes {shapes}: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    return [values[s] for s in plan.output_slots]

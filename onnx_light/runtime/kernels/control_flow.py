@@ -1,0 +1,107 @@
+"""If, Loop and Scan: kernels whose attributes are compiled subgraph plans.
+
+Values a subgraph reads from enclosing scopes arrive after the node's own inputs,
+named by ``_captured`` (the compiler adds them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._registry import kernel
+
+
+def _run(plan: Any, feeds: list[Any], scope: dict[str, Any]) -> list[Any]:
+    from .._plan import run_plan  # the plan module imports the kernels; import late
+
+    return run_plan(plan, feeds, scope)
+
+
+def _split_scope(args: tuple[Any, ...], n_own: int, names: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
+    own = list(args[: len(args) - len(names)]) if names else list(args)
+    scope = dict(zip(names, args[len(args) - len(names) :])) if names else {}
+    assert len(own) >= n_own or n_own < 0
+    return own, scope
+
+
+@kernel("", "If", since=1)
+def if_(*args: Any, then_branch: Any, else_branch: Any, _captured: tuple[str, ...] = ()) -> tuple[Any, ...]:
+    """Runs ``then_branch`` when the scalar condition is true, else ``else_branch``."""
+    own, scope = _split_scope(args, 1, _captured)
+    cond = np.asarray(own[0])
+    if cond.size != 1:
+        raise ValueError(f"If condition must hold one element, got shape {cond.shape}")
+    branch = then_branch if bool(cond.reshape(-1)[0]) else else_branch
+    return tuple(_run(branch, [], scope))
+
+
+@kernel("", "Loop", since=1)
+def loop(*args: Any, body: Any, _captured: tuple[str, ...] = ()) -> tuple[Any, ...]:
+    """``for i in range(M) while cond``: carries state, stacks scan outputs along axis 0."""
+    own, scope = _split_scope(args, 2, _captured)
+    trip, cond, carried = own[0], own[1], list(own[2:])
+    max_trip = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
+    keep_going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
+    n_carried = len(carried)
+    scans: list[list[Any]] | None = None
+    i = 0
+    while keep_going and (max_trip is None or i < max_trip):
+        outs = _run(body, [np.array(i, dtype=np.int64), np.array(keep_going), *carried], scope)
+        keep_going = bool(np.asarray(outs[0]).reshape(-1)[0])
+        carried = outs[1 : 1 + n_carried]
+        per_iter = outs[1 + n_carried :]
+        if scans is None:
+            scans = [[] for _ in per_iter]
+        for acc, v in zip(scans, per_iter):
+            acc.append(v)
+        i += 1
+    n_scan = len(body.output_slots) - 1 - n_carried
+    if scans is None:
+        # zero iterations: empty scan outputs (their element shape is unknown; rank 1)
+        stacked = [np.zeros((0,), dtype=np.float32) for _ in range(n_scan)]
+    else:
+        stacked = [np.stack(acc) for acc in scans]
+    return (*carried, *stacked)
+
+
+@kernel("", "Scan", since=9)
+def scan(
+    *args: Any,
+    body: Any,
+    num_scan_inputs: int,
+    scan_input_axes: list[int] | None = None,
+    scan_input_directions: list[int] | None = None,
+    scan_output_axes: list[int] | None = None,
+    scan_output_directions: list[int] | None = None,
+    _captured: tuple[str, ...] = (),
+) -> tuple[Any, ...]:
+    """Iterates ``body`` over slices of the scan inputs, carrying state."""
+    own, scope = _split_scope(args, num_scan_inputs, _captured)
+    n_state = len(own) - num_scan_inputs
+    state, xs = own[:n_state], own[n_state:]
+    in_axes = scan_input_axes or [0] * num_scan_inputs
+    in_dirs = scan_input_directions or [0] * num_scan_inputs
+    xs = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes)]
+    xs = [x[::-1] if d else x for x, d in zip(xs, in_dirs)]
+    steps = xs[0].shape[0] if xs else 0
+    scans: list[list[Any]] = []
+    for t in range(steps):
+        outs = _run(body, [*state, *[x[t] for x in xs]], scope)
+        state, per_iter = outs[:n_state], outs[n_state:]
+        if not scans:
+            scans = [[] for _ in per_iter]
+        for acc, v in zip(scans, per_iter):
+            acc.append(v)
+    n_out = len(body.output_slots) - n_state
+    out_axes = scan_output_axes or [0] * n_out
+    out_dirs = scan_output_directions or [0] * n_out
+    results = []
+    for k in range(n_out):
+        acc = scans[k] if scans else []
+        stacked = np.stack(acc) if acc else np.zeros((0,), dtype=np.float32)
+        if out_dirs[k]:
+            stacked = stacked[::-1]
+        results.append(np.moveaxis(stacked, 0, out_axes[k] % stacked.ndim) if stacked.ndim else stacked)
+    return (*state, *results)

@@ -1,0 +1,297 @@
+"""Convolutions: Conv and ConvTranspose over 1-D, 2-D and 3-D inputs.
+
+Conv is im2col + matmul: a strided *view* of the padded input holds every
+window, one copy lays it out as columns, and one matmul per group does the rest.
+ConvTranspose is the adjoint: one matmul per group produces a column per kernel
+offset, then a scatter-add per offset (never per pixel) folds them into the
+output. The spatial helpers here are shared with ``pool.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from onnx_light.runtime._registry import kernel
+
+__all__ = ["kernel_offsets", "pad_spatial", "same_pads", "sliding_windows"]
+
+
+def same_pads(
+    in_shape: Sequence[int],
+    kernel_shape: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    auto_pad: str,
+) -> tuple[list[int], list[int]]:
+    """Begin and end pads that make ``out = ceil(in / stride)`` (SAME_UPPER / SAME_LOWER).
+
+    An odd total puts the extra cell at the end for SAME_UPPER, at the start for SAME_LOWER.
+    """
+    begin, end = [], []
+    for size, k, s, d in zip(in_shape, kernel_shape, strides, dilations):
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        begin.append(b)
+        end.append(total - b)
+    return begin, end
+
+
+def explicit_pads(
+    in_shape: Sequence[int],
+    kernel_shape: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    pads: Sequence[int] | None,
+    auto_pad: str,
+) -> tuple[list[int], list[int]]:
+    """Resolves ``auto_pad`` / ``pads`` into begin and end pads per spatial axis."""
+    nd = len(in_shape)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        return same_pads(in_shape, kernel_shape, strides, dilations, auto_pad)
+    if auto_pad == "VALID" or not pads:
+        return [0] * nd, [0] * nd
+    return list(pads[:nd]), list(pads[nd:])
+
+
+def pad_spatial(
+    x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0
+) -> np.ndarray:
+    """Pads the spatial axes (2..) of an N, C, ... array with a constant; no copy if no pad."""
+    if not any(begin) and not any(end):
+        return x
+    widths = [(0, 0), (0, 0)] + [(b, e) for b, e in zip(begin, end)]
+    return np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def sliding_windows(
+    xp: np.ndarray,
+    kernel_shape: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out_shape: Sequence[int],
+) -> np.ndarray:
+    """A read-only ``(N, C, *out_shape, *kernel_shape)`` view of every window of ``xp``."""
+    nd = len(kernel_shape)
+    st = xp.strides
+    shape = xp.shape[:2] + tuple(out_shape) + tuple(kernel_shape)
+    steps = (
+        st[:2]
+        + tuple(st[2 + i] * strides[i] for i in range(nd))
+        + tuple(st[2 + i] * dilations[i] for i in range(nd))
+    )
+    return np.lib.stride_tricks.as_strided(xp, shape, steps, writeable=False)
+
+
+def kernel_offsets(
+    kernel_shape: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out_shape: Sequence[int],
+) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    """Yields each kernel offset with the spatial slices it reads (or writes) in a padded array.
+
+    Slicing ``xp[(..., *slices)]`` gives, for every output position, the input cell
+    that the kernel offset sees; that is the whole trick behind pooling and col2im.
+    """
+    for k in np.ndindex(*kernel_shape):
+        yield (
+            k,
+            tuple(
+                slice(ki * d, ki * d + (o - 1) * s + 1, s)
+                for ki, s, d, o in zip(k, strides, dilations, out_shape)
+            ),
+        )
+
+
+def _defaults(nd: int, strides: list[int] | None, dilations: list[int] | None) -> tuple:
+    return list(strides or [1] * nd), list(dilations or [1] * nd)
+
+
+@kernel("", "Conv", since=1)
+@kernel("", "Conv", since=11)
+@kernel("", "Conv", since=22)
+def conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """N-D grouped convolution; ``w`` is ``(M, C / group, *kernel)``."""
+    nd = x.ndim - 2
+    ksize = w.shape[2:]
+    strides, dilations = _defaults(nd, strides, dilations)
+    begin, end = explicit_pads(x.shape[2:], ksize, strides, dilations, pads, auto_pad)
+    xp = pad_spatial(x, begin, end)
+    out_shape = [
+        (xp.shape[2 + i] - (ksize[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)
+    ]
+    n, m, cg = x.shape[0], w.shape[0], w.shape[1]
+    mg = m // group
+    if cg == 1 and group > 1:
+        y = _depthwise(xp, w, group, strides, dilations, out_shape)
+    else:
+        windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
+        # (N, C, *out, *k) -> (N, C, *k, *out): the im2col layout, copied once per group.
+        order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
+        windows = windows.transpose(order)
+        y = np.empty((n, m, int(np.prod(out_shape))), dtype=x.dtype)
+        for g in range(group):
+            cols = windows[:, g * cg : (g + 1) * cg].reshape(n, -1, y.shape[2])
+            np.matmul(
+                w[g * mg : (g + 1) * mg].reshape(mg, -1), cols, out=y[:, g * mg : (g + 1) * mg]
+            )
+        y = y.reshape((n, m, *out_shape))
+    if b is not None:
+        y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
+    return y
+
+
+def _depthwise(
+    xp: np.ndarray,
+    w: np.ndarray,
+    group: int,
+    strides: list[int],
+    dilations: list[int],
+    out_shape: list[int],
+) -> np.ndarray:
+    """One input channel per group: a multiply-add per kernel offset beats tiny matmuls."""
+    n, nd = xp.shape[0], len(out_shape)
+    mult = w.shape[0] // group
+    wg = w.reshape((group, mult) + w.shape[2:])
+    acc = np.zeros((n, group, mult, *out_shape), dtype=xp.dtype)
+    for k, sl in kernel_offsets(w.shape[2:], strides, dilations, out_shape):
+        tap = wg[(slice(None), slice(None), *k)].reshape((group, mult) + (1,) * nd)
+        acc += xp[(slice(None), slice(None), *sl)][:, :, None] * tap
+    return acc.reshape((n, group * mult, *out_shape))
+
+
+def _transpose_pads(
+    full: list[int], target: Sequence[int], auto_pad: str, legacy: bool
+) -> list[int]:
+    """Begin pads when the output shape is imposed (``output_shape`` or SAME_*).
+
+    From opset 11 an odd total puts the extra cell at the end for SAME_UPPER and at
+    the start otherwise; opset 1 documented the opposite, kept here for old models.
+    """
+    begin = []
+    for f, t in zip(full, target):
+        total = f - t
+        extra_at_end = (auto_pad == "SAME_UPPER") != legacy
+        begin.append(total // 2 if extra_at_end else total - total // 2)
+    return begin
+
+
+def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndarray:
+    """``buf[..., begin:begin + size]`` per spatial axis, zero-filled where out of range."""
+    full = buf.shape[2:]
+    if all(0 <= b and b + s <= f for b, s, f in zip(begin, size, full)):
+        return np.ascontiguousarray(buf[(..., *(slice(b, b + s) for b, s in zip(begin, size)))])
+    out = np.zeros(buf.shape[:2] + tuple(size), dtype=buf.dtype)
+    src, dst = [], []
+    for b, s, f in zip(begin, size, full):
+        lo, hi = max(b, 0), max(min(b + s, f), max(b, 0))
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - b, hi - b))
+    out[(..., *dst)] = buf[(..., *src)]
+    return out
+
+
+def _conv_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    auto_pad: str,
+    dilations: list[int] | None,
+    group: int,
+    output_padding: list[int] | None,
+    output_shape: list[int] | None,
+    pads: list[int] | None,
+    strides: list[int] | None,
+    legacy: bool,
+) -> np.ndarray:
+    nd = x.ndim - 2
+    ksize = list(w.shape[2:])
+    in_shape = list(x.shape[2:])
+    strides, dilations = _defaults(nd, strides, dilations)
+    extra = list(output_padding or [0] * nd)
+    span = [
+        (i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_shape, strides, ksize, dilations)
+    ]
+    full = [f + e for f, e in zip(span, extra)]
+    if output_shape:
+        size = list(output_shape[-nd:])
+        begin = _transpose_pads(full, size, auto_pad, legacy)
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        size = [i * s for i, s in zip(in_shape, strides)]
+        begin = _transpose_pads(full, size, auto_pad, legacy)
+    else:
+        pb, pe = explicit_pads(in_shape, ksize, strides, dilations, pads, auto_pad)
+        begin = pb
+        size = [f - p - q for f, p, q in zip(full, pb, pe)]
+
+    n, c, mg = x.shape[0], x.shape[1], w.shape[1]
+    cg = c // group
+    buf = np.zeros((n, mg * group, *span), dtype=x.dtype)
+    for g in range(group):
+        # (mg, *k, N, *in): one column per kernel offset, then scatter-add each offset.
+        cols = np.tensordot(w[g * cg : (g + 1) * cg], x[:, g * cg : (g + 1) * cg], axes=([0], [1]))
+        target = buf[:, g * mg : (g + 1) * mg]
+        for k, sl in kernel_offsets(ksize, strides, dilations, in_shape):
+            target[(slice(None), slice(None), *sl)] += cols[(slice(None), *k)].swapaxes(0, 1)
+    y = _crop(buf, begin, size)
+    if b is not None:
+        y += b.reshape((-1,) + (1,) * nd).astype(y.dtype, copy=False)
+    return y
+
+
+@kernel("", "ConvTranspose", since=1)
+def conv_transpose_1(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    output_padding: list[int] | None = None,
+    output_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Transposed convolution, opset-1 split of imposed padding (extra cell at the start
+    only for SAME_UPPER)."""
+    return _conv_transpose(
+        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, True
+    )
+
+
+@kernel("", "ConvTranspose", since=11)
+@kernel("", "ConvTranspose", since=22)
+def conv_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    output_padding: list[int] | None = None,
+    output_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Transposed convolution; ``w`` is ``(C, M / group, *kernel)``."""
+    return _conv_transpose(
+        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, False
+    )

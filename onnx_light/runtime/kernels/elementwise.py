@@ -1,0 +1,269 @@
+"""Element-wise math kernels: unary functions, activations and broadcasting arithmetic.
+
+Each kernel keeps its input's dtype: Python-float attributes are weak scalars under
+numpy's promotion rules, and anything computed at a wider precision is cast back.
+Kernels are registered once per opset version where the op's signature or semantics
+changed, from the version in force at opset 7 onwards.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from onnx_light.runtime._registry import kernel
+
+__all__ = ["register_versions", "erf"]
+
+
+def register_versions(op_type: str, *versions: int) -> Callable[[Callable], Callable]:
+    """Registers one kernel for ``op_type`` of the default domain at several ``since`` versions.
+
+    Args:
+        op_type: ONNX operator name.
+        versions: every opset version at which this same function applies.
+
+    Returns:
+        A decorator that registers the function and returns it unchanged.
+    """
+
+    def register(fn: Callable) -> Callable:
+        for v in versions:
+            kernel("", op_type, since=v)(fn)
+        return fn
+
+    return register
+
+
+def _same_dtype(fn: Callable[[np.ndarray], np.ndarray], name: str) -> Callable[[np.ndarray], np.ndarray]:
+    def run(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):  # inf/nan out of range is the op's answer, not an error
+            return np.asarray(fn(x)).astype(x.dtype, copy=False)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"ONNX {name}, element-wise."
+    return run
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, element-wise, to float64 precision (``math.erf`` is within 1 ulp).
+
+    numpy has no ``erf``; mapping ``math.erf`` over a flat list runs at about
+    0.1 s per million elements, faster than a vectorised series of equal accuracy.
+
+    Args:
+        x: any real array.
+
+    Returns:
+        ``erf(x)`` with the dtype and shape of ``x``.
+    """
+    a = np.asarray(x)
+    flat = a.astype(np.float64).ravel().tolist()
+    return np.fromiter(map(math.erf, flat), np.float64, a.size).reshape(a.shape).astype(a.dtype)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0, x)
+
+
+# op_type -> (function of one array, since versions from opset 7 on)
+_UNARY: dict[str, tuple[Callable, tuple[int, ...]]] = {
+    "Abs": (np.abs, (6, 13)),
+    "Acos": (np.arccos, (7, 22)),
+    "Acosh": (np.arccosh, (9, 22)),
+    "Asin": (np.arcsin, (7, 22)),
+    "Asinh": (np.arcsinh, (9, 22)),
+    "Atan": (np.arctan, (7, 22)),
+    "Atanh": (np.arctanh, (9, 22)),
+    "Ceil": (np.ceil, (6, 13)),
+    "Cos": (np.cos, (7, 22)),
+    "Cosh": (np.cosh, (9, 22)),
+    "Erf": (erf, (9, 13)),
+    "Exp": (np.exp, (6, 13)),
+    "Floor": (np.floor, (6, 13)),
+    "HardSwish": (lambda x: x * np.clip(x / 6 + 0.5, 0, 1), (14, 22)),
+    "Log": (np.log, (6, 13)),
+    "Mish": (lambda x: x * np.tanh(_softplus(x)), (18, 22)),
+    "Neg": (np.negative, (6, 13)),
+    "Reciprocal": (np.reciprocal, (6, 13)),
+    "Relu": (lambda x: np.maximum(x, 0), (6, 13, 14)),
+    "Round": (np.round, (11, 22)),  # numpy rounds half to even, as the spec does
+    "Sigmoid": (_sigmoid, (6, 13)),
+    "Sign": (np.sign, (9, 13)),
+    "Sin": (np.sin, (7, 22)),
+    "Sinh": (np.sinh, (9, 22)),
+    "Softplus": (_softplus, (1, 22)),
+    "Softsign": (lambda x: x / (1 + np.abs(x)), (1, 22)),
+    "Sqrt": (np.sqrt, (6, 13)),
+    "Tan": (np.tan, (7, 22)),
+    "Tanh": (np.tanh, (6, 13)),
+}
+
+for _op, (_fn, _versions) in _UNARY.items():
+    register_versions(_op, *_versions)(_same_dtype(_fn, _op))
+
+
+# --- activations with attributes -----------------------------------------------------------------
+
+
+@register_versions("Celu", 12, 28)
+def celu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """ONNX Celu: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    y = np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha))
+    return y.astype(x.dtype, copy=False)  # ufuncs on ml_dtypes' bfloat16 answer in float32
+
+
+@register_versions("Elu", 6, 22)
+def elu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """ONNX Elu: ``x`` where ``x >= 0``, else ``alpha * (exp(x) - 1)``."""
+    return np.where(x < 0, alpha * np.expm1(x), x).astype(x.dtype, copy=False)
+
+
+@register_versions("Gelu", 20)
+def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
+    """ONNX Gelu, exact (``erf``) or with the ``tanh`` approximation."""
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
+        return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
+    return (0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
+
+
+@register_versions("HardSigmoid", 6, 22)
+def hard_sigmoid(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
+    """ONNX HardSigmoid: ``max(0, min(1, alpha * x + beta))``."""
+    return np.clip(alpha * x + beta, 0, 1).astype(x.dtype, copy=False)
+
+
+@register_versions("LeakyRelu", 6, 16)
+def leaky_relu(x: np.ndarray, *, alpha: float = 0.01) -> np.ndarray:
+    """ONNX LeakyRelu: ``x`` where ``x >= 0``, else ``alpha * x``."""
+    return np.where(x < 0, alpha * x, x).astype(x.dtype, copy=False)
+
+
+@register_versions("PRelu", 7, 9, 16)
+def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    """ONNX PRelu: ``x`` where ``x >= 0``, else ``slope * x`` (slope broadcast to ``x``)."""
+    return np.where(x < 0, slope * x, x).astype(x.dtype, copy=False)
+
+
+@register_versions("Selu", 6, 22)
+def selu(
+    x: np.ndarray,
+    *,
+    alpha: float = 1.67326319217681884765625,
+    gamma: float = 1.05070102214813232421875,
+) -> np.ndarray:
+    """ONNX Selu: ``gamma * x`` where ``x > 0``, else ``gamma * alpha * (exp(x) - 1)``."""
+    return (gamma * np.where(x > 0, x, alpha * np.expm1(x))).astype(x.dtype, copy=False)
+
+
+@register_versions("Shrink", 9)
+def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
+    """ONNX Shrink: ``x - bias`` above ``lambd``, ``x + bias`` below ``-lambd``, else 0."""
+    y = np.where(x > lambd, x - bias, np.where(x < -lambd, x + bias, 0))
+    return y.astype(x.dtype, copy=False)
+
+
+@register_versions("ThresholdedRelu", 10, 22)
+def thresholded_relu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+    """ONNX ThresholdedRelu: ``x`` where ``x > alpha``, else 0."""
+    return np.where(x > alpha, x, 0).astype(x.dtype, copy=False)
+
+
+@register_versions("Clip", 6)
+def clip_6(x: np.ndarray, *, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> np.ndarray:
+    """ONNX Clip before opset 11, bounds as attributes."""
+    with np.errstate(over="ignore"):  # the float32 default bounds overflow float16 to +-inf
+        lo, hi = np.asarray(min, x.dtype), np.asarray(max, x.dtype)
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+@register_versions("Clip", 11, 12, 13)
+def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = None) -> np.ndarray:
+    """ONNX Clip, bounds as optional scalar inputs; ``min > max`` gives ``max``."""
+    if min is not None:
+        x = np.maximum(x, np.asarray(min, x.dtype).reshape(()))
+    if max is not None:
+        x = np.minimum(x, np.asarray(max, x.dtype).reshape(()))
+    return np.asarray(x)
+
+
+# --- binary arithmetic (multidirectional broadcasting) -------------------------------------------
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer quotient truncated toward zero, as C does (numpy floors)."""
+    q = np.floor_divide(a, b)
+    inexact = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return q + inexact.astype(q.dtype)
+
+
+def _binary(fn: Callable, name: str) -> Callable:
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):  # x/0 and overflow follow IEEE / wrap-around
+            return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"ONNX {name}, element-wise with multidirectional broadcasting."
+    return run
+
+
+_BINARY: dict[str, Callable] = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b),
+}
+for _op, _fn in _BINARY.items():
+    register_versions(_op, 7, 13, 14)(_binary(_fn, _op))
+
+
+@register_versions("Mod", 10, 13, 28)
+def mod(a: np.ndarray, b: np.ndarray, *, fmod: int = 0) -> np.ndarray:
+    """ONNX Mod: remainder with the divisor's sign, or the dividend's (C ``fmod``) if ``fmod``."""
+    with np.errstate(all="ignore"):
+        return np.asarray((np.fmod if fmod else np.mod)(a, b)).astype(a.dtype, copy=False)
+
+
+@register_versions("Pow", 7, 12, 13, 15)
+def pow_(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """ONNX Pow: ``x ** y`` with the base's dtype, whatever the exponent's."""
+    with np.errstate(all="ignore"):
+        if x.dtype.kind in "iu" and (y.dtype.kind not in "iu" or np.any(y < 0)):
+            # a fractional or negative power of an integer: compute in float, truncate as C does
+            return np.power(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
+        return np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+
+
+# --- variadic ------------------------------------------------------------------------------------
+
+
+@register_versions("Max", 6, 8, 12, 13)
+def max_(*data: np.ndarray) -> np.ndarray:
+    """ONNX Max of any number of broadcast inputs."""
+    return np.asarray(functools.reduce(np.maximum, data))
+
+
+@register_versions("Min", 6, 8, 12, 13)
+def min_(*data: np.ndarray) -> np.ndarray:
+    """ONNX Min of any number of broadcast inputs."""
+    return np.asarray(functools.reduce(np.minimum, data))
+
+
+@register_versions("Sum", 6, 8, 13)
+def sum_(*data: np.ndarray) -> np.ndarray:
+    """ONNX Sum of any number of broadcast inputs."""
+    return np.asarray(functools.reduce(np.add, data))
+
+
+@register_versions("Mean", 6, 8, 13)
+def mean(*data: np.ndarray) -> np.ndarray:
+    """ONNX Mean of any number of broadcast inputs."""
+    return np.asarray(functools.reduce(np.add, data) / len(data)).astype(data[0].dtype, copy=False)

@@ -1,0 +1,64 @@
+"""Logical, comparison, bitwise and selection kernels.
+
+Comparisons and logical ops return ``bool`` arrays; bitwise ops keep the integer dtype.
+Kernels are registered once per opset version where the op's signature or semantics
+changed, from the version in force at opset 7 onwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from onnx_light.runtime.kernels.elementwise import register_versions
+
+__all__: list[str] = []
+
+
+def _named(fn: Callable, name: str, arity: int) -> Callable:
+    def run(*inputs: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(*inputs))
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"ONNX {name}, element-wise" + (" with broadcasting." if arity == 2 else ".")
+    return run
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # string tensors arrive as object arrays, where np.equal would answer with objects
+    return np.asarray(np.equal(a, b), dtype=bool)
+
+
+# op_type -> (numpy function, number of inputs, since versions from opset 7 on)
+_TABLE: dict[str, tuple[Callable, int, tuple[int, ...]]] = {
+    "And": (np.logical_and, 2, (7,)),
+    "Or": (np.logical_or, 2, (7,)),
+    "Xor": (np.logical_xor, 2, (7,)),
+    "Not": (np.logical_not, 1, (1,)),
+    "Equal": (_equal, 2, (7, 11, 13, 19)),
+    "Greater": (np.greater, 2, (7, 9, 13)),
+    "GreaterOrEqual": (np.greater_equal, 2, (12, 16)),
+    "Less": (np.less, 2, (7, 9, 13)),
+    "LessOrEqual": (np.less_equal, 2, (12, 16)),
+    "IsNaN": (np.isnan, 1, (9, 13, 20)),
+    "BitwiseAnd": (np.bitwise_and, 2, (18,)),
+    "BitwiseOr": (np.bitwise_or, 2, (18,)),
+    "BitwiseXor": (np.bitwise_xor, 2, (18,)),
+    "BitwiseNot": (np.invert, 1, (18,)),
+}
+
+for _op, (_fn, _arity, _versions) in _TABLE.items():
+    register_versions(_op, *_versions)(_named(_fn, _op, _arity))
+
+
+@register_versions("IsInf", 10, 20)
+def is_inf(x: np.ndarray, *, detect_negative: int = 1, detect_positive: int = 1) -> np.ndarray:
+    """ONNX IsInf: true at infinities of the selected signs."""
+    return np.isinf(x) & (((x < 0) & bool(detect_negative)) | ((x > 0) & bool(detect_positive)))
+
+
+@register_versions("Where", 9, 16)
+def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """ONNX Where: ``x`` where ``condition`` holds, else ``y``, all three broadcast."""
+    return np.where(condition, x, y).astype(x.dtype, copy=False)

@@ -1,0 +1,229 @@
+"""Pooling: MaxPool, AveragePool, LpPool and their global forms.
+
+Every windowed pool loops over kernel offsets (``prod(kernel_shape)`` whole-array
+steps), never over output pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels.conv import explicit_pads, kernel_offsets, pad_spatial
+
+
+class _Geometry:
+    """Resolved window geometry of one pooling call."""
+
+    def __init__(
+        self,
+        in_shape: Sequence[int],
+        kernel_shape: Sequence[int],
+        strides: Sequence[int] | None,
+        dilations: Sequence[int] | None,
+        pads: Sequence[int] | None,
+        auto_pad: str,
+        ceil_mode: int,
+    ) -> None:
+        nd = len(in_shape)
+        self.kernel = list(kernel_shape)
+        self.strides = list(strides or [1] * nd)
+        self.dilations = list(dilations or [1] * nd)
+        self.begin, self.end = explicit_pads(in_shape, self.kernel, self.strides, self.dilations, pads, auto_pad)
+        self.out: list[int] = []
+        for size, k, s, d, b, e in zip(in_shape, self.kernel, self.strides, self.dilations, self.begin, self.end):
+            room = size + b + e - (k - 1) * d - 1
+            out = (-(-room // s) if ceil_mode else room // s) + 1
+            if ceil_mode and (out - 1) * s >= size + b:
+                out -= 1  # the last window would start in the end padding
+            self.out.append(out)
+
+    def padded(self, x: np.ndarray, value: float) -> np.ndarray:
+        """``x`` padded far enough that every (ceil-mode) window is in range."""
+        end = [
+            max(e, (o - 1) * s + (k - 1) * d + 1 - size - b)
+            for size, k, s, d, b, e, o in zip(
+                x.shape[2:],
+                self.kernel,
+                self.strides,
+                self.dilations,
+                self.begin,
+                self.end,
+                self.out,
+            )
+        ]
+        return pad_spatial(x, self.begin, end, value)
+
+    def offsets(self):  # noqa: ANN201 - an iterator of (offset, slices)
+        return kernel_offsets(self.kernel, self.strides, self.dilations, self.out)
+
+    def counts(self, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
+        """Cells each window covers inside the input (or inside input + pads)."""
+        total = np.ones((), dtype=np.int64)
+        for size, k, s, d, b, e, o in zip(
+            in_shape, self.kernel, self.strides, self.dilations, self.begin, self.end, self.out
+        ):
+            lo, hi = (-b, size + e) if include_pad else (0, size)
+            pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
+            axis_count = ((pos >= lo) & (pos < hi)).sum(axis=1)
+            total = np.multiply.outer(total, axis_count)
+        return total
+
+
+def _lowest(dtype: np.dtype) -> float:
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _max_pool(
+    x: np.ndarray,
+    kernel_shape: list[int],
+    auto_pad: str,
+    ceil_mode: int,
+    dilations: list[int] | None,
+    pads: list[int] | None,
+    storage_order: int,
+    strides: list[int] | None,
+    with_indices: bool,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    xp = geo.padded(x, _lowest(x.dtype))
+    lead = (slice(None), slice(None))
+    y = idx = None
+    for k, sl in geo.offsets():
+        tap = xp[(*lead, *sl)]
+        if y is None:
+            y = tap.copy()
+            if with_indices:
+                idx = np.empty(y.shape, dtype=np.int64)
+                idx[...] = _spatial_index(geo, k, x.shape[2:], storage_order)
+            continue
+        if with_indices:  # the first maximum in kernel order wins ties
+            np.copyto(idx, _spatial_index(geo, k, x.shape[2:], storage_order), where=tap > y)
+        np.maximum(y, tap, out=y)
+    if not with_indices:
+        return y
+    n, c = x.shape[:2]
+    planes = np.arange(n * c, dtype=np.int64).reshape((n, c) + (1,) * (x.ndim - 2))
+    idx += planes * int(np.prod(x.shape[2:]))
+    return y, idx
+
+
+def _spatial_index(geo: _Geometry, k: Sequence[int], spatial: Sequence[int], storage_order: int) -> np.ndarray:
+    """Flat index within one (n, c) plane of the cell kernel offset ``k`` reads, per output.
+
+    Row-major for ``storage_order`` 0, column-major for 1.
+    """
+    nd = len(spatial)
+    flat = np.zeros((1,) * nd, dtype=np.int64)
+    step = 1
+    for i in range(nd) if storage_order else range(nd - 1, -1, -1):
+        pos = np.arange(geo.out[i]) * geo.strides[i] + k[i] * geo.dilations[i] - geo.begin[i]
+        flat = flat + pos.reshape((-1,) + (1,) * (nd - 1 - i)) * step
+        step *= spatial[i]
+    return flat
+
+
+@kernel("", "MaxPool", since=1)
+@kernel("", "MaxPool", since=8)
+@kernel("", "MaxPool", since=10)
+@kernel("", "MaxPool", since=11)
+@kernel("", "MaxPool", since=12)
+@kernel("", "MaxPool", since=22)
+def max_pool(
+    x: np.ndarray,
+    *,
+    kernel_shape: list[int],
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: list[int] | None = None,
+    pads: list[int] | None = None,
+    storage_order: int = 0,
+    strides: list[int] | None = None,
+    _num_outputs: int = 1,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Max over each window; with a second output, the flat input index of each max."""
+    return _max_pool(
+        x,
+        kernel_shape,
+        auto_pad,
+        ceil_mode,
+        dilations,
+        pads,
+        storage_order,
+        strides,
+        _num_outputs > 1,
+    )
+
+
+@kernel("", "AveragePool", since=7)
+@kernel("", "AveragePool", since=10)
+@kernel("", "AveragePool", since=11)
+@kernel("", "AveragePool", since=19)
+@kernel("", "AveragePool", since=22)
+def average_pool(
+    x: np.ndarray,
+    *,
+    kernel_shape: list[int],
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    count_include_pad: int = 0,
+    dilations: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """Mean over each window; pads count only with ``count_include_pad``."""
+    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    xp = geo.padded(x, 0)
+    y = np.zeros((*x.shape[:2], *geo.out), dtype=x.dtype)
+    for _, sl in geo.offsets():
+        y += xp[(slice(None), slice(None), *sl)]
+    y /= geo.counts(x.shape[2:], bool(count_include_pad)).astype(x.dtype)
+    return y
+
+
+@kernel("", "LpPool", since=2)
+@kernel("", "LpPool", since=11)
+@kernel("", "LpPool", since=18)
+@kernel("", "LpPool", since=22)
+def lp_pool(
+    x: np.ndarray,
+    *,
+    kernel_shape: list[int],
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: list[int] | None = None,
+    p: int = 2,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray:
+    """``(sum |x| ** p) ** (1 / p)`` over each window; pads contribute zero."""
+    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    xp = geo.padded(np.abs(x) ** p, 0)
+    y = np.zeros((*x.shape[:2], *geo.out), dtype=x.dtype)
+    for _, sl in geo.offsets():
+        y += xp[(slice(None), slice(None), *sl)]
+    return (y ** (1.0 / p)).astype(x.dtype, copy=False)
+
+
+@kernel("", "GlobalAveragePool", since=1)
+@kernel("", "GlobalAveragePool", since=22)
+def global_average_pool(x: np.ndarray) -> np.ndarray:
+    """Mean over all spatial axes, kept as size-1 axes."""
+    return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)
+
+
+@kernel("", "GlobalMaxPool", since=1)
+@kernel("", "GlobalMaxPool", since=22)
+def global_max_pool(x: np.ndarray) -> np.ndarray:
+    """Max over all spatial axes, kept as size-1 axes."""
+    return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@kernel("", "GlobalLpPool", since=2)
+@kernel("", "GlobalLpPool", since=22)
+def global_lp_pool(x: np.ndarray, *, p: int = 2) -> np.ndarray:
+    """``(sum |x| ** p) ** (1 / p)`` over all spatial axes."""
+    s = (np.abs(x) ** p).sum(axis=tuple(range(2, x.ndim)), keepdims=True)
+    return (s ** (1.0 / p)).astype(x.dtype, copy=False)

@@ -1,0 +1,170 @@
+"""Shape and layout kernels: Shape, Size, Reshape, Flatten, (Un)Squeeze, Transpose, Slice, ..."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnx_light.runtime.kernels._dtypes import versions
+
+
+@versions("Shape", 1, 13)
+def shape_1(x: np.ndarray) -> np.ndarray:
+    """Shape-1: the dimensions of ``x`` as int64."""
+    return np.array(x.shape, dtype=np.int64)
+
+
+@versions("Shape", 15, 19, 21, 23, 24, 25)
+def shape_15(x: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Shape-15: the dimensions ``start:end`` (clamped, negatives from the back)."""
+    return np.array(x.shape[start:end], dtype=np.int64)
+
+
+@versions("Size", 1, 13, 19, 21, 23, 24, 25)
+def size(x: np.ndarray) -> np.ndarray:
+    """Size: the element count as an int64 scalar."""
+    return np.array(x.size, dtype=np.int64)
+
+
+def _reshape(x: np.ndarray, shape: np.ndarray, allowzero: int) -> np.ndarray:
+    dims = [int(d) for d in shape]
+    if not allowzero:
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+@versions("Reshape", 5, 13)
+def reshape_5(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Reshape-5: 0 copies the input dimension, -1 is inferred."""
+    return _reshape(x, shape, 0)
+
+
+@versions("Reshape", 14, 19, 21, 23, 24, 25)
+def reshape_14(x: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
+    """Reshape-14: with ``allowzero`` a 0 in ``shape`` means an empty dimension."""
+    return _reshape(x, shape, allowzero)
+
+
+@versions("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
+def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
+    """Flatten: a matrix of the dimensions before ``axis`` by those from it."""
+    axis = axis % x.ndim if axis < 0 else axis
+    return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+
+
+def _squeeze(x: np.ndarray, axes: Any) -> np.ndarray:
+    if axes is None:
+        return x.reshape([d for d in x.shape if d != 1])
+    return np.squeeze(x, axis=tuple(int(a) for a in axes))
+
+
+@versions("Squeeze", 1, 11)
+def squeeze_1(x: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
+    """Squeeze-1: drops the size-1 ``axes`` (attribute), or all size-1 axes."""
+    return _squeeze(x, axes)
+
+
+@versions("Squeeze", 13, 21, 23, 24, 25)
+def squeeze_13(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+    """Squeeze-13: ``axes`` is an optional input."""
+    return _squeeze(x, axes)
+
+
+def _unsqueeze(x: np.ndarray, axes: Any) -> np.ndarray:
+    rank = x.ndim + len(axes)
+    new = sorted(int(a) % rank for a in axes)
+    dims = iter(x.shape)
+    return x.reshape([1 if i in new else next(dims) for i in range(rank)])
+
+
+@versions("Unsqueeze", 1, 11)
+def unsqueeze_1(x: np.ndarray, *, axes: list[int]) -> np.ndarray:
+    """Unsqueeze-1: inserts size-1 ``axes`` (attribute) into the output shape."""
+    return _unsqueeze(x, axes)
+
+
+@versions("Unsqueeze", 13, 21, 23, 24, 25)
+def unsqueeze_13(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """Unsqueeze-13: ``axes`` is an input."""
+    return _unsqueeze(x, axes)
+
+
+@versions("Transpose", 1, 13, 21, 23, 24, 25)
+def transpose(x: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
+    """Transpose: permutes the axes (reverses them without ``perm``)."""
+    return np.transpose(x, perm)
+
+
+def _depth_to_space(x: np.ndarray, blocksize: int, mode: str) -> np.ndarray:
+    b, c, h, w = x.shape
+    bs = blocksize
+    if mode == "DCR":
+        tmp = x.reshape(b, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        tmp = x.reshape(b, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return tmp.reshape(b, c // bs**2, h * bs, w * bs)
+
+
+@versions("DepthToSpace", 1)
+def depth_to_space_1(x: np.ndarray, *, blocksize: int) -> np.ndarray:
+    """DepthToSpace-1: moves depth into spatial blocks (DCR order)."""
+    return _depth_to_space(x, blocksize, "DCR")
+
+
+@versions("DepthToSpace", 11, 13, 28)
+def depth_to_space_11(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
+    """DepthToSpace-11: ``mode`` chooses DCR or CRD order."""
+    return _depth_to_space(x, blocksize, mode)
+
+
+def _space_to_depth(x: np.ndarray, blocksize: int, mode: str) -> np.ndarray:
+    b, c, h, w = x.shape
+    bs = blocksize
+    tmp = x.reshape(b, c, h // bs, bs, w // bs, bs)
+    order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    return tmp.transpose(order).reshape(b, c * bs * bs, h // bs, w // bs)
+
+
+@versions("SpaceToDepth", 1, 13)
+def space_to_depth_1(x: np.ndarray, *, blocksize: int) -> np.ndarray:
+    """SpaceToDepth-1: moves spatial blocks into depth (DCR order)."""
+    return _space_to_depth(x, blocksize, "DCR")
+
+
+@versions("SpaceToDepth", 28)
+def space_to_depth_28(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
+    """SpaceToDepth-28: ``mode`` chooses DCR or CRD order."""
+    return _space_to_depth(x, blocksize, mode)
+
+
+def _slice(x: np.ndarray, starts: Any, ends: Any, axes: Any, steps: Any) -> np.ndarray:
+    starts = [int(s) for s in starts]
+    ends = [int(e) for e in ends]
+    axes = range(len(starts)) if axes is None else [int(a) % x.ndim for a in axes]
+    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
+    index = [slice(None)] * x.ndim
+    for a, start, end, step in zip(axes, starts, ends, steps):
+        # Python slices clamp out-of-range bounds exactly as the spec does.
+        index[a] = slice(start, end, step)
+    return x[tuple(index)].copy()
+
+
+@versions("Slice", 1)
+def slice_1(
+    x: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None
+) -> np.ndarray:
+    """Slice-1: ``starts``, ``ends`` and ``axes`` as attributes, step 1."""
+    return _slice(x, starts, ends, axes, None)
+
+
+@versions("Slice", 10, 11, 13)
+def slice_10(
+    x: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    axes: np.ndarray | None = None,
+    steps: np.ndarray | None = None,
+) -> np.ndarray:
+    """Slice-10: bounds, axes and (possibly negative) steps as inputs."""
+    return _slice(x, starts, ends, axes, steps)

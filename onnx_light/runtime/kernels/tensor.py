@@ -1,0 +1,338 @@
+"""Tensor creation, casting and joining kernels: Cast, Constant, Concat, Split, Pad, ..."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from onnx_light.runtime.kernels._dtypes import (
+    BIT_PATTERN_TYPES,
+    STRING,
+    decode,
+    encode,
+    encode_like,
+    np_dtype,
+    onnx_type_of,
+    versions,
+)
+
+# ----------------------------------------------------------------------------- casting
+
+
+def _parse_number(text: str, to_int: bool) -> Any:
+    text = text.strip()
+    if to_int:
+        try:
+            return int(text)
+        except ValueError:
+            return int(float(text))
+    return float(text)  # float() already accepts INF, +INF, -inf and NaN in any case
+
+
+def _format_number(value: Any) -> str:
+    # The spelling onnxruntime uses: 8 significant digits, INF/-INF/NaN, bools as 1/0.
+    if isinstance(value, (bool, np.bool_)):
+        return "1" if value else "0"
+    if isinstance(value, (float, np.floating)):
+        if np.isnan(value):
+            return "NaN"
+        if np.isinf(value):
+            return "INF" if value > 0 else "-INF"
+        return f"{float(value):.8g}"
+    return str(value)
+
+
+def cast_array(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
+    """Converts ``x`` to ONNX element type ``to`` following the Cast spec.
+
+    Args:
+        x: input array; bit-pattern types are recognised by their tagged dtype.
+        to: target ONNX element type (``TensorProto.DataType``).
+        saturate: float8/E8M0 targets: clamp out-of-range values instead of inf/NaN.
+        round_mode: E8M0 target: ``"up"``, ``"down"`` or ``"nearest"``.
+
+    Returns:
+        The converted array.
+    """
+    x = np.asarray(x)
+    if onnx_type_of(x) == STRING:
+        target = np_dtype(to) if to not in BIT_PATTERN_TYPES else np.dtype(np.float64)
+        to_int = target.kind in "iu"
+        flat = [_parse_number(str(s), to_int) for s in x.reshape(-1)]
+        parsed = np.array(flat, dtype=np.float64 if not to_int else np.int64).reshape(x.shape)
+        return cast_array(parsed, to, saturate, round_mode)
+    values = decode(x)
+    if to == STRING:
+        out = np.empty(x.shape, dtype=object)
+        out.reshape(-1)[:] = [_format_number(v) for v in values.reshape(-1)]
+        return out
+    if to in BIT_PATTERN_TYPES:
+        return encode(values, to, bool(saturate), round_mode)
+    return values.astype(np_dtype(to))
+
+
+@versions("Cast", 6, 9, 13)
+def cast_6(x: np.ndarray, *, to: int) -> np.ndarray:
+    """Cast-6: element type conversion."""
+    return cast_array(x, to)
+
+
+@versions("Cast", 19, 21, 23)
+def cast_19(x: np.ndarray, *, to: int, saturate: int = 1) -> np.ndarray:
+    """Cast-19: adds ``saturate`` for float8 targets."""
+    return cast_array(x, to, saturate)
+
+
+@versions("Cast", 24, 25, 28)
+def cast_24(x: np.ndarray, *, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
+    """Cast-24: adds ``round_mode`` for float8e8m0 targets."""
+    return cast_array(x, to, saturate, round_mode)
+
+
+@versions("CastLike", 15)
+def cast_like_15(x: np.ndarray, target_type: np.ndarray) -> np.ndarray:
+    """CastLike-15: Cast to the element type of ``target_type``."""
+    return cast_array(x, onnx_type_of(np.asarray(target_type)))
+
+
+@versions("CastLike", 19, 21, 23)
+def cast_like_19(x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1) -> np.ndarray:
+    """CastLike-19: adds ``saturate``."""
+    return cast_array(x, onnx_type_of(np.asarray(target_type)), saturate)
+
+
+@versions("CastLike", 24, 25)
+def cast_like_24(
+    x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1, round_mode: str = "up"
+) -> np.ndarray:
+    """CastLike-24: adds ``round_mode``."""
+    return cast_array(x, onnx_type_of(np.asarray(target_type)), saturate, round_mode)
+
+
+# ----------------------------------------------------------------------------- creation
+
+
+@versions("Constant", 1, 9)
+def constant_1(*, value: np.ndarray) -> np.ndarray:
+    """Constant-1: the tensor attribute ``value``."""
+    return value
+
+
+@versions("Constant", 11, 12, 13, 19, 21, 23, 24, 25)
+def constant(
+    *,
+    value: np.ndarray | None = None,
+    sparse_value: Any = None,
+    value_float: float | None = None,
+    value_floats: list[float] | None = None,
+    value_int: int | None = None,
+    value_ints: list[int] | None = None,
+    value_string: str | None = None,
+    value_strings: list[str] | None = None,
+) -> np.ndarray:
+    """Constant-11/12: exactly one of the ``value*`` attributes becomes the output."""
+    if value is not None:
+        return value
+    if value_float is not None:
+        return np.array(value_float, dtype=np.float32)
+    if value_floats is not None:
+        return np.array(value_floats, dtype=np.float32)
+    if value_int is not None:
+        return np.array(value_int, dtype=np.int64)
+    if value_ints is not None:
+        return np.array(value_ints, dtype=np.int64)
+    if value_string is not None:
+        return np.array(value_string, dtype=object)
+    if value_strings is not None:
+        return np.array(value_strings, dtype=object)
+    if isinstance(sparse_value, np.ndarray):  # the session densifies sparse_value
+        return sparse_value
+    if sparse_value is not None:
+        raise NotImplementedError("Constant: sparse_value must arrive densified as an ndarray")
+    raise ValueError("Constant: no value attribute is set")
+
+
+@versions("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+def constant_of_shape(shape: np.ndarray, *, value: np.ndarray | None = None) -> np.ndarray:
+    """ConstantOfShape: a tensor of ``shape`` filled with ``value`` (float32 0 by default)."""
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    return np.full(tuple(int(d) for d in shape), fill[0], dtype=fill.dtype)
+
+
+@versions("EyeLike", 9, 22)
+def eye_like(x: np.ndarray, *, dtype: int | None = None, k: int = 0) -> np.ndarray:
+    """EyeLike: ones on diagonal ``k`` of a matrix shaped like ``x``."""
+    eye = np.eye(x.shape[0], x.shape[1], k=k, dtype=np.float32)
+    return encode_like(eye, x) if dtype is None else cast_array(eye, dtype)
+
+
+@versions("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)
+def identity(x: Any) -> Any:
+    """Identity: the input itself (tensors, sequences and optionals alike)."""
+    return x
+
+
+def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, stash: bool) -> np.ndarray:
+    if start.dtype.kind in "iu":
+        i0, i1, di = int(start), int(limit), int(delta)
+        count = max(-((i0 - i1) // di), 0)  # ceil((i1 - i0) / di) in exact integer arithmetic
+        return (i0 + di * np.arange(count, dtype=np.int64)).astype(start.dtype)
+    s, lim, d = (float(decode(np.asarray(v))) for v in (start, limit, delta))
+    n = max(math.ceil((lim - s) / d), 0)
+    if stash or start.dtype.itemsize != 2:
+        return encode_like(s + d * np.arange(n, dtype=np.float64), start)
+    # No float stash: accumulate in the 16-bit type itself, rounding after every step.
+    out, acc = np.empty(n, dtype=np.float32), np.float32(s)
+    for i in range(n):
+        out[i] = acc
+        acc = decode(encode_like(np.array([acc + d], np.float32), start))[0]
+    return encode_like(out, start)
+
+
+@versions("Range", 11)
+def range_11(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Range-11: ``start + i * delta`` for ``i`` in ``[0, ceil((limit - start) / delta))``."""
+    return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), stash=True)
+
+
+@versions("Range", 27)
+def range_27(
+    start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1
+) -> np.ndarray:
+    """Range-27: float16/bfloat16 compute in float32 when ``stash_type`` is 1."""
+    return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), stash=stash_type == 1)
+
+
+@versions("OneHot", 9, 11, 28)
+def one_hot(
+    indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *, axis: int = -1
+) -> np.ndarray:
+    """OneHot: ``values[1]`` where the new axis equals the index, ``values[0]`` elsewhere."""
+    n = int(np.asarray(depth).reshape(-1)[0])
+    idx = np.asarray(indices).astype(np.int64)
+    idx = np.where(idx < 0, idx + n, idx)
+    hot = np.moveaxis(idx[..., None] == np.arange(n), -1, axis if axis >= 0 else axis + idx.ndim + 1)
+    return np.asarray(values).reshape(-1)[hot.astype(np.intp)]
+
+
+@versions("Trilu", 14)
+def trilu(x: np.ndarray, k: np.ndarray | None = None, *, upper: int = 1) -> np.ndarray:
+    """Trilu: keeps the upper (or lower) triangle from diagonal ``k`` of the last two axes."""
+    diag = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+    ones = np.ones(x.shape[-2:], dtype=bool)
+    keep = np.triu(ones, diag) if upper else np.tril(ones, diag)
+    out = x.copy()
+    out[..., ~keep] = 0
+    return out
+
+
+# ----------------------------------------------------------------------------- joining
+
+
+@versions("Concat", 4, 11, 13)
+def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
+    """Concat: joins the inputs along ``axis``."""
+    return np.concatenate(inputs, axis=axis).view(inputs[0].dtype)
+
+
+def _split(x: np.ndarray, sizes: list[int] | None, axis: int, n: int) -> tuple[np.ndarray, ...]:
+    if sizes is None:
+        chunk = -(-x.shape[axis] // n)
+        sizes = [chunk] * (n - 1) + [x.shape[axis] - chunk * (n - 1)]
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+@versions("Split", 2, 11)
+def split_2(
+    x: np.ndarray, *, axis: int = 0, split: list[int] | None = None, _num_outputs: int = 1
+) -> tuple[np.ndarray, ...]:
+    """Split-2: sizes from the ``split`` attribute, else equal parts."""
+    return _split(x, split, axis, _num_outputs)
+
+
+@versions("Split", 13)
+def split_13(
+    x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, _num_outputs: int = 1
+) -> tuple[np.ndarray, ...]:
+    """Split-13: sizes from the optional ``split`` input, else equal parts."""
+    sizes = None if split is None else [int(s) for s in split]
+    return _split(x, sizes, axis, _num_outputs)
+
+
+@versions("Split", 18)
+def split_18(
+    x: np.ndarray,
+    split: np.ndarray | None = None,
+    *,
+    axis: int = 0,
+    num_outputs: int | None = None,
+    _num_outputs: int = 1,
+) -> tuple[np.ndarray, ...]:
+    """Split-18: ``split`` input or ``num_outputs`` parts, the last one possibly smaller."""
+    sizes = None if split is None else [int(s) for s in split]
+    return _split(x, sizes, axis, num_outputs or _num_outputs)
+
+
+@versions("Tile", 6, 13)
+def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
+    """Tile: repeats ``x`` ``repeats[i]`` times along axis ``i``."""
+    return np.tile(x, [int(r) for r in repeats])
+
+
+@versions("Expand", 8, 13)
+def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Expand: broadcasts ``x`` against ``shape`` (bidirectionally)."""
+    target = np.broadcast_shapes(x.shape, tuple(int(d) for d in shape))
+    return np.broadcast_to(x, target).copy()
+
+
+def _pad(
+    x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None
+) -> np.ndarray:
+    rank = x.ndim
+    pads = [int(p) for p in pads]
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    before, after = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        before[a], after[a] = pads[i], pads[i + len(axes)]
+    # Negative pads crop; crop first, then pad what remains.
+    x = x[tuple(slice(max(-b, 0), n - max(-e, 0)) for n, b, e in zip(x.shape, before, after))]
+    width = [(max(b, 0), max(e, 0)) for b, e in zip(before, after)]
+    if mode == "constant":
+        return np.pad(x, width, mode="constant", constant_values=value)
+    if mode == "reflect":
+        return np.pad(x, width, mode="reflect")
+    if mode == "edge":
+        return np.pad(x, width, mode="edge")
+    if mode == "wrap":
+        return np.pad(x, width, mode="wrap")
+    raise ValueError(f"Pad: unknown mode {mode!r}")
+
+
+@versions("Pad", 2)
+def pad_2(x: np.ndarray, *, pads: list[int], mode: str = "constant", value: float = 0.0) -> np.ndarray:
+    """Pad-2: ``pads`` and the fill ``value`` as attributes."""
+    return _pad(x, pads, mode, value)
+
+
+@versions("Pad", 11, 13)
+def pad_11(
+    x: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None = None, *, mode: str = "constant"
+) -> np.ndarray:
+    """Pad-11: ``pads`` and the optional fill value as inputs."""
+    return _pad(x, pads, mode, 0 if constant_value is None else constant_value[()])
+
+
+@versions("Pad", 18, 19, 21, 23, 24, 25)
+def pad_18(
+    x: np.ndarray,
+    pads: np.ndarray,
+    constant_value: np.ndarray | None = None,
+    axes: np.ndarray | None = None,
+    *,
+    mode: str = "constant",
+) -> np.ndarray:
+    """Pad-18: adds the optional ``axes`` input that ``pads`` refers to."""
+    return _pad(x, pads, mode, 0 if constant_value is None else constant_value[()], axes)

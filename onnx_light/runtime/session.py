@@ -1,0 +1,275 @@
+"""``InferenceSession``: onnxruntime's shape, numpy kernels underneath."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..onnx_core import (
+    FunctionProto,
+    GraphProto,
+    InvalidFeed,
+    ModelProto,
+    OnnxLightError,
+    RuntimeFailure,
+    TypeProto,
+    ValueInfoProto,
+    load,
+    load_from_string,
+)
+from ..onnx_core.helper import tensor_dtype_to_np_dtype
+from ..onnx_core.numpy_helper import to_array
+from ._plan import Plan, Step, compile_graph, node_label, run_plan
+
+__all__ = ["InferenceSession", "NodeArg", "DEFAULT_OPSET"]
+
+#: opset assumed for a bare GraphProto or a FunctionProto without opset imports
+DEFAULT_OPSET = 21
+
+_ORT_TYPE_NAMES = {
+    1: "float",
+    2: "uint8",
+    3: "int8",
+    4: "uint16",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    8: "string",
+    9: "bool",
+    10: "float16",
+    11: "double",
+    12: "uint32",
+    13: "uint64",
+    14: "complex64",
+    15: "complex128",
+    16: "bfloat16",
+}
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output as ``get_inputs()`` / ``get_outputs()`` describe it.
+
+    Attributes:
+        name: the value's name.
+        type: onnxruntime's spelling, e.g. ``"tensor(float)"``; ``None`` when unknown.
+        shape: dims as ints, symbolic names (str) or None; None when the rank is unknown.
+        elem_type: the TensorProto data type, 0 when unknown.
+    """
+
+    name: str
+    type: str | None
+    shape: list[int | str | None] | None
+    elem_type: int = 0
+
+
+def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
+    tp: TypeProto = vi.type
+    if not tp.HasField("tensor_type"):
+        return NodeArg(vi.name, None, None)
+    tt = tp.tensor_type
+    shape: list[int | str | None] | None = None
+    if tt.HasField("shape"):
+        shape = []
+        for d in tt.shape.dim:
+            kind = d.WhichOneof("value")
+            shape.append(d.dim_value if kind == "dim_value" else d.dim_param if kind == "dim_param" else None)
+    name = _ORT_TYPE_NAMES.get(tt.elem_type)
+    return NodeArg(vi.name, f"tensor({name})" if name else None, shape, tt.elem_type)
+
+
+def _opsets(imports: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for imp in imports:
+        out["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
+    return out
+
+
+class InferenceSession:
+    """Runs a ModelProto, GraphProto or FunctionProto with numpy kernels.
+
+    The graph is compiled once into a plan (kernels bound, attributes converted,
+    values in slots, intermediates released after their last use); ``run`` only loops.
+
+    Args:
+        proto: a ModelProto, GraphProto, FunctionProto, serialized bytes or a path.
+        providers: accepted for onnxruntime compatibility and ignored.
+        verbose: 1 prints each node as it runs with its output shapes and L2 norms.
+        check_finite: raise at the first node whose output holds NaN or Inf.
+        functions: model-local functions available to a bare graph or function.
+
+    Raises:
+        NotImplementedOp: a node's op has no kernel at the model's opset.
+        OnnxLightError: the graph is inconsistent (a value nobody defines, ...).
+    """
+
+    def __init__(
+        self,
+        proto: ModelProto | GraphProto | FunctionProto | bytes | str | os.PathLike[str],
+        providers: Any = None,
+        *,
+        verbose: int = 0,
+        check_finite: bool = False,
+        functions: list[FunctionProto] | None = None,
+        sess_options: Any = None,
+    ) -> None:
+        if isinstance(proto, (str, os.PathLike)):
+            proto = load(proto)
+        elif isinstance(proto, (bytes, bytearray, memoryview)):
+            proto = load_from_string(proto)
+        self.verbose = verbose
+        self.check_finite = check_finite
+        fns = list(functions or [])
+        self._defaults: dict[str, Any] = {}
+        if isinstance(proto, ModelProto):
+            opsets = _opsets(proto.opset_import)
+            fns += list(proto.functions)
+            graph = proto.graph
+        elif isinstance(proto, GraphProto):
+            opsets = {"": DEFAULT_OPSET}
+            graph = proto
+        elif isinstance(proto, FunctionProto):
+            opsets = _opsets(proto.opset_import) or {"": DEFAULT_OPSET}
+            graph = None
+        else:
+            raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {type(proto).__name__}")
+        for fn in fns:
+            for imp in fn.opset_import:
+                opsets.setdefault("" if imp.domain == "ai.onnx" else imp.domain, int(imp.version))
+        opsets.setdefault("", DEFAULT_OPSET)
+        self._opsets = opsets
+        if graph is not None:
+            inits = {t.name: to_array(t) for t in graph.initializer}
+            input_names = [i.name for i in graph.input]
+            self._defaults = {n: inits[n] for n in input_names if n in inits}
+            self._inputs = [_arg_from_value_info(i) for i in graph.input if i.name not in inits]
+            self._outputs = [_arg_from_value_info(o) for o in graph.output]
+            nodes = list(graph.node)
+            output_names = [o.name for o in graph.output]
+        else:
+            assert isinstance(proto, FunctionProto)
+            inits = {}
+            input_names = list(proto.input)
+            self._inputs = [NodeArg(n, None, None) for n in input_names]
+            self._outputs = [NodeArg(n, None, None) for n in proto.output]
+            nodes = list(proto.node)
+            output_names = list(proto.output)
+        self._input_names = input_names
+        self._output_names = output_names
+        self._plan: Plan = compile_graph(nodes, input_names, output_names, inits, opsets, fns)
+        self._expected = {a.name: a for a in self._inputs}
+        self._output_index = {n: i for i, n in enumerate(output_names)}
+
+    # -- onnxruntime's introspection -------------------------------------------------
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs the caller must feed (initializers excluded)."""
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The graph's outputs."""
+        return list(self._outputs)
+
+    def get_providers(self) -> list[str]:
+        """onnxruntime compatibility: the one 'provider' this runtime has."""
+        return ["NumpyExecutionProvider"]
+
+    # -- running -----------------------------------------------------------------
+    def _check_feed(self, name: str, value: Any) -> np.ndarray:
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+        arg = self._expected.get(name)
+        if arg is None or arg.elem_type == 0:
+            return arr
+        try:
+            want = np.dtype(tensor_dtype_to_np_dtype(arg.elem_type))
+        except (KeyError, TypeError, ValueError):
+            want = None
+        if want is not None and arr.dtype != want:
+            raise InvalidFeed(
+                f"input {name!r}: expected {arg.type} with shape {arg.shape}, got {arr.dtype} with shape "
+                f"{list(arr.shape)}; cast it with .astype(np.{want})"
+            )
+        if arg.shape is not None:
+            if arr.ndim != len(arg.shape):
+                raise InvalidFeed(
+                    f"input {name!r}: expected rank {len(arg.shape)} (shape {arg.shape}), got rank {arr.ndim} "
+                    f"(shape {list(arr.shape)})"
+                )
+            for axis, (want_dim, got_dim) in enumerate(zip(arg.shape, arr.shape)):
+                if isinstance(want_dim, int) and want_dim > 0 and want_dim != got_dim:
+                    raise InvalidFeed(
+                        f"input {name!r}: dimension {axis} must be {want_dim}, got {got_dim} "
+                        f"(expected shape {arg.shape}, given {list(arr.shape)})"
+                    )
+        return arr
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, Any], run_options: Any = None) -> list[Any]:
+        """Computes ``output_names`` (all outputs if None) from ``input_feed``.
+
+        Raises:
+            InvalidFeed: a missing input, an unknown name, a wrong dtype, rank or fixed dimension.
+            RuntimeFailure: a kernel failed; the message names the node, op, opset and input shapes.
+        """
+        if not isinstance(input_feed, dict):
+            raise InvalidFeed(f"feeds must be a dict of name -> array, got {type(input_feed).__name__}")
+        unknown = [n for n in input_feed if n not in self._input_names]
+        if unknown:
+            raise InvalidFeed(f"unknown input name(s) {unknown}; the model's inputs are {self._input_names}")
+        feeds = []
+        for name in self._input_names:
+            if name in input_feed:
+                feeds.append(self._check_feed(name, input_feed[name]))
+            elif name in self._defaults:
+                feeds.append(self._defaults[name])
+            else:
+                missing = [n for n in self._input_names if n not in input_feed and n not in self._defaults]
+                raise InvalidFeed(f"missing input(s) {missing}; the model's inputs are {self._input_names}")
+        if output_names is None:
+            wanted = list(range(len(self._output_names)))
+        else:
+            try:
+                wanted = [self._output_index[n] for n in output_names]
+            except KeyError as err:
+                raise InvalidFeed(
+                    f"unknown output name {err.args[0]!r}; the model's outputs are {self._output_names}"
+                ) from None
+        results = self._execute(feeds)
+        fed_ids = {id(v) for v in feeds}
+        out = []
+        for i in wanted:
+            r = results[i]
+            # never hand the caller's own array (or a read-only constant) back as an output
+            if id(r) in fed_ids or (isinstance(r, np.ndarray) and not r.flags.writeable):
+                r = np.array(r, copy=True)
+            out.append(r)
+        return out
+
+    def _execute(self, feeds: list[Any]) -> list[Any]:
+        trace = self._trace if (self.verbose or self.check_finite) else None
+        return run_plan(self._plan, feeds, trace=trace)
+
+    def _trace(self, step: Step, args: list[Any], outputs: list[Any]) -> None:
+        if self.verbose:
+            parts = []
+            for name, v in zip(step.node.output, outputs):
+                if isinstance(v, np.ndarray) and v.dtype.kind in "fc":
+                    parts.append(f"{name}: {list(v.shape)} |{float(np.linalg.norm(v.astype(np.float64).ravel())):.6g}|")
+                elif isinstance(v, np.ndarray):
+                    parts.append(f"{name}: {list(v.shape)} {v.dtype}")
+            print(f"[onnx-light] {node_label(step.node)}: " + ", ".join(parts))
+        if self.check_finite:
+            for name, v in zip(step.node.output, outputs):
+                if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.isfinite(v).all():
+                    bad_inputs = [
+                        n
+                        for n, a in zip(step.node.input, args)
+                        if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and not np.isfinite(a).all()
+                    ]
+                    cause = (
+                        f"input(s) {bad_inputs} were already non-finite"
+                        if bad_inputs
+                        else "all its inputs were finite"
+                    )
+                    raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")

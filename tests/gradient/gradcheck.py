@@ -1,0 +1,201 @@
+"""The oracle for gradient rules: central finite differences plus onnxruntime.
+
+``check_gradient`` builds a forward model with ``onnx.helper`` (a test reference),
+reads it with OUR codec, differentiates it with ``onnx_light.GradientOfFunction``,
+and checks three things:
+
+1. the backward function, run in our runtime in float64, matches central finite
+   differences of ``<dy, y(x + t v)>`` along a random direction ``v``;
+2. the same function, wrapped as a model, passes ``onnx.checker.check_model(
+   full_check=True)``;
+3. it runs in onnxruntime and agrees with our runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import onnx_light as ol
+
+_NP_TO_ONNX = {
+    np.dtype(np.float32): 1,
+    np.dtype(np.uint8): 2,
+    np.dtype(np.int8): 3,
+    np.dtype(np.int32): 6,
+    np.dtype(np.int64): 7,
+    np.dtype(np.bool_): 9,
+    np.dtype(np.float16): 10,
+    np.dtype(np.float64): 11,
+}
+
+
+@dataclass
+class Case:
+    """One table row: a forward graph, its inputs and what to differentiate.
+
+    Attributes:
+        name: test id.
+        nodes: forward nodes built with ``onnx.helper.make_node``.
+        inputs: feed values by name (floats are cast to the case's dtype).
+        xs: names to differentiate.
+        y: the output to differentiate (default: the last node's first output).
+        initializers: names among ``inputs`` stored as initializers instead of inputs.
+        opset: the forward model's opset.
+        dtype: floating dtype for our finite-difference run.
+        ort_dtype: floating dtype for the onnxruntime comparison (some ORT kernels
+            lack float64).
+        rtol, atol: finite-difference tolerances.
+        dynamic: input names whose first dim is declared symbolic ("N").
+        skip_ort: reason onnxruntime cannot run this graph (must be given, not silent).
+    """
+
+    name: str
+    nodes: list[Any]
+    inputs: dict[str, np.ndarray]
+    xs: list[str]
+    y: str | None = None
+    initializers: list[str] = field(default_factory=list)
+    opset: int = 21
+    dtype: Any = np.float64
+    ort_dtype: Any = np.float64
+    rtol: float = 1e-5
+    atol: float = 1e-7
+    dynamic: list[str] = field(default_factory=list)
+    skip_ort: str | None = None
+
+
+def _cast(value: np.ndarray, dtype: Any) -> np.ndarray:
+    return value.astype(dtype) if value.dtype.kind == "f" else value
+
+
+def build_model(case: Case, dtype: Any) -> Any:
+    """The forward model as an ``onnx.ModelProto`` (all float inputs in ``dtype``)."""
+    import onnx
+    from onnx import helper as oh
+    from onnx import numpy_helper as onh
+
+    y = case.y or case.nodes[-1].output[0]
+    inputs = []
+    inits = []
+    for name, value in case.inputs.items():
+        v = _cast(value, dtype)
+        if name in case.initializers:
+            inits.append(onh.from_array(v, name))
+            continue
+        shape: list[Any] = list(v.shape)
+        if name in case.dynamic and shape:
+            shape[0] = "N"
+        inputs.append(oh.make_tensor_value_info(name, _NP_TO_ONNX[v.dtype], shape))
+    outputs = [oh.make_tensor_value_info(y, 0, None)]
+    graph = oh.make_graph(case.nodes, case.name, inputs, outputs, inits)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", case.opset)])
+    model.ir_version = 10
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def to_ours(onnx_proto: Any, cls: Any) -> Any:
+    """Reads an onnx message with our codec."""
+    return cls.FromString(onnx_proto.SerializeToString())
+
+
+def gradient(case: Case, dtype: Any = None, registry: Any = None) -> tuple[Any, Any]:
+    """(our forward ModelProto, our backward FunctionProto) for ``case``."""
+    model = to_ours(build_model(case, dtype or case.dtype), ol.ModelProto)
+    y = case.y or case.nodes[-1].output[0]
+    bwd = ol.GradientOfFunction(model, case.xs, y, registry=registry)
+    return model, bwd
+
+
+def run_forward(model: Any, feeds: dict[str, np.ndarray], y: str) -> np.ndarray:
+    sess = ol.runtime.InferenceSession(model)
+    graph_inputs = {i.name for i in sess.get_inputs()}
+    return sess.run([y], {k: v for k, v in feeds.items() if k in graph_inputs})[0]
+
+
+def backward_feeds(bwd: Any, feeds: dict[str, np.ndarray], dy: np.ndarray) -> dict[str, np.ndarray]:
+    out = {}
+    for name in bwd.input:
+        out[name] = dy if name == "dy" else feeds[name]
+    return out
+
+
+def check_gradient(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
+    """Runs the three checks of the module docstring; returns our gradients."""
+    rng = np.random.default_rng(seed)
+    y = case.y or case.nodes[-1].output[0]
+    feeds = {k: _cast(v, case.dtype) for k, v in case.inputs.items()}
+    model, bwd = gradient(case)
+    y_val = run_forward(model, feeds, y)
+    dy = rng.standard_normal(np.shape(y_val)).astype(y_val.dtype)
+    grads = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, feeds, dy))
+    for x, g in zip(case.xs, grads):
+        assert g.shape == feeds[x].shape, f"{case.name}: grad_{x} shape {g.shape} != {feeds[x].shape}"
+        assert g.dtype == feeds[x].dtype, f"{case.name}: grad_{x} dtype {g.dtype} != {feeds[x].dtype}"
+
+    # 1. central finite differences along a random direction
+    direction = {x: rng.standard_normal(feeds[x].shape).astype(feeds[x].dtype) for x in case.xs}
+    h = 1e-6 if np.dtype(case.dtype) == np.float64 else 1e-2
+
+    def objective(t: float) -> float:
+        moved = dict(feeds)
+        for x in case.xs:
+            moved[x] = (feeds[x] + t * direction[x]).astype(feeds[x].dtype)
+        return float(np.sum(dy.astype(np.float64) * run_forward(model, moved, y).astype(np.float64)))
+
+    numeric = (objective(h) - objective(-h)) / (2 * h)
+    analytic = float(sum(np.sum(g.astype(np.float64) * direction[x]) for x, g in zip(case.xs, grads)))
+    scale = max(1.0, abs(numeric), abs(analytic))
+    assert abs(numeric - analytic) <= case.rtol * scale + case.atol, (
+        f"{case.name}: finite differences {numeric!r} vs backward graph {analytic!r}"
+    )
+
+    # 2 and 3. the same backward function is valid ONNX and runs in onnxruntime
+    if case.skip_ort is None:
+        check_in_onnxruntime(case, seed)
+    return dict(zip(case.xs, grads))
+
+
+def backward_model(bwd: Any, feeds: dict[str, np.ndarray]) -> Any:
+    """The backward FunctionProto wrapped as an ``onnx.ModelProto`` that calls it."""
+    import onnx
+    from onnx import helper as oh
+
+    fn = onnx.FunctionProto.FromString(bwd.SerializeToString())
+    inputs = [oh.make_tensor_value_info(n, _NP_TO_ONNX[feeds[n].dtype], list(feeds[n].shape)) for n in fn.input]
+    outputs = [
+        oh.make_tensor_value_info(f"grad_{x}", _NP_TO_ONNX[feeds[x].dtype], list(feeds[x].shape))
+        for x in fn.input[: len(fn.output)]
+    ]
+    call = oh.make_node(fn.name, list(fn.input), list(fn.output), domain=fn.domain)
+    graph = oh.make_graph([call], "backward", inputs, outputs)
+    imports = list(fn.opset_import) + [oh.make_opsetid(fn.domain, 1)]
+    model = oh.make_model(graph, opset_imports=imports, functions=[fn])
+    model.ir_version = 10
+    return model
+
+
+def check_in_onnxruntime(case: Case, seed: int = 0) -> None:
+    """Our backward graph passes the full checker and agrees between onnxruntime and us."""
+    import onnx
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(seed + 1)
+    y = case.y or case.nodes[-1].output[0]
+    feeds = {k: _cast(v, case.ort_dtype) for k, v in case.inputs.items()}
+    model, bwd = gradient(case, case.ort_dtype)
+    y_val = run_forward(model, feeds, y)
+    dy = rng.standard_normal(np.shape(y_val)).astype(y_val.dtype)
+    bfeeds = backward_feeds(bwd, feeds, dy)
+    wrapped = backward_model(bwd, bfeeds)
+    onnx.checker.check_model(wrapped, full_check=True)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(wrapped.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    theirs = sess.run(None, bfeeds)
+    ours = ol.runtime.InferenceSession(bwd).run(None, bfeeds)
+    tol = 1e-9 if np.dtype(case.ort_dtype) == np.float64 else 1e-4
+    for x, a, b in zip(case.xs, ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"{case.name}: grad_{x} ours vs onnxruntime")

@@ -1,0 +1,627 @@
+"""Neural-network kernels: linalg, conv, pool, normalization, activation, loss.
+
+Three layers of checks:
+
+* every ONNX backend node case of these ops, through the kernels directly;
+* every opset version 7..24 resolves to a kernel registered for exactly the
+  schema version the spec has at that opset;
+* each kernel against onnxruntime (one-node model at opset 21, single thread) on
+  random inputs, with grids over strides / pads / dilations / groups / auto_pad /
+  ceil_mode for conv and pooling.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import kernel_harness  # noqa: E402
+
+# The ONE exclusion dict: test id (backend case name, or the id of an onnxruntime
+# comparison below) -> the true reason it is expected to fail. Every entry is xfail.
+XFAIL: dict[str, str] = {}
+
+OPS = {
+    "MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+    "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "BatchNormalization",
+    "GroupNormalization", "InstanceNormalization", "LayerNormalization", "LpNormalization",
+    "MeanVarianceNormalization", "RMSNormalization", "LRN", "Softmax", "LogSoftmax",
+    "Hardmax", "Dropout", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+}  # fmt: skip
+
+
+def _params(items: list[tuple[str, Any]]) -> list[Any]:
+    """pytest params with ids, xfail-marked when their id is in ``XFAIL``."""
+    out = []
+    for name, value in items:
+        marks = [pytest.mark.xfail(reason=XFAIL[name], strict=True)] if name in XFAIL else []
+        out.append(pytest.param(value, id=name, marks=marks))
+    return out
+
+
+# --------------------------------------------------------------------------- backend
+
+
+@pytest.mark.parametrize("case", _params([(c.name, c) for c in kernel_harness.cases_for(OPS)]))
+def test_backend_case(case: Any) -> None:
+    kernel_harness.check_case(case)
+
+
+# --------------------------------------------------------------------------- versions
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_every_version_registered(op: str) -> None:
+    from onnx import defs
+
+    from onnx_light.runtime import kernels  # noqa: F401
+    from onnx_light.runtime._registry import lookup_kernel
+
+    for opset in range(7, 25):
+        try:
+            want = defs.get_schema(op, opset, "").since_version
+        except defs.SchemaError:
+            continue  # the op does not exist yet at this opset
+        info = lookup_kernel("", op, opset)
+        assert info is not None and info.since == want, (op, opset, want, info and info.since)
+
+
+# --------------------------------------------------------------------------- onnxruntime
+
+
+def _run_both(
+    op: str,
+    inputs: list[np.ndarray | None],
+    attrs: dict[str, Any] | None = None,
+    n_out: int = 1,
+    opset: int = 21,
+    ort_dtype: Any = None,
+) -> tuple[tuple[np.ndarray, ...], list[np.ndarray]]:
+    """Runs one node through our kernel and through onnxruntime (one thread).
+
+    ``ort_dtype`` feeds onnxruntime float inputs cast to that type, for kernels it
+    lacks in the input's own type (no float64 Conv, for one).
+    """
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import ValueInfoProto, helper
+
+    while inputs and inputs[-1] is None:
+        inputs = inputs[:-1]
+    names = [f"i{k}" if a is not None else "" for k, a in enumerate(inputs)]
+    outs = [f"o{k}" for k in range(n_out)]
+    node = helper.make_node(op, names, outs, **(attrs or {}))
+    present = [(n, a) for n, a in zip(names, inputs) if a is not None]
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in present],
+        [ValueInfoProto(name=o) for o in outs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    ours = kernel_harness.call_kernel(node, opset, [a for _, a in present])
+    if ort_dtype is not None:
+        present = [(n, a.astype(ort_dtype) if a.dtype.kind == "f" else a) for n, a in present]
+        for vi, (_, a) in zip(model.graph.input, present):
+            vi.type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(a.dtype)
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    theirs = sess.run(None, dict(present))
+    return ours, theirs
+
+
+def _compare(
+    op: str,
+    inputs: list[np.ndarray | None],
+    attrs: dict[str, Any] | None = None,
+    n_out: int = 1,
+    opset: int = 21,
+    tol: float = 1.0,
+    ort_dtype: Any = None,
+    dtypes: list[Any] | None = None,
+) -> None:
+    """Our outputs must equal onnxruntime's in dtype, shape and (within tolerance) value.
+
+    With ``ort_dtype`` onnxruntime computes in that type; our outputs must then have
+    ``dtypes`` (default: the first input's dtype) and are compared after a cast.
+    """
+    ours, theirs = _run_both(op, inputs, attrs, n_out, opset, ort_dtype)
+    assert len(ours) == len(theirs)
+    if ort_dtype is not None and dtypes is None:
+        dtypes = [inputs[0].dtype] * n_out
+    for k, (g, e) in enumerate(zip(ours, theirs)):
+        g = np.asarray(g)
+        if dtypes is not None:
+            assert g.dtype == dtypes[k], f"output {k}: dtype {g.dtype} != {dtypes[k]}"
+            g = g.astype(e.dtype)
+        assert g.dtype == e.dtype, f"output {k}: dtype {g.dtype} != {e.dtype}"
+        assert g.shape == e.shape, f"output {k}: shape {g.shape} != {e.shape}"
+        if e.dtype.kind == "f":
+            rtol, atol = (1e-4, 1e-5) if e.dtype == np.float32 else (1e-9, 1e-12)
+            np.testing.assert_allclose(g, e, rtol=rtol * tol, atol=atol * tol, err_msg=f"out {k}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"output {k}")
+
+
+def _rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+FLOATS = [np.float32, np.float64]
+
+
+# ---- linalg
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "sa,sb",
+    [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((4,), (4, 3)), ((2, 4), (4,))],
+)
+def test_matmul_vs_ort(sa: tuple, sb: tuple, dtype: Any) -> None:
+    rng = np.random.default_rng(0)
+    _compare("MatMul", [_rand(rng, sa, dtype), _rand(rng, sb, dtype)])
+
+
+_GEMM = [
+    (f"tA{ta}-tB{tb}-C{c}-a{a}-b{b}", (ta, tb, c, a, b))
+    for ta, tb in itertools.product((0, 1), (0, 1))
+    for c, a, b in [("none", 1.0, 1.0), ("row", 0.5, 2.0), ("col", 1.0, 1.0), ("full", 2.0, 0.0),
+                    ("scalar", 1.0, -1.0)]
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("spec", _params(_GEMM))
+def test_gemm_vs_ort(spec: tuple, dtype: Any) -> None:
+    ta, tb, c, alpha, beta = spec
+    rng = np.random.default_rng(1)
+    m, k, n = 3, 5, 4
+    a = _rand(rng, (k, m) if ta else (m, k), dtype)
+    b = _rand(rng, (n, k) if tb else (k, n), dtype)
+    shapes = {"none": None, "row": (n,), "col": (m, 1), "full": (m, n), "scalar": ()}
+    cc = None if shapes[c] is None else _rand(rng, shapes[c], dtype)
+    attrs = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
+    _compare("Gemm", [a, b, cc], attrs)
+
+
+# ---- conv
+
+
+def _conv_grid() -> list[tuple[str, dict]]:
+    items = []
+    for s, d, p, g, bias in itertools.product(
+        (1, 2), (1, 2), ((0, 0, 0, 0), (1, 1, 1, 1), (0, 1, 2, 1)), (1, 2, 4), (False, True)
+    ):
+        if bias == (s == d):  # half the bias combinations are plenty
+            continue
+        name = f"2d-s{s}-d{d}-p{''.join(map(str, p))}-g{g}-b{int(bias)}"
+        items.append((name, dict(nd=2, strides=[s, s], dilations=[d, d], pads=list(p), g=g, b=bias)))
+    for ap, s, k in itertools.product(("SAME_UPPER", "SAME_LOWER", "VALID"), (1, 2), (2, 3)):
+        items.append((f"2d-{ap}-s{s}-k{k}", dict(nd=2, auto_pad=ap, strides=[s, s], k=k, g=1, b=True)))
+    for nd, s, g in itertools.product((1, 3), (1, 2), (1, 2)):
+        items.append((f"{nd}d-s{s}-g{g}", dict(nd=nd, strides=[s] * nd, pads=[1] * 2 * nd, g=g, b=True)))
+    items.append(("2d-rect-kernel", dict(nd=2, strides=[2, 1], pads=[1, 0, 0, 2], k=(3, 2), g=1)))
+    return items
+
+
+def _conv_inputs(spec: dict, dtype: Any, transpose: bool) -> tuple[list, dict]:
+    spec = dict(spec)
+    rng = np.random.default_rng(2)
+    nd, g = spec.pop("nd"), spec.pop("g")
+    k = spec.pop("k", 3)
+    ks = tuple(k) if isinstance(k, tuple) else (k,) * nd
+    bias = spec.pop("b", False)
+    spatial = {1: (11,), 2: (9, 8), 3: (5, 6, 4)}[nd]
+    c, m = 4, 8
+    x = _rand(rng, (2, c, *spatial), dtype)
+    w = _rand(rng, (c, m // g, *ks) if transpose else (m, c // g, *ks), dtype)
+    b = _rand(rng, (m,), dtype) if bias else None
+    attrs = {key: v for key, v in spec.items() if v is not None}
+    attrs["group"] = g
+    return [x, w, b], attrs
+
+
+@pytest.mark.parametrize("spec", _params([("conv-" + n, s) for n, s in _conv_grid()]))
+def test_conv_vs_ort(spec: dict) -> None:
+    inputs, attrs = _conv_inputs(spec, np.float32, transpose=False)
+    _compare("Conv", inputs, attrs, tol=10)
+
+
+@pytest.mark.parametrize("spec", _params([("conv64-" + n, s) for n, s in _conv_grid()[::7]]))
+def test_conv_float64_vs_ort(spec: dict) -> None:
+    inputs, attrs = _conv_inputs(spec, np.float64, transpose=False)
+    _compare("Conv", inputs, attrs, tol=10, ort_dtype=np.float32)  # no float64 Conv in ort
+
+
+def _conv_transpose_grid() -> list[tuple[str, dict]]:
+    items = []
+    for s, d, p, op, g in itertools.product((1, 2, 3), (1, 2), ((0, 0, 0, 0), (1, 0, 0, 1)), (0, 1), (1, 2)):
+        if op >= s:  # onnxruntime wants output_padding below the stride
+            continue
+        name = f"2d-s{s}-d{d}-p{''.join(map(str, p))}-op{op}-g{g}"
+        spec = dict(nd=2, strides=[s, s], dilations=[d, d], pads=list(p), g=g, b=s == 2)
+        if op:
+            spec["output_padding"] = [op, 0]
+        items.append((name, spec))
+    for ap, s, k in itertools.product(("SAME_UPPER", "SAME_LOWER", "VALID"), (1, 2), (2, 3)):
+        items.append((f"2d-{ap}-s{s}-k{k}", dict(nd=2, auto_pad=ap, strides=[s, s], k=k, g=1)))
+    for shape in ((18, 16), (19, 17), (20, 18)):
+        items.append((f"2d-output_shape{shape[0]}", dict(nd=2, strides=[2, 2], output_shape=list(shape), g=1)))
+    for nd, s, g in itertools.product((1, 3), (1, 2), (1, 2)):
+        items.append((f"{nd}d-s{s}-g{g}", dict(nd=nd, strides=[s] * nd, g=g, b=True)))
+    return items
+
+
+@pytest.mark.parametrize("spec", _params([("convT-" + n, s) for n, s in _conv_transpose_grid()]))
+def test_conv_transpose_vs_ort(spec: dict) -> None:
+    inputs, attrs = _conv_inputs(spec, np.float32, transpose=True)
+    _compare("ConvTranspose", inputs, attrs, tol=10)
+
+
+@pytest.mark.parametrize("spec", _params([("convT64-" + n, s) for n, s in _conv_transpose_grid()[::9]]))
+def test_conv_transpose_float64_vs_ort(spec: dict) -> None:
+    inputs, attrs = _conv_inputs(spec, np.float64, transpose=True)
+    _compare("ConvTranspose", inputs, attrs, tol=10, ort_dtype=np.float32)  # none in ort
+
+
+# ---- pool
+
+
+def _pool_grid(with_pad_count: bool) -> list[tuple[str, dict]]:
+    items = []
+    for k, s, p, d, ceil in itertools.product(((2, 2), (3, 2)), (1, 2), ((0, 0, 0, 0), (1, 1, 1, 0)), (1, 2), (0, 1)):
+        name = f"2d-k{k[0]}{k[1]}-s{s}-p{''.join(map(str, p))}-d{d}-c{ceil}"
+        spec = dict(kernel_shape=list(k), strides=[s, s], pads=list(p), dilations=[d, d])
+        spec["ceil_mode"] = ceil
+        if with_pad_count:
+            spec["count_include_pad"] = int(p[0] == 1 and ceil == 0)
+        items.append((name, spec))
+    for ap, s in itertools.product(("SAME_UPPER", "SAME_LOWER", "VALID"), (1, 2)):
+        items.append((f"2d-{ap}-s{s}", dict(kernel_shape=[3, 3], strides=[s, s], auto_pad=ap)))
+    items.append(("1d", dict(kernel_shape=[3], strides=[2], pads=[1, 1])))
+    items.append(("3d", dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[0, 1, 0, 0, 1, 1])))
+    return items
+
+
+def _pool_input(attrs: dict, dtype: Any = np.float32) -> np.ndarray:
+    nd = len(attrs["kernel_shape"])
+    spatial = {1: (13,), 2: (9, 10), 3: (5, 7, 6)}[nd]
+    return _rand(np.random.default_rng(3), (2, 3, *spatial), dtype)
+
+
+@pytest.mark.parametrize("spec", _params([("maxpool-" + n, s) for n, s in _pool_grid(False)]))
+def test_max_pool_vs_ort(spec: dict) -> None:
+    _compare("MaxPool", [_pool_input(spec)], spec)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("spec", _params([("maxpool-idx-" + n, s) for n, s in _pool_grid(False)[::3]]))
+def test_max_pool_indices_vs_ort(spec: dict, order: int) -> None:
+    if order and len(spec["kernel_shape"]) != 2:
+        pytest.skip("storage_order only matters in 2-D")
+    _compare("MaxPool", [_pool_input(spec)], {**spec, "storage_order": order}, n_out=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])
+def test_max_pool_dtypes_vs_ort(dtype: Any) -> None:
+    x = (_pool_input({"kernel_shape": [2, 2]}) * 40).astype(dtype)
+    _compare("MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+
+
+@pytest.mark.parametrize("spec", _params([("avgpool-" + n, s) for n, s in _pool_grid(True)]))
+def test_average_pool_vs_ort(spec: dict) -> None:
+    _compare("AveragePool", [_pool_input(spec)], spec)
+
+
+@pytest.mark.parametrize("spec", _params([("lppool-" + n, s) for n, s in _pool_grid(False)[::4]]))
+def test_lp_pool_vs_ort(spec: dict) -> None:
+    _compare("LpPool", [_pool_input(spec)], {**spec, "p": 3 if spec.get("ceil_mode") else 2})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool_vs_ort(op: str, dtype: Any) -> None:
+    x = _rand(np.random.default_rng(4), (2, 3, 5, 4), dtype)
+    _compare(op, [x], ort_dtype=np.float32)  # ort has these in float32 only
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lp_pool_vs_ort_lp_pool(p: int) -> None:
+    from onnx import helper
+
+    x = _rand(np.random.default_rng(4), (2, 3, 5, 4))
+    node = helper.make_node("GlobalLpPool", ["x"], ["y"], p=p)
+    (ours,) = kernel_harness.call_kernel(node, 21, [x])
+    (theirs,) = _run_both("LpPool", [x], {"kernel_shape": [5, 4], "p": p})[1]
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+# ---- normalization
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (2, 3, 4, 5)])
+def test_batch_norm_vs_ort(shape: tuple, dtype: Any) -> None:
+    rng = np.random.default_rng(5)
+    c = shape[1]
+    params = [_rand(rng, (c,), dtype) for _ in range(3)] + [rng.random(c).astype(dtype) + 0.5]
+    _compare("BatchNormalization", [_rand(rng, shape, dtype), *params], {"epsilon": 1e-3})
+
+
+@pytest.mark.parametrize("opset", [7, 9])
+def test_batch_norm_training_old_opsets_match_14(opset: int) -> None:
+    """Opset 7/9 training outputs (five) agree with opset 14's training_mode outputs."""
+    from onnx import helper
+
+    rng = np.random.default_rng(6)
+    x = _rand(rng, (4, 3, 5, 2))
+    params = [_rand(rng, (3,)), _rand(rng, (3,)), _rand(rng, (3,)), rng.random(3).astype(np.float32)]
+    old = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], list("ymvMV"))
+    new = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], list("ymv"), training_mode=1)
+    got = kernel_harness.call_kernel(old, opset, [x, *params])
+    want = kernel_harness.call_kernel(new, 15, [x, *params])
+    assert len(got) == 5
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    np.testing.assert_allclose(got[3], x.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[4], x.var(axis=(0, 2, 3)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(2, 4, 6), (2, 4, 3, 5)])
+def test_instance_norm_vs_ort(shape: tuple, dtype: Any) -> None:
+    rng = np.random.default_rng(7)
+    x, s, b = _rand(rng, shape, dtype), _rand(rng, (4,), dtype), _rand(rng, (4,), dtype)
+    _compare("InstanceNormalization", [x, s, b], {"epsilon": 1e-4}, tol=10, ort_dtype=np.float32)
+
+
+@pytest.mark.parametrize("num_groups", [1, 2, 4])
+def test_group_norm_vs_ort(num_groups: int) -> None:
+    rng = np.random.default_rng(8)
+    x, s, b = _rand(rng, (2, 4, 3, 5)), _rand(rng, (4,)), _rand(rng, (4,))
+    _compare("GroupNormalization", [x, s, b], {"num_groups": num_groups}, tol=10)
+
+
+def test_group_norm_18_scales_per_group() -> None:
+    from onnx import helper
+
+    rng = np.random.default_rng(8)
+    x, s, b = _rand(rng, (2, 4, 3)), _rand(rng, (2,)), _rand(rng, (2,))
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)
+    (y18,) = kernel_harness.call_kernel(node, 18, [x, s, b])
+    (y21,) = kernel_harness.call_kernel(node, 21, [x, s.repeat(2), b.repeat(2)])
+    assert y18.dtype == np.float32
+    np.testing.assert_allclose(y18, y21, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis,n_out,bias", [(-1, 1, True), (1, 3, True), (2, 2, False), (0, 3, True)])
+def test_layer_norm_vs_ort(axis: int, n_out: int, bias: bool, dtype: Any) -> None:
+    rng = np.random.default_rng(9)
+    shape = (2, 3, 4)
+    x = _rand(rng, shape, dtype)
+    s = _rand(rng, shape[axis:], dtype)
+    b = _rand(rng, shape[axis:], dtype) if bias else None
+    # ort has float64 LayerNormalization only through the function body (Y alone): for
+    # float64 it computes in float32, and our Mean / InvStdDev stay float32 (stash_type 1).
+    ort_dtype = np.float32 if dtype == np.float64 else None
+    dtypes = [dtype, np.float32, np.float32] if ort_dtype else None
+    _compare("LayerNormalization", [x, s, b], {"axis": axis}, n_out, tol=10, ort_dtype=ort_dtype, dtypes=dtypes)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_rms_norm_vs_ort(axis: int) -> None:
+    rng = np.random.default_rng(10)
+    x = _rand(rng, (2, 3, 4))
+    _compare("RMSNormalization", [x, _rand(rng, x.shape[axis:])], {"axis": axis}, opset=23)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis,p", [(-1, 2), (1, 1), (0, 2)])
+def test_lp_norm_vs_ort(axis: int, p: int, dtype: Any) -> None:
+    x = _rand(np.random.default_rng(11), (3, 4, 5), dtype)
+    _compare("LpNormalization", [x], {"axis": axis, "p": p})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axes", [None, [1], [0, 1, 2, 3]])
+def test_mvn_vs_ort(axes: list | None, dtype: Any) -> None:
+    x = _rand(np.random.default_rng(12), (2, 3, 4, 5), dtype)
+    attrs = {} if axes is None else {"axes": axes}
+    _compare("MeanVarianceNormalization", [x], attrs, tol=10, ort_dtype=np.float32)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_lrn_vs_ort(size: int) -> None:
+    x = _rand(np.random.default_rng(13), (2, 6, 3, 4))
+    _compare("LRN", [x], {"size": size, "alpha": 0.01, "beta": 0.6, "bias": 2.0})
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_lrn_even_size(size: int) -> None:
+    """onnxruntime refuses even sizes; the spec's window is [c - (size-1)//2, c + ceil]."""
+    from onnx import helper
+
+    x = _rand(np.random.default_rng(13), (2, 6, 3))
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.01, beta=0.6, bias=2.0)
+    (y,) = kernel_harness.call_kernel(node, 13, [x])
+    want = np.empty_like(x)
+    for c in range(6):
+        lo, hi = max(0, c - (size - 1) // 2), min(5, c + size // 2)
+        sq = (x[:, lo : hi + 1] ** 2).sum(axis=1)
+        want[:, c] = x[:, c] / (2.0 + 0.01 / size * sq) ** 0.6
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, want, rtol=1e-5)
+
+
+# ---- activation
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("opset,axis", [(21, None), (21, 0), (21, 1), (11, None), (11, 0), (11, 2)])
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_softmax_family_vs_ort(op: str, opset: int, axis: int | None, dtype: Any) -> None:
+    x = _rand(np.random.default_rng(14), (2, 3, 4), dtype) * 5
+    x[0, 0, :2] = 7  # a tie, for Hardmax
+    ort_dtype = np.float32 if op == "Hardmax" and dtype == np.float64 else None  # none in ort
+    _compare(op, [x], {} if axis is None else {"axis": axis}, opset=opset, ort_dtype=ort_dtype)
+
+
+@pytest.mark.parametrize("n_out", [1, 2])
+def test_dropout_inference_vs_ort(n_out: int) -> None:
+    x = _rand(np.random.default_rng(15), (3, 4))
+    _compare("Dropout", [x, np.array(0.3, np.float32)], n_out=n_out)
+
+
+def _dropout(x: np.ndarray, ratio: float, seed: int | None, opset: int = 21) -> tuple:
+    from onnx import helper
+
+    attrs = {} if seed is None else {"seed": seed}
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "m"], **attrs)
+    return kernel_harness.call_kernel(node, opset, [x, np.array(ratio, x.dtype), np.array(True)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_dropout_training_is_reproducible(dtype: Any) -> None:
+    x = _rand(np.random.default_rng(16), (50, 40), dtype)
+    y1, m1 = _dropout(x, 0.3, seed=7)
+    y2, m2 = _dropout(x, 0.3, seed=7)
+    _, m3 = _dropout(x, 0.3, seed=8)
+    assert y1.dtype == dtype and m1.dtype == np.bool_
+    np.testing.assert_array_equal(m1, m2)
+    np.testing.assert_array_equal(y1, y2)
+    assert (m1 != m3).any()
+    assert 0.6 < m1.mean() < 0.8
+    np.testing.assert_allclose(y1, np.where(m1, x / dtype(0.7), 0), rtol=1e-6)
+    _, a = _dropout(x, 0.3, seed=None)
+    _, b = _dropout(x, 0.3, seed=None)
+    assert (a != b).any(), "without a seed every run draws a fresh mask"
+
+
+def test_dropout_old_opsets_are_identity() -> None:
+    from onnx import helper
+
+    x = _rand(np.random.default_rng(17), (3, 4))
+    node = helper.make_node("Dropout", ["x"], ["y", "m"], ratio=0.5)
+    y7, m7 = kernel_harness.call_kernel(node, 7, [x])
+    y10, m10 = kernel_harness.call_kernel(node, 10, [x])
+    np.testing.assert_array_equal(y7, x)
+    np.testing.assert_array_equal(y10, x)
+    assert m7.dtype == np.float32 and (m7 == 1).all()
+    assert m10.dtype == np.bool_ and m10.all()
+
+
+# ---- loss
+
+
+_LOSS = [
+    (f"{shape}-{red}-w{int(w)}-ign{ign}", (shape, red, w, ign))
+    for shape in ("2d", "4d")
+    for red in ("none", "sum", "mean")
+    for w, ign in ((False, None), (True, None), (True, 1), (False, -1))
+]
+
+
+def _loss_inputs(shape: str, w: bool, ign: int | None, dtype: Any) -> list:
+    rng = np.random.default_rng(18)
+    dims = (6, 4) if shape == "2d" else (3, 4, 2, 5)
+    scores = _rand(rng, dims, dtype)
+    labels = rng.integers(0, 4, (dims[0], *dims[2:])).astype(np.int64)
+    if ign is not None:
+        labels.flat[::3] = ign
+    return [scores, labels, rng.random(4).astype(dtype) if w else None]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("spec", _params([("sce-" + n, s) for n, s in _LOSS]))
+def test_softmax_cross_entropy_vs_ort(spec: tuple, dtype: Any) -> None:
+    shape, red, w, ign = spec
+    attrs = {"reduction": red} | ({} if ign is None else {"ignore_index": ign})
+    n_out = 2 if red != "sum" else 1
+    _compare("SoftmaxCrossEntropyLoss", _loss_inputs(shape, w, ign, dtype), attrs, n_out, tol=10)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("spec", _params([("nll-" + n, s) for n, s in _LOSS]))
+def test_nll_loss_vs_ort(spec: tuple, dtype: Any) -> None:
+    shape, red, w, ign = spec
+    attrs = {"reduction": red} | ({} if ign is None else {"ignore_index": ign})
+    inputs = _loss_inputs(shape, w, ign, dtype)
+    _compare("NegativeLogLikelihoodLoss", inputs, attrs, tol=10)
+
+
+# ---- dtypes and old opsets
+
+
+def _f16_cases() -> list[tuple[str, tuple]]:
+    r = np.random.default_rng(19)
+    x4 = r.standard_normal((2, 4, 6, 5))
+    c4 = r.random(4) + 0.5
+    lab = r.integers(0, 4, (2, 6, 5))
+    cases = {
+        "MatMul": ([x4, x4.swapaxes(2, 3)], {}),
+        "Gemm": ([x4[0, 0], x4[0, 1].T, x4[0, 2, :, :6]], {"alpha": 0.5, "beta": 2.0}),
+        "Conv": ([x4, r.standard_normal((6, 2, 3, 3)), c4[:2].repeat(3)], {"group": 2, "pads": [1] * 4}),
+        "ConvTranspose": ([x4, r.standard_normal((4, 3, 3, 3))], {"strides": [2, 2]}),
+        "MaxPool": ([x4], {"kernel_shape": [3, 3], "pads": [1] * 4}),
+        "AveragePool": ([x4], {"kernel_shape": [3, 3], "pads": [1] * 4}),
+        "LpPool": ([x4], {"kernel_shape": [2, 2]}),
+        "GlobalAveragePool": ([x4], {}),
+        "GlobalMaxPool": ([x4], {}),
+        "GlobalLpPool": ([x4], {}),
+        "BatchNormalization": ([x4, c4, c4, c4, c4], {}),
+        "InstanceNormalization": ([x4, c4, c4], {}),
+        "GroupNormalization": ([x4, c4, c4], {"num_groups": 2}),
+        "LayerNormalization": ([x4, x4[0, 0, 0], x4[0, 0, 1]], {}),
+        "RMSNormalization": ([x4, x4[0, 0, 0]], {}),
+        "LpNormalization": ([x4], {}),
+        "MeanVarianceNormalization": ([x4], {}),
+        "LRN": ([x4], {"size": 3}),
+        "Softmax": ([x4], {}),
+        "LogSoftmax": ([x4], {}),
+        "Hardmax": ([x4], {}),
+        "Dropout": ([x4], {}),
+        "SoftmaxCrossEntropyLoss": ([x4, lab, c4], {}),
+        "NegativeLogLikelihoodLoss": ([x4, lab], {"reduction": "none"}),
+    }
+    return [(op, value) for op, value in cases.items()]
+
+
+@pytest.mark.parametrize("spec", _params([("f16-" + n, (n, v)) for n, v in _f16_cases()]))
+def test_float16_stays_float16(spec: tuple) -> None:
+    """No silent float32/float64 promotion: float16 in, float16 out, close to float32."""
+    from onnx import helper
+
+    op, (inputs, attrs) = spec
+    node = helper.make_node(op, [f"i{k}" for k in range(len(inputs))], ["y"], **attrs)
+    cast = [a.astype(np.float16) if a.dtype.kind == "f" else a for a in inputs]
+    (y16,) = kernel_harness.call_kernel(node, 23, cast)
+    (y32,) = kernel_harness.call_kernel(node, 23, [a.astype(np.float32) for a in cast])
+    assert y16.dtype == np.float16 and y32.dtype == np.float32
+    np.testing.assert_allclose(y16.astype(np.float32), y32, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_conv_transpose_opset1_puts_odd_padding_on_the_other_side(auto_pad: str) -> None:
+    """ConvTranspose-1 documented SAME_UPPER with the extra pad cell at the start."""
+    from onnx import helper
+
+    rng = np.random.default_rng(20)
+    x, w = _rand(rng, (1, 2, 4, 5)), _rand(rng, (2, 3, 3, 3))
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], auto_pad=auto_pad)
+    (old,) = kernel_harness.call_kernel(node, 10, [x, w])
+    (new,) = kernel_harness.call_kernel(node, 11, [x, w])
+    assert old.shape == new.shape == (1, 3, 8, 10)
+    a, b = (old, new) if auto_pad == "SAME_UPPER" else (new, old)
+    np.testing.assert_allclose(a[..., :-1, :-1], b[..., 1:, 1:], rtol=1e-6)
