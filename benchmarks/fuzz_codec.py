@@ -145,8 +145,7 @@ def main() -> int:
     print(f"inputs: {args.count} (seed {args.seed}), {elapsed:.1f} s")
     for name, c in counts.items():
         print(
-            f"{name:>7}: ok={c['ok']} DecodeError={c['DecodeError']} "
-            f"masked-internal={c['masked']} other={c['other']}"
+            f"{name:>7}: ok={c['ok']} DecodeError={c['DecodeError']} masked-internal={c['masked']} other={c['other']}"
         )
     print("accept/reject vs onnx (protobuf):", dict(sorted(agree.items())))
     for line in problems[:20]:

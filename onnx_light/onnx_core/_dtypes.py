@@ -211,6 +211,8 @@ def np_dtype_to_tensor_dtype(np_dtype: Any) -> int:
         ValueError: the dtype has no ONNX counterpart.
     """
     dt = np.dtype(np_dtype)
+    if dt.byteorder == ">":
+        dt = dt.newbyteorder("=")
     found = _NATIVE_TO_TENSOR.get(dt)
     if found is not None:
         return found
@@ -247,14 +249,18 @@ def pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
     Returns:
         A 1-D ``uint8`` array of ``ceil(n * bits / 8)`` bytes.
     """
-    codes = np.ascontiguousarray(values).reshape(-1).view(np.uint8) & np.uint8((1 << bits) - 1)
+    flat = np.ascontiguousarray(values).reshape(-1)
+    # one-byte element types (ml_dtypes' int4 / float4 included) hold the code in
+    # their bits; wider integer arrays hold it as a value
+    flat = flat.view(np.uint8) if flat.dtype.itemsize == 1 else flat.astype(np.int64).astype(np.uint8)
+    codes = flat & np.uint8((1 << bits) - 1)
     n = codes.size
     per_group = 8 // bits if bits in (2, 4) else 4  # codes per group of whole bytes
     group_bytes = per_group * bits // 8
     groups = -(-n // per_group)
-    padded = np.zeros(groups * per_group, dtype=np.uint32)
-    padded[:n] = codes
-    padded = padded.reshape(groups, per_group)
+    flat_padded = np.zeros(groups * per_group, dtype=np.uint32)
+    flat_padded[:n] = codes
+    padded = flat_padded.reshape(groups, per_group)
     word = np.zeros(groups, dtype=np.uint32)
     for k in range(per_group):
         word |= padded[:, k] << np.uint32(k * bits)

@@ -69,6 +69,11 @@ def printable_attribute(
     Returns:
         The text, or ``(text, graphs)`` when ``subgraphs`` is True.
     """
+    text, graphs = _attribute_and_graphs(attr)
+    return (text, graphs) if subgraphs else text
+
+
+def _attribute_and_graphs(attr: AttributeProto) -> tuple[str, list[GraphProto]]:
     content = [attr.name, "="]
     graphs: list[GraphProto] = []
     if attr.HasField("f"):
@@ -114,8 +119,7 @@ def printable_attribute(
         graphs.extend(attr.graphs)
     else:
         content.append("<Unknown>")
-    text = " ".join(content)
-    return (text, graphs) if subgraphs else text
+    return " ".join(content), graphs
 
 
 def printable_dim(dim: TensorShapeProto.Dimension) -> str:
@@ -140,10 +144,8 @@ def printable_type(t: TypeProto) -> str:
 
 def printable_value_info(v: ValueInfoProto) -> str:
     """``%name[TYPE, dims]`` as onnx prints a ValueInfoProto."""
-    s = f"%{v.name}"
-    if v.HasField("type"):
-        s = f"{s}[{printable_type(v.type)}]"
-    return s
+    # onnx tests ``if v.type:``, which is true even for an unset type: always print it
+    return f"%{v.name}[{printable_type(v.type)}]"
 
 
 def printable_tensor_proto(t: TensorProto) -> str:
@@ -166,6 +168,11 @@ def printable_node(
     Returns:
         The text, or ``(text, graphs)`` when ``subgraphs`` is True.
     """
+    line, graphs = _node_and_graphs(node, prefix)
+    return (line, graphs) if subgraphs else line
+
+
+def _node_and_graphs(node: NodeProto, prefix: str) -> tuple[str, list[GraphProto]]:
     content = []
     if len(node.output):
         content.append(", ".join(f"%{name}" for name in node.output))
@@ -173,7 +180,7 @@ def printable_node(
     graphs: list[GraphProto] = []
     printed = []
     for attr in node.attribute:
-        text, inner = printable_attribute(attr, subgraphs=True)  # type: ignore[misc]
+        text, inner = _attribute_and_graphs(attr)
         printed.append(text)
         graphs.extend(inner)
     inputs = ", ".join(f"%{name}" for name in node.input)
@@ -181,8 +188,7 @@ def printable_node(
         content.append(f"{node.op_type}[{', '.join(sorted(printed))}]({inputs})")
     else:
         content.append(f"{node.op_type}({inputs})")
-    line = prefix + " ".join(content)
-    return (line, graphs) if subgraphs else line
+    return prefix + " ".join(content), graphs
 
 
 def printable_graph(graph: GraphProto, prefix: str = "") -> str:
@@ -229,7 +235,7 @@ def printable_graph(graph: GraphProto, prefix: str = "") -> str:
     indent = prefix + "  "
     graphs: list[GraphProto] = []
     for node in graph.node:
-        text, inner = printable_node(node, indent, subgraphs=True)  # type: ignore[misc]
+        text, inner = _node_and_graphs(node, indent)
         lines.append(text)
         graphs.extend(inner)
     tail = ["return"]

@@ -14,10 +14,12 @@ Large ``bytes`` fields (``TensorProto.raw_data``) are returned as zero-copy
 
 from __future__ import annotations
 
+import gc
 import struct
 from array import array
 from typing import Any
 
+from . import _wire_gen
 from ._errors import DecodeError
 from ._message import Field, Message
 
@@ -76,19 +78,14 @@ _pack_d = struct.Struct("<d").pack
 class _Plan:
     """Per-class tables derived once from the class's fields."""
 
-    __slots__ = ("by_number", "writers")
+    __slots__ = ("by_number",)
 
     def __init__(self, cls: type[Message]) -> None:
         # number -> (field, kind code, expected wire type)
         self.by_number: dict[int, tuple[Field, int, int]] = {}
-        self.writers: list[tuple[Field, int, bytes]] = []
         for f in cls.FIELDS:
             code = _KIND_CODE[f.kind]
             self.by_number[f.number] = (f, code, _WIRE_OF[code])
-        for f in cls._WRITE_ORDER:
-            code = _KIND_CODE[f.kind]
-            wt = WT_LEN if (f.packed or code in (_K_STRING, _K_BYTES, _K_MESSAGE)) else _WIRE_OF[code]
-            self.writers.append((f, code, _varint((f.number << 3) | wt)))
 
 
 _PLANS: dict[type, _Plan] = {}
@@ -135,83 +132,39 @@ def _scalar_bytes(code: int, value: Any) -> bytes:
 
 def _encode_into(msg: Message, out: list[Any]) -> int:
     """Appends the pieces of ``msg``'s encoding to ``out``; returns their total size."""
-    size = 0
-    for f, code, key in _plan(type(msg)).writers:
-        try:
-            value = getattr(msg, f.slot)
-        except AttributeError:
-            continue
-        if f.repeated:
-            if not value:
-                continue
-            if code == _K_MESSAGE:
-                for item in value:
-                    size += _encode_child(item, key, out, force=True)
-            elif code == _K_STRING:
-                for item in value:
-                    data = item.encode("utf-8")
-                    head = key + _varint(len(data))
-                    out.append(head)
-                    out.append(data)
-                    size += len(head) + len(data)
-            elif code == _K_BYTES:
-                for item in value:
-                    head = key + _varint(len(item))
-                    out.append(head)
-                    out.append(item)
-                    size += len(head) + len(item)
-            elif f.packed:
-                if code == _K_FLOAT:
-                    data = array("f", value).tobytes()
-                elif code == _K_DOUBLE:
-                    data = array("d", value).tobytes()
-                else:
-                    data = b"".join([_scalar_bytes(code, v) for v in value])
-                head = key + _varint(len(data))
-                out.append(head)
-                out.append(data)
-                size += len(head) + len(data)
-            else:
-                data = b"".join([key + _scalar_bytes(code, v) for v in value])
-                out.append(data)
-                size += len(data)
-        elif code == _K_MESSAGE:
-            size += _encode_child(value, key, out, force=not getattr(value, "_implicit", False))
-        elif code == _K_STRING:
-            data = value.encode("utf-8")
-            head = key + _varint(len(data))
-            out.append(head)
-            out.append(data)
-            size += len(head) + len(data)
-        elif code == _K_BYTES:
-            head = key + _varint(len(value))
-            out.append(head)
-            out.append(value)
-            size += len(head) + len(value)
-        else:
-            data = key + _scalar_bytes(code, value)
-            out.append(data)
-            size += len(data)
-    unknown = getattr(msg, "_unknown", None)
-    if unknown:
-        for raw in unknown:
-            out.append(raw)
-            size += len(raw)
-    return size
+    return _ENC[type(msg)](msg, out)  # type: ignore[no-any-return]
 
 
-def _encode_child(child: Message, key: bytes, out: list[Any], *, force: bool) -> int:
+def _encode_child(child: Message, key: bytes, out: list[Any], force: bool) -> int:
     pieces: list[Any] = []
-    n = _encode_into(child, pieces)
+    n = _ENC[type(child)](child, pieces)
     if n == 0 and not force:
         return 0
-    head = key + _varint(n)
+    head = key + (_SMALL_VARINTS[n] if n < 128 else _varint(n))
     out.append(head)
     if n < _JOIN_BELOW:
         out.append(b"".join(pieces))
     else:
         out.extend(pieces)
     return len(head) + n
+
+
+def _scalars(key: bytes, code: int, packed: bool, values: Any) -> bytes:
+    """A repeated scalar field's bytes, packed (one LEN field) or one field per value."""
+    if not packed:
+        return b"".join([key + _scalar_bytes(code, v) for v in values])
+    if code == _K_FLOAT:
+        data = array("f", values).tobytes()
+    elif code == _K_DOUBLE:
+        data = array("d", values).tobytes()
+    else:
+        data = b"".join([_scalar_bytes(code, v) for v in values])
+    return key + _varint(len(data)) + data
+
+
+def _nbytes(data: Any) -> int:
+    # a memoryview over a wider item type (float32 array) counts items, not bytes
+    return memoryview(data).nbytes
 
 
 def encode_pieces(msg: Message) -> tuple[list[Any], int]:
@@ -221,7 +174,13 @@ def encode_pieces(msg: Message) -> tuple[list[Any], int]:
     a file without joining everything into one buffer.
     """
     pieces: list[Any] = []
-    n = _encode_into(msg, pieces)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        n = _encode_into(msg, pieces)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return pieces, n
 
 
@@ -277,39 +236,30 @@ def _skip(buf: Any, pos: int, end: int, wt: int, start: int) -> int:
 
 
 def _decode(msg: Message, buf: Any, view: memoryview, pos: int, end: int, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise DecodeError(f"messages nested deeper than {MAX_DEPTH} levels", pos)
-    by_number = _plan(type(msg)).by_number
-    unknown: list[bytes] | None = None
-    while pos < end:
-        start = pos
-        tag = buf[pos]
-        pos += 1
-        if tag >= 0x80:
-            tag, pos = _read_varint(buf, start, end)
-            if tag > _MAX_TAG:
-                raise DecodeError(f"field number {tag >> 3} is above the protobuf maximum", start)
-        number = tag >> 3
-        wt = tag & 7
-        if number == 0:
-            raise DecodeError("field number 0", start)
-        entry = by_number.get(number)
-        if entry is not None:
-            field, code, expected = entry
-            if wt == expected:
-                pos = _read_value(msg, field, code, buf, view, pos, end, depth, start)
-                continue
-            if wt == WT_LEN and field.repeated and code <= _K_DOUBLE:
-                pos = _read_packed(msg, field, code, buf, view, pos, end, start)
-                continue
-        pos = _skip(buf, pos, end, wt, start)
-        if unknown is None:
-            unknown = getattr(msg, "_unknown", None)
-            if unknown is None:
-                unknown = msg._unknown = []
-        unknown.append(bytes(view[start:pos]))
-    if pos != end:
-        raise DecodeError("field runs past the end of the message", end)
+    _DEC[type(msg)](msg, buf, view, pos, end, depth)
+
+
+def _decode_field(
+    msg: Message, tag: int, buf: Any, view: memoryview, pos: int, end: int, depth: int, start: int
+) -> int:
+    """Reads one field the generated decoder does not inline; returns the position after it."""
+    number = tag >> 3
+    wt = tag & 7
+    if number == 0:
+        raise DecodeError("field number 0", start)
+    entry = _plan(type(msg)).by_number.get(number)
+    if entry is not None:
+        field, code, expected = entry
+        if wt == expected:
+            return _read_value(msg, field, code, buf, view, pos, end, depth, start)
+        if wt == WT_LEN and field.repeated and code <= _K_DOUBLE:
+            return _read_packed(msg, field, code, buf, view, pos, end, start)
+    pos = _skip(buf, pos, end, wt, start)
+    unknown = getattr(msg, "_unknown", None)
+    if unknown is None:
+        unknown = msg._unknown = []
+    unknown.append(bytes(view[start:pos]))
+    return pos
 
 
 def _read_value(
@@ -383,7 +333,9 @@ def _read_value(
     return pos
 
 
-def _read_packed(msg: Message, field: Field, code: int, buf: Any, view: memoryview, pos: int, end: int, start: int) -> int:
+def _read_packed(
+    msg: Message, field: Field, code: int, buf: Any, view: memoryview, pos: int, end: int, start: int
+) -> int:
     n, pos = _read_varint(buf, pos, end)
     if n > end - pos:
         raise DecodeError(f"packed length {n} runs past the end of the message", start)
@@ -436,12 +388,19 @@ def decode_into(msg: Message, data: Any) -> None:
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     buf = data if isinstance(data, bytes) else view
+    # the decoder only creates objects that live on; the cyclic GC would rescan them
+    # over and over (40% of the time on a 50,000-node graph), so it pauses meanwhile
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         _decode(msg, buf, view, 0, len(view), 0)
     except DecodeError as err:
         raise err.with_prefix(type(msg).__name__) from None
     except (IndexError, struct.error, ValueError, TypeError, OverflowError) as err:  # pragma: no cover
         raise DecodeError(f"malformed input ({type(err).__name__}: {err})", 0, type(msg).__name__) from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def decode(cls: type[Message], data: Any) -> Any:
@@ -449,3 +408,26 @@ def decode(cls: type[Message], data: Any) -> Any:
     msg = cls()
     decode_into(msg, data)
     return msg
+
+
+_SHARED: dict[str, Any] = {
+    "DecodeError": DecodeError,
+    "MAX_DEPTH": MAX_DEPTH,
+    "ZERO_COPY_MIN": ZERO_COPY_MIN,
+    "_MAX_TAG": _MAX_TAG,
+    "_KIND_CODE": _KIND_CODE,
+    "_read_varint": _read_varint,
+    "_read_packed": _read_packed,
+    "_decode_field": _decode_field,
+    "_unpack_f": _unpack_f,
+    "_unpack_d": _unpack_d,
+    "_pack_f": _pack_f,
+    "_pack_d": _pack_d,
+    "_varint": _varint,
+    "_SMALL": _SMALL_VARINTS,
+    "_encode_child": _encode_child,
+    "_scalars": _scalars,
+    "_nbytes": _nbytes,
+}
+_DEC = _wire_gen.decoders(_SHARED)
+_ENC = _wire_gen.encoders(_SHARED)

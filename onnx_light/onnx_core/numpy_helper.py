@@ -131,7 +131,7 @@ def to_array(tensor: TensorProto, base_dir: str = "") -> np.ndarray:
     count = math.prod(dims)
 
     if data_type == T.STRING:
-        out = np.empty(len(tensor.string_data), dtype=object)
+        out = np.empty(len(tensor.string_data), dtype=np.object_)
         out[:] = [bytes(s).decode("utf-8") for s in tensor.string_data]
         return out.reshape(dims)
 

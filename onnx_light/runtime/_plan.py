@@ -28,8 +28,9 @@ from ..onnx_core._inline import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._registry import lookup_kernel, registered_kernels
+from .kernels import _dtypes
 
-__all__ = ["Plan", "Step", "compile_graph", "run_plan", "attribute_value", "node_label"]
+__all__ = ["Plan", "Step", "compile_graph", "run_plan", "attribute_value", "node_label", "tensor_value", "tag_dtype"]
 
 # Attributes that old opsets defined and later dropped without changing results.
 _LEGACY_ATTRIBUTES = frozenset({"consumed_inputs", "is_test"})
@@ -68,6 +69,21 @@ class Plan:
         return values
 
 
+def tag_dtype(value: Any, elem_type: int) -> Any:
+    """Views a bit-pattern array (bfloat16 as uint16, float8 as uint8, ...) with the tagged
+    dtype of ``elem_type`` so that kernels such as Cast know what the bits mean."""
+    if elem_type in _dtypes.BIT_PATTERN_TYPES and isinstance(value, np.ndarray) and value.dtype.kind in "ui":
+        want = _dtypes.np_dtype(elem_type)
+        if value.dtype.itemsize == want.itemsize and value.dtype.metadata != want.metadata:
+            return value.view(want)
+    return value
+
+
+def tensor_value(tensor: Any) -> np.ndarray:
+    """A TensorProto's array, with bit-pattern element types tagged (see :func:`tag_dtype`)."""
+    return tag_dtype(to_array(tensor), tensor.data_type)
+
+
 def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto], Any] | None = None) -> Any:
     """The Python value a kernel receives for ``attr``."""
     t = attr.type
@@ -78,7 +94,7 @@ def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto
     if t == AttributeProto.STRING:
         return bytes(attr.s).decode("utf-8", errors="replace")
     if t == AttributeProto.TENSOR:
-        return to_array(attr.t)
+        return tensor_value(attr.t)
     if t == AttributeProto.GRAPH:
         return compile_subgraph(attr.g) if compile_subgraph else attr.g
     if t == AttributeProto.FLOATS:
@@ -88,7 +104,7 @@ def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto
     if t == AttributeProto.STRINGS:
         return [bytes(s).decode("utf-8", errors="replace") for s in attr.strings]
     if t == AttributeProto.TENSORS:
-        return [to_array(v) for v in attr.tensors]
+        return [tensor_value(v) for v in attr.tensors]
     if t == AttributeProto.GRAPHS:
         return [compile_subgraph(g) if compile_subgraph else g for g in attr.graphs]
     if t == AttributeProto.SPARSE_TENSOR:
@@ -99,7 +115,7 @@ def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto
 
 
 def _sparse_to_dense(sparse: Any) -> np.ndarray:
-    values = to_array(sparse.values)
+    values = tensor_value(sparse.values)
     indices = to_array(sparse.indices)
     dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
     if indices.ndim == 1:
@@ -180,7 +196,7 @@ def compile_graph(
                 list(g.node),
                 [i.name for i in g.input],
                 [o.name for o in g.output],
-                {t.name: to_array(t) for t in g.initializer},
+                {t.name: tensor_value(t) for t in g.initializer},
                 opsets,
                 inliner.functions.values(),
                 outer=set(scope),

@@ -20,9 +20,11 @@ from ..onnx_core import (
     load,
     load_from_string,
 )
-from ..onnx_core.helper import tensor_dtype_to_np_dtype
-from ..onnx_core.numpy_helper import to_array
-from ._plan import Plan, Step, compile_graph, node_label, run_plan
+from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
+
+from .kernels import _dtypes
+
+_ML_DTYPE_NAMES = frozenset(_dtypes._ML_DTYPES)
 
 __all__ = ["InferenceSession", "NodeArg", "DEFAULT_OPSET"]
 
@@ -142,7 +144,7 @@ class InferenceSession:
         opsets.setdefault("", DEFAULT_OPSET)
         self._opsets = opsets
         if graph is not None:
-            inits = {t.name: to_array(t) for t in graph.initializer}
+            inits = {t.name: tensor_value(t) for t in graph.initializer}
             input_names = [i.name for i in graph.input]
             self._defaults = {n: inits[n] for n in input_names if n in inits}
             self._inputs = [_arg_from_value_info(i) for i in graph.input if i.name not in inits]
@@ -183,14 +185,17 @@ class InferenceSession:
         if arg is None or arg.elem_type == 0:
             return arr
         try:
-            want = np.dtype(tensor_dtype_to_np_dtype(arg.elem_type))
-        except (KeyError, TypeError, ValueError):
+            want = _dtypes.np_dtype(arg.elem_type)
+        except ValueError:
             want = None
         if want is not None and arr.dtype != want:
-            raise InvalidFeed(
-                f"input {name!r}: expected {arg.type} with shape {arg.shape}, got {arr.dtype} with shape "
-                f"{list(arr.shape)}; cast it with .astype(np.{want})"
-            )
+            if arr.dtype.name in _ML_DTYPE_NAMES and _dtypes.onnx_type_of(arr) == arg.elem_type:
+                arr = arr.view(want)  # an ml_dtypes array: same bits, tagged dtype
+            else:
+                raise InvalidFeed(
+                    f"input {name!r}: expected {arg.type} with shape {arg.shape}, got {arr.dtype} with shape "
+                    f"{list(arr.shape)}; cast it with .astype(np.{want})"
+                )
         if arg.shape is not None:
             if arr.ndim != len(arg.shape):
                 raise InvalidFeed(
@@ -203,6 +208,8 @@ class InferenceSession:
                         f"input {name!r}: dimension {axis} must be {want_dim}, got {got_dim} "
                         f"(expected shape {arg.shape}, given {list(arr.shape)})"
                     )
+        if arg.elem_type in _dtypes.BIT_PATTERN_TYPES:
+            arr = tag_dtype(arr, arg.elem_type)
         return arr
 
     def run(self, output_names: list[str] | None, input_feed: dict[str, Any], run_options: Any = None) -> list[Any]:

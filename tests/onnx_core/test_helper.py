@@ -131,7 +131,10 @@ def _tensor_rows() -> list[tuple[str, Any]]:
     ]:
         n = len(vals)
         rows.append(
-            (f"make_tensor-{dt}-{len(rows)}", lambda m, dt=dt, vals=vals, n=n: m.h.make_tensor("t", getattr(m.T, dt), [n], vals))
+            (
+                f"make_tensor-{dt}-{len(rows)}",
+                lambda m, dt=dt, vals=vals, n=n: m.h.make_tensor("t", getattr(m.T, dt), [n], vals),
+            )
         )
     # raw=True: native arrays and bytes
     for dt, arr in [
@@ -302,7 +305,10 @@ CALLS: list[tuple[str, Any]] = [
     (
         "map-str",
         lambda m: m.h.make_map(
-            "mp", m.T.STRING, [b"a", b"b"], m.h.make_sequence("v", m.Seq.TENSOR, [m.h.make_tensor("t", m.T.FLOAT, [], [1.0])])
+            "mp",
+            m.T.STRING,
+            [b"a", b"b"],
+            m.h.make_sequence("v", m.Seq.TENSOR, [m.h.make_tensor("t", m.T.FLOAT, [], [1.0])]),
         ),
     ),
     (
@@ -488,7 +494,8 @@ def test_small_float_codec_matches_ml_dtypes(dt: int, name: str, bits: int) -> N
     rng = np.random.default_rng(0)
     x = np.concatenate([finite, -finite, ties, -ties, rng.standard_normal(5000) * finite.max() / 3])
     if bits == 16:
-        x = x.astype(np.float32)  # ml_dtypes rounds double -> float -> bfloat16
+        with np.errstate(over="ignore"):
+            x = x.astype(np.float32)  # ml_dtypes rounds double -> float -> bfloat16
         expected = x.astype(mld).view(store)
     else:
         info = pytest.importorskip("ml_dtypes").finfo(mld)
@@ -508,3 +515,90 @@ def test_pack_unpack_bits_match_onnx() -> None:
             np.testing.assert_array_equal(_dtypes.unpack_bits(packed.tobytes(), bits, n), codes)
     with pytest.raises(ValueError):
         _dtypes.unpack_bits(b"\x00", 4, 3)
+
+
+# ----------------------------------------------------------------------------
+# printing
+# ----------------------------------------------------------------------------
+def _printer_graph(m: Any) -> Any:
+    nodes = [
+        m.h.make_node("If", ["c"], ["o"], then_branch=_body(m), else_branch=_body(m)),
+        m.h.make_node(
+            "Foo",
+            ["o", ""],
+            ["p"],
+            f=0.1,
+            fs=[1.5, 2.0],
+            s="x" * 70,
+            ss=["a", "b"],
+            t=m.h.make_tensor("k", m.T.INT64, [], [3]),
+            tt=m.h.make_tensor("k", m.T.FLOAT, [2], [1.0, 2.0]),
+            ts=[m.h.make_tensor("k", m.T.FLOAT, [1], [1.0])],
+            gs=[_body(m)],
+        ),
+        m.h.make_node("NoOutputs", ["p"], []),
+    ]
+    nodes[1].attribute.append(m.h.make_attribute("aaa", 1))  # out of order: printing sorts
+    inputs = [_vi(m, "c", []), m.h.make_tensor_value_info("u", m.T.FLOAT, None)]
+    inputs.append(m.h.make_empty_tensor_value_info("e"))
+    return m.h.make_graph(nodes, "main", inputs, [_vi(m, "p", [1, "N", None])])
+
+
+PRINTED = [
+    ("graph", _graph),
+    ("graph-subgraphs", _printer_graph),
+    ("graph-empty", lambda m: m.h.make_graph([], "e", [], [])),
+]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("build", [b for _, b in PRINTED], ids=[i for i, _ in PRINTED])
+def test_printable_graph_matches_onnx(build: Any) -> None:
+    ours, theirs = build(OURS), build(THEIRS)
+    assert helper.printable_graph(ours) == onnx_helper.printable_graph(theirs)
+    assert helper.printable_graph(ours, prefix="  ") == onnx_helper.printable_graph(theirs, prefix="  ")
+    for a, b in zip(ours.node, theirs.node):
+        assert helper.printable_node(a, "> ") == onnx_helper.printable_node(b, "> ")
+    for a, b in zip(ours.input, theirs.input):
+        assert helper.printable_value_info(a) == onnx_helper.printable_value_info(b)
+
+
+TO_TEXT_MODEL = """\
+model ir_version=14 opset_import={ai.onnx: 28}
+graph g (%X: FLOAT[N,3], %W: FLOAT[3,3]) -> (%Z: FLOAT[N,?])
+  initializers: %W: FLOAT[3,3], %B: FLOAT[3]
+  %XW = MatMul(%X, %W)
+  %Y = Add(%XW, %B)
+  %Z = Softmax(%Y) {axis=-1}"""
+
+TO_TEXT_FUNCTION = """\
+function custom::Scale:v2 (%x) -> (%y)
+  opset_import: {ai.onnx: 21}
+  attributes: alpha, beta
+  %s = Constant() {value_float=2}
+  %y = Mul(%x, %s)
+  %z = LeakyRelu(%y) {alpha=@alpha}"""
+
+TO_TEXT_NODE = """\
+%o, _ = com.x::If(%c, _) {else_branch=<graph body>, names=['a', 'b'], value=tensor(FLOAT[2] [1.0, 2.0])}
+    else_branch:
+      graph body (%a: FLOAT[]) -> (%b: FLOAT[])
+        %b = Identity(%a)"""
+
+
+def test_to_text() -> None:
+    assert helper.to_text(helper.make_model(_graph(OURS))) == TO_TEXT_MODEL
+    assert helper.to_text(_function(OURS)) == TO_TEXT_FUNCTION
+    node = helper.make_node(
+        "If",
+        ["c", ""],
+        ["o", ""],
+        domain="com.x",
+        else_branch=_body(OURS),
+        names=["a", "b"],
+        value=helper.make_tensor("v", _proto.TensorProto.FLOAT, [2], [1.0, 2.0]),
+    )
+    assert helper.to_text(node) == TO_TEXT_NODE
+    assert helper.to_text(_graph(OURS)) == TO_TEXT_MODEL.split("\n", 1)[1]
+    with pytest.raises(TypeError, match="to_text"):
+        helper.to_text(_proto.TensorProto())  # type: ignore[arg-type]

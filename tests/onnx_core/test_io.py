@@ -117,9 +117,7 @@ def test_load_from_string_and_tensor(tmp_path: Any) -> None:
     np.testing.assert_array_equal(np.frombuffer(ours.raw_data, np.int64).reshape(3, 4), x)
     assert oc.load_tensor_from_string(t.SerializeToString()) == ours
     model = _onnx_model(_weights(1))
-    assert oc.load_model_from_string(model.SerializeToString()).SerializeToString() == (
-        model.SerializeToString()
-    )
+    assert oc.load_model_from_string(model.SerializeToString()).SerializeToString() == (model.SerializeToString())
 
 
 def test_load_empty_file(tmp_path: Any) -> None:

@@ -306,8 +306,6 @@ def test_max_pool_vs_ort(spec: dict) -> None:
 @pytest.mark.parametrize("order", [0, 1])
 @pytest.mark.parametrize("spec", _params([("maxpool-idx-" + n, s) for n, s in _pool_grid(False)[::3]]))
 def test_max_pool_indices_vs_ort(spec: dict, order: int) -> None:
-    if order and len(spec["kernel_shape"]) != 2:
-        pytest.skip("storage_order only matters in 2-D")
     _compare("MaxPool", [_pool_input(spec)], {**spec, "storage_order": order}, n_out=2)
 
 
@@ -571,7 +569,7 @@ def _f16_cases() -> list[tuple[str, tuple]]:
     lab = r.integers(0, 4, (2, 6, 5))
     cases = {
         "MatMul": ([x4, x4.swapaxes(2, 3)], {}),
-        "Gemm": ([x4[0, 0], x4[0, 1].T, x4[0, 2, :, :6]], {"alpha": 0.5, "beta": 2.0}),
+        "Gemm": ([x4[0, 0], x4[0, 1].T, x4[0, 2, :, :1]], {"alpha": 0.5, "beta": 2.0}),
         "Conv": ([x4, r.standard_normal((6, 2, 3, 3)), c4[:2].repeat(3)], {"group": 2, "pads": [1] * 4}),
         "ConvTranspose": ([x4, r.standard_normal((4, 3, 3, 3))], {"strides": [2, 2]}),
         "MaxPool": ([x4], {"kernel_shape": [3, 3], "pads": [1] * 4}),

@@ -99,13 +99,15 @@ def finish(arr: Any, dtype: Any = np.int64) -> np.ndarray | None:
     a = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
     if a.dtype != object:
         return a if a.size <= FOLD_LIMIT else None
-    flat = [x if isinstance(x, (int, np.integer, str)) and not isinstance(x, bool) else None for x in a.reshape(-1)]
-    if all(isinstance(x, (int, np.integer)) for x in flat):
-        return np.array([int(x) for x in flat], dtype=dtype).reshape(a.shape)
+    flat: list[Dim] = [
+        int(x) if isinstance(x, (int, np.integer)) else (x if isinstance(x, str) else None) for x in a.reshape(-1)
+    ]
+    if all(isinstance(x, int) for x in flat):
+        return np.array(flat, dtype=dtype).reshape(a.shape)
     if all(x is None for x in flat):
         return None
     out = np.empty(len(flat), dtype=object)
-    out[:] = [int(x) if isinstance(x, np.integer) else x for x in flat]
+    out[:] = flat
     return out.reshape(a.shape)
 
 
@@ -132,7 +134,8 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     out: list[Dim] = [1] * rank
     for s in shapes:
         assert s is not None
-        pad: list[Dim] = [1] * (rank - len(s)) + list(s)
+        pad: list[Dim] = [1] * (rank - len(s))
+        pad.extend(s)
         out = [broadcast_dim(x, y) for x, y in zip(out, pad)]
     return tuple(out)
 

@@ -122,23 +122,19 @@ def _sym_entry(op: str, a: Dim, b: Dim) -> Dim:
 
 def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
     n = len(ctx.node.input)
-    vals = [value(ctx, i) for i in range(n)]
-    if all(v is not None for v in vals) and small(*vals):
-        out = vals[0]
+    vals = [v for v in (value(ctx, i) for i in range(n)) if v is not None]
+    if len(vals) == n and small(*vals):
+        res = vals[0]
         for v in vals[1:]:
-            out = _BINARY_FOLD[op](out, v)
-        if op == "Mean":
-            return None
-        out = np.asarray(out)
+            res = _BINARY_FOLD[op](res, v)
+        res = np.asarray(res)
         if op in _BOOL_OUT:
-            return out.astype(bool)
-        return out.astype(vals[0].dtype) if op not in ("Div",) else out
-    if n != 2 or op not in ("Add", "Sub", "Mul", "Div", "Equal", "Max", "Min"):
+            return res.astype(bool)
+        return res if op == "Div" else res.astype(vals[0].dtype)
+    if n != 2 or op not in ("Add", "Sub", "Mul", "Div", "Equal"):
         return None
     pa, pb = partial(ctx, 0), partial(ctx, 1)
     if pa is None or pb is None or pa.ndim > 1 or pb.ndim > 1:
-        return None
-    if op in ("Max", "Min"):
         return None
     a, b = np.broadcast_arrays(pa, pb)
     out = np.empty(a.shape, dtype=object)
@@ -147,14 +143,35 @@ def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
     if op == "Equal":
         flat = list(out.reshape(-1))
         return np.array(flat, dtype=bool).reshape(out.shape) if all(isinstance(x, bool) for x in flat) else None
-    return finish(out, value(ctx, 0).dtype if value(ctx, 0) is not None else np.int64)
+    first = value(ctx, 0)
+    return finish(out, first.dtype if first is not None else np.int64)
 
 
 @infer(
-    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "PRelu", "BitShift",
-    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual",
-    "Greater", "GreaterOrEqual",
-)  # fmt: skip
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Mod",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "PRelu",
+    "BitShift",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "And",
+    "Or",
+    "Xor",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+)
 def broadcasting(ctx: InferContext) -> Result:
     """The numpy broadcast of all inputs; bool for comparisons, else the first input's type."""
     op = ctx.node.op_type
@@ -162,7 +179,7 @@ def broadcasting(ctx: InferContext) -> Result:
     dtype = BOOL if op in _BOOL_OUT else in_type(ctx, 0).dtype
     if op == "PRelu":
         shape = in_type(ctx, 0).shape  # slope broadcasts to X, never the other way
-    out = _fold_binary(ctx, op) if op in _BINARY_FOLD or op == "Mean" else None
+    out = _fold_binary(ctx, op) if op in _BINARY_FOLD else None
     return [ValueType(dtype, shape)], [out]
 
 
@@ -172,13 +189,12 @@ def where(ctx: InferContext) -> Result:
     shape = broadcast_shapes(*(in_type(ctx, i).shape for i in range(3)))
     c, x, y = value(ctx, 0), value(ctx, 1), value(ctx, 2)
     out: np.ndarray | None = None
-    if small(c, x, y):
-        out = np.where(c, x, y)  # type: ignore[arg-type]
-    else:
-        pc, px, py = partial(ctx, 0), partial(ctx, 1), partial(ctx, 2)
-        if c is not None and px is not None and py is not None and c.ndim <= 1 and px.ndim <= 1 and py.ndim <= 1:
+    if c is not None and x is not None and y is not None and small(c, x, y):
+        out = np.where(c, x, y)
+    elif c is not None and c.ndim <= 1:
+        px, py = partial(ctx, 1), partial(ctx, 2)
+        if px is not None and py is not None and px.ndim <= 1 and py.ndim <= 1:
             out = finish(np.where(c, px, py))
-        _ = pc
     return [ValueType(in_type(ctx, 1).dtype, shape)], [out]
 
 
@@ -298,8 +314,7 @@ def einsum(ctx: InferContext) -> list[ValueType]:
 
 # --------------------------------------------------------------------------- reductions
 _REDUCE = (
-    "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
-    "ReduceLogSumExp ReduceSumSquare"
+    "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare"
 ).split()
 _REDUCE_FOLD: dict[str, Callable[..., Any]] = {
     "ReduceSum": np.sum,
@@ -361,4 +376,3 @@ def topk(ctx: InferContext) -> list[ValueType]:
         k = ks[0] if ks else None
     shape = tuple(k if i == a else d for i, d in enumerate(x.shape))
     return [ValueType(x.dtype, shape), ValueType(INT64, shape)]
-

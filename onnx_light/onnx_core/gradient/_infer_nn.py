@@ -6,9 +6,7 @@ from ._infer_common import FLOAT, INT64, in_type, norm_axis
 from ._types import Dim, InferContext, ValueType, infer
 
 
-def _spatial_out(
-    d: Dim, k: Dim, stride: int, pad_total: int, dilation: int, auto_pad: str, ceil_mode: bool
-) -> Dim:
+def _spatial_out(d: Dim, k: Dim, stride: int, pad_total: int, dilation: int, auto_pad: str, ceil_mode: bool) -> Dim:
     """One output dim of a convolution or pooling window."""
     if not isinstance(d, int):
         return None
@@ -67,7 +65,7 @@ def conv_transpose(ctx: InferContext) -> list[ValueType]:
     c: Dim = w.shape[1] * group if w.shape is not None and isinstance(w.shape[1], int) else None
     kernel = ctx.attr("kernel_shape") or (list(w.shape[2:]) if w.shape is not None else [None] * n)
     if ctx.attr("output_shape") is not None:
-        spatial: list[Dim] = [int(d) for d in ctx.attr("output_shape")][-n:]
+        spatial: list[Dim] = [int(d) for d in ctx.attr("output_shape")[-n:]]
         return [ValueType(x.dtype, (x.shape[0], c, *spatial))]
     strides = list(ctx.attr("strides", [1] * n))
     dilations = list(ctx.attr("dilations", [1] * n))
@@ -149,4 +147,3 @@ def loss(ctx: InferContext) -> list[ValueType]:
     else:
         out = ValueType(x.dtype, ())
     return [out, x]
-

@@ -86,7 +86,7 @@ def _missing_factor(src: tuple[Dim, ...] | None, known: list[Dim]) -> Dim:
                 return None
             rest_src.remove(d)
     num, den = dim_product(rest_src), dim_product([d for d in known if isinstance(d, int)])
-    if isinstance(num, int):
+    if isinstance(num, int) and isinstance(den, int):
         return num // den if den and num % den == 0 else None
     return num if den == 1 else None
 
@@ -108,7 +108,7 @@ def reshape(ctx: InferContext) -> Result:
     v = value(ctx, 0)
     out: np.ndarray | None = None
     if v is not None and all(isinstance(d, int) for d in shape):
-        out = v.reshape(shape)
+        out = v.reshape(shape)  # type: ignore[arg-type]
     else:
         p = partial(ctx, 0)
         if p is not None and all(isinstance(d, int) for d in shape):
@@ -187,14 +187,15 @@ def concat(ctx: InferContext) -> Result:
     if any(t.shape is None for t in types) or not types:
         rank = next((t.rank for t in types if t.rank is not None), None)
         return [ValueType(dtype, None if rank is None else (None,) * rank)], [None]
-    rank = len(types[0].shape)  # type: ignore[arg-type]
+    shapes = [t.shape for t in types if t.shape is not None]
+    rank = len(shapes[0])
     axis = norm_axis(int(ctx.attr("axis", 0)), rank)
-    shape: list[Dim] = list(types[0].shape)  # type: ignore[arg-type]
-    for t in types[1:]:
-        for i, d in enumerate(t.shape):  # type: ignore[union-attr]
+    shape: list[Dim] = list(shapes[0])
+    for s in shapes[1:]:
+        for i, d in enumerate(s):
             if i != axis:
                 shape[i] = merge_dim(shape[i], d)
-    along = [t.shape[axis] for t in types]  # type: ignore[index]
+    along = [s[axis] for s in shapes]
     shape[axis] = sum(along) if all(isinstance(d, int) for d in along) else None  # type: ignore[arg-type]
     if shape[axis] is None and len([d for d in along if d != 0]) == 1:
         shape[axis] = next(d for d in along if d != 0)
@@ -485,4 +486,3 @@ def depth_space(ctx: InferContext) -> list[ValueType]:
     if ctx.node.op_type == "DepthToSpace":
         return [ValueType(x.dtype, (n, div(c, b * b), mul(h, b), mul(w, b)))]
     return [ValueType(x.dtype, (n, mul(c, b * b), div(h, b), div(w, b)))]
-

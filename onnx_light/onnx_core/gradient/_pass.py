@@ -285,7 +285,7 @@ class _GradientPass:
         domain = node.domain or "ai.onnx"
         name = f" {node.name!r}" if node.name else ""
         return GradientError(
-            f"node{name} ({domain}::{node.op_type} -> {list(node.output)}) at opset {self.source_opset}: {message}"
+            f"node{name} ({domain}::{node.op_type} -> {list(node.output)}) at opset {self.opset}: {message}"
         )
 
     # -- the pass ---------------------------------------------------------------------
@@ -423,7 +423,7 @@ class _GradientPass:
             have = f" (rules exist for opset ranges {versions})" if versions else ""
             raise self.node_error(
                 node,
-                f"no gradient rule for {node.domain or 'ai.onnx'}::{node.op_type} at opset {self.opset}{have}. "
+                f"no gradient rule for {node.domain or 'ai.onnx'}::{node.op_type}{have}. "
                 f"Register one: onnx_light.RegisterGradientFunction({node.domain!r}, {node.op_type!r}, rule, "
                 "registry=reg) and pass registry=reg",
             )

@@ -98,6 +98,25 @@ def _attrs_of(node: NodeProto) -> dict[str, Any]:
     return out
 
 
+def _type_of(name: str, types: dict[str, ValueType], consts: dict[str, np.ndarray]) -> ValueType:
+    """The known type of a value, else the type of its known constant value."""
+    if not name:
+        return UNKNOWN
+    t = types.get(name)
+    if t is not None and t.shape is not None and t.dtype:
+        return t
+    v = consts.get(name)
+    if v is None:
+        return t or UNKNOWN
+    from .._dtypes import np_dtype_to_tensor_dtype
+
+    try:
+        dtype = np_dtype_to_tensor_dtype(np.asarray(v).dtype)
+    except ValueError:
+        return t or UNKNOWN
+    return ValueType(t.dtype if t is not None and t.dtype else dtype, tuple(np.shape(v)))
+
+
 def infer_types(
     nodes: Iterable[NodeProto],
     known: dict[str, ValueType],
@@ -125,7 +144,7 @@ def infer_types(
         if fn is not None:
             ctx = InferContext(
                 node,
-                [types.get(n, UNKNOWN) if n else UNKNOWN for n in node.input],
+                [_type_of(n, types, consts) for n in node.input],
                 [consts.get(n) if n else None for n in node.input],
                 _attrs_of(node),
                 opset,
@@ -154,5 +173,6 @@ def infer_types(
                 else:
                     consts[name] = v
     return types, consts
+
 
 from . import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)

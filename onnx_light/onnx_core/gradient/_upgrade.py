@@ -289,8 +289,9 @@ def _group_norm(u: _Upgrader, node: NodeProto) -> None:
         # the channel count is known only at run time: target = [G, C / G]
         c_val = u.emit("Shape", [x], "GroupNormalization_C", start=1, end=2)[0]
         per = u.emit("Div", [c_val, u.ints([groups], "GroupNormalization_G")], "GroupNormalization_CG")[0]
-        target = u.emit("Concat", [u.ints([groups], "GroupNormalization_G"), per], "GroupNormalization_target",
-                        axis=0)[0]  # fmt: skip
+        target = u.emit("Concat", [u.ints([groups], "GroupNormalization_G"), per], "GroupNormalization_target", axis=0)[
+            0
+        ]
     col = u.ints([groups, 1], "GroupNormalization_col")
     flat = u.ints([-1], "GroupNormalization_flat")
     per_channel = []
@@ -306,11 +307,16 @@ def _batch_norm(u: _Upgrader, node: NodeProto) -> None:
         u.out.append(node)
         return
     if _attr(node, "spatial") is not None and int(_attr_value(node, "spatial")) == 0:
-        raise u.error(node, "spatial=0 (per-activation statistics) has no equivalent after opset 9; "
-                      "re-export the model with spatial=1")  # fmt: skip
+        raise u.error(
+            node,
+            "spatial=0 (per-activation statistics) has no equivalent after opset 9; re-export the model with spatial=1",
+        )
     if int(_attr_value(node, "is_test", 1)) == 0 or len([o for o in node.output[1:] if o]) > 0:
-        raise u.error(node, "the training-mode outputs (mean, var, saved_mean, saved_var) changed meaning at "
-                      "opset 14; export the model in inference mode")  # fmt: skip
+        raise u.error(
+            node,
+            "the training-mode outputs (mean, var, saved_mean, saved_var) changed meaning at "
+            "opset 14; export the model in inference mode",
+        )
     if any(_attr(node, a) is not None for a in ("spatial", "is_test", "consumed_inputs")):
         u.out.append(_clone(node, outputs=node.output[:1], drop=["spatial", "is_test", "consumed_inputs"]))
     else:

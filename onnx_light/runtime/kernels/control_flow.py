@@ -105,3 +105,36 @@ def scan(
             stacked = stacked[::-1]
         results.append(np.moveaxis(stacked, 0, out_axes[k] % stacked.ndim) if stacked.ndim else stacked)
     return (*state, *results)
+
+
+@kernel("", "Scan", since=8)
+def scan_8(
+    *args: Any,
+    body: Any,
+    num_scan_inputs: int,
+    directions: list[int] | None = None,
+    _captured: tuple[str, ...] = (),
+) -> tuple[Any, ...]:
+    """Scan-8: like Scan-9 per batch entry; axis 0 is the batch, axis 1 is scanned."""
+    own, scope = _split_scope(args, num_scan_inputs + 1, _captured)
+    seq_lens, rest = own[0], own[1:]
+    n_state = len(rest) - num_scan_inputs
+    batch = int(np.asarray(rest[0]).shape[0])
+    if seq_lens is not None:
+        lens = np.asarray(seq_lens).reshape(-1)
+        full = np.asarray(rest[n_state]).shape[1] if num_scan_inputs else 0
+        if not (lens == full).all():
+            raise NotImplementedError(f"Scan-8 with ragged sequence_lens {lens.tolist()} (all must be {full})")
+    names = tuple(scope)
+    per_batch = [
+        scan(
+            *[np.asarray(v)[b] for v in rest],
+            *scope.values(),
+            body=body,
+            num_scan_inputs=num_scan_inputs,
+            scan_input_directions=directions,
+            _captured=names,
+        )
+        for b in range(batch)
+    ]
+    return tuple(np.stack([outs[k] for outs in per_batch]) for k in range(len(per_batch[0])))

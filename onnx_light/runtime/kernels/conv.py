@@ -1,7 +1,8 @@
 """Convolutions: Conv and ConvTranspose over 1-D, 2-D and 3-D inputs.
 
 Conv is im2col + matmul: a strided *view* of the padded input holds every
-window, one copy lays it out as columns, and one matmul per group does the rest.
+window, one copy lays it out as columns, and one batched matmul (over samples
+and groups) does the rest.
 ConvTranspose is the adjoint: one matmul per group produces a column per kernel
 offset, then a scatter-add per offset (never per pixel) folds them into the
 output. The spatial helpers here are shared with ``pool.py``.
@@ -15,7 +16,7 @@ import numpy as np
 
 from onnx_light.runtime._registry import kernel
 
-__all__ = ["kernel_offsets", "pad_spatial", "same_pads", "sliding_windows"]
+__all__ = ["explicit_pads", "kernel_offsets", "pad_spatial", "same_pads", "sliding_windows"]
 
 
 def same_pads(
@@ -56,9 +57,7 @@ def explicit_pads(
     return list(pads[:nd]), list(pads[nd:])
 
 
-def pad_spatial(
-    x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0
-) -> np.ndarray:
+def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0) -> np.ndarray:
     """Pads the spatial axes (2..) of an N, C, ... array with a constant; no copy if no pad."""
     if not any(begin) and not any(end):
         return x
@@ -78,9 +77,7 @@ def sliding_windows(
     st = xp.strides
     shape = xp.shape[:2] + tuple(out_shape) + tuple(kernel_shape)
     steps = (
-        st[:2]
-        + tuple(st[2 + i] * strides[i] for i in range(nd))
-        + tuple(st[2 + i] * dilations[i] for i in range(nd))
+        st[:2] + tuple(st[2 + i] * strides[i] for i in range(nd)) + tuple(st[2 + i] * dilations[i] for i in range(nd))
     )
     return np.lib.stride_tricks.as_strided(xp, shape, steps, writeable=False)
 
@@ -99,14 +96,12 @@ def kernel_offsets(
     for k in np.ndindex(*kernel_shape):
         yield (
             k,
-            tuple(
-                slice(ki * d, ki * d + (o - 1) * s + 1, s)
-                for ki, s, d, o in zip(k, strides, dilations, out_shape)
-            ),
+            tuple(slice(ki * d, ki * d + (o - 1) * s + 1, s) for ki, s, d, o in zip(k, strides, dilations, out_shape)),
         )
 
 
-def _defaults(nd: int, strides: list[int] | None, dilations: list[int] | None) -> tuple:
+def _defaults(nd: int, strides: list[int] | None, dilations: list[int] | None) -> tuple[list[int], list[int]]:
+    """Strides and dilations with their spec default of 1 per spatial axis."""
     return list(strides or [1] * nd), list(dilations or [1] * nd)
 
 
@@ -125,58 +120,29 @@ def conv(
     pads: list[int] | None = None,
     strides: list[int] | None = None,
 ) -> np.ndarray:
-    """N-D grouped convolution; ``w`` is ``(M, C / group, *kernel)``."""
+    """N-D grouped convolution; ``w`` is ``(M, C / group, *kernel)``.
+
+    ``kernel_shape`` is always ``w.shape[2:]``, so the attribute is accepted and unused.
+    """
     nd = x.ndim - 2
     ksize = w.shape[2:]
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], ksize, strides, dilations, pads, auto_pad)
     xp = pad_spatial(x, begin, end)
-    out_shape = [
-        (xp.shape[2 + i] - (ksize[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)
-    ]
-    n, m, cg = x.shape[0], w.shape[0], w.shape[1]
-    mg = m // group
-    if cg == 1 and group > 1:
-        y = _depthwise(xp, w, group, strides, dilations, out_shape)
-    else:
-        windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
-        # (N, C, *out, *k) -> (N, C, *k, *out): the im2col layout, copied once per group.
-        order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
-        windows = windows.transpose(order)
-        y = np.empty((n, m, int(np.prod(out_shape))), dtype=x.dtype)
-        for g in range(group):
-            cols = windows[:, g * cg : (g + 1) * cg].reshape(n, -1, y.shape[2])
-            np.matmul(
-                w[g * mg : (g + 1) * mg].reshape(mg, -1), cols, out=y[:, g * mg : (g + 1) * mg]
-            )
-        y = y.reshape((n, m, *out_shape))
+    out_shape = [(xp.shape[2 + i] - (ksize[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)]
+    n, m = x.shape[0], w.shape[0]
+    windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
+    # (N, C, *out, *k) -> (N, group, C / group * prod(k), prod(out)): the im2col copy.
+    order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
+    cols = windows.transpose(order).reshape(n, group, -1, int(np.prod(out_shape)))
+    # One batched matmul over (N, group): (group, M / group, Cg * k) @ cols.
+    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape((n, m, *out_shape))
     if b is not None:
         y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
     return y
 
 
-def _depthwise(
-    xp: np.ndarray,
-    w: np.ndarray,
-    group: int,
-    strides: list[int],
-    dilations: list[int],
-    out_shape: list[int],
-) -> np.ndarray:
-    """One input channel per group: a multiply-add per kernel offset beats tiny matmuls."""
-    n, nd = xp.shape[0], len(out_shape)
-    mult = w.shape[0] // group
-    wg = w.reshape((group, mult) + w.shape[2:])
-    acc = np.zeros((n, group, mult, *out_shape), dtype=xp.dtype)
-    for k, sl in kernel_offsets(w.shape[2:], strides, dilations, out_shape):
-        tap = wg[(slice(None), slice(None), *k)].reshape((group, mult) + (1,) * nd)
-        acc += xp[(slice(None), slice(None), *sl)][:, :, None] * tap
-    return acc.reshape((n, group * mult, *out_shape))
-
-
-def _transpose_pads(
-    full: list[int], target: Sequence[int], auto_pad: str, legacy: bool
-) -> list[int]:
+def _transpose_pads(full: list[int], target: Sequence[int], auto_pad: str, legacy: bool) -> list[int]:
     """Begin pads when the output shape is imposed (``output_shape`` or SAME_*).
 
     From opset 11 an odd total puts the extra cell at the end for SAME_UPPER and at
@@ -223,9 +189,7 @@ def _conv_transpose(
     in_shape = list(x.shape[2:])
     strides, dilations = _defaults(nd, strides, dilations)
     extra = list(output_padding or [0] * nd)
-    span = [
-        (i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_shape, strides, ksize, dilations)
-    ]
+    span = [(i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_shape, strides, ksize, dilations)]
     full = [f + e for f, e in zip(span, extra)]
     if output_shape:
         size = list(output_shape[-nd:])
@@ -270,9 +234,7 @@ def conv_transpose_1(
 ) -> np.ndarray:
     """Transposed convolution, opset-1 split of imposed padding (extra cell at the start
     only for SAME_UPPER)."""
-    return _conv_transpose(
-        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, True
-    )
+    return _conv_transpose(x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, True)
 
 
 @kernel("", "ConvTranspose", since=11)
@@ -292,6 +254,4 @@ def conv_transpose(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Transposed convolution; ``w`` is ``(C, M / group, *kernel)``."""
-    return _conv_transpose(
-        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, False
-    )
+    return _conv_transpose(x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, False)

@@ -101,9 +101,7 @@ def _standardize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.nda
 
 @kernel("", "InstanceNormalization", since=6)
 @kernel("", "InstanceNormalization", since=22)
-def instance_norm(
-    x: np.ndarray, scale: np.ndarray, bias: np.ndarray, *, epsilon: float = 1e-5
-) -> np.ndarray:
+def instance_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, *, epsilon: float = 1e-5) -> np.ndarray:
     """Standardizes each (sample, channel) over its spatial axes, then scales per channel."""
     y = _standardize(x, tuple(range(2, x.ndim)), epsilon)
     return y * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
@@ -122,9 +120,7 @@ def group_norm_18(
     """Opset 18: ``scale`` and ``bias`` hold one value per *group*."""
     y = _group_norm(x, num_groups, epsilon, x.dtype)
     per = x.shape[1] // num_groups
-    return y * _per_channel(np.repeat(scale, per), x.ndim) + _per_channel(
-        np.repeat(bias, per), x.ndim
-    )
+    return y * _per_channel(np.repeat(scale, per), x.ndim) + _per_channel(np.repeat(bias, per), x.ndim)
 
 
 @kernel("", "GroupNormalization", since=21)
@@ -158,9 +154,7 @@ def layer_norm(
     xs = x.astype(_stash(x, stash_type), copy=False)
     mean = xs.mean(axis=axes, keepdims=True)
     centered = xs - mean
-    inv_std = 1 / np.sqrt(
-        (centered * centered).mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon)
-    )
+    inv_std = 1 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon))
     y = (centered * inv_std).astype(x.dtype, copy=False) * scale
     if bias is not None:
         y = y + bias

@@ -56,7 +56,7 @@ def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
 def _squeeze(x: np.ndarray, axes: Any) -> np.ndarray:
     if axes is None:
         return x.reshape([d for d in x.shape if d != 1])
-    return np.squeeze(x, axis=tuple(int(a) for a in axes))
+    return np.squeeze(x, axis=tuple(int(a) for a in np.asarray(axes).reshape(-1)))
 
 
 @versions("Squeeze", 1, 11)
@@ -72,6 +72,7 @@ def squeeze_13(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
 
 
 def _unsqueeze(x: np.ndarray, axes: Any) -> np.ndarray:
+    axes = np.asarray(axes).reshape(-1).tolist()  # a scalar axes tensor counts as one axis
     rank = x.ndim + len(axes)
     new = sorted(int(a) % rank for a in axes)
     dims = iter(x.shape)

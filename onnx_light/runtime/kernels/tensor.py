@@ -175,7 +175,9 @@ def identity(x: Any) -> Any:
 
 
 def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, stash: bool) -> np.ndarray:
-    if start.dtype.kind in "iu":
+    # scalars per the spec, but function bodies (AffineGrid's) feed one-element vectors
+    start, limit, delta = (np.asarray(v).reshape(-1)[:1].reshape(()) for v in (start, limit, delta))
+    if start.dtype.kind in "iu" and onnx_type_of(start) not in BIT_PATTERN_TYPES:
         i0, i1, di = int(start), int(limit), int(delta)
         count = max(-((i0 - i1) // di), 0)  # ceil((i1 - i0) / di) in exact integer arithmetic
         return (i0 + di * np.arange(count, dtype=np.int64)).astype(start.dtype)

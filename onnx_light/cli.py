@@ -1,0 +1,142 @@
+"""The ``onnx-light`` command.
+
+    onnx-light demo                                   train the spiral classifier
+    onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
+    onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
+    onnx-light print MODEL                            the graph as text
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from . import GradientOfFunction, OnnxLightError, helper, load, numpy_helper, save
+from .onnx_core.gradient._export import backward_model, input_types
+from .runtime import InferenceSession
+
+__all__ = ["main"]
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _grad(args: argparse.Namespace) -> int:
+    model = load(args.model)
+    xs = _names(args.wrt)
+    bwd = GradientOfFunction(model, xs, args.of, allow_unused=args.allow_unused)
+    types = input_types(model, args.of, list(bwd.input))
+    out = backward_model(bwd, types, inline=args.inline)
+    save(out, args.output)
+    print(
+        f"wrote {args.output}: {len(bwd.node)} nodes for {len(model.graph.node)} forward nodes; "
+        f"inputs {list(bwd.input)}, outputs {list(bwd.output)}"
+    )
+    return 0
+
+
+def _random_feed(t: Any, rng: np.random.Generator, dims: dict[str, int]) -> np.ndarray:
+    shape = [d if isinstance(d, int) else dims.get(str(d), 2) for d in (t.shape or ())]
+    dtype = helper.tensor_dtype_to_np_dtype(t.dtype)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    return np.zeros(shape, dtype)
+
+
+def _check_grad(args: argparse.Namespace) -> int:
+    """Compares the backward graph with central differences along random directions."""
+    model = load(args.model)
+    xs = _names(args.wrt)
+    rng = np.random.default_rng(args.seed)
+    bwd = GradientOfFunction(model, xs, args.of)
+    types = input_types(model, args.of, list(bwd.input))
+    inits = {t.name: np.array(numpy_helper.to_array(t)) for t in model.graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    for name in bwd.input:
+        if name == "dy":
+            continue
+        feeds[name] = inits[name] if name in inits else _random_feed(types[name], rng, {})
+    forward = InferenceSession(model)
+    fwd_inputs = {i.name for i in forward.get_inputs()} | set(inits)
+    y0 = forward.run([args.of], {k: v for k, v in feeds.items() if k in fwd_inputs})[0]
+    dy = rng.standard_normal(np.shape(y0)).astype(y0.dtype)
+    grads = InferenceSession(bwd).run(None, {**feeds, "dy": dy})
+    worst = 0.0
+    print(f"{'variable':24s} {'backward':>14s} {'finite diff':>14s} {'rel. error':>10s}")
+    for x, g in zip(xs, grads):
+        v = rng.standard_normal(feeds[x].shape).astype(feeds[x].dtype)
+        h = args.eps
+
+        def objective(t: float, x: str = x, v: np.ndarray = v) -> float:
+            moved = {**feeds, x: (feeds[x] + t * v).astype(feeds[x].dtype)}
+            out = forward.run([args.of], {k: val for k, val in moved.items() if k in fwd_inputs})[0]
+            return float(np.sum(dy.astype(np.float64) * out.astype(np.float64)))
+
+        numeric = (objective(h) - objective(-h)) / (2 * h)
+        analytic = float(np.sum(g.astype(np.float64) * v))
+        rel = abs(numeric - analytic) / max(1e-12, abs(numeric), abs(analytic))
+        worst = max(worst, rel)
+        print(f"{x:24s} {analytic:14.6g} {numeric:14.6g} {rel:10.2e}")
+    ok = worst <= args.tolerance
+    print(f"largest relative error {worst:.2e} ({'ok' if ok else 'ABOVE'} tolerance {args.tolerance:g})")
+    return 0 if ok else 1
+
+
+def _print(args: argparse.Namespace) -> int:
+    print(helper.to_text(load(args.model)))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``onnx-light`` command."""
+    parser = argparse.ArgumentParser(prog="onnx-light", description="protobuf-free ONNX: gradients, runtime, codec")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="train a small classifier with gradients from onnx-light")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(run=_demo)
+
+    p = sub.add_parser("grad", help="write a model computing the gradients of OUTPUT")
+    p.add_argument("model")
+    p.add_argument("--wrt", required=True, help="comma-separated names to differentiate with respect to")
+    p.add_argument("--of", required=True, help="the output to differentiate")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--inline", action="store_true", help="put the nodes in the graph instead of a function")
+    p.add_argument("--allow-unused", action="store_true", help="zeros for names that do not reach OUTPUT")
+    p.set_defaults(run=_grad)
+
+    p = sub.add_parser("check-grad", help="compare the backward graph with finite differences")
+    p.add_argument("model")
+    p.add_argument("--wrt", required=True)
+    p.add_argument("--of", required=True)
+    p.add_argument("--eps", type=float, default=1e-3)
+    p.add_argument("--tolerance", type=float, default=1e-2)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_check_grad)
+
+    p = sub.add_parser("print", help="print a model as text")
+    p.add_argument("model")
+    p.set_defaults(run=_print)
+
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except OnnxLightError as err:
+        print(f"onnx-light: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

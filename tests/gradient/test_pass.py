@@ -1,0 +1,223 @@
+"""The gradient pass itself: the contract of DESIGN §3, independent of specific rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gradcheck import Case, backward_feeds, check_gradient, gradient
+from onnx import helper as oh
+
+import onnx_light as ol
+from onnx_light import GradientError, helper
+
+RNG = np.random.default_rng(0)
+
+
+def _chain_model(opset: int = 21) -> ol.ModelProto:
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["t"]),
+        helper.make_node("Add", ["t", "b"], ["u"]),
+        helper.make_node("Tanh", ["u"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", ol.TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", ol.TensorProto.FLOAT, ["N", 3])],
+        [
+            ol.numpy_helper.from_array(np.ones(3, np.float32), "w"),
+            ol.numpy_helper.from_array(np.zeros(3, np.float32), "b"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_contract_inputs_outputs_and_opset() -> None:
+    bwd = ol.GradientOfFunction(_chain_model(), xs=["w", "b"], y="y")
+    assert isinstance(bwd, ol.FunctionProto)
+    assert list(bwd.input) == ["w", "b", "x", "dy"]
+    assert list(bwd.output) == ["grad_w", "grad_b"]
+    assert {(o.domain, o.version) for o in bwd.opset_import} == {("", 21)}
+    # the last node naming each gradient is an Identity
+    finals = {n.output[0]: n.op_type for n in bwd.node if n.output and n.output[0].startswith("grad_")}
+    assert finals == {"grad_w": "Identity", "grad_b": "Identity"}
+    assert all(n.domain in ("", "ai.onnx") for n in bwd.node)
+
+
+def test_self_contained_and_runs() -> None:
+    """The backward function runs with nothing but its inputs (forward values re-emitted)."""
+    model = _chain_model()
+    bwd = ol.GradientOfFunction(model, xs=["w", "b"], y="y")
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    w = RNG.standard_normal(3).astype(np.float32)
+    b = RNG.standard_normal(3).astype(np.float32)
+    dy = RNG.standard_normal((4, 3)).astype(np.float32)
+    gw, gb = ol.runtime.InferenceSession(bwd).run(None, {"w": w, "b": b, "x": x, "dy": dy})
+    t = 1 - np.tanh(x * w + b) ** 2
+    np.testing.assert_allclose(gb, (dy * t).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(gw, (dy * t * x).sum(0), rtol=1e-5)
+    # forward nodes are emitted once
+    assert sum(1 for n in bwd.node if n.op_type == "Tanh") == 1
+
+
+def test_pruning_keeps_only_paths_from_xs() -> None:
+    nodes = [
+        oh.make_node("Exp", ["z"], ["ez"]),  # depends on no x: needed only as a value
+        oh.make_node("Mul", ["x", "ez"], ["t"]),
+        oh.make_node("Sin", ["x"], ["unused"]),  # not an ancestor of y
+        oh.make_node("Identity", ["t"], ["y"]),
+    ]
+    case = Case("prune", nodes, {"x": RNG.standard_normal(3), "z": RNG.standard_normal(3)}, ["x"])
+    _, bwd = gradient(case)
+    ops = [n.op_type for n in bwd.node]
+    assert "Sin" not in ops
+    check_gradient(case)
+
+
+def test_repeated_input_accumulates_once() -> None:
+    nodes = [oh.make_node("Mul", ["x", "x"], ["s"]), oh.make_node("Mul", ["s", "x"], ["y"])]
+    case = Case("cube", nodes, {"x": RNG.standard_normal((2, 3))}, ["x"])
+    grads = check_gradient(case)
+    np.testing.assert_allclose(grads["x"].shape, (2, 3))
+    _, bwd = gradient(case)
+    ops = [n.op_type for n in bwd.node]
+    # three contributions to x: one Sum, no chain of Adds
+    assert ops.count("Sum") == 1 and ops.count("Add") == 0
+
+
+def test_two_contributions_use_one_add() -> None:
+    nodes = [oh.make_node("Mul", ["x", "a"], ["t"]), oh.make_node("Add", ["t", "x"], ["y"])]
+    case = Case("add2", nodes, {"x": RNG.standard_normal(3), "a": RNG.standard_normal(3)}, ["x"])
+    _, bwd = gradient(case)
+    assert [n.op_type for n in bwd.node].count("Add") == 2  # the forward Add and one accumulation
+    check_gradient(case)
+
+
+def test_unreachable_x_is_an_error_naming_it() -> None:
+    with pytest.raises(GradientError, match="x='b2'"):
+        model = _chain_model()
+        model.graph.input.append(helper.make_tensor_value_info("b2", ol.TensorProto.FLOAT, [3]))
+        ol.GradientOfFunction(model, xs=["w", "b2"], y="y")
+
+
+def test_allow_unused_gives_zeros() -> None:
+    model = _chain_model()
+    model.graph.input.append(helper.make_tensor_value_info("b2", ol.TensorProto.FLOAT, [3]))
+    bwd = ol.GradientOfFunction(model, xs=["w", "b2"], y="y", allow_unused=True)
+    feeds = {
+        "w": np.ones(3, np.float32),
+        "b2": np.ones(3, np.float32),
+        "b": np.zeros(3, np.float32),
+        "x": np.ones((2, 3), np.float32),
+        "dy": np.ones((2, 3), np.float32),
+    }
+    out = ol.runtime.InferenceSession(bwd).run(None, {n: feeds[n] for n in bwd.input})
+    np.testing.assert_array_equal(out[1], np.zeros(3, np.float32))
+
+
+def test_missing_y_is_an_error() -> None:
+    with pytest.raises(GradientError, match="y='nope'"):
+        ol.GradientOfFunction(_chain_model(), xs=["w"], y="nope")
+
+
+def test_integer_x_is_an_error() -> None:
+    nodes = [helper.make_node("Cast", ["i"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("i", ol.TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", ol.TensorProto.FLOAT, [3])],
+    )
+    with pytest.raises(GradientError, match="INT64"):
+        ol.GradientOfFunction(graph, xs=["i"], y="y")
+
+
+def test_op_without_rule_names_node_op_opset_and_fix() -> None:
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="my.ops", name="frob0")
+    with pytest.raises(GradientError) as err:
+        ol.GradientOfNodes([node], xs=["x"], y="y")
+    text = str(err.value)
+    for part in ("frob0", "my.ops::Frobnicate", "opset", "RegisterGradientFunction"):
+        assert part in text
+
+
+def test_custom_rule_short_form() -> None:
+    reg = ol.DefaultGradRegistry()
+
+    @ol.RegisterGradientFunction("my.ops", "Twice", registry=reg)
+    def twice_grad(ctx, dy):  # type: ignore[no-untyped-def]
+        return ctx.op.Add(dy, dy)
+
+    nodes = [helper.make_node("Twice", ["x"], ["y"], domain="my.ops")]
+    bwd = ol.GradientOfNodes(nodes, xs=["x"], y="y", registry=reg)
+    assert any(o.domain == "my.ops" for o in bwd.opset_import) is False  # the rule emits only standard ops
+    (g,) = ol.runtime.InferenceSession(bwd).run(None, {"x": np.ones(3), "dy": np.arange(3.0)})
+    np.testing.assert_array_equal(g, 2 * np.arange(3.0))
+    # the default registry is untouched
+    assert ("my.ops", "Twice") not in ol.DefaultGradRegistry()
+
+
+def test_custom_rule_seed_form() -> None:
+    reg = ol.DefaultGradRegistry()
+
+    def square_grad(node, output_grad, grad_accum, counter, func):  # type: ignore[no-untyped-def]
+        x = node.input[0]
+        two_x = ol.NewGradName("two_x", counter)
+        func.node.append(helper.make_node("Add", [x, x], [two_x]))
+        dx = ol.NewGradName("dx", counter)
+        func.node.append(helper.make_node("Mul", [output_grad, two_x], [dx]))
+        ol.AccumulateGrad(grad_accum, x, dx, counter, func)
+        return True
+
+    ol.RegisterGradientFunction("my.ops", "Square", square_grad, registry=reg)
+    nodes = [helper.make_node("Square", ["x"], ["s"], domain="my.ops"), helper.make_node("Neg", ["s"], ["y"])]
+    bwd = ol.GradientOfNodes(nodes, xs=["x"], y="y", registry=reg)
+    assert ("my.ops", 1) in {(o.domain, o.version) for o in bwd.opset_import}
+    # the forward custom op is re-emitted only if read; here the rule reads x only
+    assert all(n.op_type != "Square" for n in bwd.node)
+    (g,) = ol.runtime.InferenceSession(bwd).run(None, {"x": np.arange(3.0), "dy": np.ones(3)})
+    np.testing.assert_array_equal(g, -2 * np.arange(3.0))
+
+
+def test_names_never_collide_with_source() -> None:
+    # forward values named like the pass's own names, "dy" included
+    nodes = [
+        oh.make_node("Mul", ["x", "x"], ["dy"]),
+        oh.make_node("Mul", ["dy", "x"], ["Mul_grad1"]),
+        oh.make_node("Tanh", ["Mul_grad1"], ["y"]),
+    ]
+    case = Case("collide", nodes, {"x": RNG.uniform(0.2, 0.8, 3)}, ["x"])
+    check_gradient(case)
+
+
+def test_x_equal_to_y() -> None:
+    nodes = [oh.make_node("Identity", ["x"], ["y"])]
+    bwd = ol.GradientOfNodes(nodes, xs=["y"], y="y", allow_unused=False)
+    (g,) = ol.runtime.InferenceSession(bwd).run(None, {"y": np.ones(2), "dy": np.array([3.0, 4.0])})
+    np.testing.assert_array_equal(g, [3.0, 4.0])
+
+
+def test_explicit_zs_order_and_missing() -> None:
+    model = _chain_model()
+    bwd = ol.GradientOfFunction(model, xs=["w"], y="y", zs=["b", "x"])
+    assert list(bwd.input) == ["w", "b", "x", "dy"]
+    with pytest.raises(GradientError, match="zs"):
+        ol.GradientOfFunction(model, xs=["w"], y="y", zs=["x"])
+
+
+def test_old_opset_model_is_upgraded() -> None:
+    nodes = [
+        oh.make_node("Mul", ["x", "x"], ["s"]),
+        oh.make_node("ReduceSum", ["s"], ["y"], axes=[1], keepdims=0),
+    ]
+    case = Case("opset11", nodes, {"x": RNG.standard_normal((2, 3))}, ["x"], opset=11)
+    _, bwd = gradient(case)
+    assert {(o.domain, o.version) for o in bwd.opset_import} == {("", 21)}
+    check_gradient(case)
+
+
+def test_backward_feeds_helper_covers_inputs() -> None:
+    case = Case("feeds", [oh.make_node("Exp", ["x"], ["y"])], {"x": RNG.standard_normal(3)}, ["x"])
+    _, bwd = gradient(case)
+    feeds = backward_feeds(bwd, {"x": np.ones(3)}, np.ones(3))
+    assert list(feeds) == list(bwd.input)
