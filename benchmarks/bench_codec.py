@@ -170,18 +170,25 @@ else:
     import onnx_light.onnx_core as oc
     load = oc.load
 before = status("VmRSS")
+anon0, file0 = status("RssAnon"), status("RssFile")
 model = load(path)
-print(json.dumps({"before": before, "hwm": status("VmHWM"), "after": status("VmRSS")}))
+anon, file = status("RssAnon"), status("RssFile")
+print(json.dumps({"before": before, "hwm": status("VmHWM"), "anon": anon, "file": file,
+                  "anon0": anon0, "file0": file0}))
 """
 
 
-def rss_growth(lib: str, path: str) -> int:
+def rss_growth(lib: str, path: str) -> dict[str, int]:
     env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
     out = subprocess.run(
         [sys.executable, "-c", _RSS_CHILD, lib, path], capture_output=True, text=True, check=True, env=env
     ).stdout
     info = json.loads(out)
-    return int(info["hwm"] - info["before"])
+    return {
+        "peak": info["hwm"] - info["before"],
+        "anon": info["anon"] - info["anon0"],
+        "file": info["file"] - info["file0"],
+    }
 
 
 def bench_model(name: str, path: str, rounds: int) -> dict[str, Any]:
@@ -204,8 +211,11 @@ def bench_model(name: str, path: str, rounds: int) -> dict[str, Any]:
             row["bytes_identical"] = a.read() == b.read()
     row["save_ours"], row["save_onnx"] = save["ours"], save["onnx"]
     if name == "weights":
-        row["rss_ours_mb"] = rss_growth("ours", path) / MB
-        row["rss_onnx_mb"] = rss_growth("onnx", path) / MB
+        for lib in ("ours", "onnx"):
+            growth = rss_growth(lib, path)
+            row[f"rss_{lib}_mb"] = growth["peak"] / MB
+            row[f"rss_{lib}_anon_mb"] = growth["anon"] / MB
+            row[f"rss_{lib}_file_mb"] = growth["file"] / MB
     return row
 
 
@@ -228,7 +238,10 @@ def _fmt_table(rows: list[dict[str, Any]]) -> str:
             lines.append(
                 f"peak RSS growth during load of `{r['model']}` ({r['size_mb']:.0f} MB): "
                 f"ours {r['rss_ours_mb']:.1f} MB ({100 * r['rss_ours_mb'] / r['size_mb']:.2f}% of file), "
-                f"onnx {r['rss_onnx_mb']:.1f} MB ({100 * r['rss_onnx_mb'] / r['size_mb']:.0f}% of file)"
+                f"onnx {r['rss_onnx_mb']:.1f} MB ({100 * r['rss_onnx_mb'] / r['size_mb']:.0f}% of file); "
+                f"after load, anonymous/file-backed growth: ours {r['rss_ours_anon_mb']:.1f}"
+                f"/{r['rss_ours_file_mb']:.1f} MB, onnx {r['rss_onnx_anon_mb']:.1f}"
+                f"/{r['rss_onnx_file_mb']:.1f} MB"
             )
     return "\n".join(lines)
 

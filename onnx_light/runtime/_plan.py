@@ -69,6 +69,76 @@ class Plan:
         return values
 
 
+_BIT_FLOATS = _dtypes.BIT_PATTERN_TYPES - {_dtypes.UINT4, _dtypes.INT4, _dtypes.UINT2, _dtypes.INT2}
+# ops whose kernels understand bit-pattern floats themselves, or only move elements around
+_BIT_NATIVE = frozenset(
+    "Cast CastLike EyeLike Range If Loop Scan Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat "
+    "Split Slice Gather GatherElements GatherND Expand Tile Shape Size Constant Where Compress DepthToSpace "
+    "SpaceToDepth".split()
+)
+
+# of those, the ones that only move elements (numpy may drop the dtype's tag on the way)
+_BIT_MOVERS = _BIT_NATIVE - {"Cast", "CastLike", "EyeLike", "Range", "If", "Loop", "Scan", "Shape", "Size"}
+
+
+def _elem_type(vi: Any) -> int:
+    return int(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type") else 0
+
+
+def _is_bit_float(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and bool(value.dtype.metadata) and _dtypes.onnx_type_of(value) in _BIT_FLOATS
+
+
+def _reads_bit_floats(node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -> bool:
+    if any(n in bits for n in node.input):
+        return True
+    return node.op_type == "Constant" and _is_bit_float(kwargs.get("value"))
+
+
+def _in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps a kernel so that bit-pattern float inputs arrive decoded to float32 and its float32
+    outputs go back to the first such input's type, rounding once per op as onnxruntime does."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        like = None
+        decoded = []
+        for a in args:
+            if _is_bit_float(a):
+                like = a if like is None else like
+                a = _dtypes.decode(a)
+            decoded.append(a)
+        if like is None:
+            return fn(*args, **kwargs)
+        out = fn(*decoded, **kwargs)
+        outs = out if type(out) is tuple else (out,)
+        outs = tuple(
+            _dtypes.encode_like(o, like) if isinstance(o, np.ndarray) and o.dtype == np.float32 else o for o in outs
+        )
+        return outs if type(out) is tuple else outs[0]
+
+    run.__wrapped__ = fn  # type: ignore[attr-defined]
+    return run
+
+
+def _keep_tag(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps a data-movement kernel so that its outputs keep the bit-pattern tag of its input."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        like = next((a for a in args if _is_bit_float(a)), None)
+        if like is None:
+            return out
+        outs = out if type(out) is tuple else (out,)
+        outs = tuple(
+            o.view(like.dtype) if isinstance(o, np.ndarray) and o.dtype == like.dtype and not o.dtype.metadata else o
+            for o in outs
+        )
+        return outs if type(out) is tuple else outs[0]
+
+    run.__wrapped__ = fn  # type: ignore[attr-defined]
+    return run
+
+
 def tag_dtype(value: Any, elem_type: int) -> Any:
     """Views a bit-pattern array (bfloat16 as uint16, float8 as uint8, ...) with the tagged
     dtype of ``elem_type`` so that kernels such as Cast know what the bits mean."""
@@ -157,6 +227,7 @@ def compile_graph(
     opsets: dict[str, int],
     functions: Iterable[FunctionProto] = (),
     outer: set[str] | None = None,
+    bit_values: set[str] | None = None,
 ) -> Plan:
     """Compiles nodes into a :class:`Plan`.
 
@@ -168,6 +239,8 @@ def compile_graph(
         opsets: opset version by domain ("" for the default domain).
         functions: model-local functions, inlined at their call sites.
         outer: names visible from enclosing scopes (for subgraphs); they become ``captured``.
+        bit_values: names that may hold bit-pattern floats (bfloat16, float8, ...): inputs
+            typed so and outer-scope values; nodes reading them compute in float32.
 
     Raises:
         NotImplementedOp: a node's op has no kernel for the opset.
@@ -187,6 +260,8 @@ def compile_graph(
     input_slots = [slot(n) for n in inputs]
     const_slots = {slot(n): v for n, v in constants.items() if n not in inputs}
     known = set(inputs) | set(constants)
+    # values that may hold bit-pattern floats; steps reading one compute in float32
+    bits = set(bit_values or ()) | {n for n, v in constants.items() if _is_bit_float(v)}
     captured: list[str] = []
     steps: list[Step] = []
 
@@ -200,6 +275,7 @@ def compile_graph(
                 opsets,
                 inliner.functions.values(),
                 outer=set(scope),
+                bit_values=(bits & scope) | {i.name for i in g.input if _elem_type(i) in _BIT_FLOATS},
             )
 
         return compile_sub
@@ -262,7 +338,17 @@ def compile_graph(
         if scope_names:
             kwargs["_captured"] = tuple(scope_names)
         out_slots = tuple(slot(n) if n else 1 for n in node.output)
-        steps.append(Step(info.fn, in_slots, out_slots, kwargs, node, opset))
+        fn = info.fn
+        if bits and _reads_bit_floats(node, kwargs, bits):
+            if node.op_type not in _BIT_NATIVE:
+                fn = _in_float32(fn)
+            elif node.op_type in _BIT_MOVERS:
+                fn = _keep_tag(fn)
+            if not (node.op_type == "Cast" and kwargs.get("to") not in _BIT_FLOATS):
+                bits.update(n for n in node.output if n)
+        elif node.op_type == "Cast" and kwargs.get("to") in _BIT_FLOATS:
+            bits.update(n for n in node.output if n)
+        steps.append(Step(fn, in_slots, out_slots, kwargs, node, opset))
         known.update(n for n in node.output if n)
 
     for name in outputs:

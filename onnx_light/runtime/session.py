@@ -68,10 +68,25 @@ class NodeArg:
     elem_type: int = 0
 
 
+def _type_string(tp: TypeProto) -> str | None:
+    """onnxruntime's spelling of a type: ``tensor(float)``, ``seq(tensor(int64))``, ..."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        name = _ORT_TYPE_NAMES.get(tp.tensor_type.elem_type)
+        return f"tensor({name})" if name else None
+    if kind == "sequence_type":
+        inner = _type_string(tp.sequence_type.elem_type)
+        return f"seq({inner})" if inner else None
+    if kind == "optional_type":
+        inner = _type_string(tp.optional_type.elem_type)
+        return f"optional({inner})" if inner else None
+    return None
+
+
 def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
     tp: TypeProto = vi.type
     if not tp.HasField("tensor_type"):
-        return NodeArg(vi.name, None, None)
+        return NodeArg(vi.name, _type_string(tp), None)
     tt = tp.tensor_type
     shape: list[int | str | None] | None = None
     if tt.HasField("shape"):
@@ -79,8 +94,7 @@ def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
         for d in tt.shape.dim:
             kind = d.WhichOneof("value")
             shape.append(d.dim_value if kind == "dim_value" else d.dim_param if kind == "dim_param" else None)
-    name = _ORT_TYPE_NAMES.get(tt.elem_type)
-    return NodeArg(vi.name, f"tensor({name})" if name else None, shape, tt.elem_type)
+    return NodeArg(vi.name, _type_string(tp), shape, tt.elem_type)
 
 
 def _opsets(imports: Any) -> dict[str, int]:
@@ -161,7 +175,10 @@ class InferenceSession:
             output_names = list(proto.output)
         self._input_names = input_names
         self._output_names = output_names
-        self._plan: Plan = compile_graph(nodes, input_names, output_names, inits, opsets, fns)
+        bit_values = {a.name for a in self._inputs if a.elem_type in _dtypes.BIT_PATTERN_TYPES}
+        self._plan: Plan = compile_graph(
+            nodes, input_names, output_names, inits, opsets, fns, bit_values=bit_values
+        )
         self._expected = {a.name: a for a in self._inputs}
         self._output_index = {n: i for i, n in enumerate(output_names)}
 
@@ -179,9 +196,11 @@ class InferenceSession:
         return ["NumpyExecutionProvider"]
 
     # -- running -----------------------------------------------------------------
-    def _check_feed(self, name: str, value: Any) -> np.ndarray:
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    def _check_feed(self, name: str, value: Any) -> Any:
         arg = self._expected.get(name)
+        if arg is not None and arg.type is not None and not arg.type.startswith("tensor("):
+            return value  # a sequence or an optional: kernels take lists and None as they are
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
         if arg is None or arg.elem_type == 0:
             return arr
         try:

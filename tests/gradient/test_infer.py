@@ -60,6 +60,7 @@ ROWS += [
     Row("Softmax", [(F, ("N", 3, 4))], {"axis": 1}, opset=11, id="Softmax-11"),
     Row("CumSum", [(F, ("N", 5)), np.array(1, np.int64)]),
     Row("LpNormalization", [(F, ("N", 5))]),
+    Row("RMSNormalization", [(F, ("N", 4, 6)), (F, (6,))], opset=23),
     # onnx's inference fails inside this op's function body (a Constant without value)
     Row("MeanVarianceNormalization", [X4], expect=[(F, ("N", 3, 8, 8))]),
     Row("Cast", [(F, ("N", 5))], {"to": T.INT32}),
@@ -216,6 +217,10 @@ ROWS += [
     Row("SoftmaxCrossEntropyLoss", [(F, ("N", 5, 3)), (I64, ("N", 3))], {"reduction": "none"}, n_out=2, id="SCE-none"),
     Row("NegativeLogLikelihoodLoss", [(F, ("N", 5)), (I64, ("N",))], {"reduction": "sum"}),
     Row("NegativeLogLikelihoodLoss", [(F, ("N", 5, 2)), (I64, ("N", 2))], {"reduction": "none"}, id="NLL-none"),
+    Row("Resize", [(F, (2, 3, 8, 8)), None, np.array([1, 1, 2, 1.5], np.float32)]),
+    Row("Resize", [(F, (2, 3, 8, 8)), None, None, i64(5, 7)], {"axes": [2, 3]}, id="Resize-sizes-axes"),
+    Row("Resize", [X4, None, np.array([1, 1, 2, 1.5], np.float32)], id="Resize-sym", expect=[(F, ("N", 3, 16, 12))]),
+    Row("Upsample", [(F, (1, 3, 4, 5))], {"scales": [1.0, 1.0, 2.0, 3.0]}, opset=7),
     Row("DepthToSpace", [(F, ("N", 8, 3, 4))], {"blocksize": 2}),
     Row("SpaceToDepth", [(F, ("N", 2, 6, 4))], {"blocksize": 2}),
 ]

@@ -19,6 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper as oh  # noqa: E402
 
 from onnx_light.onnx_core import GradientError, NodeProto  # noqa: E402
+from onnx_light.onnx_core.gradient._types import ValueType, infer_types  # noqa: E402
 from onnx_light.onnx_core.gradient._upgrade import upgrade_nodes  # noqa: E402
 
 TARGET = 21
@@ -179,6 +180,15 @@ def test_upgraded_node_matches_old_opset(row: Row) -> None:
     for e, g in zip(expected, got):
         assert e.dtype == g.dtype and e.shape == g.shape
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+    # our inference reads the old form and the upgraded one alike
+    known = {n: ValueType(oh.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items()}
+    params = {n: a for n, a in feeds.items() if n != "x0"}  # scales, indices...: known when the pass runs
+    old_types, _ = infer_types([ours], known, params, row.opset)
+    new_types, _ = infer_types(new, known, params, TARGET)
+    for o, e in zip(outs, expected):
+        assert new_types[o].shape == e.shape, (o, new_types[o])
+        assert old_types[o].shape == e.shape, (o, old_types[o])
 
 
 def test_spatial_zero_batch_norm_is_a_clear_error() -> None:

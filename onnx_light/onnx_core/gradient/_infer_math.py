@@ -198,20 +198,23 @@ def where(ctx: InferContext) -> Result:
     return [ValueType(in_type(ctx, 1).dtype, shape)], [out]
 
 
+#: types whose numpy dtype holds the values themselves (not a bit pattern nor strings)
+_NATIVE = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13}
+
+
+def _cast_value(x: np.ndarray | None, to: int) -> np.ndarray | None:
+    if x is None or to not in _NATIVE or x.dtype.kind not in "biuf" or not small(x):
+        return None
+    return x.astype(np_dtype(to))
+
+
 @infer("Cast")
 def cast(ctx: InferContext) -> Result:
-    """The input's shape in type ``to``; folds known values."""
+    """The input's shape in type ``to``; folds known values and keeps partly known integer ones."""
     to = int(ctx.attr("to", 0))
-    x = value(ctx, 0)
-    out: np.ndarray | None = None
-    if x is not None and small(x):
-        try:
-            out = x.astype(np_dtype(to))
-        except (ValueError, TypeError):
-            out = None
-    elif to in (INT64, 6):
-        p = partial(ctx, 0)
-        out = p if p is not None else None
+    out = _cast_value(value(ctx, 0), to)
+    if out is None and value(ctx, 0) is None and to in (INT64, 6):
+        out = partial(ctx, 0)
     return [ValueType(to, in_type(ctx, 0).shape)], [out]
 
 
@@ -219,9 +222,7 @@ def cast(ctx: InferContext) -> Result:
 def cast_like(ctx: InferContext) -> Result:
     """The input's shape in the second input's type."""
     to = in_type(ctx, 1).dtype
-    x = value(ctx, 0)
-    out = x.astype(np_dtype(to)) if to and x is not None and small(x) else None
-    return [ValueType(to, in_type(ctx, 0).shape)], [out]
+    return [ValueType(to, in_type(ctx, 0).shape)], [_cast_value(value(ctx, 0), to)]
 
 
 # --------------------------------------------------------------------------- linear algebra

@@ -1,8 +1,10 @@
-"""Inference of convolution, pooling, normalization and loss ops."""
+"""Inference of convolution, pooling, resizing, normalization and loss ops."""
 
 from __future__ import annotations
 
-from ._infer_common import FLOAT, INT64, in_type, norm_axis
+import math
+
+from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis, value
 from ._types import Dim, InferContext, ValueType, infer
 
 
@@ -39,11 +41,11 @@ def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil
     ]
 
 
-@infer("Conv", "ConvInteger", "QLinearConv")
+@infer("Conv", "ConvInteger")
 def conv(ctx: InferContext) -> list[ValueType]:
     """``(N, M, out...)`` with M = W.shape[0]."""
     x, w = in_type(ctx, 0), in_type(ctx, 1)
-    dtype = x.dtype if ctx.node.op_type == "Conv" else (6 if ctx.node.op_type == "ConvInteger" else 0)
+    dtype = x.dtype if ctx.node.op_type == "Conv" else 6  # ConvInteger: int32
     if x.shape is None:
         return [ValueType(dtype, None)]
     n = len(x.shape) - 2
@@ -147,3 +149,36 @@ def loss(ctx: InferContext) -> list[ValueType]:
     else:
         out = ValueType(x.dtype, ())
     return [out, x]
+
+
+@infer("Resize", "Upsample")
+def resize(ctx: InferContext) -> list[ValueType]:
+    """Each dim times its scale (floored), or the given sizes (over ``axes`` at 18+)."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    rank = len(x.shape)
+    scales: list[float] | None = None
+    sizes: list[int] | None = None
+    if "scales" in ctx.attrs:  # Upsample-7
+        scales = [float(s) for s in ctx.attrs["scales"]]
+    elif ctx.node.op_type == "Upsample" or (ctx.opset < 11 and len(ctx.node.input) == 2):
+        v = value(ctx, 1)
+        scales = None if v is None else [float(s) for s in v.reshape(-1)]
+    else:
+        v = value(ctx, 2)
+        if v is not None and v.size:
+            scales = [float(s) for s in v.reshape(-1)]
+        elif has_input(ctx, 3):
+            sizes = ints_of(ctx, 3)
+            if str(ctx.attr("keep_aspect_ratio_policy", "stretch")) != "stretch":
+                sizes = None
+    axes = [norm_axis(int(a), rank) for a in ctx.attr("axes", range(rank))]
+    shape: list[Dim] = list(x.shape) if scales is not None or sizes is not None else [None] * rank
+    for j, a in enumerate(axes):
+        if sizes is not None:
+            shape[a] = sizes[j]
+        elif scales is not None:
+            d = x.shape[a]
+            shape[a] = int(math.floor(d * scales[j])) if isinstance(d, int) else (d if scales[j] == 1 else None)
+    return [ValueType(x.dtype, tuple(shape))]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from onnx_light.runtime._native import max_pool2d
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels.conv import explicit_pads, kernel_offsets, pad_spatial
 
@@ -89,6 +90,11 @@ def _max_pool(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     xp = geo.padded(x, _lowest(x.dtype))
+    if with_indices and x.ndim == 4 and x.dtype in (np.float32, np.float64):
+        # the index bookkeeping is a byte loop: native when built (a numpy twin otherwise)
+        (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
+        return max_pool2d(xp, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], *x.shape[2:],
+                          storage_order, True)
     lead = (slice(None), slice(None))
     y = idx = None
     for k, sl in geo.offsets():

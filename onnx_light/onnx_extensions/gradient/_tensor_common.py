@@ -1,0 +1,70 @@
+"""Helpers shared by the shape, indexing and reduction rules (not a rule module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...onnx_core.helper import tensor_dtype_to_np_dtype
+from ...onnx_core.numpy_helper import from_array
+
+__all__ = ["INT64_MAX", "INT64_MIN", "const_ints", "arg_ints", "norm_axis", "zeros_of_shape", "dim_of"]
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+INT64_MIN = int(np.iinfo(np.int64).min)
+
+
+def const_ints(ctx: Any, name: str) -> list[int] | None:
+    """The value of an integer input known when the pass runs (initializer, Constant, folded shape).
+
+    The context has no public accessor for folded values yet, so this reads the pass's
+    table of constants; None when ``name`` is omitted or computed at run time.
+    """
+    if not name:
+        return None
+    value = ctx._pass.constants.get(name)
+    if value is None:
+        return None
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def arg_ints(ctx: Any, index: int, attr: str) -> tuple[str, list[int] | None]:
+    """An integer argument given as input ``index`` or (older opsets) attribute ``attr``.
+
+    Returns ``(name, values)``: the input name ("" when the argument is absent) and its
+    value when known. An attribute is materialised as an int64 constant.
+    """
+    name = ctx.input(index)
+    if name:
+        return name, const_ints(ctx, name)
+    values = ctx.attr(attr)
+    if values is None:
+        return "", None
+    values = [int(v) for v in values]
+    return ctx.ints(values), values
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    """``axis`` in ``[0, rank)``."""
+    return axis + rank if axis < 0 else axis
+
+
+def zeros_of_shape(ctx: Any, shape: str, like: str) -> str:
+    """``ConstantOfShape(shape)`` holding zeros of ``like``'s element type."""
+    dtype = ctx.dtype(like)
+    try:
+        np_dtype = tensor_dtype_to_np_dtype(dtype) if dtype else None
+    except (KeyError, ValueError, TypeError):
+        np_dtype = None
+    if np_dtype is None or np_dtype.kind != "f" or np_dtype.itemsize < 2:
+        return ctx.op.CastLike(ctx.op.ConstantOfShape(shape), like)
+    return ctx.op.ConstantOfShape(shape, value=from_array(np.zeros((1,), np_dtype)))
+
+
+def dim_of(ctx: Any, name: str, axis: int) -> str:
+    """A 1-D int64 holding dimension ``axis`` (non-negative) of ``name``."""
+    shape = ctx.shape(name)
+    if shape is not None and axis < len(shape) and isinstance(shape[axis], int):
+        return ctx.ints([shape[axis]])
+    return ctx.op.Shape(name, start=axis, end=axis + 1)

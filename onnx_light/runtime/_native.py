@@ -1,0 +1,92 @@
+"""The native loops, or their pure-Python twins.
+
+``onnx_light._native`` (C++, nanobind) is used when it was built and
+``ONNX_LIGHT_PURE_PYTHON`` is not ``1``; every function here has a numpy twin with the
+same signature and results, so the package works (and is tested) both ways.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NATIVE", "max_pool2d", "max_pool2d_twin", "using_native"]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1":
+        return None
+    try:
+        from .. import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native
+
+
+NATIVE = _load()
+
+
+def using_native() -> bool:
+    """True when the native extension is loaded and selected."""
+    return NATIVE is not None
+
+
+def max_pool2d_twin(
+    xp: np.ndarray,
+    kh: int,
+    kw: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    oh: int,
+    ow: int,
+    pad_top: int,
+    pad_left: int,
+    height: int,
+    width: int,
+    storage_order: int,
+    want_indices: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """2-D max pooling of a padded NCHW array: ``(y, indices or None)``.
+
+    Ties keep the first maximum in kernel order; indices are flat positions in the
+    unpadded input (row-major, or column-major for ``storage_order`` 1) plus the
+    offset of the (n, c) plane.
+    """
+    n, c = xp.shape[:2]
+    y: np.ndarray | None = None
+    idx: np.ndarray | None = None
+    rows = np.arange(oh)[:, None] * sh
+    cols = np.arange(ow)[None, :] * sw
+    for a in range(kh):
+        for b in range(kw):
+            tap = xp[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh, b * dw : b * dw + (ow - 1) * sw + 1 : sw]
+            if want_indices:
+                r = rows + a * dh - pad_top
+                q = cols + b * dw - pad_left
+                flat = q * height + r if storage_order else r * width + q
+            if y is None:
+                y = tap.copy()
+                if want_indices:
+                    idx = np.broadcast_to(flat, y.shape).astype(np.int64)
+                continue
+            if want_indices:
+                assert idx is not None
+                np.copyto(idx, flat, where=tap > y)
+            np.maximum(y, tap, out=y)
+    assert y is not None
+    if idx is not None:
+        idx += (np.arange(n * c, dtype=np.int64) * (height * width)).reshape(n, c, 1, 1)
+    return y, idx
+
+
+def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`max_pool2d_twin`, natively when the extension is selected (float32/float64)."""
+    xp = args[0]
+    if NATIVE is not None and xp.dtype in (np.float32, np.float64):
+        return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])  # type: ignore[no-any-return]
+    return max_pool2d_twin(*args)

@@ -1,0 +1,97 @@
+// onnx_light._native: the loops numpy does poorly (DESIGN.md section 6).
+// Each function has a pure-Python twin with the same signature in
+// onnx_light/runtime/_native_twins.py; ONNX_LIGHT_PURE_PYTHON=1 selects the twins.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+namespace nb = nanobind;
+
+namespace {
+
+template <typename T>
+using In4 = nb::ndarray<const T, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+template <typename T>
+using Out4 = nb::ndarray<nb::numpy, T, nb::ndim<4>>;
+
+// 2-D max pooling over an already padded NCHW input. Ties keep the first maximum in
+// kernel order (as onnxruntime does). idx holds the flat index of the maximum inside
+// the unpadded (n, c) plane, row-major (storage_order 0) or column-major (1), plus
+// the plane offset, as MaxPool's Indices output defines it.
+template <typename T>
+nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                     int64_t oh, int64_t ow, int64_t pad_top, int64_t pad_left, int64_t height, int64_t width,
+                     int64_t storage_order, bool want_indices) {
+    const int64_t n = xp.shape(0), c = xp.shape(1), hp = xp.shape(2), wp = xp.shape(3);
+    if (kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || oh < 0 || ow < 0)
+        throw std::invalid_argument("max_pool2d: kernel, strides, dilations must be positive");
+    if (oh > 0 && (oh - 1) * sh + (kh - 1) * dh >= hp) throw std::invalid_argument("max_pool2d: window past input");
+    if (ow > 0 && (ow - 1) * sw + (kw - 1) * dw >= wp) throw std::invalid_argument("max_pool2d: window past input");
+    const size_t out_size = static_cast<size_t>(n * c * oh * ow);
+    T *y = new T[out_size ? out_size : 1];
+    int64_t *idx = want_indices ? new int64_t[out_size ? out_size : 1] : nullptr;
+    const T *x = xp.data();
+    {
+        nb::gil_scoped_release release;
+        // per output row: one pass per kernel tap over contiguous input rows, so the
+        // inner loop streams memory and keeps the running max in the output row
+        for (int64_t p = 0; p < n * c; ++p) {
+            const T *plane = x + p * hp * wp;
+            for (int64_t i = 0; i < oh; ++i) {
+                T *yrow = y + (p * oh + i) * ow;
+                int64_t *irow = idx ? idx + (p * oh + i) * ow : nullptr;
+                for (int64_t a = 0; a < kh; ++a) {
+                    const int64_t r = i * sh + a * dh;
+                    const T *src = plane + r * wp;
+                    for (int64_t b = 0; b < kw; ++b) {
+                        const T *tap = src + b * dw;
+                        const bool first = (a == 0 && b == 0);
+                        if (!irow) {
+                            if (first) {
+                                for (int64_t j = 0; j < ow; ++j) yrow[j] = tap[j * sw];
+                            } else {
+                                for (int64_t j = 0; j < ow; ++j) {
+                                    const T v = tap[j * sw];
+                                    yrow[j] = v > yrow[j] ? v : yrow[j];
+                                }
+                            }
+                            continue;
+                        }
+                        const int64_t rr = r - pad_top;
+                        for (int64_t j = 0; j < ow; ++j) {
+                            const T v = tap[j * sw];
+                            if (first || v > yrow[j]) {
+                                const int64_t q = j * sw + b * dw - pad_left;
+                                yrow[j] = v;
+                                irow[j] = p * height * width + (storage_order ? q * height + rr : rr * width + q);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    nb::capsule y_owner(y, [](void *ptr) noexcept { delete[] static_cast<T *>(ptr); });
+    Out4<T> y_arr(y, {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(oh), static_cast<size_t>(ow)},
+                  y_owner);
+    if (!idx) return nb::make_tuple(y_arr, nb::none());
+    nb::capsule i_owner(idx, [](void *ptr) noexcept { delete[] static_cast<int64_t *>(ptr); });
+    Out4<int64_t> i_arr(idx, {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(oh),
+                              static_cast<size_t>(ow)}, i_owner);
+    return nb::make_tuple(y_arr, i_arr);
+}
+
+}  // namespace
+
+NB_MODULE(_native, m) {
+    m.doc() = "onnx-light's native loops; every function has a pure-Python twin";
+    m.def("max_pool2d", &max_pool2d<float>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
+          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
+          nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
+    m.def("max_pool2d", &max_pool2d<double>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
+          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
+          nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
+}
