@@ -93,20 +93,12 @@ def _print(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
-
-    return demo_main(args.rest)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``onnx-light`` command."""
     parser = argparse.ArgumentParser(prog="onnx-light", description="protobuf-free ONNX: gradients, runtime, codec")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("demo", help="train a small classifier with gradients from onnx-light")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(run=_demo)
+    sub.add_parser("demo", help="train a small classifier with gradients from onnx-light (demo --help)")
 
     p = sub.add_parser("grad", help="write a model computing the gradients of OUTPUT")
     p.add_argument("model")
@@ -130,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.set_defaults(run=_print)
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["demo"]:
+        from .demo import main as demo_main  # its own options
+
+        return demo_main(argv[1:])
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))

@@ -159,6 +159,24 @@ class AttributeProto(Message):
     SPARSE_TENSORS = 12
     TYPE_PROTOS = 14
 
+    name: str
+    ref_attr_name: str
+    doc_string: str
+    type: int
+    f: float
+    i: int
+    s: bytes
+    t: TensorProto
+    g: GraphProto
+    sparse_tensor: SparseTensorProto
+    tp: TypeProto
+    floats: list[float]
+    ints: list[int]
+    strings: list[bytes]
+    tensors: list[TensorProto]
+    graphs: list[GraphProto]
+    sparse_tensors: list[SparseTensorProto]
+    type_protos: list[TypeProto]
     FULL_NAME = "AttributeProto"
     FIELDS = (
         Field("name", 1, "string"),
@@ -185,6 +203,10 @@ class AttributeProto(Message):
 class ValueInfoProto(Message):
     """ONNX ValueInfoProto (onnx.proto)."""
 
+    name: str
+    type: TypeProto
+    doc_string: str
+    metadata_props: list[StringStringEntryProto]
     FULL_NAME = "ValueInfoProto"
     FIELDS = (
         Field("name", 1, "string"),
@@ -197,6 +219,16 @@ class ValueInfoProto(Message):
 class NodeProto(Message):
     """ONNX NodeProto (onnx.proto)."""
 
+    input: list[str]
+    output: list[str]
+    name: str
+    op_type: str
+    domain: str
+    overload: str
+    attribute: list[AttributeProto]
+    doc_string: str
+    metadata_props: list[StringStringEntryProto]
+    device_configurations: list[NodeDeviceConfigurationProto]
     FULL_NAME = "NodeProto"
     FIELDS = (
         Field("input", 1, "string", repeated=True),
@@ -221,6 +253,8 @@ class NodeProto(Message):
 class IntIntListEntryProto(Message):
     """ONNX IntIntListEntryProto (onnx.proto)."""
 
+    key: int
+    value: list[int]
     FULL_NAME = "IntIntListEntryProto"
     FIELDS = (
         Field("key", 1, "int64"),
@@ -231,6 +265,9 @@ class IntIntListEntryProto(Message):
 class NodeDeviceConfigurationProto(Message):
     """ONNX NodeDeviceConfigurationProto (onnx.proto)."""
 
+    configuration_id: str
+    sharding_spec: list[ShardingSpecProto]
+    pipeline_stage: int
     FULL_NAME = "NodeDeviceConfigurationProto"
     FIELDS = (
         Field("configuration_id", 1, "string"),
@@ -242,6 +279,10 @@ class NodeDeviceConfigurationProto(Message):
 class ShardingSpecProto(Message):
     """ONNX ShardingSpecProto (onnx.proto)."""
 
+    tensor_name: str
+    device: list[int]
+    index_to_device_group_map: list[IntIntListEntryProto]
+    sharded_dim: list[ShardedDimProto]
     FULL_NAME = "ShardingSpecProto"
     FIELDS = (
         Field("tensor_name", 1, "string"),
@@ -256,6 +297,8 @@ class ShardingSpecProto(Message):
 class ShardedDimProto(Message):
     """ONNX ShardedDimProto (onnx.proto)."""
 
+    axis: int
+    simple_sharding: list[SimpleShardedDimProto]
     FULL_NAME = "ShardedDimProto"
     FIELDS = (
         Field("axis", 1, "int64"),
@@ -266,6 +309,9 @@ class ShardedDimProto(Message):
 class SimpleShardedDimProto(Message):
     """ONNX SimpleShardedDimProto (onnx.proto)."""
 
+    dim_value: int
+    dim_param: str
+    num_shards: int
     FULL_NAME = "SimpleShardedDimProto"
     FIELDS = (
         Field("dim_value", 1, "int64", oneof="dim"),
@@ -277,6 +323,10 @@ class SimpleShardedDimProto(Message):
 class TrainingInfoProto(Message):
     """ONNX TrainingInfoProto (onnx.proto)."""
 
+    initialization: GraphProto
+    algorithm: GraphProto
+    initialization_binding: list[StringStringEntryProto]
+    update_binding: list[StringStringEntryProto]
     FULL_NAME = "TrainingInfoProto"
     FIELDS = (
         Field("initialization", 1, "message", message="GraphProto"),
@@ -291,6 +341,18 @@ class TrainingInfoProto(Message):
 class ModelProto(Message):
     """ONNX ModelProto (onnx.proto)."""
 
+    ir_version: int
+    opset_import: list[OperatorSetIdProto]
+    producer_name: str
+    producer_version: str
+    domain: str
+    model_version: int
+    doc_string: str
+    graph: GraphProto
+    metadata_props: list[StringStringEntryProto]
+    training_info: list[TrainingInfoProto]
+    functions: list[FunctionProto]
+    configuration: list[DeviceConfigurationProto]
     FULL_NAME = "ModelProto"
     FIELDS = (
         Field("ir_version", 1, "int64"),
@@ -311,6 +373,9 @@ class ModelProto(Message):
 class DeviceConfigurationProto(Message):
     """ONNX DeviceConfigurationProto (onnx.proto)."""
 
+    name: str
+    num_devices: int
+    device: list[str]
     FULL_NAME = "DeviceConfigurationProto"
     FIELDS = (
         Field("name", 1, "string"),
@@ -322,6 +387,8 @@ class DeviceConfigurationProto(Message):
 class StringStringEntryProto(Message):
     """ONNX StringStringEntryProto (onnx.proto)."""
 
+    key: str
+    value: str
     FULL_NAME = "StringStringEntryProto"
     FIELDS = (
         Field("key", 1, "string"),
@@ -332,6 +399,8 @@ class StringStringEntryProto(Message):
 class TensorAnnotation(Message):
     """ONNX TensorAnnotation (onnx.proto)."""
 
+    tensor_name: str
+    quant_parameter_tensor_names: list[StringStringEntryProto]
     FULL_NAME = "TensorAnnotation"
     FIELDS = (
         Field("tensor_name", 1, "string"),
@@ -348,6 +417,16 @@ class TensorAnnotation(Message):
 class GraphProto(Message):
     """ONNX GraphProto (onnx.proto)."""
 
+    node: list[NodeProto]
+    name: str
+    initializer: list[TensorProto]
+    sparse_initializer: list[SparseTensorProto]
+    doc_string: str
+    input: list[ValueInfoProto]
+    output: list[ValueInfoProto]
+    value_info: list[ValueInfoProto]
+    quantization_annotation: list[TensorAnnotation]
+    metadata_props: list[StringStringEntryProto]
     FULL_NAME = "GraphProto"
     FIELDS = (
         Field("node", 1, "message", repeated=True, message="NodeProto"),
@@ -437,12 +516,29 @@ class TensorProto(Message):
     class Segment(Message):
         """ONNX TensorProto.Segment (onnx.proto)."""
 
+        begin: int
+        end: int
         FULL_NAME = "TensorProto.Segment"
         FIELDS = (
             Field("begin", 1, "int64"),
             Field("end", 2, "int64"),
         )
 
+    dims: list[int]
+    data_type: int
+    segment: TensorProto.Segment
+    float_data: list[float]
+    int32_data: list[int]
+    string_data: list[bytes]
+    int64_data: list[int]
+    name: str
+    doc_string: str
+    raw_data: bytes
+    external_data: list[StringStringEntryProto]
+    data_location: int
+    double_data: list[float]
+    uint64_data: list[int]
+    metadata_props: list[StringStringEntryProto]
     FULL_NAME = "TensorProto"
     FIELDS = (
         Field("dims", 1, "int64", repeated=True),
@@ -466,6 +562,9 @@ class TensorProto(Message):
 class SparseTensorProto(Message):
     """ONNX SparseTensorProto (onnx.proto)."""
 
+    values: TensorProto
+    indices: TensorProto
+    dims: list[int]
     FULL_NAME = "SparseTensorProto"
     FIELDS = (
         Field("values", 1, "message", message="TensorProto"),
@@ -480,6 +579,9 @@ class TensorShapeProto(Message):
     class Dimension(Message):
         """ONNX TensorShapeProto.Dimension (onnx.proto)."""
 
+        dim_value: int
+        dim_param: str
+        denotation: str
         FULL_NAME = "TensorShapeProto.Dimension"
         FIELDS = (
             Field("dim_value", 1, "int64", oneof="value"),
@@ -487,6 +589,7 @@ class TensorShapeProto(Message):
             Field("denotation", 3, "string"),
         )
 
+    dim: list[TensorShapeProto.Dimension]
     FULL_NAME = "TensorShapeProto"
     FIELDS = (Field("dim", 1, "message", repeated=True, message="TensorShapeProto.Dimension"),)
 
@@ -497,6 +600,8 @@ class TypeProto(Message):
     class Tensor(Message):
         """ONNX TypeProto.Tensor (onnx.proto)."""
 
+        elem_type: int
+        shape: TensorShapeProto
         FULL_NAME = "TypeProto.Tensor"
         FIELDS = (
             Field("elem_type", 1, "int32"),
@@ -506,12 +611,15 @@ class TypeProto(Message):
     class Sequence(Message):
         """ONNX TypeProto.Sequence (onnx.proto)."""
 
+        elem_type: TypeProto
         FULL_NAME = "TypeProto.Sequence"
         FIELDS = (Field("elem_type", 1, "message", message="TypeProto"),)
 
     class Map(Message):
         """ONNX TypeProto.Map (onnx.proto)."""
 
+        key_type: int
+        value_type: TypeProto
         FULL_NAME = "TypeProto.Map"
         FIELDS = (
             Field("key_type", 1, "int32"),
@@ -521,12 +629,15 @@ class TypeProto(Message):
     class Optional(Message):
         """ONNX TypeProto.Optional (onnx.proto)."""
 
+        elem_type: TypeProto
         FULL_NAME = "TypeProto.Optional"
         FIELDS = (Field("elem_type", 1, "message", message="TypeProto"),)
 
     class SparseTensor(Message):
         """ONNX TypeProto.SparseTensor (onnx.proto)."""
 
+        elem_type: int
+        shape: TensorShapeProto
         FULL_NAME = "TypeProto.SparseTensor"
         FIELDS = (
             Field("elem_type", 1, "int32"),
@@ -536,12 +647,21 @@ class TypeProto(Message):
     class Opaque(Message):
         """ONNX TypeProto.Opaque (onnx.proto)."""
 
+        domain: str
+        name: str
         FULL_NAME = "TypeProto.Opaque"
         FIELDS = (
             Field("domain", 1, "string"),
             Field("name", 2, "string"),
         )
 
+    tensor_type: TypeProto.Tensor
+    sequence_type: TypeProto.Sequence
+    map_type: TypeProto.Map
+    optional_type: TypeProto.Optional
+    sparse_tensor_type: TypeProto.SparseTensor
+    opaque_type: TypeProto.Opaque
+    denotation: str
     FULL_NAME = "TypeProto"
     FIELDS = (
         Field("tensor_type", 1, "message", message="TypeProto.Tensor", oneof="value"),
@@ -557,6 +677,8 @@ class TypeProto(Message):
 class OperatorSetIdProto(Message):
     """ONNX OperatorSetIdProto (onnx.proto)."""
 
+    domain: str
+    version: int
     FULL_NAME = "OperatorSetIdProto"
     FIELDS = (
         Field("domain", 1, "string"),
@@ -567,6 +689,18 @@ class OperatorSetIdProto(Message):
 class FunctionProto(Message):
     """ONNX FunctionProto (onnx.proto)."""
 
+    name: str
+    input: list[str]
+    output: list[str]
+    attribute: list[str]
+    attribute_proto: list[AttributeProto]
+    node: list[NodeProto]
+    doc_string: str
+    opset_import: list[OperatorSetIdProto]
+    domain: str
+    overload: str
+    value_info: list[ValueInfoProto]
+    metadata_props: list[StringStringEntryProto]
     FULL_NAME = "FunctionProto"
     FIELDS = (
         Field("name", 1, "string"),
@@ -598,6 +732,13 @@ class SequenceProto(Message):
     MAP = 4
     OPTIONAL = 5
 
+    name: str
+    elem_type: int
+    tensor_values: list[TensorProto]
+    sparse_tensor_values: list[SparseTensorProto]
+    sequence_values: list[SequenceProto]
+    map_values: list[MapProto]
+    optional_values: list[OptionalProto]
     FULL_NAME = "SequenceProto"
     FIELDS = (
         Field("name", 1, "string"),
@@ -613,6 +754,11 @@ class SequenceProto(Message):
 class MapProto(Message):
     """ONNX MapProto (onnx.proto)."""
 
+    name: str
+    key_type: int
+    keys: list[int]
+    string_keys: list[bytes]
+    values: SequenceProto
     FULL_NAME = "MapProto"
     FIELDS = (
         Field("name", 1, "string"),
@@ -637,6 +783,13 @@ class OptionalProto(Message):
     MAP = 4
     OPTIONAL = 5
 
+    name: str
+    elem_type: int
+    tensor_value: TensorProto
+    sparse_tensor_value: SparseTensorProto
+    sequence_value: SequenceProto
+    map_value: MapProto
+    optional_value: OptionalProto
     FULL_NAME = "OptionalProto"
     FIELDS = (
         Field("name", 1, "string"),

@@ -104,6 +104,13 @@ def _opsets(imports: Any) -> dict[str, int]:
     return out
 
 
+def _copy(value: Any) -> Any:
+    """A copy of a tensor, or of a sequence's tensors; None stays None."""
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value if value is None else np.array(value, copy=True)
+
+
 class InferenceSession:
     """Runs a ModelProto, GraphProto or FunctionProto with numpy kernels.
 
@@ -268,7 +275,7 @@ class InferenceSession:
             r = results[i]
             # never hand the caller's own array (or a read-only constant) back as an output
             if id(r) in fed_ids or (isinstance(r, np.ndarray) and not r.flags.writeable):
-                r = np.array(r, copy=True)
+                r = _copy(r)
             out.append(r)
         return out
 

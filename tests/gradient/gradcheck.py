@@ -199,3 +199,43 @@ def check_in_onnxruntime(case: Case, seed: int = 0) -> None:
     tol = 1e-9 if np.dtype(case.ort_dtype) == np.float64 else 1e-4
     for x, a, b in zip(case.xs, ours, theirs):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"{case.name}: grad_{x} ours vs onnxruntime")
+
+
+def check_second_order(case: Case, seed: int = 0) -> None:
+    """Differentiates the backward function again: a Hessian-vector product vs finite differences.
+
+    With ``g(x) = J(x)^T dy`` (the first backward function), differentiating ``g`` with
+    respect to ``x`` along ``dy2`` gives ``H dy2``; its inner product with ``u`` must equal
+    ``d/dt <u, g(x + t dy2)>`` at ``t = 0``.
+    """
+    rng = np.random.default_rng(seed + 2)
+    x = case.xs[0]
+    feeds = {k: _cast(v, case.dtype) for k, v in case.inputs.items()}
+    model, bwd = gradient(case)
+    y = case.y or case.nodes[-1].output[0]
+    y_val = run_forward(model, feeds, y)
+    dy = rng.standard_normal(np.shape(y_val)).astype(y_val.dtype)
+    first = ol.runtime.InferenceSession(bwd)
+    base = backward_feeds(bwd, feeds, dy)
+
+    def grad_at(shift: np.ndarray, t: float) -> np.ndarray:
+        moved = dict(base)
+        moved[x] = (base[x] + t * shift).astype(base[x].dtype)
+        return first.run([f"grad_{x}"], moved)[0]
+
+    second = ol.GradientOfFunction(bwd, [x], f"grad_{x}")
+    dy2 = rng.standard_normal(feeds[x].shape).astype(feeds[x].dtype)
+    # the first function's "dy" input is a free input of the second, renamed there
+    outer_dy = [n for n in second.input[1:-1] if n not in base]
+    feeds2 = {n: base[n] for n in second.input if n in base and n != "dy"}
+    for n in outer_dy:
+        feeds2[n] = dy
+    feeds2["dy"] = dy2
+    assert set(feeds2) == set(second.input), f"{case.name}: unexpected inputs {second.input}"
+    (hv,) = ol.runtime.InferenceSession(second).run([f"grad_{x}"], feeds2)
+    u = rng.standard_normal(feeds[x].shape)
+    h = 1e-5
+    numeric = float(np.sum(u * (grad_at(dy2, h) - grad_at(dy2, -h)))) / (2 * h)
+    analytic = float(np.sum(u * hv))
+    scale = max(1.0, abs(numeric), abs(analytic))
+    assert abs(numeric - analytic) <= 1e-4 * scale, f"{case.name}: second order {numeric!r} vs {analytic!r}"

@@ -170,13 +170,16 @@ class _GradientPass:
             taken.update(n.input)
             taken.update(n.output)
         self.counter = GradCounter(taken)
-        nodes, renamed = _rename_reserved(nodes, {DY, *(f"grad_{x}" for x in self.xs)}, self.new_name)
+        # a source value called "dy" (say, when differentiating a backward function
+        # again) or "grad_<x>" is renamed inside the result: those names are the contract's
+        reserved = {DY, *(f"grad_{x}" for x in self.xs)} - set(self.xs)
+        nodes, renamed = _rename_reserved(nodes, reserved, self.new_name)
         self.y = renamed.get(y, y)
         for old, new in renamed.items():
             if old in types:
                 types[new] = types[old]
         self.nodes = self._upgrade(nodes, types)
-        self.free_order = list(free_order)
+        self.free_order = [renamed.get(n, n) for n in free_order]
         self.types = types
         self.constants = constants
         self.backward: list[NodeProto] = []
@@ -516,8 +519,8 @@ class _GradientPass:
 
 
 def _rename_reserved(nodes: list[NodeProto], reserved: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:
-    """Renames values the nodes produce that would shadow ``dy`` or a ``grad_<x>`` output."""
-    clash = {o for n in nodes for o in n.output if o in reserved}
+    """Renames values (produced or free) that would shadow ``dy`` or a ``grad_<x>`` output."""
+    clash = {v for n in nodes for v in list(n.input) + list(n.output) if v in reserved}
     if not clash:
         return nodes, {}
     rename = {c: new_name(c) for c in clash}

@@ -1,0 +1,333 @@
+"""Rules for ops that select or place elements: Slice, Gather*, Scatter*, Pad, TopK.
+
+A selection's gradient puts ``dY`` back where the elements came from, in zeros:
+static code (Pad, Slice, Reshape with constants) when the positions are known when
+the pass runs, a scatter with indices computed at run time otherwise. Gathers scatter
+with ``reduction="add"`` so that an index used twice accumulates both gradients.
+Index, shape and axes inputs are integers and carry no gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._table import rule
+from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, zeros_of_shape
+
+
+def _shape_from(ctx: Any, value: str, typed: str, start: int) -> str:
+    """``Shape(value, start=start)``; a constant when ``typed`` (same shape) is static."""
+    shape = ctx.shape(typed)
+    if shape is not None and all(isinstance(d, int) for d in shape[start:]):
+        return ctx.ints(list(shape[start:]))
+    return ctx.op.Shape(value, start=start)
+
+
+def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
+    """Dimension ``axis`` of ``name`` as an int64 scalar."""
+    shape = ctx.shape(name)
+    if shape is not None and isinstance(shape[axis], int):
+        return ctx.ints(shape[axis])
+    return ctx.op.Reshape(ctx.op.Shape(name, start=axis, end=axis + 1), ctx.ints([]))
+
+
+def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
+    """``(i + n) mod n``: indices in ``[-n, n)`` made non-negative (skipped when known to be)."""
+    known = const_ints(ctx, indices)
+    if known is not None and all(i >= 0 for i in known):
+        return indices
+    n = bound()
+    return ctx.op.Mod(ctx.op.Add(indices, n), n)
+
+
+def _sum(ctx: Any, parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    return ctx.op.Add(*parts) if len(parts) == 2 else ctx.op.Sum(*parts)
+
+
+# -- Slice ----------------------------------------------------------------------------
+
+
+@rule("", "Slice")
+def slice_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = dY placed back at the sliced positions, zeros elsewhere.
+
+    With known starts/ends/steps and known sizes on the sliced axes: reverse dY on the
+    axes with negative steps, spread it with zeros on the axes with |step| > 1
+    (``Unsqueeze``, ``Pad`` the new axis to |step|, merge), then one ``Pad`` (negative
+    pads crop the overhang of the last stride). Otherwise the positions are computed
+    at run time by slicing ``Range(Size(X))`` viewed as X, and dY is scattered there.
+    """
+    x = ctx.inputs[0]
+    rank = ctx.require_rank(x)
+    starts_n, starts = arg_ints(ctx, 1, "starts")
+    ends_n, ends = arg_ints(ctx, 2, "ends")
+    axes_n, axes = arg_ints(ctx, 3, "axes")
+    steps_n, steps = arg_ints(ctx, 4, "steps")
+    if starts is not None and ends is not None:
+        axes = axes if axes_n else list(range(len(starts)))
+        steps = steps if steps_n else [1] * len(starts)
+        if axes is not None and steps is not None:
+            static = _static_slice_grad(ctx, dy, rank, starts, ends, axes, steps)
+            if static is not None:
+                return static
+    size = ctx.op.Size(x)
+    positions = ctx.op.Reshape(ctx.op.Range(ctx.ints(0), size, ctx.ints(1)), ctx.shape_of(x))
+    picked = ctx.op.Slice(positions, starts_n, ends_n, axes_n or None, steps_n or None)
+    flat = ctx.op.Reshape(ctx.zeros_like(x), ctx.ints([-1]))
+    placed = ctx.op.ScatterND(flat, ctx.op.Unsqueeze(picked, ctx.ints([-1])), dy)
+    return ctx.op.Reshape(placed, ctx.shape_of(x))
+
+
+def _static_slice_grad(
+    ctx: Any, dy: str, rank: int, starts: list[int], ends: list[int], axes: list[int], steps: list[int]
+) -> str | None:
+    shape = ctx.shape(ctx.inputs[0])
+    if shape is None:
+        return None
+    out_shape = list(ctx.shape(ctx.output(0)) or [None] * rank)
+    reverse: list[int] = []
+    strided: list[tuple[int, int, int]] = []  # (axis, count, |step|)
+    pad_axes: list[int] = []
+    begins: list[int] = []
+    finals: list[int] = []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        a = norm_axis(axis, rank)
+        d = shape[a]
+        if not isinstance(d, int):
+            return None
+        picked = range(*slice(start, end, step).indices(d))
+        n = len(picked)
+        if n == 0:
+            return ctx.zeros_like(ctx.inputs[0])
+        k = abs(step) if n > 1 else 1
+        if step < 0 and n > 1:
+            reverse.append(a)
+        if k > 1:
+            strided.append((a, n, k))
+        first = min(picked)
+        if first or d - first - n * k:
+            pad_axes.append(a)
+            begins.append(first)
+            finals.append(d - first - n * k)
+        out_shape[a] = n
+    if strided and not all(isinstance(d, int) for d in out_shape):
+        return None
+    g = dy
+    if reverse:
+        m = len(reverse)
+        g = ctx.op.Slice(g, ctx.ints([-1] * m), ctx.ints([INT64_MIN] * m), ctx.ints(reverse), ctx.ints([-1] * m))
+    for a, n, k in strided:
+        spread = ctx.op.Pad(ctx.op.Unsqueeze(g, ctx.ints([a + 1])), ctx.ints([0, k - 1]), None, ctx.ints([a + 1]))
+        out_shape[a] = n * k
+        g = ctx.op.Reshape(spread, ctx.ints(out_shape))
+    if pad_axes:
+        g = ctx.op.Pad(g, ctx.ints(begins + finals), None, ctx.ints(pad_axes))
+    return g
+
+
+# -- Gather family --------------------------------------------------------------------
+
+
+@rule("", "Gather")
+def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = ScatterND(zeros, indices, dY, reduction="add"), with ``axis`` moved first.
+
+    Negative indices are wrapped (i mod n) unless known non-negative; repeated indices
+    accumulate.
+    """
+    x, idx = ctx.inputs[0], ctx.inputs[1]
+    r, q = ctx.require_rank(x), ctx.require_rank(idx)
+    a = norm_axis(int(ctx.attr("axis", 0)), r)
+    where = ctx.op.Unsqueeze(_wrap_negative(ctx, idx, lambda: _scalar_dim(ctx, x, a)), ctx.ints([-1]))
+    if a == 0:
+        return ctx.op.ScatterND(ctx.zeros_like(x), where, dy, reduction="add")
+    perm_x = [a] + [i for i in range(r) if i != a]
+    perm_dy = list(range(a, a + q)) + list(range(a)) + list(range(a + q, r - 1 + q))
+    g = dy if perm_dy == sorted(perm_dy) else ctx.op.Transpose(dy, perm=perm_dy)
+    shape = ctx.static_shape(x)
+    if shape is not None:
+        zeros = zeros_of_shape(ctx, ctx.ints([shape[i] for i in perm_x]), x)
+    else:
+        zeros = ctx.op.Transpose(ctx.zeros_like(x), perm=perm_x)
+    placed = ctx.op.ScatterND(zeros, where, g, reduction="add")
+    inverse = [perm_x.index(i) for i in range(r)]
+    return ctx.op.Transpose(placed, perm=inverse)
+
+
+@rule("", "GatherElements")
+def gather_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = ScatterElements(zeros, indices, dY, axis, reduction="add")."""
+    x, idx = ctx.inputs[0], ctx.inputs[1]
+    return ctx.op.ScatterElements(ctx.zeros_like(x), idx, dy, axis=int(ctx.attr("axis", 0)), reduction="add")
+
+
+@rule("", "GatherND")
+def gather_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = ScatterND(zeros, indices, dY, reduction="add").
+
+    With ``batch_dims`` b > 0, X, indices and dY are viewed with their b batch dims
+    merged into one of size B, and each index tuple is prefixed with its batch number
+    (``Range(B)`` expanded), which makes it an ordinary ScatterND into ``[B, ...]``.
+    """
+    x, idx = ctx.inputs[0], ctx.inputs[1]
+    b = int(ctx.attr("batch_dims", 0))
+    idx_shape = ctx.shape(idx)
+    if idx_shape is None or not isinstance(idx_shape[-1], int):
+        raise ctx.error("needs the static size of the last dimension of the indices")
+    k = idx_shape[-1]
+
+    def bounds() -> str:
+        shape = ctx.shape(x)
+        if shape is not None and all(isinstance(d, int) for d in shape[b : b + k]):
+            return ctx.ints(list(shape[b : b + k]))
+        return ctx.op.Shape(x, start=b, end=b + k)
+
+    idx_n = _wrap_negative(ctx, idx, bounds)
+    if b == 0:
+        return ctx.op.ScatterND(ctx.zeros_like(x), idx_n, dy, reduction="add")
+    lead = ctx.ints([-1])
+    x_view = ctx.op.Concat(lead, _shape_from(ctx, x, x, b), axis=0)
+    idx_view = ctx.op.Reshape(idx_n, ctx.op.Concat(lead, _shape_from(ctx, idx, idx, b), axis=0))
+    dy_view = ctx.op.Reshape(dy, ctx.op.Concat(lead, _shape_from(ctx, dy, ctx.output(0), b), axis=0))
+    batches = ctx.op.Reshape(ctx.op.Shape(idx_view, start=0, end=1), ctx.ints([]))
+    middle = len(idx_shape) - b - 1
+    numbers = ctx.op.Reshape(ctx.op.Range(ctx.ints(0), batches, ctx.ints(1)), ctx.ints([-1] + [1] * (middle + 1)))
+    numbers = ctx.op.Expand(numbers, ctx.op.Concat(ctx.op.Shape(idx_view, end=-1), ctx.ints([1]), axis=0))
+    full = ctx.op.Concat(numbers, idx_view, axis=-1)
+    placed = ctx.op.ScatterND(zeros_of_shape(ctx, x_view, x), full, dy_view, reduction="add")
+    return ctx.op.Reshape(placed, ctx.shape_of(x))
+
+
+# -- Scatter family -------------------------------------------------------------------
+
+
+def _check_reduction(ctx: Any) -> str:
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise ctx.error(
+            f"reduction={reduction!r} is not differentiated: its gradient depends on which update "
+            "wins or on products of colliding updates; only 'none' and 'add' have rules"
+        )
+    return str(reduction)
+
+
+@rule("", "ScatterElements")
+def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dData = dY with the scattered positions zeroed ('none') or dY ('add');
+    dUpdates = GatherElements(dY, indices, axis).
+
+    With 'none' and repeated indices the forward result is unspecified, and so is this.
+    """
+    data, idx, updates = ctx.inputs[:3]
+    axis = int(ctx.attr("axis", 0))
+    reduction = _check_reduction(ctx)
+    d_data = None
+    if ctx.needs_grad(0):
+        d_data = dy if reduction == "add" else ctx.op.ScatterElements(dy, idx, ctx.zeros_like(updates), axis=axis)
+    d_updates = ctx.op.GatherElements(dy, idx, axis=axis) if ctx.needs_grad(2) else None
+    return d_data, None, d_updates
+
+
+@rule("", "ScatterND")
+def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dData = dY with the scattered positions zeroed ('none') or dY ('add');
+    dUpdates = GatherND(dY, indices)."""
+    data, idx, updates = ctx.inputs[:3]
+    reduction = _check_reduction(ctx)
+    d_data = None
+    if ctx.needs_grad(0):
+        d_data = dy if reduction == "add" else ctx.op.ScatterND(dy, idx, ctx.zeros_like(updates))
+    d_updates = ctx.op.GatherND(dy, idx) if ctx.needs_grad(2) else None
+    return d_data, None, d_updates
+
+
+@rule("", "TopK")
+def topk_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = ScatterElements(zeros, Indices, dValues, axis, reduction="add"); Indices pass nothing."""
+    if dy is None:
+        return None
+    x = ctx.inputs[0]
+    axis = int(ctx.attr("axis", -1))
+    return ctx.op.ScatterElements(ctx.zeros_like(x), ctx.output(1), dy, axis=axis, reduction="add")
+
+
+# -- Pad ------------------------------------------------------------------------------
+
+
+@rule("", "Pad")
+def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Constant mode: dX = Pad(dY, -pads), i.e. dY cropped to X (negative pads, which
+    cropped X, become zeros); dValue = ΣdY - ΣdX, the sum over the padded border.
+
+    edge / reflect / wrap (known non-negative pads and sizes): per padded axis, dX is
+    the centre of dY plus its borders folded back onto the positions they copied:
+    summed onto the first/last element (edge), reversed onto positions 1..p / n-1-p..n-2
+    (reflect), or placed at the other end (wrap).
+    """
+    x = ctx.inputs[0]
+    mode = ctx.attr("mode", "constant")
+    pads_n, pads = arg_ints(ctx, 1, "pads")
+    axes_n, axes = arg_ints(ctx, 3, "axes")
+    if mode == "constant":
+        neg = ctx.ints([-p for p in pads]) if pads is not None else ctx.op.Neg(pads_n)
+        dx = ctx.op.Pad(dy, neg, None, axes_n or None)
+        d_value = None
+        if ctx.needs_grad(2):
+            d_value = ctx.op.Sub(ctx.op.ReduceSum(dy, keepdims=0), ctx.op.ReduceSum(dx, keepdims=0))
+            if ctx.rank(ctx.inputs[2]) != 0:
+                d_value = ctx.op.Reshape(d_value, ctx.shape_of(ctx.inputs[2]))
+        return dx, None, d_value
+    if mode not in ("edge", "reflect", "wrap"):
+        raise ctx.error(f"unknown pad mode {mode!r}")
+    rank = ctx.require_rank(x)
+    if pads is None or (axes_n and axes is None):
+        raise ctx.error(f"mode={mode!r} is differentiated only with pads (and axes) known when the pass runs")
+    axes = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+    shape = ctx.shape(x)
+    m = len(axes)
+    g = dy
+    for i, a in enumerate(axes):
+        b, e = pads[i], pads[i + m]
+        if b == 0 and e == 0:
+            continue
+        d = shape[a] if shape is not None else None
+        if not isinstance(d, int) or b < 0 or e < 0:
+            raise ctx.error(f"mode={mode!r} needs non-negative pads and a known size on padded axis {a}")
+        limit = d - 1 if mode == "reflect" else d
+        if b > limit or e > limit:
+            raise ctx.error(f"mode={mode!r} with pads ({b}, {e}) larger than {limit} on axis {a} is not supported")
+        g = _fold_border(ctx, g, mode, a, d, b, e)
+    return g, None, None
+
+
+def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
+    """Folds the padded border of ``g`` on axis ``a`` (size d + b + e) back onto size d."""
+    ax = ctx.ints([a])
+
+    def place(part: str, before: int, after: int) -> str:
+        return ctx.op.Pad(part, ctx.ints([before, after]), None, ax)
+
+    def reverse(part: str) -> str:
+        return ctx.op.Slice(part, ctx.ints([-1]), ctx.ints([INT64_MIN]), ax, ctx.ints([-1]))
+
+    parts = [ctx.op.Slice(g, ctx.ints([b]), ctx.ints([b + d]), ax)]
+    if b:
+        head = ctx.op.Slice(g, ctx.ints([0]), ctx.ints([b]), ax)
+        if mode == "edge":
+            parts.append(place(ctx.op.ReduceSum(head, ax, keepdims=1), 0, d - 1))
+        elif mode == "reflect":
+            parts.append(place(reverse(head), 1, d - 1 - b))
+        else:
+            parts.append(place(head, d - b, 0))
+    if e:
+        tail = ctx.op.Slice(g, ctx.ints([b + d]), ctx.ints([INT64_MAX]), ax)
+        if mode == "edge":
+            parts.append(place(ctx.op.ReduceSum(tail, ax, keepdims=1), d - 1, 0))
+        elif mode == "reflect":
+            parts.append(place(reverse(tail), d - 1 - e, 1))
+        else:
+            parts.append(place(tail, 0, d - e))
+    return _sum(ctx, parts)

@@ -1,0 +1,182 @@
+"""Rules for products: MatMul, Gemm, Einsum.
+
+The gradients here are not shaped like the output, so these rules sum broadcast
+batch dimensions back themselves (``_sum_to``) instead of registering broadcast=True.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._table import rule
+
+
+def _sum_to(ctx, g, g_shape, x):  # type: ignore[no-untyped-def]
+    """Sums ``g`` (of shape ``g_shape``, None when unknown) back to the shape of ``x``.
+
+    Axes are static when the shapes tell them; otherwise the core's run-time
+    unbroadcast is used (``g`` has no inferred type, so the core computes the axes
+    from ``Shape(g)`` and ``Shape(x)``).
+    """
+    dst = ctx.shape(x)
+    if g_shape is not None and dst is not None and len(g_shape) >= len(dst):
+        lead = len(g_shape) - len(dst)
+        axes = list(range(lead))
+        certain = True
+        for k, d in enumerate(dst):
+            s = g_shape[lead + k]
+            if d is not None and d == s:
+                continue
+            if d == 1:
+                axes.append(lead + k)  # a broadcast axis (or a size-1 one: summing it is harmless)
+            elif not (isinstance(d, int) and d != 1):
+                certain = False  # a symbolic or unknown dim that might be 1
+        if certain:
+            if not axes:
+                return g
+            if len(axes) == lead:
+                return ctx.op.ReduceSum(g, ctx.ints(axes), keepdims=0)
+            summed = ctx.op.ReduceSum(g, ctx.ints(axes), keepdims=1)
+            return summed if lead == 0 else ctx.op.Reshape(summed, ctx.shape_of(x))
+    return ctx.unbroadcast(g, x, frm=g)
+
+
+def _swap_last(ctx, v, rank):  # type: ignore[no-untyped-def]
+    return ctx.op.Transpose(v, perm=[*range(rank - 2), rank - 1, rank - 2])
+
+
+@rule("", "MatMul")
+def matmul_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dA = dY @ B^T, dB = A^T @ dY, summed over broadcast batch dims.
+
+    A 1-D operand is promoted as numpy does (A to (1, k), B to (k, 1)) and dY gets the
+    dropped axis back; the gradient is reduced to the operand's shape afterwards.
+    """
+    a, b = ctx.inputs
+    ra, rb = ctx.require_rank(a), ctx.require_rank(b)
+    need_a, need_b = ctx.needs_grad(0), ctx.needs_grad(1)
+    if ra == 1 and rb == 1:  # dot product: dY is a scalar
+        return (ctx.op.Mul(dy, b) if need_a else None, ctx.op.Mul(dy, a) if need_b else None)
+    if ra == 2 and rb == 2:
+        return (
+            ctx.op.Gemm(dy, b, transB=1) if need_a else None,
+            ctx.op.Gemm(a, dy, transA=1) if need_b else None,
+        )
+    a_shape, b_shape, y_shape = ctx.shape(a), ctx.shape(b), ctx.shape(ctx.output(0))
+    ys = None if y_shape is None else tuple(y_shape)
+    da = db = None
+    if need_a:
+        k = None if a_shape is None else a_shape[-1]
+        if ra == 1 and rb == 2:
+            da = ctx.op.MatMul(b, dy)  # (k, m) @ (m,)
+        elif ra == 1:  # (..., 1, m) @ (..., m, k) -> (..., 1, k), summed to (k,)
+            g = ctx.op.MatMul(ctx.op.Unsqueeze(dy, ctx.ints([-2])), _swap_last(ctx, b, rb))
+            da = _sum_to(ctx, g, None if ys is None else (*ys[:-1], 1, k), a)
+        elif rb == 1:  # (..., n, 1) @ (1, k) -> (..., n, k): A's batch is Y's batch
+            da = ctx.op.MatMul(ctx.op.Unsqueeze(dy, ctx.ints([-1])), ctx.op.Unsqueeze(b, ctx.ints([0])))
+        else:  # (..., n, m) @ (..., m, k)
+            g = ctx.op.MatMul(dy, _swap_last(ctx, b, rb))
+            da = _sum_to(ctx, g, None if ys is None else (*ys[:-1], k), a)
+    if need_b:
+        k = None if b_shape is None else b_shape[-2 if rb >= 2 else 0]
+        if rb == 1 and ra == 2:
+            db = ctx.op.MatMul(dy, a)  # (n,) @ (n, k)
+        elif rb == 1:  # (..., 1, n) @ (..., n, k) -> (..., 1, k), summed to (k,)
+            g = ctx.op.MatMul(ctx.op.Unsqueeze(dy, ctx.ints([-2])), a)
+            db = _sum_to(ctx, g, None if ys is None else (*ys[:-1], 1, k), b)
+        elif ra == 1:  # (k, 1) @ (..., 1, m) -> (..., k, m)
+            g = ctx.op.MatMul(ctx.op.Unsqueeze(a, ctx.ints([1])), ctx.op.Unsqueeze(dy, ctx.ints([-2])))
+            db = _sum_to(ctx, g, None if ys is None else (*ys[:-1], k, ys[-1]), b)
+        else:  # (..., k, n) @ (..., n, m)
+            g = ctx.op.MatMul(_swap_last(ctx, a, ra), dy)
+            db = _sum_to(ctx, g, None if ys is None else (*ys[:-2], k, ys[-1]), b)
+    return da, db
+
+
+@rule("", "Gemm")
+def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = alpha * A' @ B' + beta * C, with A' = A^T if transA, B' = B^T if transB.
+
+    dA = alpha * dY @ B'^T (transposed back if transA), dB = alpha * A'^T @ dY (likewise),
+    dC = beta * dY summed to C's shape. Each product is itself one Gemm.
+    """
+    a, b, c = ctx.input(0), ctx.input(1), ctx.input(2)
+    ta, tb = ctx.attr("transA", 0), ctx.attr("transB", 0)
+    alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
+    extra: dict[str, Any] = {} if alpha == 1.0 else {"alpha": alpha}
+    da = db = dc = None
+    if ctx.needs_grad(0):
+        da = ctx.op.Gemm(b, dy, transA=tb, transB=1, **extra) if ta else ctx.op.Gemm(dy, b, transB=1 - tb, **extra)
+    if ctx.needs_grad(1):
+        db = ctx.op.Gemm(dy, a, transA=1, transB=ta, **extra) if tb else ctx.op.Gemm(a, dy, transA=1 - ta, **extra)
+    if c and ctx.needs_grad(2):
+        scaled = dy if beta == 1.0 else ctx.op.Mul(dy, ctx.const(beta, like=c))
+        dc = ctx.unbroadcast(scaled, c)
+    return da, db, dc
+
+
+def _parse_einsum(ctx, equation):  # type: ignore[no-untyped-def]
+    """(input terms, output term) of an equation, the implicit output made explicit."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ctx.inputs):
+        raise ctx.error(f"the equation {equation!r} has {len(terms)} terms for {len(ctx.inputs)} inputs")
+    if not arrow:
+        letters = [ch for t in terms for ch in t.replace("...", "")]
+        once = sorted(ch for ch in set(letters) if letters.count(ch) == 1)
+        out = ("..." if any("..." in t for t in terms) else "") + "".join(once)
+    return terms, out
+
+
+@rule("", "Einsum")
+def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX_i = Einsum(dY, X_j for j != i) with the equation "out,t_j...->t_i".
+
+    An index of t_i found neither in the output nor in another operand was summed
+    over X_i alone: its gradient is constant along it, so a ones tensor shaped like X_i
+    joins the operands to supply that axis. Broadcast ``...`` dims are summed back.
+    Refused: a repeated index within one term (a diagonal, e.g. "ii->i"), and ``...``
+    in the inputs but not in the output.
+    """
+    equation = ctx.attr("equation")
+    terms, out = _parse_einsum(ctx, equation)
+    y = ctx.output(0)
+    grads = []
+    for i, (x, t) in enumerate(zip(ctx.inputs, terms)):
+        if not ctx.needs_grad(i):
+            grads.append(None)
+            continue
+        letters = t.replace("...", "")
+        if len(set(letters)) != len(letters):
+            raise ctx.error(
+                f"the term {t!r} of equation {equation!r} repeats an index (a diagonal); its gradient "
+                "is not implemented: rewrite the diagonal with explicit ops or register a rule"
+            )
+        if "..." in t and "..." not in out:
+            raise ctx.error(
+                f"the equation {equation!r} sums over '...' dims (absent from the output); its gradient "
+                "is not implemented: name those dims with letters"
+            )
+        others = [(n, s) for j, (n, s) in enumerate(zip(ctx.inputs, terms)) if j != i]
+        known = set(out.replace("...", "")).union(*(set(s) for _, s in others))
+        operands = [dy, *(n for n, _ in others)]
+        subs = [out, *(s for _, s in others)]
+        if any(ch not in known for ch in letters):
+            operands.append(ctx.op.Expand(ctx.const(1.0, like=x), ctx.shape_of(x)))
+            subs.append(t)
+        g = ctx.op.Einsum(*operands, equation=",".join(subs) + "->" + t)
+        if "..." in t:
+            g = _sum_to(ctx, g, _einsum_grad_shape(ctx, x, letters, y, out), x)
+        grads.append(g)
+    return tuple(grads)
+
+
+def _einsum_grad_shape(ctx, x, letters, y, out):  # type: ignore[no-untyped-def]
+    """The shape of X's gradient Einsum: Y's ``...`` dims followed by X's lettered dims."""
+    xs, ys = ctx.shape(x), ctx.shape(y)
+    if xs is None or ys is None:
+        return None
+    n_out = len(out.replace("...", ""))
+    ell_x = len(xs) - len(letters)
+    return (*ys[: len(ys) - n_out], *xs[ell_x:])

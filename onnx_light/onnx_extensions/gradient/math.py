@@ -1,0 +1,194 @@
+"""Rules for unary and variadic math: Neg Abs Exp Log Sqrt Pow Reciprocal Erf, trigonometry,
+Min Max Sum Mean, Where, Clip, Cast CastLike, Dropout, and the ops that pass no gradient.
+
+Contributions of rules registered with ``broadcast=True`` are shaped like the output;
+the core sums them back to each input's shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._table import elementwise, linear, no_grad, rule
+
+# -- no gradient: piecewise-constant, boolean or integer results --------------------------
+no_grad("", "Floor", "Ceil", "Round", "Sign")
+no_grad("", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
+no_grad("", "And", "Or", "Xor", "Not", "IsNaN", "IsInf")
+no_grad("", "ArgMax", "ArgMin")
+no_grad("", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot")
+
+
+# -- linear -------------------------------------------------------------------------------
+linear("", "Identity", lambda ctx, dy: (dy,))
+linear("", "Neg", lambda ctx, dy: (ctx.op.Neg(dy),))
+
+
+@rule("", "Sum", broadcast=True)
+def sum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX_i = dY for every input."""
+    return tuple(dy for _ in ctx.inputs)
+
+
+@rule("", "Mean", broadcast=True)
+def mean_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX_i = dY / n for every input."""
+    n = len(ctx.inputs)
+    if n == 1:
+        return (dy,)
+    share = ctx.op.Div(dy, ctx.const(float(n), like=ctx.output(0)))
+    return tuple(share for _ in ctx.inputs)
+
+
+# -- unary elementwise --------------------------------------------------------------------
+elementwise("", "Abs", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Sign(ctx.input(0))))
+elementwise("", "Exp", lambda ctx, dy: ctx.op.Mul(dy, ctx.output(0)))
+elementwise("", "Log", lambda ctx, dy: ctx.op.Div(dy, ctx.input(0)))
+# dX = dY / (2 Y)
+elementwise("", "Sqrt", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Add(ctx.output(0), ctx.output(0))))
+# dX = -dY * Y^2
+elementwise("", "Reciprocal", lambda ctx, dy: ctx.op.Neg(ctx.op.Mul(dy, ctx.op.Mul(ctx.output(0), ctx.output(0)))))
+elementwise("", "Sin", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Cos(ctx.input(0))))
+elementwise("", "Cos", lambda ctx, dy: ctx.op.Neg(ctx.op.Mul(dy, ctx.op.Sin(ctx.input(0)))))
+# dX = dY * (1 + Y^2)
+elementwise("", "Tan", lambda ctx, dy: ctx.op.Add(dy, ctx.op.Mul(ctx.op.Mul(dy, ctx.output(0)), ctx.output(0))))
+elementwise("", "Sinh", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Cosh(ctx.input(0))))
+elementwise("", "Cosh", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Sinh(ctx.input(0))))
+
+
+def _x2(ctx):  # type: ignore[no-untyped-def]
+    return ctx.op.Mul(ctx.input(0), ctx.input(0))
+
+
+def _one(ctx):  # type: ignore[no-untyped-def]
+    return ctx.const(1.0, like=ctx.input(0))
+
+
+# dX = dY / sqrt(1 - X^2), -dY / sqrt(1 - X^2), dY / (1 + X^2)
+elementwise("", "Asin", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Sqrt(ctx.op.Sub(_one(ctx), _x2(ctx)))))
+elementwise("", "Acos", lambda ctx, dy: ctx.op.Neg(ctx.op.Div(dy, ctx.op.Sqrt(ctx.op.Sub(_one(ctx), _x2(ctx))))))
+elementwise("", "Atan", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Add(_x2(ctx), _one(ctx))))
+# dX = dY / sqrt(X^2 + 1), dY / sqrt(X^2 - 1), dY / (1 - X^2)
+elementwise("", "Asinh", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Sqrt(ctx.op.Add(_x2(ctx), _one(ctx)))))
+elementwise("", "Acosh", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Sqrt(ctx.op.Sub(_x2(ctx), _one(ctx)))))
+elementwise("", "Atanh", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Sub(_one(ctx), _x2(ctx))))
+
+
+def _erf(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = dY * 2/sqrt(pi) * exp(-X^2)."""
+    gauss = ctx.op.Exp(ctx.op.Neg(_x2(ctx)))
+    return ctx.op.Mul(ctx.op.Mul(dy, ctx.const(2.0 / math.sqrt(math.pi), like=ctx.input(0))), gauss)
+
+
+elementwise("", "Erf", _erf)
+
+
+@rule("", "Pow", broadcast=True)
+def pow_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dA = dY * B * A^(B-1); dB = dY * Y * log(A) (valid for A > 0).
+
+    The exponent may be an integer tensor (then it has no gradient) or another float type
+    than the base (then it is cast to the base's type and its gradient back).
+    """
+    a, b = ctx.inputs
+    y = ctx.output(0)
+    same_type = ctx.dtype(a) != 0 and ctx.dtype(a) == ctx.dtype(b)
+    da = db = None
+    if ctx.needs_grad(0):
+        b_as_a = b if same_type else ctx.op.CastLike(b, a)
+        power = ctx.op.Pow(a, ctx.op.Sub(b, ctx.const(1, like=b)))
+        da = ctx.op.Mul(ctx.op.Mul(dy, b_as_a), power)
+    if ctx.needs_grad(1):
+        db = ctx.op.Mul(ctx.op.Mul(dy, y), ctx.op.Log(a))
+        if not same_type:
+            db = ctx.op.CastLike(db, b)
+    return da, db
+
+
+# -- selection ----------------------------------------------------------------------------
+@rule("", "Where", broadcast=True, nondiff=(0,))
+def where_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = dY where C else 0; dY' = 0 where C else dY (the condition has none)."""
+    cond, x, _ = ctx.inputs
+    zero = ctx.const(0.0, like=x)
+    return (
+        None,
+        ctx.op.Where(cond, dy, zero) if ctx.needs_grad(1) else None,
+        ctx.op.Where(cond, zero, dy) if ctx.needs_grad(2) else None,
+    )
+
+
+def _extremum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX_i = dY * [X_i == Y] / #{j : X_j == Y}: ties share the gradient equally.
+
+    The even split is PyTorch's convention for ``maximum``/``minimum`` (grad / 2 on a
+    tie), generalised to any number of inputs; the contributions always sum to dY.
+    """
+    if len(ctx.inputs) == 1:
+        return (dy,)
+    y = ctx.output(0)
+    zero = ctx.const(0.0, like=y)
+    one = ctx.const(1.0, like=y)
+    hits = [ctx.op.Equal(x, y) for x in ctx.inputs]
+    count = ctx.op.Sum(*[ctx.op.Where(h, one, zero) for h in hits])
+    share = ctx.op.Div(dy, count)
+    return tuple(ctx.op.Where(h, share, zero) if ctx.needs_grad(i) else None for i, h in enumerate(hits))
+
+
+rule("", "Max", broadcast=True)(_extremum_grad)
+rule("", "Min", broadcast=True)(_extremum_grad)
+
+
+@rule("", "Clip", broadcast=True)
+def clip_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = dY where min <= X <= max (i.e. Y == X); dmin = dY where X < min; dmax = dY where X > max.
+
+    A tie at a bound goes to X, as in PyTorch's ``clamp``. Assumes min <= max (when
+    min > max ONNX outputs max everywhere, and dmin/dmax are not adjusted for it).
+    """
+    x, lo, hi = ctx.input(0), ctx.input(1), ctx.input(2)
+    if not lo and not hi:
+        return (dy,)
+    zero = ctx.const(0.0, like=x)
+    dx = ctx.op.Where(ctx.op.Equal(x, ctx.output(0)), dy, zero) if ctx.needs_grad(0) else None
+    dlo = ctx.op.Where(ctx.op.Less(x, lo), dy, zero) if ctx.needs_grad(1) else None
+    dhi = ctx.op.Where(ctx.op.Greater(x, hi), dy, zero) if ctx.needs_grad(2) else None
+    return (dx, dlo, dhi)[: len(ctx.inputs)]
+
+
+# -- type conversion and dropout ----------------------------------------------------------
+def _cast_back(ctx, dy, x):  # type: ignore[no-untyped-def]
+    dtype = ctx.dtype(x)
+    return ctx.op.Cast(dy, to=dtype) if dtype else ctx.op.CastLike(dy, x)
+
+
+elementwise("", "Cast", lambda ctx, dy: _cast_back(ctx, dy, ctx.input(0)))
+# the second input only lends its type: its value has no influence on the result
+elementwise("", "CastLike", lambda ctx, dy: _cast_back(ctx, dy, ctx.input(0)), nondiff=(1,))
+
+
+@rule("", "Dropout", since=12, nondiff=(1, 2))
+def dropout_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Inference (no ``training_mode``): dX = dY. Training: dX = dY * mask / (1 - ratio).
+
+    With a ``training_mode`` input (a constant or not), the scale is chosen at run time,
+    ``Where(training_mode, 1 / (1 - ratio), 1)``, and the ``mask`` output is required;
+    ``ratio`` (default 0.5) and ``training_mode`` have no gradient.
+    """
+    x, ratio, training = ctx.input(0), ctx.input(1), ctx.input(2)
+    if not training:
+        return (dy,)
+    mask = ctx.output(1)
+    if not mask:
+        raise ctx.error(
+            "a Dropout with a training_mode input needs its mask output to be differentiated "
+            "(the mask cannot be recovered from the output where X == 0); add a second output"
+        )
+    one = ctx.const(1.0, like=x)
+    if not ratio:
+        keep = ctx.const(0.5, like=x)
+    else:
+        same = ctx.dtype(x) != 0 and ctx.dtype(x) == ctx.dtype(ratio)
+        keep = ctx.op.Sub(one, ratio if same else ctx.op.CastLike(ratio, x))
+    scale = ctx.op.Where(training, ctx.op.Div(one, keep), one)
+    return (ctx.op.Where(mask, ctx.op.Mul(dy, scale), ctx.const(0.0, like=x)),)

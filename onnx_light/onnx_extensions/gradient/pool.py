@@ -1,0 +1,103 @@
+"""Rules for pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+* MaxPool routes each ``dy`` to the input cell its window took the max from: the
+  ``Indices`` output (flat over N*C*D..., first max on ties) drives one
+  ScatterElements-add into a flat zero tensor.
+* AveragePool is linear: ``dX = ConvTranspose(dy / count, ones)`` depthwise, the
+  window counts fixed by the geometry.
+* GlobalAveragePool spreads ``dy / prod(spatial)``; GlobalMaxPool scatters ``dy``
+  to the (first) ArgMax of each plane.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._table import rule
+from .nn import conv_geometry, transpose_into
+
+
+def _flat_scatter(ctx, x: str, index: str, dy: str) -> str:  # type: ignore[no-untyped-def]
+    """Zeros shaped like ``x`` with ``dy`` added at the flat positions ``index``."""
+    flat = ctx.ints([-1])
+    zeros = ctx.op.Reshape(ctx.zeros_like(x), flat)
+    summed = ctx.op.ScatterElements(zeros, ctx.op.Reshape(index, flat), ctx.op.Reshape(dy, flat), reduction="add")
+    return ctx.op.Reshape(summed, ctx.shape_of(x))
+
+
+@rule("", "MaxPool")
+def max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX[argmax of window o] += dY[o] (argmax from the Indices output, ties to the first max)."""
+    if dy is None:
+        return (None,)
+    if ctx.output(1) and int(ctx.attr("storage_order", 0)) == 0:
+        index = ctx.output(1)
+    else:
+        attrs = {k: v for k, v in ctx.attrs.items() if k != "storage_order"}
+        index = ctx.op.MaxPool(ctx.input(0), _outputs=2, **attrs)[1]
+    return (_flat_scatter(ctx, ctx.input(0), index, dy),)
+
+
+@rule("", "AveragePool")
+def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = ConvTranspose(dY / count, ones(C, 1, k...), group=C) with the forward's strides,
+    dilations and pads; count(o) is the cells window o averages over.
+
+    With ``count_include_pad`` and ``ceil_mode`` the count of a window that overhangs the
+    padding is read from the forward op itself: 1/count = AveragePool(ones) / valid(o).
+    """
+    x = ctx.input(0)
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    geo = conv_geometry(ctx, kernel, ctx.output(0))
+    channels = ctx.shape(x)[1]
+    # valid(o): window cells inside the unpadded input, per spatial axis then outer product
+    valid = np.ones((), dtype=np.int64)
+    overhang = False
+    for i, (n, k, s, d, b, o) in enumerate(zip(geo.size, kernel, geo.strides, geo.dilations, geo.begin, geo.out)):
+        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
+        valid = np.multiply.outer(valid, ((pos >= 0) & (pos < n)).sum(axis=1))
+        overhang |= bool(pos[-1, -1] >= n + _end_pad(ctx, geo.nd, i))
+    valid = valid.reshape((1, 1, *geo.out))
+    include_pad = bool(ctx.attr("count_include_pad", 0))
+    if not include_pad:
+        scaled = ctx.op.Mul(dy, ctx.const(1.0 / valid, like=x))
+    elif not overhang:
+        scaled = ctx.op.Mul(dy, ctx.const(1.0 / float(np.prod(kernel)), like=x))
+    else:
+        ones = ctx.const(np.ones((1, 1, *geo.size)), like=x)
+        inverse_count = ctx.op.Div(ctx.op.AveragePool(ones, **ctx.attrs), ctx.const(valid, like=x))
+        scaled = ctx.op.Mul(dy, inverse_count)
+    weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
+    return (transpose_into(ctx, scaled, weights, geo, channels),)
+
+
+def _end_pad(ctx, nd: int, axis: int) -> int:  # type: ignore[no-untyped-def]
+    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
+    if auto_pad != "NOTSET":
+        return 0 if auto_pad == "VALID" else 1 << 30  # SAME_* windows never overhang
+    pads = ctx.attr("pads")
+    return int(pads[nd + axis]) if pads is not None else 0
+
+
+@rule("", "GlobalAveragePool")
+def global_average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = Expand(dY / prod(spatial dims), shape(X))."""
+    x = ctx.input(0)
+    shape = ctx.shape(x)
+    if shape is not None and all(isinstance(d, int) for d in shape[2:]):
+        inv = ctx.const(1.0 / float(np.prod(shape[2:])), like=x)
+    else:
+        spatial = ctx.op.Slice(ctx.shape_of(x), ctx.ints([2]), ctx.ints([1 << 62]))
+        inv = ctx.op.Reciprocal(ctx.op.CastLike(ctx.op.ReduceProd(spatial, keepdims=0), x))
+    return (ctx.op.Expand(ctx.op.Mul(dy, inv), ctx.shape_of(x)),)
+
+
+@rule("", "GlobalMaxPool")
+def global_max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX[n, c, argmax over the plane (first on ties)] = dY[n, c]; zero elsewhere."""
+    x = ctx.input(0)
+    to_planes = ctx.ints([0, 0, -1])
+    where = ctx.op.ArgMax(ctx.op.Reshape(x, to_planes), axis=2, keepdims=1)
+    zeros = ctx.op.Reshape(ctx.zeros_like(x), to_planes)
+    scattered = ctx.op.ScatterElements(zeros, where, ctx.op.Reshape(dy, to_planes), axis=2)
+    return (ctx.op.Reshape(scattered, ctx.shape_of(x)),)

@@ -1,0 +1,131 @@
+"""Rules for the Reduce* family.
+
+Every rule first makes ``dY`` broadcastable against X (``g``): as it is with
+``keepdims=1`` or when every axis was reduced (a scalar), else ``Unsqueeze(dY, axes)``
+(axes from the attribute of older opsets or input 1, known or computed at run time).
+The reduced output is re-expanded the same way where a rule reads it (``y``). Then:
+
+    ReduceSum        dX = Expand(g, Shape(X))
+    ReduceMean       dX = Expand(g / n, Shape(X)),  n = Size(X) / Size(Y)
+    ReduceMax/Min    dX = m · g / Σm,  m = (X == y): ties share the gradient evenly
+    ReduceProd       dX = g · y / X
+    ReduceL1         dX = Sign(X) · g
+    ReduceL2         dX = X · g / y
+    ReduceSumSquare  dX = 2 X · g
+    ReduceLogSumExp  dX = g · Exp(X - y)
+    ReduceLogSum     dX = Expand(g / Exp(y), Shape(X))
+
+``noop_with_empty_axes=1`` with empty axes reduces over no axis (Y is X, or its
+elementwise transform: |X| for L1, X² for SumSquare, ...); the formulas above hold
+unchanged there. Axes computed at run time that turn out empty with keepdims=0 are
+not supported (``Unsqueeze`` with no axes).
+
+Zeros: ReduceProd's ``y / X`` is NaN where X is 0 (the true gradient there is the
+product of the other elements, which no single ONNX op computes); ReduceL2 is NaN
+where the norm is 0 (the norm is not differentiable there); ReduceLogSum is the
+derivative of ``log`` and is infinite where the sum is 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._table import no_grad, rule
+from ._tensor_common import arg_ints
+
+no_grad("", "ArgMax", "ArgMin")
+
+
+def _broadcastable(ctx: Any, value: str) -> str:
+    """``value`` (shaped like Y) with the reduced axes restored as size 1."""
+    if int(ctx.attr("keepdims", 1)):
+        return value
+    axes_name, axes = arg_ints(ctx, 1, "axes")
+    if not axes_name or (axes is not None and not axes):
+        return value  # every axis reduced (a scalar) or none (noop): broadcasts as it is
+    return ctx.op.Unsqueeze(value, axes_name)
+
+
+def _spread(ctx: Any, g: str) -> str:
+    return ctx.op.Expand(g, ctx.shape_of(ctx.inputs[0]))
+
+
+@rule("", "ReduceSum")
+def reduce_sum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = Expand(g, Shape(X))."""
+    return _spread(ctx, _broadcastable(ctx, dy))
+
+
+@rule("", "ReduceMean")
+def reduce_mean_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = Expand(g / n, Shape(X)), n the number of elements averaged."""
+    x = ctx.inputs[0]
+    shape_x, shape_y = ctx.static_shape(x), ctx.static_shape(ctx.output(0))
+    if shape_x is not None and shape_y is not None:
+        size_x = _product(shape_x)
+        size_y = _product(shape_y)
+        count = ctx.const(size_x // size_y if size_y else 1, like=x)
+    else:
+        count = ctx.op.CastLike(ctx.op.Div(ctx.op.Size(x), ctx.op.Size(dy)), dy)
+    return _spread(ctx, ctx.op.Div(_broadcastable(ctx, dy), count))
+
+
+def _product(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@rule("", "ReduceMax", "ReduceMin")
+def reduce_extreme_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = m · g / Σm with m = (X == y): the gradient goes to the extreme elements,
+    shared evenly between ties (the average of the one-sided derivatives)."""
+    x = ctx.inputs[0]
+    hit = ctx.op.CastLike(ctx.op.Equal(x, _broadcastable(ctx, ctx.output(0))), x)
+    axes_name = arg_ints(ctx, 1, "axes")[0]
+    count = ctx.op.ReduceSum(
+        hit, axes_name or None, keepdims=1, noop_with_empty_axes=int(ctx.attr("noop_with_empty_axes", 0))
+    )
+    return ctx.op.Mul(hit, ctx.op.Div(_broadcastable(ctx, dy), count))
+
+
+@rule("", "ReduceProd")
+def reduce_prod_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = g · y / X (NaN where X is 0; see the module docstring)."""
+    x = ctx.inputs[0]
+    return ctx.op.Div(ctx.op.Mul(_broadcastable(ctx, dy), _broadcastable(ctx, ctx.output(0))), x)
+
+
+@rule("", "ReduceL1")
+def reduce_l1_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = Sign(X) · g."""
+    return ctx.op.Mul(ctx.op.Sign(ctx.inputs[0]), _broadcastable(ctx, dy))
+
+
+@rule("", "ReduceL2")
+def reduce_l2_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = X · g / y."""
+    scale = ctx.op.Div(_broadcastable(ctx, dy), _broadcastable(ctx, ctx.output(0)))
+    return ctx.op.Mul(ctx.inputs[0], scale)
+
+
+@rule("", "ReduceSumSquare")
+def reduce_sum_square_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = 2 X · g."""
+    x = ctx.inputs[0]
+    return ctx.op.Mul(x, ctx.op.Mul(_broadcastable(ctx, dy), ctx.const(2.0, like=x)))
+
+
+@rule("", "ReduceLogSumExp")
+def reduce_log_sum_exp_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = g · Exp(X - y): the softmax of X over the reduced axes, times g."""
+    x = ctx.inputs[0]
+    return ctx.op.Mul(_broadcastable(ctx, dy), ctx.op.Exp(ctx.op.Sub(x, _broadcastable(ctx, ctx.output(0)))))
+
+
+@rule("", "ReduceLogSum")
+def reduce_log_sum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dX = Expand(g / Exp(y), Shape(X)): d log(s) = ds / s with s = Exp(y)."""
+    scale = ctx.op.Div(_broadcastable(ctx, dy), ctx.op.Exp(_broadcastable(ctx, ctx.output(0))))
+    return _spread(ctx, scale)

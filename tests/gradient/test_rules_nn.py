@@ -1,0 +1,121 @@
+"""Gradient rules for convolutions, pooling and losses, checked by ``gradcheck.check_gradient``.
+
+One row per rule and per attribute combination that changes the backward graph.
+Tensors are tiny so that finite differences stay fast. onnxruntime has no float64
+Conv, ConvTranspose, AveragePool or GlobalAveragePool kernels: those rows compare
+with onnxruntime in float32 (``ort_dtype``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import helper as oh  # noqa: E402
+
+from tests.gradient.gradcheck import Case, check_gradient  # noqa: E402
+
+F32 = np.float32
+_rng = np.random.default_rng(7)
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: Any) -> Any:
+    return oh.make_node(op, inputs, outputs or ["y"], **attrs)
+
+
+def conv(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, op: str = "Conv", **attrs: Any) -> Case:
+    """A Conv / ConvTranspose row differentiated w.r.t. every operand."""
+    inputs = {"x": rnd(*x), "w": rnd(*w)}
+    if bias:
+        inputs["b"] = rnd(w[0] if op == "Conv" else w[1] * attrs.get("group", 1))
+    return Case(name, [node(op, list(inputs), **attrs)], inputs, list(inputs), ort_dtype=F32)
+
+
+CONV = [
+    conv("conv2d", (2, 3, 5, 5), (4, 3, 3, 3)),
+    conv("conv2d-nobias", (1, 2, 4, 4), (3, 2, 2, 2), bias=False),
+    conv("conv2d-stride2", (1, 2, 6, 5), (3, 2, 3, 3), strides=[2, 2]),
+    conv("conv2d-stride2-unused", (1, 2, 6, 6), (2, 2, 2, 3), strides=[2, 3]),
+    conv("conv2d-dil2", (1, 2, 6, 6), (2, 2, 2, 2), dilations=[2, 2]),
+    conv("conv2d-pads", (1, 2, 4, 5), (3, 2, 3, 3), pads=[1, 0, 2, 1]),
+    conv("conv2d-s2-d2-pads", (2, 2, 7, 6), (2, 2, 2, 2), strides=[2, 2], dilations=[2, 1], pads=[1, 1, 0, 1]),
+    conv("conv2d-same-upper", (1, 2, 5, 4), (2, 2, 2, 3), auto_pad="SAME_UPPER", strides=[2, 1]),
+    conv("conv2d-same-lower", (1, 2, 5, 4), (2, 2, 2, 2), auto_pad="SAME_LOWER", strides=[1, 2]),
+    conv("conv2d-valid", (1, 2, 5, 5), (2, 2, 3, 2), auto_pad="VALID", strides=[2, 2]),
+    conv("conv2d-group2", (2, 4, 4, 4), (6, 2, 2, 2), group=2, pads=[1, 1, 1, 1]),
+    conv("conv2d-depthwise", (2, 3, 5, 5), (3, 1, 3, 3), group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
+    conv("conv2d-depthwise-mult", (1, 2, 4, 4), (4, 1, 2, 2), group=2, dilations=[2, 2]),
+    conv("conv1d", (2, 2, 7), (3, 2, 3), strides=[2], pads=[1, 2]),
+    conv("conv1d-group", (1, 4, 6), (2, 2, 2), group=2, dilations=[2]),
+    conv("conv3d", (1, 2, 4, 3, 4), (2, 2, 2, 2, 2), strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 1]),
+    conv("conv3d-depthwise", (1, 2, 3, 4, 3), (2, 1, 2, 2, 2), group=2, dilations=[1, 2, 1]),
+    conv("convT2d", (1, 3, 3, 3), (3, 2, 3, 3), op="ConvTranspose"),
+    conv("convT2d-stride2", (2, 2, 3, 2), (2, 3, 3, 2), op="ConvTranspose", strides=[2, 2], pads=[1, 0, 1, 1]),
+    conv("convT2d-outpad", (1, 2, 3, 3), (2, 2, 2, 3), op="ConvTranspose", strides=[2, 3], output_padding=[1, 2]),
+    conv("convT2d-dil-outpad", (1, 2, 3, 3), (2, 1, 2, 2), op="ConvTranspose", strides=[2, 2], dilations=[2, 1],
+         output_padding=[1, 1]),
+    conv("convT2d-group2", (1, 4, 3, 3), (4, 2, 2, 2), op="ConvTranspose", group=2, strides=[2, 1]),
+    conv("convT2d-depthwise", (2, 3, 3, 3), (3, 1, 3, 3), op="ConvTranspose", group=3, pads=[1, 1, 1, 1]),
+    conv("convT2d-same-upper", (1, 2, 3, 3), (2, 2, 3, 2), op="ConvTranspose", strides=[2, 2], auto_pad="SAME_UPPER"),
+    conv("convT2d-same-lower", (1, 2, 3, 3), (2, 2, 2, 2), op="ConvTranspose", strides=[2, 1], auto_pad="SAME_LOWER"),
+    conv("convT2d-output-shape", (1, 2, 3, 3), (2, 2, 3, 3), op="ConvTranspose", strides=[2, 2],
+         output_shape=[6, 7]),
+    conv("convT1d", (1, 2, 4), (2, 3, 3), op="ConvTranspose", strides=[3], dilations=[2], pads=[1, 0]),
+    conv("convT3d", (1, 2, 2, 3, 2), (2, 2, 2, 2, 2), op="ConvTranspose", strides=[2, 1, 2], group=2,
+         output_padding=[1, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("case", CONV, ids=lambda c: c.name)
+def test_conv(case: Case) -> None:
+    check_gradient(case)
+
+
+def pool(name: str, op: str, x: tuple[int, ...], ort_dtype: Any = np.float64, n_out: int = 1, **attrs: Any) -> Case:
+    outputs = ["y", "idx"] if n_out == 2 else ["y"]
+    return Case(name, [node(op, ["x"], outputs, **attrs)], {"x": rnd(*x)}, ["x"], y="y", ort_dtype=ort_dtype)
+
+
+POOL = [
+    pool("maxpool2d", "MaxPool", (2, 2, 4, 4), kernel_shape=[2, 2], strides=[2, 2]),
+    pool("maxpool2d-overlap-pads", "MaxPool", (1, 2, 5, 5), kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    pool("maxpool2d-indices-out", "MaxPool", (1, 2, 4, 5), n_out=2, kernel_shape=[2, 3], strides=[1, 2]),
+    pool("maxpool2d-storage-order", "MaxPool", (1, 2, 4, 4), n_out=2, kernel_shape=[2, 2], storage_order=1),
+    pool("maxpool2d-ceil-dil", "MaxPool", (1, 2, 6, 5), kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 1],
+         ceil_mode=1),
+    pool("maxpool2d-same", "MaxPool", (1, 1, 5, 4), kernel_shape=[3, 2], strides=[2, 2], auto_pad="SAME_UPPER"),
+    pool("maxpool1d", "MaxPool", (2, 3, 7), kernel_shape=[3], strides=[2], pads=[1, 1]),
+    pool("maxpool3d", "MaxPool", (1, 2, 3, 4, 4), kernel_shape=[2, 2, 2], strides=[1, 2, 2]),
+    pool("avgpool2d", "AveragePool", (2, 2, 4, 4), F32, kernel_shape=[2, 2], strides=[2, 2]),
+    pool("avgpool2d-pads-excl", "AveragePool", (1, 2, 5, 4), F32, kernel_shape=[3, 3], pads=[1, 1, 1, 0]),
+    pool("avgpool2d-pads-incl", "AveragePool", (1, 2, 5, 4), F32, kernel_shape=[3, 2], pads=[1, 0, 1, 1],
+         count_include_pad=1),
+    pool("avgpool2d-ceil", "AveragePool", (1, 2, 5, 5), F32, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+    pool("avgpool2d-ceil-pads-incl", "AveragePool", (1, 1, 6, 5), F32, kernel_shape=[3, 3], strides=[2, 2],
+         pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
+    pool("avgpool2d-dil-same", "AveragePool", (1, 2, 5, 5), F32, kernel_shape=[2, 2], dilations=[2, 1],
+         auto_pad="SAME_LOWER"),
+    pool("avgpool1d", "AveragePool", (2, 2, 7), F32, kernel_shape=[3], strides=[2]),
+    pool("avgpool3d", "AveragePool", (1, 2, 3, 4, 4), F32, kernel_shape=[2, 2, 2], pads=[0, 1, 0, 1, 0, 1]),
+    pool("globalavgpool", "GlobalAveragePool", (2, 3, 3, 4), F32),
+    pool("globalavgpool1d", "GlobalAveragePool", (2, 3, 5), F32),
+    pool("globalmaxpool", "GlobalMaxPool", (2, 3, 3, 4), F32),
+    pool("globalmaxpool3d", "GlobalMaxPool", (1, 2, 2, 3, 2), F32),
+]
+POOL.append(
+    Case("globalavgpool-dynamic", [node("GlobalAveragePool", ["x"])], {"x": rnd(2, 3, 4, 3)}, ["x"], ort_dtype=F32,
+         dynamic=["x"])
+)
+
+
+@pytest.mark.parametrize("case", POOL, ids=lambda c: c.name)
+def test_pool(case: Case) -> None:
+    check_gradient(case)

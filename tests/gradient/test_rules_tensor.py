@@ -1,0 +1,233 @@
+"""Gradient rules for shape and indexing ops, checked by ``gradcheck.check_gradient``.
+
+One row per rule and per attribute combination that changes the backward graph:
+static and run-time shapes (``dynamic`` batch dims, integer arguments fed as graph
+inputs instead of initializers), negative steps and indices, repeated indices that
+must accumulate, unused outputs. Tensors are tiny so that finite differences stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import helper as oh  # noqa: E402
+
+import onnx_light as ol  # noqa: E402
+from tests.gradient.gradcheck import Case, check_gradient, gradient  # noqa: E402
+
+F32 = np.float32
+_rng = np.random.default_rng(11)
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def i64(*v: Any) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: Any) -> Any:
+    return oh.make_node(op, inputs, outputs or ["y"], **attrs)
+
+
+def one(
+    name: str, op: str, x: np.ndarray, args: dict[str, np.ndarray] | None = None, *, const: bool = True,
+    dynamic: bool = False, opset: int = 21, **attrs: Any
+) -> Case:
+    """A single-node row differentiated w.r.t. ``x``; integer ``args`` are initializers when ``const``."""
+    args = args or {}
+    inputs = {"x": x, **args}
+    names = ["x"] + [k if v is not None else "" for k, v in args.items()]
+    inputs = {k: v for k, v in inputs.items() if v is not None}
+    return Case(
+        name, [node(op, names, **attrs)], inputs, ["x"],
+        initializers=list(k for k in args if args[k] is not None) if const else [],
+        dynamic=["x"] if dynamic else [], opset=opset,
+    )
+
+
+SHAPE = [
+    one("reshape", "Reshape", rnd(2, 3, 2), {"s": i64(3, -1)}),
+    one("reshape-dynamic", "Reshape", rnd(2, 3, 2), {"s": i64(0, -1)}, dynamic=True),
+    one("reshape-shape-input", "Reshape", rnd(2, 3, 2), {"s": i64(4, 3)}, const=False),
+    one("flatten", "Flatten", rnd(2, 3, 4), axis=2),
+    one("flatten-dynamic", "Flatten", rnd(2, 3, 4), dynamic=True, axis=1),
+    one("squeeze", "Squeeze", rnd(2, 1, 3), {"a": i64(1)}),
+    one("squeeze-all-dynamic", "Squeeze", rnd(3, 1, 2, 1), dynamic=True),
+    one("squeeze-opset11-attr", "Squeeze", rnd(2, 1, 3), opset=11, axes=[-2]),
+    one("unsqueeze", "Unsqueeze", rnd(2, 3), {"a": i64(0, -1)}),
+    one("unsqueeze-dynamic", "Unsqueeze", rnd(2, 3), {"a": i64(1)}, dynamic=True),
+    one("unsqueeze-opset11-attr", "Unsqueeze", rnd(2, 3), opset=11, axes=[1]),
+    one("transpose", "Transpose", rnd(2, 3, 4), perm=[2, 0, 1]),
+    one("transpose-default", "Transpose", rnd(2, 3, 4)),
+    one("transpose-dynamic", "Transpose", rnd(2, 3, 4), dynamic=True, perm=[1, 2, 0]),
+    one("expand", "Expand", rnd(3, 1), {"s": i64(2, 3, 4)}),
+    one("expand-same-rank", "Expand", rnd(1, 3, 1), {"s": i64(2, 1, 4)}),
+    one("expand-shape-input", "Expand", rnd(3, 1), {"s": i64(2, 1, 4)}, const=False),
+    one("expand-dynamic", "Expand", rnd(2, 1), {"s": i64(2, 1, 3)}, dynamic=True),
+    one("tile", "Tile", rnd(2, 3, 2), {"r": i64(2, 1, 3)}),
+    one("tile-ones", "Tile", rnd(2, 3), {"r": i64(1, 1)}),
+    one("tile-dynamic-batch", "Tile", rnd(2, 3), {"r": i64(3, 2)}, dynamic=True),
+    one("tile-repeats-input", "Tile", rnd(2, 3), {"r": i64(2, 3)}, const=False, dynamic=True),
+    one("cumsum", "CumSum", rnd(3, 4), {"a": i64(1)}),
+    one("cumsum-exclusive", "CumSum", rnd(3, 4), {"a": i64(0)}, exclusive=1),
+    one("cumsum-reverse", "CumSum", rnd(3, 4), {"a": i64(-1)}, reverse=1),
+    one("cumsum-exclusive-reverse", "CumSum", rnd(5), {"a": i64(0)}, exclusive=1, reverse=1),
+    Case("concat", [node("Concat", ["a", "b", "c"], axis=1)], {"a": rnd(2, 1), "b": rnd(2, 3), "c": rnd(2, 2)},
+         ["a", "b", "c"]),
+    Case("concat-neg-axis-one-var", [node("Concat", ["a", "b"], axis=-1)], {"a": rnd(2, 2), "b": rnd(2, 3)}, ["b"]),
+    Case("concat-dynamic-axis", [node("Concat", ["a", "b"], axis=0)], {"a": rnd(2, 3), "b": rnd(3, 3)},
+         ["a", "b"], dynamic=["a", "b"]),
+    Case("concat-dynamic-batch", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(2, 3), "b": rnd(2, 1)},
+         ["a", "b"], dynamic=["a", "b"]),
+    Case("split-unused", [node("Split", ["x", "s"], ["p", "q"], axis=1)], {"x": rnd(2, 5), "s": i64(2, 3)},
+         ["x"], y="q", initializers=["s"]),
+    Case("split-num-outputs", [node("Split", ["x"], ["p", "q", "r"], axis=0, num_outputs=3),
+                               node("Mul", ["p", "r"], ["y"])], {"x": rnd(6, 2)}, ["x"]),
+    Case("split-dynamic", [node("Split", ["x", "s"], ["p", "q"], axis=1), node("Mul", ["p", "q"], ["y"])],
+         {"x": rnd(3, 4), "s": i64(2, 2)}, ["x"], dynamic=["x"]),
+    Case("split-opset11-attr", [node("Split", ["x"], ["p", "q"], axis=0, split=[1, 3])], {"x": rnd(4, 2)}, ["x"],
+         y="q", opset=11),
+]
+
+
+def slc(name: str, x: np.ndarray, starts: Any, ends: Any, axes: Any = None, steps: Any = None, **kw: Any) -> Case:
+    args = {"s": i64(*starts), "e": i64(*ends)}
+    args["a"] = i64(*axes) if axes is not None else None
+    args["t"] = i64(*steps) if steps is not None else None
+    if axes is None and steps is not None:
+        args["a"] = None
+    return one(name, "Slice", x, args, **kw)
+
+
+SLICE = [
+    slc("slice", rnd(4, 5), [1, 0], [3, 4]),
+    slc("slice-axes", rnd(3, 6), [-4], [-1], axes=[1]),
+    slc("slice-clamp", rnd(3, 4), [-10, 1], [10, 100], axes=[0, 1]),
+    slc("slice-neg-step", rnd(3, 6), [4], [0], axes=[1], steps=[-1]),
+    slc("slice-neg-step-to-start", rnd(5, 2), [-1], [-(2**63)], axes=[0], steps=[-1]),
+    slc("slice-step2", rnd(3, 7), [1], [7], axes=[1], steps=[2]),
+    slc("slice-step3-exact", rnd(6, 2), [0], [6], axes=[0], steps=[3]),
+    slc("slice-step-neg2", rnd(7, 3), [6, 0], [0, 3], axes=[0, 1], steps=[-2, 1]),
+    slc("slice-two-strided", rnd(5, 6), [0, 5], [5, 0], axes=[0, 1], steps=[2, -3]),
+    slc("slice-no-axes-steps", rnd(4, 4), [1, 0], [4, 4], steps=[2, 1]),
+    slc("slice-dynamic-batch", rnd(3, 5), [1], [-1], axes=[1], dynamic=True),
+    slc("slice-dynamic-axis", rnd(5, 2), [1], [4], axes=[0], dynamic=True),
+    slc("slice-dynamic-strided", rnd(6, 3), [5], [0], axes=[0], steps=[-2], dynamic=True),
+    slc("slice-runtime-args", rnd(4, 5), [3, -1], [0, 1], axes=[0, 1], steps=[-1, -2], const=False),
+    slc("slice-runtime-no-axes", rnd(4, 5), [1], [3], const=False, dynamic=True),
+    slc("slice-empty", rnd(3, 4), [2], [2], axes=[1]),
+    slc("slice-opset9-attrs", rnd(4, 3), [], [], opset=9, starts=[1], ends=[3], axes=[0]),
+]
+# the opset-9 row has no inputs besides x
+SLICE[-1] = one("slice-opset9-attrs", "Slice", rnd(4, 3), opset=9, starts=[1], ends=[3], axes=[0])
+
+
+GATHER = [
+    one("gather-dup", "Gather", rnd(4, 3), {"i": i64(1, 3, 1, 1)}),
+    one("gather-axis1-neg", "Gather", rnd(2, 5, 3), {"i": i64(-1, 0, -1)}, axis=1),
+    one("gather-2d-indices-axis1", "Gather", rnd(2, 4, 3), {"i": i64([0, 3], [3, 3])}, axis=1),
+    one("gather-scalar-index-axis1", "Gather", rnd(2, 4, 3), {"i": np.array(-2, np.int64)}, axis=1),
+    one("gather-scalar-index-axis0", "Gather", rnd(3, 2), {"i": np.array(2, np.int64)}),
+    one("gather-runtime-neg", "Gather", rnd(5, 2), {"i": i64(-1, 4, -5, 0)}, const=False),
+    one("gather-runtime-axis-last", "Gather", rnd(2, 3, 4), {"i": i64(-4, 3, 3)}, const=False, axis=-1),
+    one("gather-dynamic", "Gather", rnd(3, 4), {"i": i64(1, -1, 1)}, dynamic=True, axis=1),
+    one("gather-dynamic-axis0", "Gather", rnd(4, 2), {"i": i64(3, -1)}, const=False, dynamic=True),
+    one("gather-opset11", "Gather", rnd(3, 4), {"i": i64(0, -1, 0)}, opset=11, axis=1),
+    one("gather-opset13", "Gather", rnd(4, 2), {"i": i64(2, 2, -4)}, opset=13),
+    one("gather-elements", "GatherElements", rnd(3, 4), {"i": i64([0, 0, 3], [1, 1, 1], [-1, 2, 0])}, axis=1),
+    one("gather-elements-axis0", "GatherElements", rnd(3, 2), {"i": i64([0, 2], [0, 0])}, const=False),
+    one("gather-nd", "GatherND", rnd(3, 4, 2), {"i": i64([0, 1], [2, 3], [0, 1])}),
+    one("gather-nd-neg-runtime", "GatherND", rnd(3, 4), {"i": i64([[-1], [0]], [[-1], [1]])}, const=False),
+    one("gather-nd-batch1", "GatherND", rnd(2, 3, 4), {"i": i64([[1], [1]], [[2], [0]])}, batch_dims=1),
+    one("gather-nd-batch2", "GatherND", rnd(2, 2, 3, 2), {"i": i64([[[2, 1], [0, 0]], [[1, 1], [1, 1]]],
+                                                                    [[[0, 0], [-1, 1]], [[2, 0], [2, 0]]])},
+        batch_dims=2),
+    one("gather-nd-batch1-dynamic", "GatherND", rnd(2, 3), {"i": i64([[2], [2]], [[0], [1]])}, dynamic=True,
+        batch_dims=1),
+    Case("topk", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": rnd(3, 5), "k": i64(2)}, ["x"],
+         initializers=["k"]),
+    Case("topk-smallest-dynamic", [node("TopK", ["x", "k"], ["y", "i"], largest=0)], {"x": rnd(2, 4), "k": i64(3)},
+         ["x"], dynamic=["x"]),
+]
+
+
+def scatter(name: str, op: str, data: tuple[int, ...], idx: np.ndarray, upd: tuple[int, ...], **attrs: Any) -> Case:
+    return Case(name, [node(op, ["d", "i", "u"], **attrs)], {"d": rnd(*data), "i": idx, "u": rnd(*upd)},
+                ["d", "u"], initializers=["i"])
+
+
+SCATTER = [
+    scatter("scatter-elements", "ScatterElements", (3, 4), i64([1, 0], [3, 2], [0, -1]), (3, 2), axis=1),
+    scatter("scatter-elements-add", "ScatterElements", (3, 2), i64([0, 1], [0, 1]), (2, 2), reduction="add"),
+    scatter("scatter-nd", "ScatterND", (4, 3), i64([1], [3]), (2, 3)),
+    scatter("scatter-nd-elems", "ScatterND", (3, 3), i64([0, 1], [2, 2]), (2,)),
+    scatter("scatter-nd-add-dup", "ScatterND", (4, 2), i64([1], [1], [0]), (3, 2), reduction="add"),
+    Case("scatter-opset9", [node("Scatter", ["d", "i", "u"], axis=0)],
+         {"d": rnd(3, 2), "i": i64([2, 0]), "u": rnd(1, 2)}, ["d", "u"], initializers=["i"], opset=9),
+]
+
+
+def pad(name: str, x: np.ndarray, pads: Any, value: Any = None, axes: Any = None, **kw: Any) -> Case:
+    args: dict[str, Any] = {"p": i64(*pads), "v": value, "a": i64(*axes) if axes is not None else None}
+    return one(name, "Pad", x, args, **kw)
+
+
+PAD = [
+    pad("pad", rnd(2, 3), [1, 0, 2, 3]),
+    pad("pad-negative", rnd(3, 4), [-1, 2, 1, -2]),
+    pad("pad-axes", rnd(2, 3, 2), [1, 2], axes=[-1]),
+    pad("pad-runtime", rnd(2, 3), [0, 1, 1, -1], const=False, dynamic=True),
+    pad("pad-dynamic-batch", rnd(2, 3), [0, 1, 0, 2], dynamic=True),
+    Case("pad-value-grad", [node("Pad", ["x", "p", "v"])], {"x": rnd(2, 2), "p": i64(1, 0, 0, 2), "v": rnd()},
+         ["x", "v"], initializers=["p"]),
+    Case("pad-value-grad-negative", [node("Pad", ["x", "p", "v"])], {"x": rnd(3, 2), "p": i64(-1, 1, 0, 0),
+                                                                       "v": rnd()}, ["v"], initializers=["p"]),
+    pad("pad-edge", rnd(3, 4), [1, 2, 2, 1], mode="edge"),
+    pad("pad-reflect", rnd(4, 3), [2, 1, 3, 2], mode="reflect"),
+    pad("pad-wrap", rnd(3, 4), [1, 3, 2, 0], mode="wrap"),
+    pad("pad-reflect-axes-dynamic", rnd(2, 5), [2, 4], axes=[1], dynamic=True, mode="reflect"),
+    one("pad-opset2-attr", "Pad", rnd(2, 3), opset=2, pads=[1, 0, 0, 1]),
+]
+
+ROWS = SHAPE + SLICE + GATHER + SCATTER + PAD
+
+
+@pytest.mark.parametrize("case", ROWS, ids=[c.name for c in ROWS])
+def test_rule(case: Case) -> None:
+    check_gradient(case)
+
+
+def test_gather_duplicates_accumulate() -> None:
+    x = np.arange(8.0).reshape(4, 2)
+    grads = check_gradient(one("dup", "Gather", x, {"i": i64(2, 2, 2, 0)}))
+    assert grads["x"][3].tolist() == [0.0, 0.0] and grads["x"][1].tolist() == [0.0, 0.0]
+    assert np.all(grads["x"][2] != 0)
+
+
+def _ops(case: Case) -> list[str]:
+    return [n.op_type for n in gradient(case)[1].node if n.op_type != "Constant"]
+
+
+def test_static_rows_are_small() -> None:
+    assert _ops(slc("s", rnd(4, 5), [1, 0], [3, 4])) == ["Pad"]
+    assert _ops(slc("s", rnd(3, 6), [4], [0], axes=[1], steps=[-1])) == ["Slice", "Pad"]
+    assert _ops(one("t", "Tile", rnd(2, 3), {"r": i64(2, 1)})) == ["Reshape", "ReduceSum"]
+    assert _ops(pad("p", rnd(2, 3), [1, 0, 2, 3])) == ["Pad"]
+    concat = Case("c", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(2, 1), "b": rnd(2, 3)}, ["a", "b"])
+    assert _ops(concat) == ["Split"]
+
+
+def test_refused_with_reason() -> None:
+    bad = scatter("s", "ScatterElements", (3, 2), i64([0, 1]), (1, 2), reduction="mul")
+    with pytest.raises(ol.GradientError, match="reduction='mul'"):
+        gradient(bad)
+    wrap = pad("p", rnd(2, 3), [0, 4, 0, 0], mode="wrap")
+    with pytest.raises(ol.GradientError, match="wrap"):
+        gradient(wrap)
