@@ -10,7 +10,7 @@ from typing import Any
 
 from ._errors import DecodeError, OnnxLightError
 from ._message import Message
-from ._proto import GraphProto, ModelProto, StringStringEntryProto, TensorProto
+from ._proto import AttributeProto, GraphProto, ModelProto, StringStringEntryProto, TensorProto
 from ._wire import decode, encode_pieces
 
 __all__ = [
@@ -89,6 +89,15 @@ def load_tensor_from_string(s: bytes | bytearray | memoryview, format: Any = Non
 # ----------------------------------------------------------------------------
 # external data
 # ----------------------------------------------------------------------------
+_UNDEFINED, _TENSOR, _GRAPH, _TENSORS, _GRAPHS = (
+    AttributeProto.UNDEFINED,
+    AttributeProto.TENSOR,
+    AttributeProto.GRAPH,
+    AttributeProto.TENSORS,
+    AttributeProto.GRAPHS,
+)
+
+
 def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
     yield from graph.initializer
     for sparse in graph.sparse_initializer:
@@ -96,13 +105,18 @@ def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
         yield sparse.indices
     for node in graph.node:
         for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            if attr.HasField("g"):
-                yield from _graph_tensors(attr.g)
-            for g in attr.graphs:
-                yield from _graph_tensors(g)
+            kind = attr.type
+            if kind == _TENSOR or kind == _UNDEFINED:
+                if attr.HasField("t"):
+                    yield attr.t
+            if kind == _TENSORS or kind == _UNDEFINED:
+                yield from attr.tensors
+            if kind == _GRAPH or kind == _UNDEFINED:
+                if attr.HasField("g"):
+                    yield from _graph_tensors(attr.g)
+            if kind == _GRAPHS or kind == _UNDEFINED:
+                for g in attr.graphs:
+                    yield from _graph_tensors(g)
 
 
 def _model_tensors(model: ModelProto) -> Iterator[TensorProto]:
@@ -165,7 +179,7 @@ def load_external_data_for_model(model: ModelProto, base_dir: str) -> None:
 # saving
 # ----------------------------------------------------------------------------
 def _tensor_nbytes(tensor: TensorProto) -> int:
-    return len(tensor.raw_data) if tensor.HasField("raw_data") else 0
+    return memoryview(tensor.raw_data).nbytes if tensor.HasField("raw_data") else 0
 
 
 def _write_atomically(path: str, chunks: Iterator[Any] | list[Any]) -> None:
@@ -254,8 +268,9 @@ def _save_with_external_data(
             chunks.append(b"\0" * pad)
             offset += pad
         data = tensor.raw_data
+        nbytes = memoryview(data).nbytes
         chunks.append(data)
-        sizes[loc] = offset + len(data)
+        sizes[loc] = offset + nbytes
         plan.append((tensor, loc, offset, data))
     saved: list[tuple[TensorProto, Any, list[StringStringEntryProto], Any]] = []
     try:
@@ -264,7 +279,7 @@ def _save_with_external_data(
             saved.append((tensor, data, list(tensor.external_data), had_location))
             tensor.ClearField("raw_data")
             tensor.data_location = TensorProto.EXTERNAL
-            entries = [("location", loc), ("offset", str(offset)), ("length", str(len(data)))]
+            entries = [("location", loc), ("offset", str(offset)), ("length", str(memoryview(data).nbytes))]
             tensor.external_data[:] = [StringStringEntryProto(key=k, value=v) for k, v in entries]
         pieces, _ = encode_pieces(model)
     finally:

@@ -156,11 +156,11 @@ CASES: list[Case] = [
          ["x"], opset=6),
     # types
     Case("Cast", [node("Cast", ["x"], ["t"], to=1), node("Mul", ["t", "t"])], {"x": normal(3, 4)}, ["x"],
-         rtol=1e-4, atol=1e-5),
+         rtol=1e-2, atol=1e-4),
     Case("Cast-to-int-stops", [node("Cast", ["x"], ["t"], to=7), node("Cast", ["t"], ["u"], to=11),
                                node("Add", ["u", "x"])], {"x": normal(3, 4) * 3}, ["x"]),
     Case("CastLike", [node("CastLike", ["x", "z"], ["t"]), node("Mul", ["t", "x"])],
-         {"x": normal(3, 4), "z": normal(1).astype(F32)}, ["x"], rtol=1e-4, atol=1e-5),
+         {"x": normal(3, 4), "z": normal(1).astype(F32)}, ["x"], rtol=1e-2, atol=1e-4),
     Case("CastLike-target-from-x", [node("CastLike", ["x", "x"])], {"x": normal(3, 4)}, ["x"]),
     Case("Dropout-inference", [node("Dropout", ["x", "r"])], {"x": normal(3, 4), "r": np.array(0.3, F32)}, ["x"]),
     Case("Dropout-opset10", [node("Dropout", ["x"], ["y", "m"], ratio=0.3)], {"x": normal(3, 4)}, ["x"], opset=10),

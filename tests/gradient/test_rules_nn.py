@@ -119,3 +119,53 @@ POOL.append(
 @pytest.mark.parametrize("case", POOL, ids=lambda c: c.name)
 def test_pool(case: Case) -> None:
     check_gradient(case)
+
+
+def labels(*shape: int, classes: int, ignore: int | None = None) -> np.ndarray:
+    out = _rng.integers(0, classes, shape).astype(np.int64)
+    if ignore is not None:
+        out.flat[:: max(1, out.size // 2)] = ignore
+    return out
+
+
+def loss(name: str, op: str, scores: tuple[int, ...], xs: list[str], weights: bool = False,
+         ignore: int | None = None, log_prob: bool = False, init_labels: bool = False, **attrs: Any) -> Case:
+    """One loss row; ``log_prob`` sums SCE's second output into y as well."""
+    inputs = {"s": rnd(*scores), "l": labels(scores[0], *scores[2:], classes=scores[1], ignore=ignore)}
+    if weights:
+        inputs["w"] = np.abs(rnd(scores[1])) + 0.5
+    if ignore is not None:
+        attrs["ignore_index"] = ignore
+    if op == "NegativeLogLikelihoodLoss":
+        inputs["s"] = np.log(np.exp(inputs["s"]) / np.exp(inputs["s"]).sum(axis=1, keepdims=True))
+    nodes = [node(op, list(inputs), ["y", "lp"] if log_prob else ["y"], **attrs)]
+    if log_prob:
+        nodes[0].output[0] = "loss"
+        nodes += [
+            node("Mul", ["lp", "s"], ["lps"]),
+            node("ReduceSum", ["lps"], ["lpsum"], keepdims=0),
+            node("ReduceSum", ["loss"], ["lsum"], keepdims=0),
+            node("Add", ["lpsum", "lsum"]),
+        ]
+    return Case(name, nodes, inputs, xs, y="y", initializers=["l"] if init_labels else [])
+
+
+SCE, NLL = "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"
+LOSS = [
+    loss("sce-mean", SCE, (4, 3), ["s"]),
+    loss("sce-sum-weights", SCE, (4, 3), ["s", "w"], weights=True, reduction="sum"),
+    loss("sce-mean-weights-ignore", SCE, (3, 4, 2), ["s", "w"], weights=True, ignore=1, init_labels=True),
+    loss("sce-mean-ignore-out-of-range", SCE, (4, 3), ["s"], ignore=-100),
+    loss("sce-none-weights-ignore", SCE, (2, 3, 2, 2), ["s", "w"], weights=True, ignore=0, reduction="none"),
+    loss("sce-log-prob", SCE, (3, 4), ["s"], log_prob=True, weights=True, reduction="mean"),
+    loss("sce-log-prob-none", SCE, (2, 3, 3), ["s"], log_prob=True, reduction="none"),
+    loss("nll-mean", NLL, (4, 3), ["s"]),
+    loss("nll-mean-weights-ignore", NLL, (3, 4, 2), ["s", "w"], weights=True, ignore=2),
+    loss("nll-sum-weights", NLL, (2, 3, 2, 2), ["s", "w"], weights=True, reduction="sum", init_labels=True),
+    loss("nll-none-ignore", NLL, (4, 3), ["s"], ignore=-1, reduction="none"),
+]
+
+
+@pytest.mark.parametrize("case", LOSS, ids=lambda c: c.name)
+def test_loss(case: Case) -> None:
+    check_gradient(case)

@@ -73,12 +73,8 @@ def _load(name: str) -> tuple[ol.ModelProto, dict[str, np.ndarray]]:
     return model, feeds
 
 
-def _params() -> list[Any]:
-    slow = {"vgg19", "densenet121"}  # the two heaviest (~5 s and ~2 s here); the rest stay in CI
-    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in MODELS]
-
-
-@pytest.mark.parametrize("name", _params())
+# All nine run in CI: together ~20 s on 2 cores (VGG-19 and DenseNet-121 ~5 s each).
+@pytest.mark.parametrize("name", MODELS)
 def test_light_model_matches_expected_output(name: str) -> None:
     model, feeds = _load(name)
     expected = ol.numpy_helper.to_array(ol.load_tensor(os.path.join(_light_dir(), f"light_{name}_output_0.pb")))

@@ -12,16 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ._table import rule
 from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, zeros_of_shape
 
 
-def _shape_from(ctx: Any, value: str, typed: str, start: int) -> str:
-    """``Shape(value, start=start)``; a constant when ``typed`` (same shape) is static."""
+def _merged_shape(ctx: Any, value: str, typed: str, b: int) -> str:
+    """``[-1, *Shape(value)[b:]]``: the shape of ``value`` with its first b dims merged.
+
+    A constant when ``typed`` (which has the same shape) is static from dim b on.
+    """
     shape = ctx.shape(typed)
-    if shape is not None and all(isinstance(d, int) for d in shape[start:]):
-        return ctx.ints(list(shape[start:]))
-    return ctx.op.Shape(value, start=start)
+    if shape is not None and all(isinstance(d, int) for d in shape[b:]):
+        return ctx.ints([-1, *shape[b:]])
+    return ctx.op.Concat(ctx.ints([-1]), ctx.op.Shape(value, start=b), axis=0)
 
 
 def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
@@ -188,16 +193,21 @@ def gather_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
     idx_n = _wrap_negative(ctx, idx, bounds)
     if b == 0:
         return ctx.op.ScatterND(ctx.zeros_like(x), idx_n, dy, reduction="add")
-    lead = ctx.ints([-1])
-    x_view = ctx.op.Concat(lead, _shape_from(ctx, x, x, b), axis=0)
-    idx_view = ctx.op.Reshape(idx_n, ctx.op.Concat(lead, _shape_from(ctx, idx, idx, b), axis=0))
-    dy_view = ctx.op.Reshape(dy, ctx.op.Concat(lead, _shape_from(ctx, dy, ctx.output(0), b), axis=0))
-    batches = ctx.op.Reshape(ctx.op.Shape(idx_view, start=0, end=1), ctx.ints([]))
+    x_view = _merged_shape(ctx, x, x, b)
+    idx_view = ctx.op.Reshape(idx_n, _merged_shape(ctx, idx, idx, b))
+    dy_view = ctx.op.Reshape(dy, _merged_shape(ctx, dy, ctx.output(0), b))
     middle = len(idx_shape) - b - 1
-    numbers = ctx.op.Reshape(ctx.op.Range(ctx.ints(0), batches, ctx.ints(1)), ctx.ints([-1] + [1] * (middle + 1)))
-    numbers = ctx.op.Expand(numbers, ctx.op.Concat(ctx.op.Shape(idx_view, end=-1), ctx.ints([1]), axis=0))
+    static_idx = ctx.static_shape(idx)
+    if static_idx is not None:
+        count = int(np.prod(static_idx[:b], dtype=np.int64))
+        column = np.arange(count, dtype=np.int64).reshape([-1] + [1] * (middle + 1))
+        numbers = np.ascontiguousarray(np.broadcast_to(column, (count, *static_idx[b:-1], 1)))
+    else:
+        batches = ctx.op.Reshape(ctx.op.Shape(idx_view, start=0, end=1), ctx.ints([]))
+        column = ctx.op.Reshape(ctx.op.Range(ctx.ints(0), batches, ctx.ints(1)), ctx.ints([-1] + [1] * (middle + 1)))
+        numbers = ctx.op.Expand(column, ctx.op.Concat(ctx.op.Shape(idx_view, end=-1), ctx.ints([1]), axis=0))
     full = ctx.op.Concat(numbers, idx_view, axis=-1)
-    placed = ctx.op.ScatterND(zeros_of_shape(ctx, x_view, x), full, dy_view, reduction="add")
+    placed = ctx.op.ScatterND(ctx.op.Reshape(ctx.zeros_like(x), x_view), full, dy_view, reduction="add")
     return ctx.op.Reshape(placed, ctx.shape_of(x))
 
 
@@ -279,7 +289,7 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
             d_value = ctx.op.Sub(ctx.op.ReduceSum(dy, keepdims=0), ctx.op.ReduceSum(dx, keepdims=0))
             if ctx.rank(ctx.inputs[2]) != 0:
                 d_value = ctx.op.Reshape(d_value, ctx.shape_of(ctx.inputs[2]))
-        return dx, None, d_value
+        return (dx, None, d_value)[: len(ctx.inputs)]
     if mode not in ("edge", "reflect", "wrap"):
         raise ctx.error(f"unknown pad mode {mode!r}")
     rank = ctx.require_rank(x)
@@ -300,7 +310,7 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
         if b > limit or e > limit:
             raise ctx.error(f"mode={mode!r} with pads ({b}, {e}) larger than {limit} on axis {a} is not supported")
         g = _fold_border(ctx, g, mode, a, d, b, e)
-    return g, None, None
+    return g
 
 
 def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:

@@ -112,7 +112,7 @@ def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     if c and ctx.needs_grad(2):
         scaled = dy if beta == 1.0 else ctx.op.Mul(dy, ctx.const(beta, like=c))
         dc = ctx.unbroadcast(scaled, c)
-    return da, db, dc
+    return (da, db, dc)[: len(ctx.inputs)]
 
 
 def _parse_einsum(ctx, equation):  # type: ignore[no-untyped-def]
@@ -135,7 +135,8 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
     An index of t_i found neither in the output nor in another operand was summed
     over X_i alone: its gradient is constant along it, so a ones tensor shaped like X_i
-    joins the operands to supply that axis. Broadcast ``...`` dims are summed back.
+    joins the operands to supply that axis. Broadcast ``...`` dims are summed back (all of
+    them for an operand without ``...``).
     Refused: a repeated index within one term (a diagonal, e.g. "ii->i"), and ``...``
     in the inputs but not in the output.
     """
@@ -165,8 +166,10 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
         if any(ch not in known for ch in letters):
             operands.append(ctx.op.Expand(ctx.const(1.0, like=x), ctx.shape_of(x)))
             subs.append(t)
-        g = ctx.op.Einsum(*operands, equation=",".join(subs) + "->" + t)
-        if "..." in t:
+        # without '...' of its own, X_i still gets Y's '...' dims, to be summed away
+        t_grad = t if "..." in t or "..." not in out else "..." + t
+        g = ctx.op.Einsum(*operands, equation=",".join(subs) + "->" + t_grad)
+        if "..." in t_grad:
             g = _sum_to(ctx, g, _einsum_grad_shape(ctx, x, letters, y, out), x)
         grads.append(g)
     return tuple(grads)

@@ -118,25 +118,39 @@ def where_grad(ctx, dy):  # type: ignore[no-untyped-def]
     )
 
 
-def _extremum_grad(ctx, dy):  # type: ignore[no-untyped-def]
-    """dX_i = dY * [X_i == Y] / #{j : X_j == Y}: ties share the gradient equally.
+def _extremum_grad(wins: str):  # type: ignore[no-untyped-def]
+    """The rule of Max (``wins="GreaterOrEqual"``) or Min (``"LessOrEqual"``).
 
-    The even split is PyTorch's convention for ``maximum``/``minimum`` (grad / 2 on a
-    tie), generalised to any number of inputs; the contributions always sum to dY.
+    dX_i = dY * [X_i == Y] / #{j : X_j == Y}: tied inputs share the gradient equally,
+    PyTorch's convention for ``maximum``/``minimum`` (dY / 2 on a tie) generalised to any
+    number of inputs; the contributions always sum to dY. Two inputs are compared with
+    each other, so the forward result is not needed.
     """
-    if len(ctx.inputs) == 1:
-        return (dy,)
-    y = ctx.output(0)
-    zero = ctx.const(0.0, like=y)
-    one = ctx.const(1.0, like=y)
-    hits = [ctx.op.Equal(x, y) for x in ctx.inputs]
-    count = ctx.op.Sum(*[ctx.op.Where(h, one, zero) for h in hits])
-    share = ctx.op.Div(dy, count)
-    return tuple(ctx.op.Where(h, share, zero) if ctx.needs_grad(i) else None for i, h in enumerate(hits))
+
+    def grad(ctx, dy):  # type: ignore[no-untyped-def]
+        if len(ctx.inputs) == 1:
+            return (dy,)
+        y = ctx.output(0)
+        zero = ctx.const(0.0, like=y)
+        if len(ctx.inputs) == 2:
+            a, b = ctx.inputs
+            share = ctx.op.Where(ctx.op.Equal(a, b), ctx.op.Mul(dy, ctx.const(0.5, like=y)), dy)
+            wins_op = getattr(ctx.op, wins)
+            return (
+                ctx.op.Where(wins_op(a, b), share, zero) if ctx.needs_grad(0) else None,
+                ctx.op.Where(wins_op(b, a), share, zero) if ctx.needs_grad(1) else None,
+            )
+        one = ctx.const(1.0, like=y)
+        hits = [ctx.op.Equal(x, y) for x in ctx.inputs]
+        share = ctx.op.Div(dy, ctx.op.Sum(*[ctx.op.Where(h, one, zero) for h in hits]))
+        return tuple(ctx.op.Where(h, share, zero) if ctx.needs_grad(i) else None for i, h in enumerate(hits))
+
+    grad.__doc__ = _extremum_grad.__doc__
+    return grad
 
 
-rule("", "Max", broadcast=True)(_extremum_grad)
-rule("", "Min", broadcast=True)(_extremum_grad)
+rule("", "Max", broadcast=True)(_extremum_grad("GreaterOrEqual"))
+rule("", "Min", broadcast=True)(_extremum_grad("LessOrEqual"))
 
 
 @rule("", "Clip", broadcast=True)

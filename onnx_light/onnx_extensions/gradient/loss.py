@@ -1,0 +1,93 @@
+"""Rules for losses: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss.
+
+With ``P`` the log-probabilities (N, C, D...), labels ``l`` and class weights ``w``
+(1 when omitted), ``loss_i = -w[l_i] P[i, l_i]`` for labels other than
+``ignore_index`` (0 for those); ``mean`` divides the sum by ``W = sum_i w[l_i]`` over
+the kept labels. With the one-hot mask ``M[i, c] = [c == l_i != ignore_index]``::
+
+    dP = -coef * M * w,   coef = dy_i (none), dy (sum), dy / W (mean)
+    dw[c] = -sum_i coef_i M[i, c] P[i, c]   (minus L * sum_i M[i, c] / W for mean)
+
+SoftmaxCrossEntropyLoss is the same on ``P = LogSoftmax(scores, axis=1)``, followed by
+LogSoftmax's backward ``ds = dP - softmax * sum_c dP``; a gradient on its optional
+``log_prob`` output joins ``dP`` first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._table import rule
+
+
+def _mask(ctx: Any, labels: str, scores: str) -> str:
+    """``M[i, c] = [c == l_i]`` in the scores' type, zero rows where ``l_i == ignore_index``."""
+    shape = ctx.shape(scores)
+    if shape is None or len(shape) < 2 or not isinstance(shape[1], int):
+        raise ctx.error(f"needs the class count: dim 1 of {scores!r} (got {shape}) must be static")
+    rank = len(shape)
+    classes = np.arange(shape[1], dtype=np.int64)
+    ignore = ctx.attr("ignore_index")
+    if ignore is not None and 0 <= int(ignore) < shape[1]:
+        classes[int(ignore)] = -(1 << 62)  # a value no kept label can have
+    dtype = ctx.dtype(labels)
+    classes = classes.astype(np.int32 if dtype == 6 else np.int64).reshape((1, -1) + (1,) * (rank - 2))
+    hit = ctx.op.Equal(ctx.op.Unsqueeze(labels, ctx.ints([1])), classes)
+    return ctx.op.CastLike(hit, scores)
+
+
+def _nll_backward(ctx: Any, dy: str | None, logp: str, labels: str, weights: str) -> tuple[str | None, str | None]:
+    """(dP, dWeights) of the negative log-likelihood of ``logp``; see the module docstring.
+
+    ``logp`` is shaped like input 0, whose inferred shape gives the rank and class count.
+    """
+    if dy is None:
+        return None, (ctx.zeros_like(weights) if weights and ctx.needs_grad(2) else None)
+    rank = ctx.require_rank(ctx.input(0))
+    mask = _mask(ctx, labels, ctx.input(0))
+    w_c = ctx.op.Unsqueeze(weights, ctx.ints([0, *range(2, rank)])) if weights else None
+    weighted = ctx.op.Mul(mask, w_c) if w_c else mask
+    reduction = str(ctx.attr("reduction", "mean"))
+    total = None
+    if reduction == "none":
+        coef = ctx.op.Unsqueeze(dy, ctx.ints([1]))
+    elif reduction == "sum":
+        coef = dy
+    else:
+        total = ctx.op.ReduceSum(weighted, keepdims=0)
+        coef = ctx.op.Div(dy, total)
+    d_logp = ctx.op.Neg(ctx.op.Mul(weighted, coef))
+    d_w = None
+    if weights and ctx.needs_grad(2):
+        # -log p at the labels, shifted by the loss for mean (the denominator's share)
+        picked = ctx.op.Neg(logp)
+        if total is not None:
+            picked = ctx.op.Sub(picked, ctx.output(0))
+        d_w = ctx.op.ReduceSum(ctx.op.Mul(ctx.op.Mul(mask, picked), coef), ctx.ints([0, *range(2, rank)]),
+                               keepdims=0)
+    return d_logp, d_w
+
+
+@rule("", "NegativeLogLikelihoodLoss", nondiff=(1,))
+def nll_loss_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dInput = -coef * M * w; dWeight as in the module docstring."""
+    d_input, d_w = _nll_backward(ctx, dy, ctx.input(0), ctx.input(1), ctx.input(2))
+    return (d_input, None, d_w)[: len(ctx.inputs)]
+
+
+@rule("", "SoftmaxCrossEntropyLoss", nondiff=(1,))
+def softmax_cross_entropy_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """dScores = dP - softmax(scores) * sum_c dP, with dP the NLL gradient plus d(log_prob)."""
+    scores = ctx.input(0)
+    logp = ctx.output(1) or ctx.op.LogSoftmax(scores, axis=1)
+    d_logp, d_w = _nll_backward(ctx, dy, logp, ctx.input(1), ctx.input(2))
+    d_extra = ctx.output_grads[1] if len(ctx.output_grads) > 1 else None
+    if d_extra is not None:
+        d_logp = d_extra if d_logp is None else ctx.op.Add(d_logp, d_extra)
+    d_scores = None
+    if ctx.needs_grad(0) and d_logp is not None:
+        row_sum = ctx.op.ReduceSum(d_logp, ctx.ints([1]))
+        d_scores = ctx.op.Sub(d_logp, ctx.op.Mul(ctx.op.Exp(logp), row_sum))
+    return (d_scores, None, d_w)[: len(ctx.inputs)]

@@ -1,0 +1,245 @@
+"""Rules for normalizations: Batch, Layer, Group, Instance, Lp, MeanVariance and RMS.
+
+Most share one formula. With ``xhat = (x - mean(x)) / std`` over some axes and
+``std = sqrt(var(x) + eps)``, for an upstream gradient ``g`` on ``xhat``::
+
+    dx = (g - mean(g) - xhat * mean(g * xhat)) / std
+
+The statistics are recomputed in the backward graph in X's own type (never from the
+forward's float32 ``stash_type`` outputs), so the gradient is as precise as X.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._table import rule
+
+
+def _standardize(ctx: Any, x: str, axes: str, eps: float) -> tuple[str, str, str]:
+    """(centered, std, xhat) over ``axes`` (kept as size-1 dims)."""
+    centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes))
+    var = ctx.op.ReduceMean(ctx.op.Mul(centered, centered), axes)
+    std = ctx.op.Sqrt(ctx.op.Add(var, ctx.const(eps, like=x)))
+    return centered, std, ctx.op.Div(centered, std)
+
+
+def _standardize_grad(ctx: Any, g: str, xhat: str, std: str, axes: str) -> str:
+    """dx = (g - mean(g) - xhat * mean(g * xhat)) / std."""
+    centered_g = ctx.op.Sub(g, ctx.op.ReduceMean(g, axes))
+    projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(ctx.op.Mul(g, xhat), axes))
+    return ctx.op.Div(ctx.op.Sub(centered_g, projection), std)
+
+
+def _per_channel(ctx: Any, v: str, rank: int) -> str:
+    """A (C,) vector shaped (C, 1, ...) to broadcast against (N, C, D...)."""
+    return ctx.op.Unsqueeze(v, ctx.ints(list(range(1, rank - 1)))) if rank > 2 else v
+
+
+def _count(ctx: Any, x: str, axes: list[int]) -> str:
+    """The number of elements of ``x`` over ``axes``, in x's type."""
+    shape = ctx.shape(x)
+    if shape is not None and all(isinstance(shape[a], int) for a in axes):
+        return ctx.const(float(np.prod([shape[a] for a in axes])), like=x)
+    dims = ctx.op.Gather(ctx.shape_of(x), ctx.ints(axes))
+    return ctx.op.CastLike(ctx.op.ReduceProd(dims, keepdims=0), x)
+
+
+def _channel_sum(ctx: Any, t: str, rank: int) -> str:
+    return ctx.op.ReduceSum(t, ctx.ints([0, *range(2, rank)]), keepdims=0)
+
+
+@rule("", "LayerNormalization")
+def layer_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = xhat * scale + bias over axes [axis, rank):
+
+    dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY * scale,
+         + dMean / n - dInvStdDev * xhat / (n std^2)  (when those outputs have gradients);
+    dScale = sum(dY * xhat), dBias = sum(dY) over the broadcast axes.
+    """
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axis = int(ctx.attr("axis", -1)) % rank
+    red = list(range(axis, rank))
+    axes = ctx.ints(red)
+    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    d_mean = ctx.output_grads[1] if len(ctx.output_grads) > 1 else None
+    d_inv = ctx.output_grads[2] if len(ctx.output_grads) > 2 else None
+    dx = None
+    if ctx.needs_grad(0):
+        parts = []
+        if dy is not None:
+            parts.append(_standardize_grad(ctx, ctx.op.Mul(dy, scale), xhat, std, axes))
+        if d_mean is not None:
+            parts.append(ctx.op.Div(ctx.op.CastLike(d_mean, x), _count(ctx, x, red)))
+        if d_inv is not None:
+            n_var = ctx.op.Mul(_count(ctx, x, red), ctx.op.Mul(std, std))
+            parts.append(ctx.op.Neg(ctx.op.Div(ctx.op.Mul(ctx.op.CastLike(d_inv, x), xhat), n_var)))
+        dx = parts[0] if len(parts) == 1 else ctx.op.Sum(*parts)
+    d_scale = d_bias = None
+    if ctx.needs_grad(1):
+        d_scale = ctx.unbroadcast(ctx.op.Mul(dy, xhat), scale) if dy is not None else ctx.zeros_like(scale)
+    if ctx.needs_grad(2):
+        d_bias = ctx.unbroadcast(dy, ctx.input(2)) if dy is not None else ctx.zeros_like(ctx.input(2))
+    return (dx, d_scale, d_bias)[: len(ctx.inputs)]
+
+
+@rule("", "BatchNormalization", since=15)
+def batch_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = (X - mean) / std * scale + B per channel (axis 1), std = sqrt(var + eps).
+
+    Inference: dX = dY scale / std, dScale = sum(dY xhat), dB = sum(dY),
+    dMean = -sum(dY) scale / std, dVar = -sum(dY xhat) scale / (2 std^2).
+    Training (batch statistics over N and the spatial axes): dX is the standardize
+    gradient of g = dY scale; the running outputs ``input * m + batch * (1 - m)`` add
+    dInputMean = dRM m, dInputVar = dRV m and to dX dRM (1-m)/n + 2 dRV (1-m)(X - mean)/n.
+    """
+    x, scale, _, mean, var = (ctx.input(i) for i in range(5))
+    rank = ctx.require_rank(x)
+    eps = float(ctx.attr("epsilon", 1e-5))
+    if dy is None:
+        dy = ctx.zeros_like(ctx.output(0))
+    if int(ctx.attr("training_mode", 0)):
+        return _batch_norm_training(ctx, dy, rank, eps)
+    std = ctx.op.Sqrt(ctx.op.Add(var, ctx.const(eps, like=var)))
+    std_c = _per_channel(ctx, std, rank)
+    dx = ctx.op.Mul(dy, _per_channel(ctx, ctx.op.Div(scale, std), rank)) if ctx.needs_grad(0) else None
+    sum_dy_xhat = None
+    if ctx.needs_grad(1) or ctx.needs_grad(4):
+        xhat = ctx.op.Div(ctx.op.Sub(x, _per_channel(ctx, mean, rank)), std_c)
+        sum_dy_xhat = _channel_sum(ctx, ctx.op.Mul(dy, xhat), rank)
+    sum_dy = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) or ctx.needs_grad(3) else None
+    d_mean = ctx.op.Neg(ctx.op.Div(ctx.op.Mul(sum_dy, scale), std)) if ctx.needs_grad(3) else None
+    d_var = None
+    if ctx.needs_grad(4):
+        half = ctx.const(-0.5, like=var)
+        d_var = ctx.op.Div(ctx.op.Mul(ctx.op.Mul(sum_dy_xhat, scale), half), ctx.op.Mul(std, std))
+    return dx, (sum_dy_xhat if ctx.needs_grad(1) else None), sum_dy, d_mean, d_var
+
+
+def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str | None, ...]:
+    x, scale = ctx.input(0), ctx.input(1)
+    red = [0, *range(2, rank)]
+    axes = ctx.ints(red)
+    centered, std, xhat = _standardize(ctx, x, axes, eps)
+    momentum = float(ctx.attr("momentum", 0.9))
+    d_run_mean = ctx.output_grads[1] if len(ctx.output_grads) > 1 else None
+    d_run_var = ctx.output_grads[2] if len(ctx.output_grads) > 2 else None
+    dx = None
+    if ctx.needs_grad(0):
+        parts = [_standardize_grad(ctx, ctx.op.Mul(dy, _per_channel(ctx, scale, rank)), xhat, std, axes)]
+        rest = ctx.const(1.0 - momentum, like=x)
+        if d_run_mean is not None:
+            parts.append(ctx.op.Div(ctx.op.Mul(_per_channel(ctx, d_run_mean, rank), rest), _count(ctx, x, red)))
+        if d_run_var is not None:
+            two_rest = ctx.const(2.0 * (1.0 - momentum), like=x)
+            scaled = ctx.op.Mul(_per_channel(ctx, d_run_var, rank), two_rest)
+            parts.append(ctx.op.Div(ctx.op.Mul(scaled, centered), _count(ctx, x, red)))
+        dx = parts[0] if len(parts) == 1 else ctx.op.Sum(*parts)
+    d_scale = _channel_sum(ctx, ctx.op.Mul(dy, xhat), rank) if ctx.needs_grad(1) else None
+    d_bias = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) else None
+    grads: list[str | None] = [dx, d_scale, d_bias]
+    for i, d_run in ((3, d_run_mean), (4, d_run_var)):
+        if not ctx.needs_grad(i):
+            grads.append(None)
+        elif d_run is None:
+            grads.append(ctx.zeros_like(ctx.input(i)))  # Y reads only the batch statistics
+        else:
+            grads.append(ctx.op.Mul(d_run, ctx.const(momentum, like=ctx.input(i))))
+    return tuple(grads)
+
+
+@rule("", "InstanceNormalization")
+def instance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = xhat * scale + B per (n, c) over the spatial axes:
+
+    dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY scale;
+    dScale = sum(dY xhat), dB = sum(dY) over N and the spatial axes.
+    """
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints(list(range(2, rank)))
+    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    dx = None
+    if ctx.needs_grad(0):
+        dx = _standardize_grad(ctx, ctx.op.Mul(dy, _per_channel(ctx, scale, rank)), xhat, std, axes)
+    d_scale = _channel_sum(ctx, ctx.op.Mul(dy, xhat), rank) if ctx.needs_grad(1) else None
+    d_bias = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) else None
+    return dx, d_scale, d_bias
+
+
+@rule("", "GroupNormalization", since=21)
+def group_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = xhat * scale[c] + bias[c], xhat standardized over (C/G, spatial) per (n, group):
+
+    on X viewed as (N, G, -1): dX = (g - mean(g) - xhat mean(g xhat)) / std, g = dY scale;
+    dScale = sum(dY xhat), dBias = sum(dY) over N and the spatial axes.
+    """
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    groups = int(ctx.attr("num_groups"))
+    grouped = ctx.ints([0, groups, -1])
+    axes = ctx.ints([2])
+    _, std, xhat = _standardize(ctx, ctx.op.Reshape(x, grouped), axes, float(ctx.attr("epsilon", 1e-5)))
+    dx = None
+    if ctx.needs_grad(0):
+        g = ctx.op.Reshape(ctx.op.Mul(dy, _per_channel(ctx, scale, rank)), grouped)
+        dx = ctx.op.Reshape(_standardize_grad(ctx, g, xhat, std, axes), ctx.shape_of(x))
+    d_scale = None
+    if ctx.needs_grad(1):
+        d_scale = _channel_sum(ctx, ctx.op.Mul(dy, ctx.op.Reshape(xhat, ctx.shape_of(x))), rank)
+    d_bias = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) else None
+    return dx, d_scale, d_bias
+
+
+@rule("", "LpNormalization")
+def lp_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = X / |X|_p along ``axis``:  dX = (dY - s * sum(dY * Y)) / |X|_p, with s = Y for
+    p = 2 and s = sign(X) for p = 1."""
+    x, y = ctx.input(0), ctx.output(0)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise ctx.error(f"p={p}: LpNormalization is defined for p = 1 and 2 only")
+    axes = ctx.ints([int(ctx.attr("axis", -1))])
+    norm = ctx.op.ReduceL2(x, axes) if p == 2 else ctx.op.ReduceL1(x, axes)
+    direction = y if p == 2 else ctx.op.Sign(x)
+    inner = ctx.op.ReduceSum(ctx.op.Mul(dy, y), axes)
+    return (ctx.op.Div(ctx.op.Sub(dy, ctx.op.Mul(direction, inner)), norm),)
+
+
+@rule("", "MeanVarianceNormalization")
+def mean_variance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = c / s with c = X - mean(X), sigma = sqrt(mean(c^2)), s = sigma + 1e-9 (the
+    spec's function body):  dX = (dY - mean(dY) - c * mean(dY c) / (s sigma)) / s."""
+    x = ctx.input(0)
+    axes = ctx.ints([int(a) for a in ctx.attr("axes", [0, 2, 3])])
+    centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes))
+    sigma = ctx.op.Sqrt(ctx.op.ReduceMean(ctx.op.Mul(centered, centered), axes))
+    s = ctx.op.Add(sigma, ctx.const(1e-9, like=x))
+    inner = ctx.op.Div(ctx.op.ReduceMean(ctx.op.Mul(dy, centered), axes), ctx.op.Mul(s, sigma))
+    g = ctx.op.Sub(ctx.op.Sub(dy, ctx.op.ReduceMean(dy, axes)), ctx.op.Mul(centered, inner))
+    return (ctx.op.Div(g, s),)
+
+
+@rule("", "RMSNormalization", since=23)
+def rms_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y = xhat * scale, xhat = X / rms, rms = sqrt(mean(X^2 over [axis, rank)) + eps):
+
+    dX = (g - xhat * mean(g xhat)) / rms with g = dY scale;  dScale = sum(dY xhat)
+    over the broadcast axes.
+    """
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints(list(range(int(ctx.attr("axis", -1)) % rank, rank)))
+    mean_sq = ctx.op.ReduceMean(ctx.op.Mul(x, x), axes)
+    rms = ctx.op.Sqrt(ctx.op.Add(mean_sq, ctx.const(float(ctx.attr("epsilon", 1e-5)), like=x)))
+    xhat = ctx.op.Div(x, rms)
+    dx = None
+    if ctx.needs_grad(0):
+        g = ctx.op.Mul(dy, scale)
+        projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(ctx.op.Mul(g, xhat), axes))
+        dx = ctx.op.Div(ctx.op.Sub(g, projection), rms)
+    d_scale = ctx.unbroadcast(ctx.op.Mul(dy, xhat), scale) if ctx.needs_grad(1) else None
+    return dx, d_scale

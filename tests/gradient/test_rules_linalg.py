@@ -1,0 +1,111 @@
+"""Gradient rules of MatMul, Gemm and Einsum against finite differences and onnxruntime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import helper as oh  # noqa: E402
+
+import onnx_light as ol  # noqa: E402
+from tests.gradient.gradcheck import Case, check_gradient, gradient  # noqa: E402
+
+RNG = np.random.default_rng(4321)
+
+
+def normal(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape)
+
+
+def matmul(name: str, a: tuple[int, ...], b: tuple[int, ...], xs: str = "ab", **kw: Any) -> Case:
+    return Case(name, [oh.make_node("MatMul", ["a", "b"], ["y"])], {"a": normal(*a), "b": normal(*b)}, list(xs), **kw)
+
+
+def gemm(name: str, a: tuple[int, ...], b: tuple[int, ...], c: tuple[int, ...] | None, **attrs: Any) -> Case:
+    inputs = {"a": normal(*a), "b": normal(*b)}
+    if c is not None:
+        inputs["c"] = normal(*c)
+    node = oh.make_node("Gemm", list(inputs), ["y"], **attrs)
+    return Case(name, [node], inputs, list(inputs))
+
+
+def einsum(name: str, equation: str, *shapes: tuple[int, ...], **kw: Any) -> Case:
+    names = [f"x{i}" for i in range(len(shapes))]
+    node = oh.make_node("Einsum", names, ["y"], equation=equation)
+    return Case(name, [node], {n: normal(*s) for n, s in zip(names, shapes)}, names, **kw)
+
+
+CASES: list[Case] = [
+    matmul("MatMul-2d", (3, 4), (4, 5)),
+    matmul("MatMul-2d-only-a", (3, 4), (4, 5), xs="a"),
+    matmul("MatMul-2d-only-b", (3, 4), (4, 5), xs="b"),
+    matmul("MatMul-batched-a", (2, 3, 4), (4, 5)),
+    matmul("MatMul-batched-b", (3, 4), (2, 4, 5)),
+    matmul("MatMul-batched-both", (2, 3, 4), (2, 4, 5)),
+    matmul("MatMul-broadcast-batch", (2, 1, 3, 4), (3, 4, 5)),
+    matmul("MatMul-broadcast-batch-both", (2, 1, 3, 4), (1, 6, 4, 5)),
+    matmul("MatMul-1d-2d", (4,), (4, 5)),
+    matmul("MatMul-2d-1d", (3, 4), (4,)),
+    matmul("MatMul-1d-1d", (4,), (4,)),
+    matmul("MatMul-1d-3d", (4,), (2, 4, 5)),
+    matmul("MatMul-3d-1d", (2, 3, 4), (4,)),
+    matmul("MatMul-dynamic-batch", (5, 3, 4), (4, 2), dynamic=["a"]),
+    matmul("MatMul-dynamic-both", (5, 3, 4), (5, 4, 2), dynamic=["a", "b"]),
+    matmul("MatMul-dynamic-vs-1", (5, 3, 4), (1, 4, 2), dynamic=["a"]),
+    matmul("MatMul-dynamic-1d", (4,), (5, 4, 2), dynamic=["b"]),
+    Case("MatMul-same-input", [oh.make_node("MatMul", ["x", "x"], ["y"])], {"x": normal(4, 4)}, ["x"]),
+    gemm("Gemm", (3, 4), (4, 5), (3, 5)),
+    gemm("Gemm-no-c", (3, 4), (4, 5), None),
+    gemm("Gemm-transA", (4, 3), (4, 5), (5,), transA=1),
+    gemm("Gemm-transB", (3, 4), (5, 4), (1, 5), transB=1),
+    gemm("Gemm-transAB-alpha-beta", (4, 3), (5, 4), (3, 1), transA=1, transB=1, alpha=0.5, beta=2.0),
+    gemm("Gemm-scalar-c", (3, 4), (4, 5), (), alpha=1.5),
+    einsum("Einsum-matmul", "ij,jk->ik", (3, 4), (4, 5)),
+    einsum("Einsum-batched", "bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+    einsum("Einsum-implicit", "ij,jk", (3, 4), (4, 5)),
+    einsum("Einsum-transpose", "ij->ji", (3, 4)),
+    einsum("Einsum-sum-free-index", "ij->i", (3, 4)),
+    einsum("Einsum-sum-all", "ij->", (3, 4)),
+    einsum("Einsum-dot", "i,i->", (4,), (4,)),
+    einsum("Einsum-outer", "i,j->ij", (3,), (4,)),
+    einsum("Einsum-three", "ij,jk,kl->il", (2, 3), (3, 4), (4, 5)),
+    einsum("Einsum-free-index-with-others", "ij,k->ik", (3, 4), (5,)),
+    einsum("Einsum-ellipsis", "...ij,jk->...ik", (2, 3, 4), (4, 5)),
+    einsum("Einsum-ellipsis-both", "...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)),
+    einsum("Einsum-ellipsis-broadcast", "...ij,...jk->...ik", (1, 3, 4), (2, 4, 5)),
+    einsum("Einsum-ellipsis-other-side", "ij,...jk->...ik", (3, 4), (2, 4, 5)),
+    einsum("Einsum-dynamic", "bij,jk->bik", (5, 3, 4), (4, 2), dynamic=["x0"]),
+    einsum("Einsum-ellipsis-dynamic", "...ij,jk->...ik", (5, 3, 4), (4, 2), dynamic=["x0"]),
+    Case(
+        "Einsum-same-input",
+        [oh.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->ik")],
+        {"x": normal(4, 4)},
+        ["x"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_rule(case: Case) -> None:
+    check_gradient(case)
+
+
+def test_matmul_2d_is_two_gemms() -> None:
+    _, bwd = gradient(CASES[0])
+    assert sorted(n.op_type for n in bwd.node if n.op_type != "Identity") == ["Gemm", "Gemm"]
+
+
+def test_einsum_diagonal_is_refused() -> None:
+    case = einsum("diag", "ii->i", (3, 3))
+    with pytest.raises(ol.GradientError, match=r"ai.onnx::Einsum.*repeats an index"):
+        gradient(case)
+
+
+def test_einsum_summed_ellipsis_is_refused() -> None:
+    case = einsum("ell", "...ij->ij", (2, 3, 4))
+    with pytest.raises(ol.GradientError, match=r"sums over '\.\.\.' dims"):
+        gradient(case)
