@@ -4,6 +4,7 @@
     onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
     onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
     onnx-light print MODEL                            the graph as text
+    onnx-light ops                                    the ops with gradient rules
 """
 
 from __future__ import annotations
@@ -88,6 +89,25 @@ def _check_grad(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def ops_markdown() -> str:
+    """The README's list of ops with gradient rules and ops declared without gradient."""
+    from . import DefaultGradRegistry
+
+    rules = DefaultGradRegistry().rules()
+    with_rule = sorted({r.op_type for r in rules if not r.no_grad})
+    no_grad = sorted({r.op_type for r in rules if r.no_grad})
+    return (
+        f"**Gradient rules ({len(with_rule)} ops):** {', '.join(with_rule)}.\n\n"
+        f"**Declared without gradient ({len(no_grad)} ops; their outputs are constants to the pass):** "
+        f"{', '.join(no_grad)}.\n"
+    )
+
+
+def _ops(args: argparse.Namespace) -> int:
+    print(ops_markdown(), end="")
+    return 0
+
+
 def _print(args: argparse.Namespace) -> int:
     print(helper.to_text(load(args.model)))
     return 0
@@ -117,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tolerance", type=float, default=1e-2)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_check_grad)
+
+    p = sub.add_parser("ops", help="list the ops with gradient rules (markdown)")
+    p.set_defaults(run=_ops)
 
     p = sub.add_parser("print", help="print a model as text")
     p.add_argument("model")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._errors import OnnxLightError
-from ._proto import AttributeProto, FunctionProto, NodeProto
+from ._proto import AttributeProto, FunctionProto, GraphProto, NodeProto
 
 __all__ = ["FunctionInliner", "MAX_INLINE_DEPTH"]
 
@@ -70,6 +70,8 @@ class FunctionInliner:
             new.output[:] = [rename[n] if n else "" for n in node.output]
             bound = []
             for a in new.attribute:
+                if a.HasField("g") or len(a.graphs):
+                    a = self._rename_subgraphs(a, rename, attrs)
                 if a.ref_attr_name:
                     ref = attrs.get(a.ref_attr_name)
                     if ref is None:
@@ -83,3 +85,47 @@ class FunctionInliner:
             new.attribute[:] = bound
             body.append(new)
         return body
+
+    def _rename_subgraphs(
+        self, attr: AttributeProto, rename: dict[str, str], attrs: dict[str, AttributeProto]
+    ) -> AttributeProto:
+        """A copy of a GRAPH(S) attribute whose subgraphs read the inlined names of the body's
+        values (they may read any value of the enclosing function by name) and whose
+        attribute references are bound to the call's attributes."""
+        out = AttributeProto()
+        out.CopyFrom(attr)
+        if out.HasField("g"):
+            _rename_graph(out.g, rename, attrs)
+        for g in out.graphs:
+            _rename_graph(g, rename, attrs)
+        return out
+
+
+def _rename_graph(graph: GraphProto, rename: dict[str, str], attrs: dict[str, AttributeProto]) -> None:
+    """Renames, in place, the names ``graph`` reads from enclosing scopes (not those it defines)."""
+    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for node in graph.node:
+        node.input[:] = [n if (not n or n in local) else rename.get(n, n) for n in node.input]
+        bound = []
+        for a in node.attribute:
+            if a.HasField("g") or len(a.graphs):
+                inner = {k: v for k, v in rename.items() if k not in local}
+                b = AttributeProto()
+                b.CopyFrom(a)
+                for g in ([b.g] if b.HasField("g") else []) + list(b.graphs):
+                    _rename_graph(g, inner, attrs)
+                a = b
+            if a.ref_attr_name:
+                ref = attrs.get(a.ref_attr_name)
+                if ref is None:
+                    continue
+                b = AttributeProto()
+                b.CopyFrom(ref)
+                b.name = a.name
+                a = b
+            bound.append(a)
+        node.attribute[:] = bound
+        local.update(node.output)
+    for o in graph.output:
+        if o.name not in local and o.name in rename:
+            o.name = rename[o.name]

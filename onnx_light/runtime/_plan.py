@@ -27,6 +27,7 @@ from ..onnx_core import (
 from ..onnx_core._inline import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
+from ._codegen import failed_step, generate
 from ._registry import lookup_kernel, registered_kernels
 from .kernels import _dtypes
 
@@ -61,6 +62,8 @@ class Plan:
     free_after: list[tuple[int, ...]]
     captured: list[str] = field(default_factory=list)
     n_slots: int = 0
+    #: the same plan as one generated function (see ``_codegen``); None until generated
+    fast: Callable[[list[Any], dict[str, Any] | None], list[Any]] | None = None
 
     def initial_values(self) -> list[Any]:
         values: list[Any] = [None] * self.n_slots
@@ -308,7 +311,9 @@ def compile_graph(
                 else "no kernel exists for any version; register one with onnx_light.runtime.kernel"
             )
             raise NotImplementedOp(f"{node_label(node)} at opset {opset}: {hint}")
-        scope = known | set(outer or ())
+        # what a subgraph of this node may read; built only for nodes that have subgraphs
+        has_graphs = any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
+        scope = known | set(outer or ()) if has_graphs else set()
         kwargs: dict[str, Any] = {}
         for attr in node.attribute:
             if attr.name not in info.attributes:
@@ -374,7 +379,7 @@ def compile_graph(
     for s, i in last_use.items():
         if s not in keep:
             free_after[i].append(s)
-    return Plan(
+    plan = Plan(
         slot_of,
         const_slots,
         input_slots,
@@ -384,6 +389,8 @@ def compile_graph(
         captured,
         len(slot_of),
     )
+    plan.fast = generate(plan)
+    return plan
 
 
 def run_plan(
@@ -403,6 +410,41 @@ def run_plan(
     Raises:
         RuntimeFailure: a kernel raised; the message names the node, op, opset and input shapes.
     """
+    fast = plan.fast
+    if trace is None and fast is not None:
+        if len(feeds) != len(plan.input_slots):
+            feeds = (list(feeds) + [None] * len(plan.input_slots))[: len(plan.input_slots)]
+        try:
+            return fast(feeds, scope)
+        except OnnxLightError:
+            raise
+        except Exception as err:
+            where = failed_step(fast, err.__traceback__)
+            if where is None:
+                raise
+            index, local_values = where
+            step = plan.steps[index]
+            names = {s: f"v{s}" for s in step.inputs}
+            args = [plan.constants.get(s, local_values.get(names[s])) if s else None for s in step.inputs]
+            raise _failure(step, args, err) from err
+    return _run_steps(plan, feeds, scope, trace)
+
+
+def _failure(step: Step, args: list[Any], err: Exception) -> RuntimeFailure:
+    shapes = [None if v is None else list(getattr(v, "shape", ())) for v in args]
+    return RuntimeFailure(
+        f"{node_label(step.node)} at opset {step.opset} failed on inputs with shapes {shapes}: "
+        f"{type(err).__name__}: {err}"
+    )
+
+
+def _run_steps(
+    plan: Plan,
+    feeds: list[Any],
+    scope: dict[str, Any] | None,
+    trace: Callable[[Step, list[Any], list[Any]], None] | None,
+) -> list[Any]:
+    """The generic interpreter loop; used when tracing (verbose, check_finite)."""
     values = plan.initial_values()
     for s, v in zip(plan.input_slots, feeds):
         values[s] = v
@@ -430,9 +472,5 @@ def run_plan(
         raise
     except Exception as err:
         assert step is not None
-        shapes = [None if v is None else list(getattr(v, "shape", ())) for v in args]
-        raise RuntimeFailure(
-            f"{node_label(step.node)} at opset {step.opset} failed on inputs with shapes {shapes}: "
-            f"{type(err).__name__}: {err}"
-        ) from err
+        raise _failure(step, args, err) from err
     return [values[s] for s in plan.output_slots]

@@ -13,7 +13,6 @@ from ..onnx_core import (
     GraphProto,
     InvalidFeed,
     ModelProto,
-    OnnxLightError,
     RuntimeFailure,
     TypeProto,
     ValueInfoProto,
@@ -21,7 +20,6 @@ from ..onnx_core import (
     load_from_string,
 )
 from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
-
 from .kernels import _dtypes
 
 _ML_DTYPE_NAMES = frozenset(_dtypes._ML_DTYPES)
@@ -281,7 +279,10 @@ class InferenceSession:
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
         trace = self._trace if (self.verbose or self.check_finite) else None
-        return run_plan(self._plan, feeds, trace=trace)
+        # inf and NaN are results, not errors (check_finite is the tool to catch them); set once
+        # per run so that kernels need not enter numpy's error state for every call
+        with np.errstate(all="ignore"):
+            return run_plan(self._plan, feeds, trace=trace)
 
     def _trace(self, step: Step, args: list[Any], outputs: list[Any]) -> None:
         if self.verbose:

@@ -11,15 +11,14 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto as T
+from onnx import helper as oh
+from onnx import numpy_helper as onh
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto as T  # noqa: E402
-from onnx import helper as oh  # noqa: E402
-from onnx import numpy_helper as onh  # noqa: E402
-
-from onnx_light.onnx_core import NodeProto  # noqa: E402
-from onnx_light.onnx_core.gradient._types import INFER, ValueType, infer_types  # noqa: E402
+from onnx_light.onnx_core import NodeProto
+from onnx_light.onnx_core.gradient._types import INFER, ValueType, infer_types
 
 F, I64, B = T.FLOAT, T.INT64, T.BOOL
 

@@ -17,11 +17,16 @@ HERE = pathlib.Path(__file__).parent
 
 
 def _all_cases() -> Iterator[Case]:
+    """Every Case in a module-level list of a ``test_rules_*.py`` file, each once."""
+    seen: set[int] = set()
     for path in sorted(HERE.glob("test_rules_*.py")):
         module = importlib.import_module(path.stem)
         for value in vars(module).values():
             if isinstance(value, list) and value and all(isinstance(c, Case) for c in value):
-                yield from value
+                for case in value:
+                    if id(case) not in seen:
+                        seen.add(id(case))
+                        yield case
 
 
 CASES = list(_all_cases())

@@ -9,10 +9,11 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
+from gradcheck import Case, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
+from test_rules_math import second_order  # noqa: E402
 
 import onnx_light as ol  # noqa: E402
-from tests.gradient.gradcheck import Case, check_gradient, gradient  # noqa: E402
 
 RNG = np.random.default_rng(4321)
 
@@ -92,6 +93,27 @@ CASES: list[Case] = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_rule(case: Case) -> None:
     check_gradient(case)
+
+
+#: (row, differentiated w.r.t.): grad of the first x, a function of the listed inputs
+SECOND = [
+    ("MatMul-2d", ["b"]),
+    ("MatMul-broadcast-batch-both", ["b"]),
+    ("MatMul-1d-3d", ["b"]),
+    ("MatMul-3d-1d", ["b"]),
+    ("MatMul-same-input", ["x"]),
+    ("Gemm-transAB-alpha-beta", ["b"]),
+    ("Gemm-transA", ["b"]),
+    ("Einsum-three", ["x1", "x2"]),
+    ("Einsum-ellipsis-broadcast", ["x1"]),
+    ("Einsum-same-input", ["x"]),
+]
+
+
+@pytest.mark.parametrize("name, wrt", SECOND, ids=[n for n, _ in SECOND])
+def test_second_order(name: str, wrt: list[str]) -> None:
+    case = next(c for c in CASES if c.name == name)
+    check_gradient(second_order(case, wrt))
 
 
 def test_matmul_2d_is_two_gemms() -> None:

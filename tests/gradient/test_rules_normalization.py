@@ -11,12 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-from onnx import helper as oh  # noqa: E402
-
-from tests.gradient.gradcheck import Case, check_gradient  # noqa: E402
+from gradcheck import Case, check_gradient
+from onnx import helper as oh
 
 F32 = np.float32
 _rng = np.random.default_rng(11)
@@ -27,9 +23,18 @@ def rnd(*shape: int, positive: bool = False) -> np.ndarray:
     return np.abs(v) + 0.5 if positive else v
 
 
-def row(name: str, op: str, inputs: dict[str, np.ndarray], xs: list[str] | None = None, outputs: int = 1,
-        y: str = "y", opset: int = 21, ort_dtype: Any = np.float64, extra: list[Any] | None = None,
-        **attrs: Any) -> Case:
+def row(
+    name: str,
+    op: str,
+    inputs: dict[str, np.ndarray],
+    xs: list[str] | None = None,
+    outputs: int = 1,
+    y: str = "y",
+    opset: int = 21,
+    ort_dtype: Any = np.float64,
+    extra: list[Any] | None = None,
+    **attrs: Any,
+) -> Case:
     """One normalization node; ``extra`` nodes may combine several outputs into ``y``."""
     outs = ["y", "o1", "o2"][:outputs] if not extra else ["t", "o1", "o2"][:outputs]
     nodes = [oh.make_node(op, list(inputs), outs, **attrs), *(extra or [])]
@@ -53,37 +58,67 @@ def combine(*names: str) -> list[Any]:
 LN_X = rnd(2, 3, 4)
 CASES = [
     row("layernorm-last", "LayerNormalization", {"x": LN_X, "scale": rnd(4), "bias": rnd(4)}),
-    row("layernorm-axis1", "LayerNormalization", {"x": LN_X, "scale": rnd(3, 4), "bias": rnd(4)}, axis=1,
-        epsilon=1e-3),
+    row("layernorm-axis1", "LayerNormalization", {"x": LN_X, "scale": rnd(3, 4), "bias": rnd(4)}, axis=1, epsilon=1e-3),
     row("layernorm-bcast-scale", "LayerNormalization", {"x": LN_X, "scale": rnd(1, 4)}, axis=1),
     row("layernorm-nobias", "LayerNormalization", {"x": LN_X, "scale": rnd(4)}, axis=-1, stash_type=11),
     row("layernorm-x-only", "LayerNormalization", {"x": LN_X, "scale": rnd(4), "bias": rnd(4)}, xs=["x"]),
-    row("layernorm-mean-invstd", "LayerNormalization", {"x": LN_X, "scale": rnd(3, 4), "bias": rnd(3, 4)},
-        outputs=3, axis=1, stash_type=11, extra=[*combine("t", "o1", "o2")]),
+    row(
+        "layernorm-mean-invstd",
+        "LayerNormalization",
+        {"x": LN_X, "scale": rnd(3, 4), "bias": rnd(3, 4)},
+        outputs=3,
+        axis=1,
+        stash_type=11,
+        extra=[*combine("t", "o1", "o2")],
+    ),
     row("batchnorm-inference", "BatchNormalization", bn_inputs(3, 2, 3, 2, 2)),
     row("batchnorm-inference-2d", "BatchNormalization", bn_inputs(3, 4, 3), epsilon=1e-2),
-    row("batchnorm-training", "BatchNormalization", bn_inputs(3, 2, 3, 2, 2), xs=["x", "scale", "b"],
-        training_mode=1),
-    row("batchnorm-training-running", "BatchNormalization", bn_inputs(2, 3, 2, 3), outputs=3, training_mode=1,
-        momentum=0.8, extra=[*combine("t", "o1", "o2")]),
-    row("instancenorm", "InstanceNormalization", {"x": rnd(2, 3, 2, 3), "scale": rnd(3), "b": rnd(3)},
-        ort_dtype=F32),
-    row("instancenorm-1d", "InstanceNormalization", {"x": rnd(2, 2, 5), "scale": rnd(2), "b": rnd(2)},
-        ort_dtype=F32, epsilon=1e-2),
-    row("groupnorm", "GroupNormalization", {"x": rnd(2, 4, 2, 3), "scale": rnd(4), "b": rnd(4)}, num_groups=2,
-        ort_dtype=F32),
-    row("groupnorm-1group", "GroupNormalization", {"x": rnd(2, 3, 4), "scale": rnd(3), "b": rnd(3)}, num_groups=1,
-        ort_dtype=F32),
-    row("groupnorm-per-channel", "GroupNormalization", {"x": rnd(1, 3, 2, 2), "scale": rnd(3), "b": rnd(3)},
-        num_groups=3, ort_dtype=F32),
+    row("batchnorm-training", "BatchNormalization", bn_inputs(3, 2, 3, 2, 2), xs=["x", "scale", "b"], training_mode=1),
+    row(
+        "batchnorm-training-running",
+        "BatchNormalization",
+        bn_inputs(2, 3, 2, 3),
+        outputs=3,
+        training_mode=1,
+        momentum=0.8,
+        extra=[*combine("t", "o1", "o2")],
+    ),
+    row("instancenorm", "InstanceNormalization", {"x": rnd(2, 3, 2, 3), "scale": rnd(3), "b": rnd(3)}, ort_dtype=F32),
+    row(
+        "instancenorm-1d",
+        "InstanceNormalization",
+        {"x": rnd(2, 2, 5), "scale": rnd(2), "b": rnd(2)},
+        ort_dtype=F32,
+        epsilon=1e-2,
+    ),
+    row(
+        "groupnorm",
+        "GroupNormalization",
+        {"x": rnd(2, 4, 2, 3), "scale": rnd(4), "b": rnd(4)},
+        num_groups=2,
+        ort_dtype=F32,
+    ),
+    row(
+        "groupnorm-1group",
+        "GroupNormalization",
+        {"x": rnd(2, 3, 4), "scale": rnd(3), "b": rnd(3)},
+        num_groups=1,
+        ort_dtype=F32,
+    ),
+    row(
+        "groupnorm-per-channel",
+        "GroupNormalization",
+        {"x": rnd(1, 3, 2, 2), "scale": rnd(3), "b": rnd(3)},
+        num_groups=3,
+        ort_dtype=F32,
+    ),
     row("lpnorm-p2", "LpNormalization", {"x": rnd(3, 4)}),
     row("lpnorm-p1-axis0", "LpNormalization", {"x": rnd(3, 4)}, axis=0, p=1),
     row("lpnorm-p2-axis1", "LpNormalization", {"x": rnd(2, 3, 2)}, axis=1, p=2),
     row("mvn", "MeanVarianceNormalization", {"x": rnd(2, 3, 2, 2)}, ort_dtype=F32),
     row("mvn-axes", "MeanVarianceNormalization", {"x": rnd(2, 3, 4)}, axes=[2], ort_dtype=F32),
     row("rmsnorm", "RMSNormalization", {"x": rnd(2, 3, 4), "scale": rnd(4)}, opset=23),
-    row("rmsnorm-axis1", "RMSNormalization", {"x": rnd(2, 3, 4), "scale": rnd(1, 4)}, axis=1, epsilon=1e-3,
-        opset=23),
+    row("rmsnorm-axis1", "RMSNormalization", {"x": rnd(2, 3, 4), "scale": rnd(1, 4)}, axis=1, epsilon=1e-3, opset=23),
 ]
 
 

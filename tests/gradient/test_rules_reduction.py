@@ -16,9 +16,8 @@ import pytest
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
+from gradcheck import Case, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
-
-from tests.gradient.gradcheck import Case, check_gradient, gradient  # noqa: E402
 
 _rng = np.random.default_rng(5)
 
@@ -119,3 +118,15 @@ def test_keepdims_rows_are_small() -> None:
     assert ops(red("ReduceSum", rnd(2, 3), [1], keepdims=0)) == ["Unsqueeze", "Expand"]
     assert ops(red("ReduceMean", rnd(2, 3), [0])) == ["Div", "Expand"]
     assert ops(red("ReduceLogSumExp", rnd(2, 3), [1])) == ["ReduceLogSumExp", "Sub", "Exp", "Mul"]
+
+
+SECOND = [c for c in ROWS if "noop" not in c.name and "ArgMax" not in c.name]
+
+
+@pytest.mark.parametrize("case", SECOND, ids=[c.name for c in SECOND])
+def test_backward_is_differentiable(case: Case) -> None:
+    """The backward graph differentiated again w.r.t. dy and, where it depends on it, x."""
+    from test_rules_tensor import backward_case
+
+    nonlinear = case.name.split("-")[0] not in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1")
+    check_gradient(backward_case(case, wrt_inputs=nonlinear))

@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
+from gradcheck import Case, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
 import onnx_light as ol  # noqa: E402
-from tests.gradient.gradcheck import Case, check_gradient, gradient  # noqa: E402
 
 F32 = np.float32
 _rng = np.random.default_rng(11)
@@ -120,6 +120,7 @@ SLICE = [
     slc("slice-dynamic-batch", rnd(3, 5), [1], [-1], axes=[1], dynamic=True),
     slc("slice-dynamic-axis", rnd(5, 2), [1], [4], axes=[0], dynamic=True),
     slc("slice-dynamic-strided", rnd(6, 3), [5], [0], axes=[0], steps=[-2], dynamic=True),
+    slc("slice-dynamic-batch-strided", rnd(2, 7), [6], [0], axes=[1], steps=[-3], dynamic=True),
     slc("slice-runtime-args", rnd(4, 5), [3, -1], [0, 1], axes=[0, 1], steps=[-1, -2], const=False),
     slc("slice-runtime-no-axes", rnd(4, 5), [1], [3], const=False, dynamic=True),
     slc("slice-empty", rnd(3, 4), [2], [2], axes=[1]),
@@ -149,6 +150,9 @@ GATHER = [
         batch_dims=2),
     one("gather-nd-batch1-dynamic", "GatherND", rnd(2, 3), {"i": i64([[2], [2]], [[0], [1]])}, dynamic=True,
         batch_dims=1),
+    Case("gather-nd-batch1-dynamic-indices", [node("GatherND", ["x", "i"], batch_dims=1)],
+         {"x": rnd(3, 4, 2), "i": i64([[1, 0], [3, 1]], [[0, 0], [0, 0]], [[2, 1], [-1, -2]])}, ["x"],
+         dynamic=["x", "i"]),
     Case("topk", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": rnd(3, 5), "k": i64(2)}, ["x"],
          initializers=["k"]),
     Case("topk-smallest-dynamic", [node("TopK", ["x", "k"], ["y", "i"], largest=0)], {"x": rnd(2, 4), "k": i64(3)},
@@ -227,3 +231,34 @@ def test_refused_with_reason() -> None:
     wrap = pad("p", rnd(2, 3), [0, 4, 0, 0], mode="wrap")
     with pytest.raises(ol.GradientError, match="wrap"):
         gradient(wrap)
+
+
+def backward_case(case: Case, wrt_inputs: bool = False) -> Case:
+    """The backward function of ``case`` as a forward graph, differentiated w.r.t. ``dy``
+    (and the original ``xs`` when ``wrt_inputs``): the closure of the emitted ops."""
+    import onnx
+
+    _, bwd = gradient(case)
+    feeds = dict(case.inputs)
+    y0 = case.y or case.nodes[-1].output[0]
+    model, _ = gradient(case)
+    from gradcheck import run_forward
+
+    feeds["dy"] = rnd(*np.shape(run_forward(model, dict(case.inputs), y0)))
+    nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in bwd.node]
+    for n in nodes:  # "dy" is reserved for the new output gradient
+        n.input[:] = ["g_out" if i == "dy" else i for i in n.input]
+    feeds["g_out"] = feeds.pop("dy")
+    names = ["g_out" if k == "dy" else k for k in bwd.input]
+    return Case(
+        f"{case.name}-double", nodes, {k: feeds[k] for k in names}, ["g_out", *(case.xs if wrt_inputs else [])],
+        y=f"grad_{case.xs[0]}", initializers=[k for k in case.initializers if k in bwd.input], atol=1e-6,
+    )
+
+
+LINEAR_ROWS = [c for c in ROWS if c.name != "slice-empty"]  # an empty slice's gradient is zeros, not linear in dy
+
+
+@pytest.mark.parametrize("case", LINEAR_ROWS, ids=[c.name for c in LINEAR_ROWS])
+def test_backward_is_differentiable(case: Case) -> None:
+    check_gradient(backward_case(case))

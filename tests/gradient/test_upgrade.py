@@ -12,15 +12,14 @@ import itertools
 from typing import Any, NamedTuple
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
+from onnx import helper as oh
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-from onnx import helper as oh  # noqa: E402
-
-from onnx_light.onnx_core import GradientError, NodeProto  # noqa: E402
-from onnx_light.onnx_core.gradient._types import ValueType, infer_types  # noqa: E402
-from onnx_light.onnx_core.gradient._upgrade import upgrade_nodes  # noqa: E402
+from onnx_light.onnx_core import GradientError, NodeProto
+from onnx_light.onnx_core.gradient._types import ValueType, infer_types
+from onnx_light.onnx_core.gradient._upgrade import upgrade_nodes
 
 TARGET = 21
 

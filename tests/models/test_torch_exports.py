@@ -51,7 +51,7 @@ if _HAVE_TORCH:
     SPEC_NAMES = list(tm.SPECS)
 else:  # pragma: no cover
     tm = None
-    SPEC_NAMES = ["mlp_mse", "mlp_ce", "cnn_bn_eval", "cnn_bn_train", "depthwise", "transformer"]
+    SPEC_NAMES = ["mlp_mse", "mlp_ce", "mlp_nll", "cnn_bn_eval", "cnn_bn_train", "depthwise", "transformer"]
 
 OPSETS = [17, 18]
 RTOL = 1e-4
@@ -68,13 +68,13 @@ def _gradcheck() -> Any:
     return gradcheck
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _export(name: str, opset: int, dynamic_batch: bool = False) -> Any:
     """Our ModelProto of the export (each model is exported once per module run)."""
     return ol.load_from_string(tm.export(tm.SPECS[name], opset, dynamic_batch))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _backward(name: str, opset: int, dynamic_batch: bool = False) -> tuple[Any, Any, list[str]]:
     """(forward model, backward FunctionProto, xs)."""
     model = _export(name, opset, dynamic_batch)
@@ -100,9 +100,41 @@ def _compare(name: str, xs: list[str], ours: list[np.ndarray], ref: dict[str, np
     scale = max(float(np.max(np.abs(g))) for g in ref.values())
     for x, g in zip(xs, ours):
         assert g.shape == ref[x].shape and g.dtype == np.float32, f"{name}: grad_{x} is {g.dtype}{g.shape}"
-        np.testing.assert_allclose(
-            g, ref[x], rtol=RTOL, atol=ATOL_SCALE * scale, err_msg=f"{name}: grad_{x} {what}"
-        )
+        np.testing.assert_allclose(g, ref[x], rtol=RTOL, atol=ATOL_SCALE * scale, err_msg=f"{name}: grad_{x} {what}")
+
+
+def _run_onnxruntime(bwd: Any, bfeeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The backward function wrapped as a model (``gradcheck.backward_model``), checked and run in onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    wrapped = _gradcheck().backward_model(bwd, bfeeds)
+    onnx.checker.check_model(wrapped, full_check=True)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(wrapped.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, bfeeds)
+
+
+def _attr(node: Any, name: str) -> Any:
+    return next((a for a in node.attribute if a.name == name), None)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_export_covers(name: str, opset: int) -> None:
+    """The export holds the ops the case is meant to cover (guards against exporter changes)."""
+    spec = tm.SPECS[name]
+    model = _export(name, opset)
+    assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [opset]
+    ops = {n.op_type for n in model.graph.node}
+    assert spec.ops <= ops, f"{name}: export lacks {sorted(spec.ops - ops)}; has {sorted(ops)}"
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization":
+            mode = _attr(node, "training_mode")
+            assert (mode.i if mode is not None else 0) == int(spec.train), f"{name}: {node.name} training_mode"
+    if name == "depthwise":
+        groups = [_attr(n, "group") for n in model.graph.node if n.op_type == "Conv"]
+        assert any(g is not None and g.i == 6 for g in groups), f"{name}: no grouped (depthwise) Conv"
 
 
 @pytest.mark.parametrize("opset", OPSETS)
@@ -125,31 +157,30 @@ def test_gradients_match_torch(name: str, opset: int) -> None:
 @pytest.mark.parametrize("opset", OPSETS)
 @pytest.mark.parametrize("name", SPEC_NAMES)
 def test_onnxruntime_agrees(name: str, opset: int) -> None:
-    onnx = pytest.importorskip("onnx")
-    ort = pytest.importorskip("onnxruntime")
     model, bwd, xs = _backward(name, opset)
     feeds, _, ref = tm.reference(tm.SPECS[name])
     bfeeds = _feeds(model, bwd, feeds)
-    wrapped = _gradcheck().backward_model(bwd, bfeeds)
-    onnx.checker.check_model(wrapped, full_check=True)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(wrapped.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    theirs = sess.run(None, bfeeds)
+    theirs = _run_onnxruntime(bwd, bfeeds)
     ours = ol.runtime.InferenceSession(bwd).run(None, bfeeds)
     _compare(name, xs, theirs, ref, "onnxruntime vs torch.autograd")
     _compare(name, xs, theirs, dict(zip(xs, ours)), "onnxruntime vs ours")
 
 
-@pytest.mark.parametrize("name", ["mlp_ce", "transformer"])
-def test_dynamic_batch(name: str) -> None:
-    """One backward function of an export with a symbolic batch axis, run at two batch sizes."""
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_dynamic_batch(name: str, opset: int) -> None:
+    """One backward function of an export with a symbolic batch axis, run at two batch sizes.
+
+    Ours matches torch at both sizes; onnxruntime runs the same function at the second size.
+    """
     spec = tm.SPECS[name]
-    model, bwd, xs = _backward(name, 18, dynamic_batch=True)
+    model, bwd, xs = _backward(name, opset, dynamic_batch=True)
     dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     assert dims[0] == "N", f"{name}: batch axis not symbolic in the export: {dims}"
     sess = ol.runtime.InferenceSession(bwd)
     for batch in (spec.x_shape[0], spec.x_shape[0] + 3):
         feeds, _, ref = tm.reference(spec, batch)
-        grads = sess.run(None, _feeds(model, bwd, feeds))
+        bfeeds = _feeds(model, bwd, feeds)
+        grads = sess.run(None, bfeeds)
         _compare(f"{name}[N={batch}]", xs, grads, ref, "ours vs torch.autograd")
+    _compare(f"{name}[N={batch}]", xs, _run_onnxruntime(bwd, bfeeds), ref, "onnxruntime vs torch.autograd")

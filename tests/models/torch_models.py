@@ -50,6 +50,28 @@ class MLPCrossEntropy(nn.Module):
         return self.loss(self.fc2(torch.sigmoid(self.fc1(x))), target)
 
 
+class MLPLogSoftmaxNLL(nn.Module):
+    """Linear -> Tanh -> Linear; class-weighted NLL of log(softmax) plus a gathered LogSoftmax term.
+
+    The exporter fuses ``nll_loss(log_softmax(z))`` into SoftmaxCrossEntropyLoss, so this
+    spells the two halves differently to get the unfused ops: Softmax -> Log ->
+    NegativeLogLikelihoodLoss (with a class-weight initializer that is a buffer, not a
+    parameter) and LogSoftmax -> GatherElements -> ReduceMean.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 10)
+        self.fc2 = nn.Linear(10, 4)
+        self.register_buffer("class_weight", torch.tensor([1.0, 2.0, 0.5, 1.5]))
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        logits = self.fc2(torch.tanh(self.fc1(x)))
+        nll = F.nll_loss(torch.log(torch.softmax(logits, dim=1)), target, weight=self.class_weight)
+        picked = F.log_softmax(logits, dim=1).gather(1, target.unsqueeze(1))
+        return nll - 0.5 * picked.mean()
+
+
 class CNN(nn.Module):
     """Conv -> BatchNorm -> ReLU -> MaxPool -> Conv -> BatchNorm -> ReLU -> AvgPool -> GlobalAvgPool -> Linear."""
 
@@ -126,6 +148,7 @@ class Spec:
     build: Any
     x_shape: tuple[int, ...]
     target: Any  # callable(generator, batch) -> tensor
+    ops: frozenset[str] = frozenset()  # op types the export must contain (what the case is meant to cover)
     train: bool = False  # export and differentiate in training mode (BatchNorm batch statistics)
 
     def model(self) -> nn.Module:
@@ -160,15 +183,36 @@ def _regression(*shape: int) -> Any:
     return lambda gen, batch: torch.randn((batch, *shape), generator=gen, dtype=torch.float32)
 
 
+_CNN_OPS = frozenset({"Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool"})
+
 SPECS: dict[str, Spec] = {
     s.name: s
     for s in [
-        Spec("mlp_mse", MLPMSE, (5, 6), _regression(3)),
-        Spec("mlp_ce", MLPCrossEntropy, (5, 6), _classes(4)),
-        Spec("cnn_bn_eval", CNN, (2, 3, 8, 8), _classes(5)),
-        Spec("cnn_bn_train", CNN, (3, 3, 8, 8), _classes(5), train=True),
-        Spec("depthwise", DepthwiseSeparableCNN, (2, 2, 6, 6), _regression(8)),
-        Spec("transformer", PreLNTransformerBlock, (2, 5, 8), _regression(5, 8)),
+        Spec("mlp_mse", MLPMSE, (5, 6), _regression(3), frozenset({"Gemm", "ReduceMean"})),
+        Spec("mlp_ce", MLPCrossEntropy, (5, 6), _classes(4), frozenset({"Gemm", "SoftmaxCrossEntropyLoss"})),
+        Spec(
+            "mlp_nll",
+            MLPLogSoftmaxNLL,
+            (5, 6),
+            _classes(4),
+            frozenset({"Softmax", "Log", "NegativeLogLikelihoodLoss", "LogSoftmax", "GatherElements"}),
+        ),
+        Spec("cnn_bn_eval", CNN, (2, 3, 8, 8), _classes(5), _CNN_OPS),
+        Spec("cnn_bn_train", CNN, (3, 3, 8, 8), _classes(5), _CNN_OPS, train=True),
+        Spec(
+            "depthwise",
+            DepthwiseSeparableCNN,
+            (2, 2, 6, 6),
+            _regression(8),
+            frozenset({"Conv", "BatchNormalization", "GlobalAveragePool"}),
+        ),
+        Spec(
+            "transformer",
+            PreLNTransformerBlock,
+            (2, 5, 8),
+            _regression(5, 8),
+            frozenset({"LayerNormalization", "MatMul", "Softmax", "Reshape", "Transpose", "Erf"}),
+        ),
     ]
 }
 

@@ -65,7 +65,7 @@ def _probes(model: ol.ModelProto) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in outputs][: N_PROBES + 2]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str) -> tuple[ol.ModelProto, dict[str, np.ndarray]]:
     model = ol.load(os.path.join(_light_dir(), f"light_{name}.onnx"))
     inits = {t.name for t in model.graph.initializer}

@@ -179,8 +179,23 @@ def broadcasting(ctx: InferContext) -> Result:
     dtype = BOOL if op in _BOOL_OUT else in_type(ctx, 0).dtype
     if op == "PRelu":
         shape = in_type(ctx, 0).shape  # slope broadcasts to X, never the other way
-    out = _fold_binary(ctx, op) if op in _BINARY_FOLD else None
+    if op in _BINARY_FOLD:
+        out = _fold_binary(ctx, op)
+    elif op == "Mod":
+        out = _fold_mod(ctx)
+    else:
+        out = None
     return [ValueType(dtype, shape)], [out]
+
+
+def _fold_mod(ctx: InferContext) -> np.ndarray | None:
+    """Integer ``Mod`` of two known values (torch's attention export computes a slice end so)."""
+    a, b = value(ctx, 0), value(ctx, 1)
+    if a is None or b is None or not small(a, b) or a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
+        return None
+    if np.any(b == 0):
+        return None
+    return np.asarray((np.fmod if ctx.attr("fmod", 0) else np.mod)(a, b)).astype(a.dtype)
 
 
 @infer("Where")

@@ -24,7 +24,13 @@ import numpy as np
 from .._errors import GradientError
 from .._inline import FunctionInliner
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
-from ..helper import get_attribute_value, make_attribute, make_opsetid, tensor_dtype_to_np_dtype
+from .._values import make_tensor_type_proto
+from ..helper import (
+    get_attribute_value,
+    make_attribute,
+    make_opsetid,
+    tensor_dtype_to_np_dtype,
+)
 from ..numpy_helper import from_array, to_array
 from ._context import FLOAT_TYPES, GradContext
 from ._registry import GradRegistry, GradRule
@@ -64,6 +70,10 @@ class GradCounter:
     __index__ = __int__
 
 
+#: sanitised name stems by prefix (prefixes are op types and value names: few, reused)
+_STEMS: dict[str, str] = {}
+
+
 def NewGradName(prefix: str, counter: GradCounter) -> str:  # noqa: N802  (the seed's name)
     """A fresh value name ``<prefix>_grad<n>`` that collides with no name in the source.
 
@@ -71,7 +81,9 @@ def NewGradName(prefix: str, counter: GradCounter) -> str:  # noqa: N802  (the s
         prefix: readable stem (an op type or value name).
         counter: the pass's counter; advanced by every call.
     """
-    stem = "".join(c if c.isalnum() or c in "_./" else "_" for c in prefix) or "v"
+    stem = _STEMS.get(prefix)
+    if stem is None:
+        stem = _STEMS[prefix] = "".join(c if c.isalnum() or c in "_./" else "_" for c in prefix) or "v"
     while True:
         counter.value += 1
         name = f"{stem}_grad{counter.value}"
@@ -119,12 +131,14 @@ class _SeedAccum(dict):  # type: ignore[type-arg]
 
 
 def _node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: str = "", **attrs: Any) -> NodeProto:
-    node = NodeProto(op_type=op_type, input=list(inputs), output=list(outputs))
+    node = NodeProto()
+    node.op_type = op_type
+    node.input = inputs  # the setters copy into fresh lists
+    node.output = outputs
     if domain:
         node.domain = domain
-    for key in sorted(attrs):
-        if attrs[key] is not None:
-            node.attribute.append(make_attribute(key, attrs[key]))
+    if attrs:
+        node.attribute = [make_attribute(key, attrs[key]) for key in sorted(attrs) if attrs[key] is not None]
     return node
 
 
@@ -314,6 +328,8 @@ class _GradientPass:
                     if out in producer:
                         raise GradientError(f"value {out!r} is produced twice (nodes {producer[out]} and {i})")
                     producer[out] = i
+        #: the names each forward node reads (inputs, then its subgraphs' outer-scope names)
+        self._reads = [_reads(node) for node in self.nodes]
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
                 f"y={self.y!r} is not produced by any node nor an input; outputs available: "
@@ -323,7 +339,7 @@ class _GradientPass:
         order = sorted(ancestors)
         fwd = [self.nodes[i] for i in order]
         self.types, self.constants = infer_types(fwd, self.types, self.constants, self.opset)
-        reach, diff = self._dependence(fwd)
+        reach, diff = self._dependence(fwd, [self._reads[i] for i in order])
         y_reach = reach.get(self.y, 0)
         for k, x in enumerate(self.xs):
             if not (y_reach >> k) & 1 and not self.allow_unused:
@@ -337,12 +353,21 @@ class _GradientPass:
                     f"x={x!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                     "differentiate with respect to a floating-point value"
                 )
+        self.types[DY] = self.types.get(self.y, UNKNOWN)
         grads: dict[str, list[str]] = {self.y: [DY]}
         path = [n for n in fwd if any(diff.get(o, 0) for o in n.output)]
         for node in reversed(path):
-            out_grads = [self._collect(grads, o) if o and diff.get(o, 0) else None for o in node.output]
-            if all(g is None for g in out_grads):
-                continue
+            outs = node.output
+            if len(outs) == 1:  # the common case, without the list machinery
+                o = outs[0]
+                g = self._collect(grads, o) if o and diff.get(o, 0) else None
+                if g is None:
+                    continue
+                out_grads: list[str | None] = [g]
+            else:
+                out_grads = [self._collect(grads, o) if o and diff.get(o, 0) else None for o in outs]
+                if all(g is None for g in out_grads):
+                    continue
             needs = [bool(n) and bool(diff.get(n, 0)) for n in node.input]
             self._apply(node, out_grads, needs, grads)
         outputs = []
@@ -366,43 +391,53 @@ class _GradientPass:
     def _ancestors(self, roots: list[str], producer: dict[str, int]) -> set[int]:
         seen: set[int] = set()
         stack = [producer[r] for r in roots if r in producer]
+        reads = self._reads
+        get = producer.get
         while stack:
             i = stack.pop()
             if i in seen:
                 continue
             seen.add(i)
-            for name in self.nodes[i].input:
-                j = producer.get(name)
-                if j is not None and j not in seen:
-                    stack.append(j)
-            for name in _subgraph_inputs(self.nodes[i]):
-                j = producer.get(name)
+            for name in reads[i]:
+                j = get(name)
                 if j is not None and j not in seen:
                     stack.append(j)
         return seen
 
-    def _dependence(self, fwd: list[NodeProto]) -> tuple[dict[str, int], dict[str, int]]:
-        """Bit k of ``reach[v]`` / ``diff[v]``: v depends on xs[k] at all / differentiably."""
+    def _dependence(
+        self, fwd: list[NodeProto], reads: list[list[str]]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Bit k of ``reach[v]`` / ``diff[v]``: v depends on xs[k] at all / differentiably.
+
+        ``reads[i]`` is what ``fwd[i]`` reads (inputs and subgraph outer-scope names).
+        """
         reach: dict[str, int] = {}
         diff: dict[str, int] = {}
         for k, x in enumerate(self.xs):
             reach[x] = reach.get(x, 0) | (1 << k)
             diff[x] = diff.get(x, 0) | (1 << k)
-        for node in fwd:
+        reach_get = reach.get
+        diff_get = diff.get
+        types_get = self.types.get
+        passes_by_op: dict[tuple[str, str], bool] = {}
+        for node, names in zip(fwd, reads):
             r = 0
             d = 0
-            for name in list(node.input) + _subgraph_inputs(node):
-                r |= reach.get(name, 0)
-                d |= diff.get(name, 0)
+            for name in names:
+                r |= reach_get(name, 0)
+                d |= diff_get(name, 0)
             if not r:
                 continue
-            rule = self.registry.lookup(node.domain, node.op_type, self.opset)
-            passes = not (rule is not None and rule.no_grad)
+            key = (node.domain, node.op_type)
+            passes = passes_by_op.get(key)
+            if passes is None:
+                rule = self.registry.lookup(key[0], key[1], self.opset)
+                passes = passes_by_op[key] = not (rule is not None and rule.no_grad)
             for out in node.output:
                 if not out:
                     continue
                 reach[out] = r
-                dt = self.types.get(out, UNKNOWN).dtype
+                dt = types_get(out, UNKNOWN).dtype
                 if passes and d and (dt == 0 or dt in FLOAT_TYPES):
                     diff[out] = d
         return reach, diff
@@ -449,9 +484,10 @@ class _GradientPass:
         if result is None or isinstance(result, str):
             result = (result,)
         result = list(result)
-        if len(result) > len(node.input):
+        extra = result[len(node.input) :]
+        if any(g is not None for g in extra):
             raise self.node_error(node, f"the rule returned {len(result)} gradients for {len(node.input)} inputs")
-        result += [None] * (len(node.input) - len(result))
+        result = result[: len(node.input)] + [None] * (len(node.input) - len(result))
         out = []
         for i, (name, g) in enumerate(zip(node.input, result)):
             if not needs[i]:
@@ -481,22 +517,25 @@ class _GradientPass:
 
     def _assemble(self, fwd: list[NodeProto], producer: dict[str, int], outputs: list[str]) -> FunctionProto:
         # forward values the backward nodes read, and everything they are computed from
-        read = {n for node in self.backward for n in list(node.input) + _subgraph_inputs(node)}
-        needed = self._ancestors([n for n in read if n in producer], producer)
-        forward = [self.nodes[i] for i in sorted(needed)]
+        backward_reads = [_reads(node) for node in self.backward]
+        read = {n for names in backward_reads for n in names}
+        needed = sorted(self._ancestors([n for n in read if n in producer], producer))
+        forward = [self.nodes[i] for i in needed]
         body = forward + self.backward
         defined = {DY} | set(self.xs)
         free: list[str] = []
         seen_free: set[str] = set()
-        for node in body:
-            for name in list(node.input) + _subgraph_inputs(node):
+        reads = self._reads
+        for node, names in zip(body, [reads[i] for i in needed] + backward_reads):
+            for name in names:
                 if name and name not in defined and name not in seen_free:
                     seen_free.add(name)
                     free.append(name)
             defined.update(o for o in node.output if o)
         if self.zs is None:
             rank = {n: i for i, n in enumerate(self.free_order)}
-            zs = sorted(free, key=lambda n: (rank.get(n, len(rank)), free.index(n)))
+            first_use = {n: i for i, n in enumerate(free)}
+            zs = sorted(free, key=lambda n: (rank.get(n, len(rank)), first_use[n]))
         else:
             missing = [n for n in free if n not in self.zs]
             if missing:
@@ -515,6 +554,15 @@ class _GradientPass:
             if d and d not in domains:
                 domains[d] = self.opset_imports.get(d, 1)
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
+        # the inputs' types travel with the function, so differentiating it again (or
+        # wrapping it as a model) starts from known shapes
+        for name in fn.input:
+            t = self.types.get(name)
+            if t is not None and t.dtype:
+                # make_tensor_value_info, without its defensive copy of the fresh TypeProto
+                info = ValueInfoProto(name=name)
+                info.type = make_tensor_type_proto(t.dtype, None if t.shape is None else list(t.shape))
+                fn.value_info.append(info)
         return fn
 
 
@@ -534,6 +582,15 @@ def _rename_reserved(nodes: list[NodeProto], reserved: set[str], new_name: Any) 
             node = copy
         out.append(node)
     return out, rename
+
+
+def _reads(node: NodeProto) -> list[str]:
+    """The names a node reads: its inputs, then its subgraphs' outer-scope names (do not mutate)."""
+    inputs = node.input
+    if not node.attribute:
+        return inputs
+    sub = _subgraph_inputs(node)
+    return inputs + sub if sub else inputs
 
 
 def _subgraph_inputs(node: NodeProto) -> list[str]:

@@ -30,8 +30,8 @@ elementwise(
 )
 # dX = dY - dY * Y * Y
 elementwise("", "Tanh", lambda ctx, dy: ctx.op.Sub(dy, ctx.op.Mul(ctx.op.Mul(dy, ctx.output(0)), ctx.output(0))))
-# dX = dY where X > 0
-elementwise("", "Relu", lambda ctx, dy: ctx.op.Where(_positive(ctx), dy, _c(ctx, 0.0)))
+# dX = dY * sign(Y): Y = max(X, 0) has sign 1 where X > 0, else 0 (no constant needed)
+elementwise("", "Relu", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Sign(ctx.output(0))))
 # dX = dY where X > 0 else alpha * dY
 elementwise(
     "",

@@ -6,8 +6,6 @@ batch dimensions back themselves (``_sum_to``) instead of registering broadcast=
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._table import rule
 
 
@@ -103,7 +101,7 @@ def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     a, b, c = ctx.input(0), ctx.input(1), ctx.input(2)
     ta, tb = ctx.attr("transA", 0), ctx.attr("transB", 0)
     alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
-    extra: dict[str, Any] = {} if alpha == 1.0 else {"alpha": alpha}
+    extra = {} if alpha == 1.0 else {"alpha": alpha}
     da = db = dc = None
     if ctx.needs_grad(0):
         da = ctx.op.Gemm(b, dy, transA=tb, transB=1, **extra) if ta else ctx.op.Gemm(dy, b, transB=1 - tb, **extra)

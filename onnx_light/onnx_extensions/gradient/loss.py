@@ -28,13 +28,12 @@ def _mask(ctx: Any, labels: str, scores: str) -> str:
     if shape is None or len(shape) < 2 or not isinstance(shape[1], int):
         raise ctx.error(f"needs the class count: dim 1 of {scores!r} (got {shape}) must be static")
     rank = len(shape)
-    classes = np.arange(shape[1], dtype=np.int64)
+    int32 = ctx.dtype(labels) == 6
+    classes = np.arange(shape[1], dtype=np.int32 if int32 else np.int64)
     ignore = ctx.attr("ignore_index")
     if ignore is not None and 0 <= int(ignore) < shape[1]:
-        classes[int(ignore)] = -(1 << 62)  # a value no kept label can have
-    dtype = ctx.dtype(labels)
-    classes = classes.astype(np.int32 if dtype == 6 else np.int64).reshape((1, -1) + (1,) * (rank - 2))
-    hit = ctx.op.Equal(ctx.op.Unsqueeze(labels, ctx.ints([1])), classes)
+        classes[int(ignore)] = -(2**31) if int32 else -(2**62)  # a value no kept label can have
+    hit = ctx.op.Equal(ctx.op.Unsqueeze(labels, ctx.ints([1])), classes.reshape((1, -1) + (1,) * (rank - 2)))
     return ctx.op.CastLike(hit, scores)
 
 
@@ -65,8 +64,7 @@ def _nll_backward(ctx: Any, dy: str | None, logp: str, labels: str, weights: str
         picked = ctx.op.Neg(logp)
         if total is not None:
             picked = ctx.op.Sub(picked, ctx.output(0))
-        d_w = ctx.op.ReduceSum(ctx.op.Mul(ctx.op.Mul(mask, picked), coef), ctx.ints([0, *range(2, rank)]),
-                               keepdims=0)
+        d_w = ctx.op.ReduceSum(ctx.op.Mul(ctx.op.Mul(mask, picked), coef), ctx.ints([0, *range(2, rank)]), keepdims=0)
     return d_logp, d_w
 
 

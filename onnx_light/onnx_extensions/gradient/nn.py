@@ -26,18 +26,23 @@ class Geometry:
 
     Attributes:
         size: input spatial dims. kernel: kernel dims. out: output spatial dims.
-        strides, dilations: per axis. begin: begin pads (may be negative for a
-        ConvTranspose whose ``output_shape`` is larger than its natural size).
+        strides, dilations: per axis. begin, end: pads.
     """
 
-    __slots__ = ("size", "kernel", "strides", "dilations", "begin", "out")
+    __slots__ = ("size", "kernel", "strides", "dilations", "begin", "end", "out")
 
     def __init__(
-        self, size: list[int], kernel: list[int], strides: list[int], dilations: list[int], begin: list[int],
+        self,
+        size: list[int],
+        kernel: list[int],
+        strides: list[int],
+        dilations: list[int],
+        begin: list[int],
+        end: list[int],
         out: list[int],
     ) -> None:
         self.size, self.kernel, self.strides, self.dilations = size, kernel, strides, dilations
-        self.begin, self.out = begin, out
+        self.begin, self.end, self.out = begin, end, out
 
     @property
     def nd(self) -> int:
@@ -60,30 +65,43 @@ def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
     return [int(v) for v in value] if value is not None else list(default)
 
 
-def _pads(ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]) -> list[int]:
-    """Begin pads of a Conv / pooling window after resolving ``auto_pad``; the end is implied."""
+def _pads(
+    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[list[int], list[int]]:
+    """Begin and end pads of a Conv / pooling window after resolving ``auto_pad``."""
     nd = len(size)
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     if auto_pad == "VALID":
-        return [0] * nd
+        return [0] * nd, [0] * nd
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin = []
+        begin, end = [], []
         for d, k, s, dil in zip(size, kernel, strides, dilations):
             total = max(0, (-(-d // s) - 1) * s + (k - 1) * dil + 1 - d)
             begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-        return begin
-    return _int_list(ctx, "pads", [0] * 2 * nd)[:nd]
+            end.append(total - begin[-1])
+        return begin, end
+    pads = _int_list(ctx, "pads", [0] * 2 * nd)
+    return pads[:nd], pads[nd:]
 
 
-def conv_geometry(ctx: Any, kernel: list[int], out_name: str) -> Geometry:
-    """The geometry of a Conv or pooling node; ``out`` is read from ``out_name``'s shape."""
+def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geometry:
+    """The geometry of a Conv or pooling node (input 0 must have static spatial dims).
+
+    The output dims are computed here, as onnxruntime does: with ``ceil_mode`` a last
+    window that would start in the end padding is dropped.
+    """
     x_shape = _spatial(ctx, ctx.input(0), "input")
-    out_shape = _spatial(ctx, out_name, "output")
     size = list(x_shape[2:])
     nd = len(size)
     strides = _int_list(ctx, "strides", [1] * nd)
     dilations = _int_list(ctx, "dilations", [1] * nd)
-    return Geometry(size, kernel, strides, dilations, _pads(ctx, size, kernel, strides, dilations), list(out_shape[2:]))
+    begin, end = _pads(ctx, size, kernel, strides, dilations)
+    out = []
+    for n, k, s, d, b, e in zip(size, kernel, strides, dilations, begin, end):
+        room = n + b + e - (k - 1) * d - 1
+        o = (-(-room // s) if ceil_mode else room // s) + 1
+        out.append(o - 1 if ceil_mode and (o - 1) * s >= n + b else o)
+    return Geometry(size, kernel, strides, dilations, begin, end, out)
 
 
 def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int) -> str:
@@ -106,14 +124,25 @@ def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int) -> str:
 
 
 def correlate(
-    ctx: Any, inp: str, wt: str, *, size: list[int], wsize: list[int], out: list[int], strides: list[int],
-    dilations: list[int], begin: list[int], group: int,
+    ctx: Any,
+    inp: str,
+    wt: str,
+    *,
+    size: list[int],
+    wsize: list[int],
+    out: list[int],
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    group: int,
 ) -> str:
     """``Conv(inp, wt)`` whose spatial output is exactly ``out`` for begin pads ``begin``.
 
     The end pads follow from ``out``; negative pads become a Slice of ``inp``.
     """
-    end = [(o - 1) * s + (k - 1) * d + 1 - n - b for o, s, k, d, n, b in zip(out, strides, wsize, dilations, size, begin)]
+    end = [
+        (o - 1) * s + (k - 1) * d + 1 - n - b for o, s, k, d, n, b in zip(out, strides, wsize, dilations, size, begin)
+    ]
     if any(b < 0 for b in begin) or any(e < 0 for e in end):
         nd = len(size)
         starts = [max(-b, 0) for b in begin]
@@ -159,25 +188,32 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
     x, w = ctx.input(0), ctx.input(1)
     w_shape = _spatial(ctx, w, "weight")
     group = int(ctx.attr("group", 1))
-    geo = conv_geometry(ctx, list(w_shape[2:]), ctx.output(0))
+    geo = conv_geometry(ctx, list(w_shape[2:]))
     rank = geo.nd + 2
     dx = transpose_into(ctx, dy, w, geo, group) if ctx.needs_grad(0) else None
     dw = None
     if ctx.needs_grad(1):
         channels = w_shape[1] * group
         corr = correlate(
-            ctx, _group_major(ctx, x, channels, group, geo.size), _swap01(ctx, dy, rank),
-            size=geo.size, wsize=geo.out, out=geo.kernel, strides=geo.dilations, dilations=geo.strides,
-            begin=geo.begin, group=group,
+            ctx,
+            _group_major(ctx, x, channels, group, geo.size),
+            _swap01(ctx, dy, rank),
+            size=geo.size,
+            wsize=geo.out,
+            out=geo.kernel,
+            strides=geo.dilations,
+            dilations=geo.strides,
+            begin=geo.begin,
+            group=group,
         )
         dw = _swap01(ctx, corr, rank)
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
 
 
-def _transpose_begin(ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]) -> tuple[
-    list[int], list[int]
-]:
+def _transpose_begin(
+    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[list[int], list[int]]:
     """ConvTranspose's begin pads and output spatial dims, per the opset-11+ rules."""
     nd = len(size)
     extra = _int_list(ctx, "output_padding", [0] * nd)
@@ -185,7 +221,10 @@ def _transpose_begin(ctx: Any, size: list[int], kernel: list[int], strides: list
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     output_shape = ctx.attr("output_shape")
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out = [int(v) for v in output_shape][-nd:] if output_shape is not None else [n * s for n, s in zip(size, strides)]
+        if output_shape is not None:
+            out = [int(v) for v in output_shape][-nd:]
+        else:
+            out = [n * s for n, s in zip(size, strides)]
         begin = []
         for f, t in zip(full, out):
             total = f - t
@@ -217,13 +256,22 @@ def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
     begin, out = _transpose_begin(ctx, size, kernel, strides, dilations)
     dx = None
     if ctx.needs_grad(0):
-        dx = correlate(ctx, dy, w, size=out, wsize=kernel, out=size, strides=strides, dilations=dilations,
-                       begin=begin, group=group)
+        dx = correlate(
+            ctx, dy, w, size=out, wsize=kernel, out=size, strides=strides, dilations=dilations, begin=begin, group=group
+        )
     dw = None
     if ctx.needs_grad(1):
         corr = correlate(
-            ctx, _group_major(ctx, dy, w_shape[1] * group, group, out), _swap01(ctx, x, rank),
-            size=out, wsize=size, out=kernel, strides=dilations, dilations=strides, begin=begin, group=group,
+            ctx,
+            _group_major(ctx, dy, w_shape[1] * group, group, out),
+            _swap01(ctx, x, rank),
+            size=out,
+            wsize=size,
+            out=kernel,
+            strides=dilations,
+            dilations=strides,
+            begin=begin,
+            group=group,
         )
         dw = _swap01(ctx, corr, rank)
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None

@@ -48,7 +48,7 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """
     x = ctx.input(0)
     kernel = [int(k) for k in ctx.attr("kernel_shape")]
-    geo = conv_geometry(ctx, kernel, ctx.output(0))
+    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
     channels = ctx.shape(x)[1]
     # valid(o): window cells inside the unpadded input, per spatial axis then outer product
     valid = np.ones((), dtype=np.int64)
@@ -56,7 +56,7 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     for i, (n, k, s, d, b, o) in enumerate(zip(geo.size, kernel, geo.strides, geo.dilations, geo.begin, geo.out)):
         pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
         valid = np.multiply.outer(valid, ((pos >= 0) & (pos < n)).sum(axis=1))
-        overhang |= bool(pos[-1, -1] >= n + _end_pad(ctx, geo.nd, i))
+        overhang |= bool(pos[-1, -1] >= n + geo.end[i])
     valid = valid.reshape((1, 1, *geo.out))
     include_pad = bool(ctx.attr("count_include_pad", 0))
     if not include_pad:
@@ -69,14 +69,6 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
         scaled = ctx.op.Mul(dy, inverse_count)
     weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
     return (transpose_into(ctx, scaled, weights, geo, channels),)
-
-
-def _end_pad(ctx, nd: int, axis: int) -> int:  # type: ignore[no-untyped-def]
-    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
-    if auto_pad != "NOTSET":
-        return 0 if auto_pad == "VALID" else 1 << 30  # SAME_* windows never overhang
-    pads = ctx.attr("pads")
-    return int(pads[nd + axis]) if pads is not None else 0
 
 
 @rule("", "GlobalAveragePool")

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._table import no_grad, rule
+from ._table import rule
 from ._tensor_common import arg_ints
-
-no_grad("", "ArgMax", "ArgMin")
 
 
 def _broadcastable(ctx: Any, value: str) -> str:

@@ -19,17 +19,18 @@ def _run(plan: Any, feeds: list[Any], scope: dict[str, Any]) -> list[Any]:
     return run_plan(plan, feeds, scope)
 
 
-def _split_scope(args: tuple[Any, ...], n_own: int, names: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
-    own = list(args[: len(args) - len(names)]) if names else list(args)
-    scope = dict(zip(names, args[len(args) - len(names) :])) if names else {}
-    assert len(own) >= n_own or n_own < 0
-    return own, scope
+def _split_scope(args: tuple[Any, ...], names: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
+    """The node's own inputs, and the captured outer values by name."""
+    if not names:
+        return list(args), {}
+    own = len(args) - len(names)
+    return list(args[:own]), dict(zip(names, args[own:]))
 
 
 @kernel("", "If", since=1)
 def if_(*args: Any, then_branch: Any, else_branch: Any, _captured: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """Runs ``then_branch`` when the scalar condition is true, else ``else_branch``."""
-    own, scope = _split_scope(args, 1, _captured)
+    own, scope = _split_scope(args, _captured)
     cond = np.asarray(own[0])
     if cond.size != 1:
         raise ValueError(f"If condition must hold one element, got shape {cond.shape}")
@@ -40,7 +41,7 @@ def if_(*args: Any, then_branch: Any, else_branch: Any, _captured: tuple[str, ..
 @kernel("", "Loop", since=1)
 def loop(*args: Any, body: Any, _captured: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """``for i in range(M) while cond``: carries state, stacks scan outputs along axis 0."""
-    own, scope = _split_scope(args, 2, _captured)
+    own, scope = _split_scope(args, _captured)
     trip, cond, carried = own[0], own[1], list(own[2:])
     max_trip = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
     keep_going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
@@ -78,7 +79,7 @@ def scan(
     _captured: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
     """Iterates ``body`` over slices of the scan inputs, carrying state."""
-    own, scope = _split_scope(args, num_scan_inputs, _captured)
+    own, scope = _split_scope(args, _captured)
     n_state = len(own) - num_scan_inputs
     state, xs = own[:n_state], own[n_state:]
     in_axes = scan_input_axes or [0] * num_scan_inputs
@@ -116,7 +117,7 @@ def scan_8(
     _captured: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
     """Scan-8: like Scan-9 per batch entry; axis 0 is the batch, axis 1 is scanned."""
-    own, scope = _split_scope(args, num_scan_inputs + 1, _captured)
+    own, scope = _split_scope(args, _captured)
     seq_lens, rest = own[0], own[1:]
     n_state = len(rest) - num_scan_inputs
     batch = int(np.asarray(rest[0]).shape[0])

@@ -1,0 +1,254 @@
+"""onnx-light's runtime against onnxruntime and onnx's ReferenceEvaluator, one process.
+
+numpy runs with one BLAS thread and onnxruntime with ``intra_op_num_threads=1`` (and
+``inter_op_num_threads=1``, default graph optimisations), so the comparison is one
+core against one core. Each model is built here with ``onnx``:
+
+* ``chain``: 2,000 element-wise nodes (Add, Mul, Tanh, Sub, Relu, Neg, Sigmoid, Abs
+  in turn) on a [64] float32 tensor: the per-node overhead of the executor.
+* ``mlp``:   one training step of a 784-512-256-10 ReLU MLP, batch 64: forward,
+  softmax cross-entropy, hand-written backward and SGD update, 45 ONNX nodes.
+* ``cnn``:   Conv(3->32, 3x3) - Relu - MaxPool(2x2) - Conv(32->64, 3x3) - Relu -
+  GlobalAveragePool on a 16x3x64x64 batch.
+
+Every sample times ``repeat`` back-to-back runs of one runtime; the runtimes alternate
+within a round and the order flips every round; the table reports medians per run
+and the median ratios. Before timing, all runtimes' outputs are checked against ours.
+
+    PYTHONPATH=. python benchmarks/bench_runtime.py [--rounds 15] [--models chain,mlp,cnn] [--no-reference]
+"""
+
+from __future__ import annotations
+
+import os
+
+# one BLAS thread for numpy: must be set before numpy is imported
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto  # noqa: E402
+from onnx import helper as H  # noqa: E402
+from onnx import numpy_helper as NH  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import onnx_light  # noqa: E402
+from onnx_light.runtime import InferenceSession  # noqa: E402
+
+F = TensorProto.FLOAT
+OPSET = [H.make_opsetid("", 18)]
+
+
+# ----------------------------------------------------------------------------
+# models
+# ----------------------------------------------------------------------------
+def chain_model(n: int = 2000) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    ops = ["Add", "Mul", "Tanh", "Sub", "Relu", "Neg", "Sigmoid", "Abs"]
+    nodes = []
+    for i in range(n):
+        op = ops[i % len(ops)]
+        ins = [f"v{i}", "c"] if op in ("Add", "Mul", "Sub") else [f"v{i}"]
+        nodes.append(H.make_node(op, ins, [f"v{i + 1}"]))
+    c = NH.from_array(np.full(64, 0.5, np.float32), "c")
+    graph = H.make_graph(
+        nodes, "chain", [H.make_tensor_value_info("v0", F, [64])], [H.make_tensor_value_info(f"v{n}", F, [64])], [c]
+    )
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    return H.make_model(graph, opset_imports=OPSET), {"v0": x}
+
+
+def mlp_model(batch: int = 64) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One SGD step; outputs the loss and the six updated parameters."""
+    sizes = [784, 512, 256, 10]
+    n = []  # nodes
+
+    def node(op: str, ins: list[str], out: str, **attrs: Any) -> str:
+        n.append(H.make_node(op, ins, [out], **attrs))
+        return out
+
+    # forward
+    h = "X"
+    acts = ["X"]
+    for k in range(3):
+        z = node("Add", [node("MatMul", [h, f"W{k}"], f"mm{k}"), f"b{k}"], f"z{k}")
+        h = node("Relu", [z], f"h{k}") if k < 2 else z
+        acts.append(h)
+    logits = h
+    # softmax cross-entropy against one-hot labels Y
+    lsm = node("LogSoftmax", [logits], "lsm", axis=1)
+    nll = node("ReduceSum", [node("Mul", ["Y", lsm], "ylsm"), "axis1"], "nll_rows", keepdims=0)
+    node("Neg", [node("ReduceMean", [nll], "mean_ll", keepdims=0)], "loss")
+    # backward: d logits = (softmax - Y) / batch
+    dz = node("Div", [node("Sub", [node("Exp", [lsm], "softmax"), "Y"], "diff"), "batch"], "dz2")
+    grads: dict[str, str] = {}
+    for k in (2, 1, 0):
+        a = acts[k]
+        grads[f"W{k}"] = node("MatMul", [node("Transpose", [a], f"{a}_T"), dz], f"dW{k}")
+        grads[f"b{k}"] = node("ReduceSum", [dz, "axis0"], f"db{k}", keepdims=0)
+        if k > 0:
+            dh = node("MatMul", [dz, node("Transpose", [f"W{k}"], f"W{k}_T")], f"dh{k - 1}")
+            mask = node("Greater", [acts[k], "zero"], f"mask{k - 1}")
+            dz = node("Where", [mask, dh, "zero"], f"dz{k - 1}")
+    # SGD
+    outputs = [H.make_tensor_value_info("loss", F, [])]
+    for p, g in grads.items():
+        node("Sub", [p, node("Mul", [g, "lr"], f"step_{p}")], f"new_{p}")
+        outputs.append(H.make_tensor_value_info(f"new_{p}", F, None))
+    assert len(n) == 45, len(n)
+
+    r = np.random.default_rng(0)
+    inputs = [
+        H.make_tensor_value_info("X", F, [batch, 784]),
+        H.make_tensor_value_info("Y", F, [batch, 10]),
+    ]
+    feeds: dict[str, np.ndarray] = {
+        "X": r.random((batch, 784), dtype=np.float32),
+        "Y": np.eye(10, dtype=np.float32)[r.integers(0, 10, batch)],
+    }
+    for k in range(3):
+        fan_in, fan_out = sizes[k], sizes[k + 1]
+        feeds[f"W{k}"] = (r.standard_normal((fan_in, fan_out)) * np.sqrt(2 / fan_in)).astype(np.float32)
+        feeds[f"b{k}"] = np.zeros(fan_out, np.float32)
+        inputs += [H.make_tensor_value_info(f"W{k}", F, [fan_in, fan_out]), H.make_tensor_value_info(f"b{k}", F, [fan_out])]
+    consts = [
+        NH.from_array(np.array([1], np.int64), "axis1"),
+        NH.from_array(np.array([0], np.int64), "axis0"),
+        NH.from_array(np.array(batch, np.float32), "batch"),
+        NH.from_array(np.array(0, np.float32), "zero"),
+        NH.from_array(np.array(0.01, np.float32), "lr"),
+    ]
+    graph = H.make_graph(n, "mlp_step", inputs, outputs, consts)
+    return H.make_model(graph, opset_imports=OPSET), feeds
+
+
+def cnn_model(batch: int = 16) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    r = np.random.default_rng(0)
+    w1 = (r.standard_normal((32, 3, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (r.standard_normal((64, 32, 3, 3)) * 0.06).astype(np.float32)
+    b1, b2 = r.standard_normal(32).astype(np.float32), r.standard_normal(64).astype(np.float32)
+    nodes = [
+        H.make_node("Conv", ["X", "W1", "B1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        H.make_node("Relu", ["c1"], ["r1"]),
+        H.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        H.make_node("Conv", ["p1", "W2", "B2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        H.make_node("Relu", ["c2"], ["r2"]),
+        H.make_node("GlobalAveragePool", ["r2"], ["Y"]),
+    ]
+    inits = [NH.from_array(w1, "W1"), NH.from_array(b1, "B1"), NH.from_array(w2, "W2"), NH.from_array(b2, "B2")]
+    graph = H.make_graph(
+        nodes,
+        "cnn",
+        [H.make_tensor_value_info("X", F, [batch, 3, 64, 64])],
+        [H.make_tensor_value_info("Y", F, [batch, 64, 1, 1])],
+        inits,
+    )
+    return H.make_model(graph, opset_imports=OPSET), {"X": r.standard_normal((batch, 3, 64, 64)).astype(np.float32)}
+
+
+MODELS: dict[str, Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]]] = {
+    "chain": chain_model,
+    "mlp": mlp_model,
+    "cnn": cnn_model,
+}
+TARGETS = {"chain": 2.0, "mlp": 1.25, "cnn": 1.5}
+
+
+# ----------------------------------------------------------------------------
+# runners
+# ----------------------------------------------------------------------------
+def runners(model: onnx.ModelProto, reference: bool) -> dict[str, Callable[[dict[str, np.ndarray]], list[Any]]]:
+    import onnxruntime as ort
+
+    data = model.SerializeToString()
+    ours = InferenceSession(onnx_light.load_from_string(data))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    theirs = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    out: dict[str, Callable[[dict[str, np.ndarray]], list[Any]]] = {
+        "onnx-light": lambda feeds: ours.run(None, feeds),
+        "onnxruntime": lambda feeds: theirs.run(None, feeds),
+    }
+    if reference:
+        from onnx.reference import ReferenceEvaluator
+
+        ref = ReferenceEvaluator(model)
+        out["reference"] = lambda feeds: ref.run(None, feeds)
+    return out
+
+
+def check(results: dict[str, list[Any]]) -> None:
+    ours = results["onnx-light"]
+    for name, got in results.items():
+        for a, b in zip(ours, got):
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=f"{name} disagrees with onnx-light")
+
+
+def measure(run: Callable[[], Any], repeat: int) -> float:
+    t = time.perf_counter()
+    for _ in range(repeat):
+        run()
+    return (time.perf_counter() - t) / repeat
+
+
+def bench(name: str, rounds: int, reference: bool) -> dict[str, float]:
+    model, feeds = MODELS[name]()
+    fns = runners(model, reference)
+    check({k: f(feeds) for k, f in fns.items()})
+    # enough back-to-back runs per sample for ~50 ms of onnxruntime time, at least 1
+    one = measure(lambda: fns["onnxruntime"](feeds), 3)
+    repeat = max(1, int(0.05 / max(one, 1e-6)))
+    ref_repeat = max(1, repeat // 50)
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    order = list(fns)
+    ref_rounds = min(rounds, 5)
+    for r in range(rounds):
+        for k in order if r % 2 == 0 else order[::-1]:
+            if k == "reference" and r >= ref_rounds:
+                continue  # the reference is orders of magnitude slower; a few samples suffice
+            samples[k].append(measure(lambda f=fns[k]: f(feeds), ref_repeat if k == "reference" else repeat))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--models", default="chain,mlp,cnn")
+    p.add_argument("--no-reference", action="store_true", help="skip onnx.reference.ReferenceEvaluator")
+    args = p.parse_args()
+    import onnxruntime as ort
+
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, onnxruntime {ort.__version__}, onnx {onnx.__version__}"
+    )
+    header = "| model | onnx-light | onnxruntime | reference | ours / ORT (target) | reference / ours |"
+    print(header)
+    print("|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        t = bench(name, args.rounds, not args.no_reference)
+        ref = t.get("reference")
+        ratio = t["onnx-light"] / t["onnxruntime"]
+        ok = "ok" if ratio <= TARGETS[name] else "MISSED"
+        ours = t["onnx-light"]
+        print(
+            f"| {name} | {t['onnx-light'] * 1e3:.3f} ms | {t['onnxruntime'] * 1e3:.3f} ms | "
+            f"{'-' if ref is None else f'{ref * 1e3:.1f} ms'} | {ratio:.2f}x (<= {TARGETS[name]}x, {ok}) | "
+            f"{'-' if ref is None else f'{ref / ours:.1f}x'} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
