@@ -120,7 +120,8 @@ def mlp_model(batch: int = 64) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         fan_in, fan_out = sizes[k], sizes[k + 1]
         feeds[f"W{k}"] = (r.standard_normal((fan_in, fan_out)) * np.sqrt(2 / fan_in)).astype(np.float32)
         feeds[f"b{k}"] = np.zeros(fan_out, np.float32)
-        inputs += [H.make_tensor_value_info(f"W{k}", F, [fan_in, fan_out]), H.make_tensor_value_info(f"b{k}", F, [fan_out])]
+        inputs.append(H.make_tensor_value_info(f"W{k}", F, [fan_in, fan_out]))
+        inputs.append(H.make_tensor_value_info(f"b{k}", F, [fan_out]))
     consts = [
         NH.from_array(np.array([1], np.int64), "axis1"),
         NH.from_array(np.array([0], np.int64), "axis0"),

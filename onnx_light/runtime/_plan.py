@@ -299,8 +299,7 @@ def compile_graph(
                     known.add(name)
                 else:
                     raise OnnxLightError(
-                        f"{node_label(node)} reads {name!r}, which no input, initializer or earlier "
-                        "node defines"
+                        f"{node_label(node)} reads {name!r}, which no input, initializer or earlier node defines"
                     )
         info = lookup_kernel(domain, node.op_type, opset)
         if info is None:

@@ -156,7 +156,8 @@ class InferenceSession:
             opsets = _opsets(proto.opset_import) or {"": DEFAULT_OPSET}
             graph = None
         else:
-            raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {type(proto).__name__}")
+            kind = type(proto).__name__
+            raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {kind}")
         for fn in fns:
             for imp in fn.opset_import:
                 opsets.setdefault("" if imp.domain == "ai.onnx" else imp.domain, int(imp.version))
@@ -181,9 +182,7 @@ class InferenceSession:
         self._input_names = input_names
         self._output_names = output_names
         bit_values = {a.name for a in self._inputs if a.elem_type in _dtypes.BIT_PATTERN_TYPES}
-        self._plan: Plan = compile_graph(
-            nodes, input_names, output_names, inits, opsets, fns, bit_values=bit_values
-        )
+        self._plan: Plan = compile_graph(nodes, input_names, output_names, inits, opsets, fns, bit_values=bit_values)
         self._expected = {a.name: a for a in self._inputs}
         self._output_index = {n: i for i, n in enumerate(output_names)}
 
@@ -302,8 +301,6 @@ class InferenceSession:
                         if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and not np.isfinite(a).all()
                     ]
                     cause = (
-                        f"input(s) {bad_inputs} were already non-finite"
-                        if bad_inputs
-                        else "all its inputs were finite"
+                        f"input(s) {bad_inputs} were already non-finite" if bad_inputs else "all its inputs were finite"
                     )
                     raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")
