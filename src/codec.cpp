@@ -542,9 +542,11 @@ void decode_into(nb::handle msg, nb::handle view) {
     if (ok) return;
     if (!d.failed) throw nb::python_error();
     std::string path = p->name + d.path;
-    PyObject *err = PyObject_CallFunction(S.decode_error, "s#ns#", d.reason.data(),
-                                          static_cast<Py_ssize_t>(d.reason.size()), d.offset, path.data(),
-                                          static_cast<Py_ssize_t>(path.size()));
+    nb::object reason = nb::steal(PyUnicode_FromStringAndSize(d.reason.data(), static_cast<Py_ssize_t>(d.reason.size())));
+    nb::object where = nb::steal(PyUnicode_FromStringAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+    nb::object offset = nb::steal(PyLong_FromSsize_t(d.offset));
+    if (!reason.is_valid() || !where.is_valid() || !offset.is_valid()) throw nb::python_error();
+    PyObject *err = PyObject_CallFunctionObjArgs(S.decode_error, reason.ptr(), offset.ptr(), where.ptr(), nullptr);
     if (!err) throw nb::python_error();
     PyErr_SetObject(S.decode_error, err);
     Py_DECREF(err);
@@ -1144,6 +1146,7 @@ void codec_register(nb::handle cls, const std::string &name, nb::sequence fields
     plan->name = name;
     uint32_t max_number = 0;
     for (nb::handle row : fields) {
+        if (!PyTuple_Check(row.ptr())) throw nb::type_error("codec_register: 8-tuples expected");
         nb::tuple t = nb::borrow<nb::tuple>(row);
         if (t.size() != 8) throw nb::value_error("codec_register: 8-tuples expected");
         FieldPlan f;

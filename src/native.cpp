@@ -1,6 +1,7 @@
 // onnx_light._native: the loops numpy does poorly (DESIGN.md section 6).
-// Each function has a pure-Python twin with the same signature in
-// onnx_light/runtime/_native_twins.py; ONNX_LIGHT_PURE_PYTHON=1 selects the twins.
+// Each function has a pure-Python twin with the same signature (pooling:
+// onnx_light/runtime/_native.py; codec, src/codec.cpp: onnx_light/onnx_core/_wire.py);
+// ONNX_LIGHT_PURE_PYTHON=1 selects the twins.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
@@ -9,6 +10,8 @@
 #include <stdexcept>
 
 namespace nb = nanobind;
+
+void bind_codec(nb::module_ &m);  // src/codec.cpp: the wire codec's byte loops
 
 namespace {
 
@@ -94,4 +97,5 @@ NB_MODULE(_native, m) {
     m.def("max_pool2d", &max_pool2d<double>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
           nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
+    bind_codec(m);
 }

@@ -164,6 +164,14 @@ class GradContext:
         """Zeros with the shape and dtype of ``name``."""
         return self._pass.zeros_like(name)
 
-    def unbroadcast(self, grad: str, to: str, frm: str | None = None) -> str:
-        """Sums ``grad`` (shaped like ``frm``, default output 0) back to the shape of ``to``."""
-        return self._pass.unbroadcast(grad, frm or self.output(0), to)
+    def unbroadcast(self, grad: str, to: str, frm: str | None = None, shape: tuple[Any, ...] | None = None) -> str:
+        """Sums ``grad`` back to the shape of ``to`` (numpy broadcasting undone).
+
+        ``grad`` is shaped like ``frm`` (default: output 0), or like ``shape`` when the
+        rule knows it; where dims are symbolic the axes are computed at run time.
+        """
+        return self._pass.unbroadcast(grad, frm or self.output(0), to, shape)
+
+    def value(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` when it is a constant known to the pass (small integer tensors), else None."""
+        return self._pass.constants.get(name)

@@ -34,7 +34,7 @@ from ..helper import (
 from ..numpy_helper import from_array, to_array
 from ._context import FLOAT_TYPES, GradContext
 from ._registry import GradRegistry, GradRule
-from ._types import UNKNOWN, ValueType, infer_types
+from ._types import UNKNOWN, Shape, ValueType, infer_types
 from ._upgrade import upgrade_nodes
 
 __all__ = [
@@ -255,9 +255,10 @@ class _GradientPass:
         z = self.emit("ConstantOfShape", [self.shape_value(name)], 1, "", {}, name)[0]
         return self.emit("CastLike", [z, name], 1, "", {}, name)[0]
 
-    def unbroadcast(self, grad: str, frm: str, to: str) -> str:
-        """Sums ``grad`` (shaped like ``frm``) over the axes numpy broadcasting added to ``to``."""
-        src = self.types.get(frm, UNKNOWN).shape
+    def unbroadcast(self, grad: str, frm: str, to: str, src: Shape = None) -> str:
+        """Sums ``grad`` (shaped like ``frm``, or ``src`` when given) over the axes broadcasting added to ``to``."""
+        if src is None:
+            src = self.types.get(frm, UNKNOWN).shape
         dst = self.types.get(to, UNKNOWN).shape
         if src is not None and dst is not None and len(src) == len(dst) and all(
             a == b and a is not None for a, b in zip(src, dst)

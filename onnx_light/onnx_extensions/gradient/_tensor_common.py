@@ -18,12 +18,11 @@ INT64_MIN = int(np.iinfo(np.int64).min)
 def const_ints(ctx: Any, name: str) -> list[int] | None:
     """The value of an integer input known when the pass runs (initializer, Constant, folded shape).
 
-    The context has no public accessor for folded values yet, so this reads the pass's
-    table of constants; None when ``name`` is omitted or computed at run time.
+    None when ``name`` is omitted or computed at run time.
     """
     if not name:
         return None
-    value = ctx._pass.constants.get(name)
+    value = ctx.value(name)
     if value is None:
         return None
     return [int(v) for v in np.asarray(value).reshape(-1)]

@@ -1,7 +1,8 @@
 """Rules for products: MatMul, Gemm, Einsum.
 
 The gradients here are not shaped like the output, so these rules sum broadcast
-batch dimensions back themselves (``_sum_to``) instead of registering broadcast=True.
+batch dimensions back with ``ctx.unbroadcast(..., shape=...)`` instead of registering
+broadcast=True.
 """
 
 from __future__ import annotations
@@ -10,33 +11,8 @@ from ._table import rule
 
 
 def _sum_to(ctx, g, g_shape, x):  # type: ignore[no-untyped-def]
-    """Sums ``g`` (of shape ``g_shape``, None when unknown) back to the shape of ``x``.
-
-    Axes are static when the shapes tell them; otherwise the core's run-time
-    unbroadcast is used (``g`` has no inferred type, so the core computes the axes
-    from ``Shape(g)`` and ``Shape(x)``).
-    """
-    dst = ctx.shape(x)
-    if g_shape is not None and dst is not None and len(g_shape) >= len(dst):
-        lead = len(g_shape) - len(dst)
-        axes = list(range(lead))
-        certain = True
-        for k, d in enumerate(dst):
-            s = g_shape[lead + k]
-            if d is not None and d == s:
-                continue
-            if d == 1:
-                axes.append(lead + k)  # a broadcast axis (or a size-1 one: summing it is harmless)
-            elif not (isinstance(d, int) and d != 1):
-                certain = False  # a symbolic or unknown dim that might be 1
-        if certain:
-            if not axes:
-                return g
-            if len(axes) == lead:
-                return ctx.op.ReduceSum(g, ctx.ints(axes), keepdims=0)
-            summed = ctx.op.ReduceSum(g, ctx.ints(axes), keepdims=1)
-            return summed if lead == 0 else ctx.op.Reshape(summed, ctx.shape_of(x))
-    return ctx.unbroadcast(g, x, frm=g)
+    """Sums ``g`` (of shape ``g_shape``, None when unknown) back to the shape of ``x``."""
+    return ctx.unbroadcast(g, x, frm=g, shape=g_shape)
 
 
 def _swap_last(ctx, v, rank):  # type: ignore[no-untyped-def]
