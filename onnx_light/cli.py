@@ -50,6 +50,17 @@ def _random_feed(t: Any, rng: np.random.Generator, dims: dict[str, int]) -> np.n
     return np.zeros(shape, dtype)
 
 
+def _with_initializers_as_inputs(model: Any) -> Any:
+    """A copy of ``model`` whose initializers are also graph inputs (so they can be fed)."""
+    out = type(model)()
+    out.CopyFrom(model)
+    declared = {i.name for i in out.graph.input}
+    for t in out.graph.initializer:
+        if t.name not in declared:
+            out.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return out
+
+
 def _check_grad(args: argparse.Namespace) -> int:
     """Compares the backward graph with central differences along random directions."""
     model = load(args.model)
@@ -63,7 +74,7 @@ def _check_grad(args: argparse.Namespace) -> int:
         if name == "dy":
             continue
         feeds[name] = inits[name] if name in inits else _random_feed(types[name], rng, {})
-    forward = InferenceSession(model)
+    forward = InferenceSession(_with_initializers_as_inputs(model))
     fwd_inputs = {i.name for i in forward.get_inputs()} | set(inits)
     y0 = forward.run([args.of], {k: v for k, v in feeds.items() if k in fwd_inputs})[0]
     dy = rng.standard_normal(np.shape(y0)).astype(y0.dtype)
@@ -146,12 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=_print)
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["demo"]:
-        from .demo import main as demo_main  # its own options
-
-        return demo_main(argv[1:])
-    args = parser.parse_args(argv)
     try:
+        if argv[:1] == ["demo"]:
+            from .demo import main as demo_main  # it parses its own options
+
+            return demo_main(argv[1:])
+        args = parser.parse_args(argv)
         return int(args.run(args))
     except OnnxLightError as err:
         print(f"onnx-light: error: {err}", file=sys.stderr)

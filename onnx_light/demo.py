@@ -65,6 +65,9 @@ def make_classifier(hidden: int = 64, seed: int = 0) -> ModelProto:
         [
             helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 2]),
             helper.make_tensor_value_info("labels", TensorProto.INT64, ["N"]),
+            # the weights are inputs too (their initializers are the defaults), so a
+            # training loop can feed the current values
+            *[helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in weights.items()],
         ],
         [
             helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),

@@ -19,6 +19,7 @@
 // instead of a list, an int beyond 64 bits, ...) is encoded by the Python twin and its
 // bytes spliced in, so results and errors stay the twin's.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <Python.h>
 #include <structmember.h>

@@ -10,6 +10,11 @@ order, which is what protobuf itself writes, so bytes round-trip exactly.
 
 Large ``bytes`` fields (``TensorProto.raw_data``) are returned as zero-copy
 ``memoryview`` slices of the input.
+
+The functions here are the pure-Python twins (``*_twin``) of the native codec in
+``src/codec.cpp``; the public ``encode``, ``encode_pieces``, ``encoded_size`` and
+``decode_into`` use the native loops when ``_native_codec.enabled()`` (the extension is
+built and ``ONNX_LIGHT_PURE_PYTHON`` is not ``1``). Both give the same results.
 """
 
 from __future__ import annotations
@@ -19,11 +24,22 @@ import struct
 from array import array
 from typing import Any
 
-from . import _wire_gen
+from . import _native_codec, _wire_gen
 from ._errors import DecodeError
 from ._message import Field, Message
 
-__all__ = ["encode", "encode_pieces", "encoded_size", "decode_into", "decode", "MAX_DEPTH"]
+__all__ = [
+    "encode",
+    "encode_pieces",
+    "encoded_size",
+    "decode_into",
+    "decode",
+    "encode_twin",
+    "encode_pieces_twin",
+    "encoded_size_twin",
+    "decode_into_twin",
+    "MAX_DEPTH",
+]
 
 # Wire types.
 WT_VARINT = 0
@@ -173,6 +189,13 @@ def encode_pieces(msg: Message) -> tuple[list[Any], int]:
     Large tensor payloads stay as the views they are, so a caller can stream them to
     a file without joining everything into one buffer.
     """
+    if _native_codec.enabled():
+        return _native_codec.NATIVE.encode_pieces(msg, _native_codec.STREAM_MIN)  # type: ignore[union-attr,no-any-return]
+    return encode_pieces_twin(msg)
+
+
+def encode_pieces_twin(msg: Message) -> tuple[list[Any], int]:
+    """:func:`encode_pieces` in pure Python."""
     pieces: list[Any] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -186,13 +209,27 @@ def encode_pieces(msg: Message) -> tuple[list[Any], int]:
 
 def encode(msg: Message) -> bytes:
     """The protobuf wire-format bytes of ``msg``."""
-    pieces, _ = encode_pieces(msg)
+    if _native_codec.enabled():
+        return _native_codec.NATIVE.encode(msg)  # type: ignore[union-attr,no-any-return]
+    return encode_twin(msg)
+
+
+def encode_twin(msg: Message) -> bytes:
+    """:func:`encode` in pure Python."""
+    pieces, _ = encode_pieces_twin(msg)
     return b"".join(pieces)
 
 
 def encoded_size(msg: Message) -> int:
     """The length of ``encode(msg)``."""
-    return encode_pieces(msg)[1]
+    if _native_codec.enabled():
+        return _native_codec.NATIVE.encoded_size(msg)  # type: ignore[union-attr,no-any-return]
+    return encoded_size_twin(msg)
+
+
+def encoded_size_twin(msg: Message) -> int:
+    """:func:`encoded_size` in pure Python."""
+    return encode_pieces_twin(msg)[1]
 
 
 # ----------------------------------------------------------------------------
@@ -384,6 +421,26 @@ def decode_into(msg: Message, data: Any) -> None:
     Raises:
         DecodeError: the bytes are not a valid encoding of ``msg``'s type.
     """
+    if not _native_codec.enabled():
+        decode_into_twin(msg, data)
+        return
+    view = memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    if not view.c_contiguous:  # a strided view: the twin reads it item by item
+        decode_into_twin(msg, data)
+        return
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _native_codec.NATIVE.decode_into(msg, view)  # type: ignore[union-attr]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def decode_into_twin(msg: Message, data: Any) -> None:
+    """:func:`decode_into` in pure Python."""
     view = memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")

@@ -527,12 +527,16 @@ class _GradientPass:
         free: list[str] = []
         seen_free: set[str] = set()
         reads = self._reads
+        domains = {"": self.opset}
         for node, names in zip(body, [reads[i] for i in needed] + backward_reads):
             for name in names:
                 if name and name not in defined and name not in seen_free:
                     seen_free.add(name)
                     free.append(name)
-            defined.update(o for o in node.output if o)
+            defined.update(node.output)  # "" may enter; it is never looked up
+            d = node.domain
+            if d and d != "ai.onnx" and d not in domains:
+                domains[d] = self.opset_imports.get(d, 1)
         if self.zs is None:
             rank = {n: i for i, n in enumerate(self.free_order)}
             first_use = {n: i for i, n in enumerate(free)}
@@ -549,11 +553,6 @@ class _GradientPass:
         fn.input[:] = [*self.xs, *zs, DY]
         fn.output[:] = outputs
         fn.node[:] = body
-        domains = {"": self.opset}
-        for node in body:
-            d = node.domain if node.domain != "ai.onnx" else ""
-            if d and d not in domains:
-                domains[d] = self.opset_imports.get(d, 1)
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
         # the inputs' types travel with the function, so differentiating it again (or
         # wrapping it as a model) starts from known shapes
@@ -615,16 +614,35 @@ def _np_to_tensor_type(dtype: np.dtype) -> int:
     return int(np_dtype_to_tensor_dtype(dtype))
 
 
-def _value_type(vi: ValueInfoProto) -> ValueType | None:
-    if not vi.type.HasField("tensor_type"):
+_MISSING = object()
+
+
+def _set_message(msg: Any, slot: str) -> Any:
+    """``msg.<field>`` when ``msg.HasField(<field>)``, else None (``slot`` is ``"_" + field``).
+
+    Reads the slot directly, as the codec does, with ``Message._present``'s rule: a
+    sub-message created by merely reading an unset field is absent while empty.
+    """
+    sub = getattr(msg, slot, None)
+    if sub is None or (getattr(sub, "_implicit", False) and sub._is_empty()):
         return None
-    tt = vi.type.tensor_type
+    return sub
+
+
+def _value_type(vi: ValueInfoProto) -> ValueType | None:
+    # the hot path of reading a graph's value_info: HasField / WhichOneof by slot reads
+    tt = _set_message(vi.type, "_tensor_type")
+    if tt is None:
+        return None
     shape = None
-    if tt.HasField("shape"):
+    shp = _set_message(tt, "_shape")
+    if shp is not None:
         dims: list[Any] = []
-        for d in tt.shape.dim:
-            kind = d.WhichOneof("value")
-            dims.append(d.dim_value if kind == "dim_value" else d.dim_param if kind == "dim_param" else None)
+        for d in shp.dim:
+            v = getattr(d, "_dim_value", _MISSING)  # the oneof "value": dim_value, then dim_param
+            if v is _MISSING:
+                v = getattr(d, "_dim_param", None)
+            dims.append(v)
         shape = tuple(dims)
     return ValueType(tt.elem_type, shape)
 
