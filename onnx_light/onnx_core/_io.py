@@ -99,13 +99,15 @@ _UNDEFINED, _TENSOR, _GRAPH, _TENSORS, _GRAPHS = (
 
 
 def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
+    # the private slots are read directly (as _wire does): the public getters of unset
+    # repeated fields would raise and catch an AttributeError per node, and create lists
+    yield from getattr(graph, "_initializer", ())
+    for sparse in getattr(graph, "_sparse_initializer", ()):
         yield sparse.values
         yield sparse.indices
-    for node in graph.node:
-        for attr in node.attribute:
-            kind = attr.type
+    for node in getattr(graph, "_node", ()):
+        for attr in getattr(node, "_attribute", ()):
+            kind = getattr(attr, "_type", _UNDEFINED)
             if kind == _TENSOR or kind == _UNDEFINED:
                 if attr.HasField("t"):
                     yield attr.t
@@ -121,9 +123,9 @@ def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
 
 def _model_tensors(model: ModelProto) -> Iterator[TensorProto]:
     yield from _graph_tensors(model.graph)
-    for fn in model.functions:
-        for node in fn.node:
-            for attr in node.attribute:
+    for fn in getattr(model, "_functions", ()):
+        for node in getattr(fn, "_node", ()):
+            for attr in getattr(node, "_attribute", ()):
                 if attr.HasField("t"):
                     yield attr.t
                 if attr.HasField("g"):
@@ -143,8 +145,9 @@ def load_external_data_for_model(model: ModelProto, base_dir: str) -> None:
     """
     maps: dict[str, Any] = {}
     base = os.path.realpath(base_dir or ".")
+    external = TensorProto.EXTERNAL
     for tensor in _model_tensors(model):
-        if tensor.data_location != TensorProto.EXTERNAL:
+        if getattr(tensor, "_data_location", None) != external:
             continue
         info = _external_info(tensor)
         location = info.get("location", "")

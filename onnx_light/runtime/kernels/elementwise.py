@@ -38,10 +38,16 @@ def register_versions(op_type: str, *versions: int) -> Callable[[Callable], Call
     return register
 
 
+# Floating-point warnings (inf/nan out of range, x/0) are the ops' answers, not errors: the
+# session runs every plan under np.errstate(all="ignore") once, so kernels don't each pay for it.
+
+
 def _same_dtype(fn: Callable[[np.ndarray], np.ndarray], name: str) -> Callable[[np.ndarray], np.ndarray]:
     def run(x: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):  # inf/nan out of range is the op's answer, not an error
-            return np.asarray(fn(x)).astype(x.dtype, copy=False)
+        y = fn(x)
+        if type(y) is not np.ndarray:  # ufuncs return numpy scalars for 0-d inputs
+            y = np.asarray(y)
+        return y if y.dtype == x.dtype else y.astype(x.dtype)
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"ONNX {name}, element-wise."
@@ -207,8 +213,10 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _binary(fn: Callable, name: str) -> Callable:
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):  # x/0 and overflow follow IEEE / wrap-around
-            return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
+        y = fn(a, b)
+        if type(y) is not np.ndarray:
+            y = np.asarray(y)
+        return y if y.dtype == a.dtype else y.astype(a.dtype)
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"ONNX {name}, element-wise with multidirectional broadcasting."
