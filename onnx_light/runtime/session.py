@@ -175,8 +175,10 @@ class InferenceSession:
             assert isinstance(proto, FunctionProto)
             inits = {}
             input_names = list(proto.input)
-            self._inputs = [NodeArg(n, None, None) for n in input_names]
-            self._outputs = [NodeArg(n, None, None) for n in proto.output]
+            # a function's types are optional (value_info, IR 10); otherwise the feeds decide
+            typed = {vi.name: _arg_from_value_info(vi) for vi in proto.value_info}
+            self._inputs = [typed.get(n, NodeArg(n, None, None)) for n in input_names]
+            self._outputs = [typed.get(n, NodeArg(n, None, None)) for n in proto.output]
             nodes = list(proto.node)
             output_names = list(proto.output)
         self._input_names = input_names
