@@ -29,7 +29,10 @@ rounds (the order flips every round):
 
     PYTHONPATH=. python benchmarks/bench_gradient.py [--rounds 7] [--models chain,mlp,cnn,encoder] [--per-op]
 
-Writes nothing; the numbers go into ``benchmarks/RESULTS.md`` by hand.
+Times are CPU seconds of this process (``time.process_time``): every measured thing
+runs single-threaded here, and the machine may be shared. ``--wall`` uses
+``time.perf_counter`` instead. Writes nothing; the numbers go into
+``benchmarks/RESULTS.md`` by hand.
 """
 
 from __future__ import annotations
@@ -50,7 +53,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto as TP
 from onnx import helper as oh
-from onnx import numpy_helper as onh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -60,6 +62,9 @@ from onnx_light.onnx_core.gradient import _pass as grad_pass  # noqa: E402
 from onnx_light.onnx_core.gradient._export import backward_model, input_types  # noqa: E402
 
 FLOATS = (TP.FLOAT, TP.DOUBLE, TP.FLOAT16)
+#: CPU time of this process: both transforms and onnxruntime (1 thread) run on this
+#: thread only, so other processes on the machine do not inflate either side
+CLOCK = time.process_time
 
 
 # ----------------------------------------------------------------------------
@@ -72,8 +77,8 @@ def _model(nodes: list[Any], inputs: list[Any], y: str, inits: list[Any] = (), o
     return onnx.shape_inference.infer_shapes(model)
 
 
-def chain_model(layers: int, width: int = 64) -> tuple[onnx.ModelProto, list[str], str]:
-    """``layers`` x (Mul, Add, Tanh): 3 * layers nodes."""
+def chain_model(layers: int, width: int = 64, xs_only_x: bool = False) -> tuple[onnx.ModelProto, list[str], str]:
+    """``layers`` x (Mul, Add, Tanh): 3 * layers nodes; xs = x and every w_i, b_i (or x alone)."""
     inputs = [oh.make_tensor_value_info("x", TP.FLOAT, [width])]
     nodes = []
     prev = "x"
@@ -89,7 +94,7 @@ def chain_model(layers: int, width: int = 64) -> tuple[onnx.ModelProto, list[str
         ]
         prev = f"t{i}"
     model = _model(nodes, inputs, prev)
-    return model, [i.name for i in model.graph.input], prev
+    return model, ["x"] if xs_only_x else [i.name for i in model.graph.input], prev
 
 
 def mlp_model(batch: int = 64, sizes: tuple[int, ...] = (784, 512, 256, 10)) -> tuple[onnx.ModelProto, list[str], str]:
@@ -97,8 +102,14 @@ def mlp_model(batch: int = 64, sizes: tuple[int, ...] = (784, 512, 256, 10)) -> 
     nodes = []
     prev = "x"
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
-        inputs += [oh.make_tensor_value_info(f"W{i}", TP.FLOAT, [a, b]), oh.make_tensor_value_info(f"b{i}", TP.FLOAT, [b])]
-        nodes += [oh.make_node("MatMul", [prev, f"W{i}"], [f"mm{i}"]), oh.make_node("Add", [f"mm{i}", f"b{i}"], [f"h{i}"])]
+        inputs += [
+            oh.make_tensor_value_info(f"W{i}", TP.FLOAT, [a, b]),
+            oh.make_tensor_value_info(f"b{i}", TP.FLOAT, [b]),
+        ]
+        nodes += [
+            oh.make_node("MatMul", [prev, f"W{i}"], [f"mm{i}"]),
+            oh.make_node("Add", [f"mm{i}", f"b{i}"], [f"h{i}"]),
+        ]
         prev = f"h{i}"
         if i < len(sizes) - 2:
             nodes.append(oh.make_node("Relu", [prev], [f"r{i}"]))
@@ -144,9 +155,7 @@ def encoder_model(layers: int = 6, d_model: int = 256) -> tuple[onnx.ModelProto,
     class Encoder(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            layer = nn.TransformerEncoderLayer(
-                d_model, 8, 4 * d_model, dropout=0.0, batch_first=True, norm_first=True
-            )
+            layer = nn.TransformerEncoderLayer(d_model, 8, 4 * d_model, dropout=0.0, batch_first=True, norm_first=True)
             self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
         def forward(self, x: Any) -> Any:
@@ -161,8 +170,13 @@ def encoder_model(layers: int = 6, d_model: int = 256) -> tuple[onnx.ModelProto,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module, (torch.randn(2, 32, d_model),), buf, dynamo=False, opset_version=17,
-            input_names=["x"], output_names=["loss"],
+            module,
+            (torch.randn(2, 32, d_model),),
+            buf,
+            dynamo=False,
+            opset_version=17,
+            input_names=["x"],
+            output_names=["loss"],
         )
     model = onnx.load_from_string(buf.getvalue())
     graph = model.graph
@@ -194,9 +208,9 @@ def theirs_transform(model: onnx.ModelProto, xs: list[str], y: str) -> onnx.Mode
 
 def _time(fn: Callable[[], Any]) -> tuple[float, Any]:
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     out = fn()
-    return time.perf_counter() - t0, out
+    return CLOCK() - t0, out
 
 
 def alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[str, float], dict[str, Any]]:
@@ -221,6 +235,7 @@ def _session(model_bytes: bytes) -> Any:
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3  # no warnings about the exporter's unused initializers
     return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 
@@ -248,8 +263,11 @@ def run_times(
     wrapped = backward_model(ours, types, inline=True)
     sessions: dict[str, tuple[Any, list[str], dict[str, np.ndarray]]] = {
         "forward": (_session(fwd.SerializeToString()), [y], feeds),
-        "ours": (_session(wrapped.SerializeToString()), list(ours.output),
-                 {n: dy if n == grad_pass.DY else feeds[n] for n in ours.input}),
+        "ours": (
+            _session(wrapped.SerializeToString()),
+            list(ours.output),
+            {n: dy if n == grad_pass.DY else feeds[n] for n in ours.input},
+        ),
     }
     if theirs is not None:
         seed = next(i.name for i in theirs.graph.input if i.name not in feeds)
@@ -301,10 +319,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="alternating transform rounds")
     parser.add_argument("--runs", type=int, default=30, help="alternating onnxruntime runs")
-    parser.add_argument("--models", default="chain,mlp,cnn,encoder")
+    parser.add_argument("--models", default="chain,chain_x,mlp,cnn,encoder")
     parser.add_argument("--per-op", action="store_true", help="print nodes emitted per forward node by op")
     parser.add_argument("--no-big-chain", action="store_true", help="skip the 10,000-node chain")
+    parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
     args = parser.parse_args()
+    global CLOCK
+    if args.wall:
+        CLOCK = time.perf_counter
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"# {time.strftime('%Y-%m-%d')}  nproc={os.cpu_count()}  cpu={cpu}  python={platform.python_version()}")
@@ -312,8 +334,12 @@ def main() -> None:
     import onnxruntime
 
     print(f"# onnx {onnx.__version__}, onnx-ad {onnx_ad.__version__}, onnxruntime {onnxruntime.__version__}")
+    print(
+        f"# clock: {'wall (perf_counter)' if args.wall else 'process CPU time'}, rounds {args.rounds}, runs {args.runs}"
+    )
     builders: dict[str, Callable[[], tuple[onnx.ModelProto, list[str], str]]] = {
         "chain": lambda: chain_model(2000),
+        "chain_x": lambda: chain_model(2000, xs_only_x=True),
         "mlp": mlp_model,
         "cnn": cnn_model,
         "encoder": encoder_model,
@@ -328,11 +354,11 @@ def main() -> None:
             continue
         ours_in = ol.ModelProto.FromString(model.SerializeToString())
         n_fwd = len(model.graph.node)
-        fns: dict[str, Callable[[], Any]] = {"ours": lambda: ours_transform(ours_in, xs, y)}
+        fns: dict[str, Callable[[], Any]] = {"ours": lambda m=ours_in, x=xs, yy=y: ours_transform(m, x, yy)}
         theirs_err = None
         try:
             theirs_transform(model, xs, y)
-            fns["onnx_ad"] = lambda: theirs_transform(model, xs, y)
+            fns["onnx_ad"] = lambda m=model, x=xs, yy=y: theirs_transform(m, x, yy)
         except Exception as e:  # noqa: BLE001  (a peer failure is reported, not fatal)
             theirs_err = f"{type(e).__name__}: {e}"
             print(f"{name}: onnx_ad failed: {theirs_err}")
@@ -351,7 +377,7 @@ def main() -> None:
             "n_ours": len(ours_fn.node),
             "n_theirs": len(theirs_m.graph.node) if theirs_m is not None else None,
         }
-        if name != "chain":
+        if not name.startswith("chain"):
             rt = run_times(model, xs, y, ours_fn, theirs_m, args.runs)
             row["rt_fwd"] = rt["forward"]
             row["rt_ours"] = rt["ours"]
@@ -368,11 +394,15 @@ def main() -> None:
     print()
     print(_table(rows))
     if not args.no_big_chain:
-        model, xs, y = chain_model(3334)
-        big = ol.ModelProto.FromString(model.SerializeToString())
-        med, last = alternate({"ours": lambda: ours_transform(big, xs, y)}, 3)
-        print(f"\n10,000-node chain ({len(model.graph.node)} nodes, {len(xs)} xs): ours {med['ours']:.3f} s, "
-              f"{len(last['ours'].node)} nodes emitted")
+        print()
+        for only_x in (False, True):
+            model, xs, y = chain_model(3334, xs_only_x=only_x)
+            big = ol.ModelProto.FromString(model.SerializeToString())
+            med, last = alternate({"ours": lambda m=big, x=xs, yy=y: ours_transform(m, x, yy)}, 3)
+            print(
+                f"{len(model.graph.node)}-node chain, {len(xs)} xs: ours {med['ours']:.3f} s, "
+                f"{len(last['ours'].node)} nodes emitted"
+            )
     if args.per_op:
         print("\nbackward nodes emitted per forward node, by op (rule + unbroadcast), all models:")
         for op, (n, e) in sorted(per_op.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
@@ -384,16 +414,24 @@ def _fmt(v: float | None, spec: str) -> str:
 
 
 def _print_row(r: dict[str, Any]) -> None:
-    print(f"{r['model']}: fwd {r['fwd_nodes']} nodes | transform ours {r['t_ours'] * 1e3:.1f} ms, "
-          f"onnx_ad {_fmt(r['t_theirs'] and r['t_theirs'] * 1e3, '.1f')} ms | nodes ours {r['n_ours']}, "
-          f"onnx_ad {_fmt(r['n_theirs'], 'd')}" + (
-              f" | ort fwd {r['rt_fwd'] * 1e3:.2f} ms, ours {r['rt_ours'] * 1e3:.2f} ms, "
-              f"onnx_ad {_fmt(r['rt_theirs'] and r['rt_theirs'] * 1e3, '.2f')} ms" if "rt_fwd" in r else ""))
+    print(
+        f"{r['model']}: fwd {r['fwd_nodes']} nodes | transform ours {r['t_ours'] * 1e3:.1f} ms, "
+        f"onnx_ad {_fmt(r['t_theirs'] and r['t_theirs'] * 1e3, '.1f')} ms | nodes ours {r['n_ours']}, "
+        f"onnx_ad {_fmt(r['n_theirs'], 'd')}"
+        + (
+            f" | ort fwd {r['rt_fwd'] * 1e3:.2f} ms, ours {r['rt_ours'] * 1e3:.2f} ms, "
+            f"onnx_ad {_fmt(r['rt_theirs'] and r['rt_theirs'] * 1e3, '.2f')} ms"
+            if "rt_fwd" in r
+            else ""
+        )
+    )
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = ("| model | fwd nodes | transform ours | transform onnx-ad | speed-up | nodes/fwd ours | "
-            "nodes/fwd onnx-ad | bwd/fwd run ours | bwd/fwd run onnx-ad |")
+    head = (
+        "| model | fwd nodes | transform ours | transform onnx-ad | speed-up | nodes/fwd ours | "
+        "nodes/fwd onnx-ad | bwd/fwd run ours | bwd/fwd run onnx-ad |"
+    )
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
         t, th = r["t_ours"], r["t_theirs"]

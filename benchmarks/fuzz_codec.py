@@ -5,6 +5,13 @@ exception, or a DecodeError from the decoder's "malformed input" safety net, whi
 means an internal bug was caught) is listed. onnx's own protobuf decoder is run on the
 same bytes for comparison of accept/reject decisions.
 
+Both decoders run on every input when the native codec is built: the pure-Python twin
+(``_wire.decode_into_twin`` + ``encode_twin``) and the native one (``src/codec.cpp``).
+They must agree exactly: both succeed with the same re-encoded bytes (and equal
+messages; the native encoder also re-encodes the twin's message to the same bytes),
+or both raise DecodeError with the same reason, byte offset and path. Disagreements
+are listed and make the script fail.
+
     PYTHONPATH=. python benchmarks/fuzz_codec.py [--count 100000] [--seed 0]
 """
 
@@ -12,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import random
+import struct
 import sys
 import time
 from typing import Any
@@ -24,6 +31,8 @@ from onnx import helper as H
 from onnx import numpy_helper
 
 import onnx_light.onnx_core as oc
+from onnx_light.onnx_core import _native_codec, _wire
+from onnx_light.onnx_core._message import Message
 
 
 def seed_models() -> list[bytes]:
@@ -91,19 +100,72 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
     return bytes(buf)
 
 
-def _decoders() -> dict[str, Any]:
-    decoders: dict[str, Any] = {"python": oc.ModelProto.FromString}
-    try:
-        native = importlib.import_module("onnx_light._native")
-    except ImportError:
-        print("onnx_light._native: not built; only the pure-Python decoder is fuzzed")
-        return decoders
-    fn = getattr(native, "decode_model", None) or getattr(native, "decode", None)
-    if fn is None:
-        print("onnx_light._native exposes no decoder; only the pure-Python decoder is fuzzed")
+class _Codec:
+    """decode(bytes) -> message and encode(message) -> bytes with one codec selected."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def decode(self, data: bytes) -> Any:
+        msg = oc.ModelProto()
+        if self.name == "native":
+            old = _native_codec.set_enabled(True)
+            try:
+                _wire.decode_into(msg, data)
+            finally:
+                _native_codec.set_enabled(old)
+        else:
+            _wire.decode_into_twin(msg, data)
+        return msg
+
+    def encode(self, msg: Any) -> bytes:
+        if self.name == "native":
+            assert _native_codec.NATIVE is not None
+            return _native_codec.NATIVE.encode(msg)  # type: ignore[no-any-return]
+        return _wire.encode_twin(msg)
+
+
+def _decoders() -> dict[str, _Codec]:
+    decoders = {"python": _Codec("python")}
+    if _native_codec.available():
+        decoders["native"] = _Codec("native")
     else:
-        decoders["native"] = fn
+        print("onnx_light._native: not built; only the pure-Python decoder is fuzzed")
     return decoders
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Field-by-field equality of two decoded values: same types, NaN equal to NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Message):
+        names = [f.slot for f in a.FIELDS] + ["_unknown", "_implicit"]
+        for slot in names:
+            x, y = getattr(a, slot, None), getattr(b, slot, None)
+            if not _same(x, y):
+                return False
+        return True
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if isinstance(a, memoryview):
+        return bytes(a) == bytes(b)
+    return bool(a == b)
+
+
+def _run(codec: _Codec, data: bytes) -> tuple[str, Any, Any]:
+    """(outcome, detail, message): detail is the re-encoding or the error's (reason, offset, path)."""
+    try:
+        msg = codec.decode(data)
+        again = codec.encode(msg)
+        codec.decode(again)
+        return "ok", again, msg
+    except oc.DecodeError as err:
+        outcome = "masked" if err.reason.startswith("malformed input") else "DecodeError"
+        return outcome, (err.reason, err.offset, err.path), None
+    except Exception as err:  # noqa: BLE001  (counting everything is the point)
+        return "other", f"{type(err).__name__}: {err}", None
 
 
 def main() -> int:
@@ -116,6 +178,7 @@ def main() -> int:
     decoders = _decoders()
     counts: dict[str, collections.Counter[str]] = {k: collections.Counter() for k in decoders}
     agree: collections.Counter[str] = collections.Counter()
+    twins: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
     start = time.perf_counter()
     for i in range(args.count):
@@ -125,31 +188,36 @@ def main() -> int:
             theirs = "ok"
         except Exception:
             theirs = "error"
-        for name, decode in decoders.items():
-            try:
-                msg = decode(data)
-                oc.ModelProto.FromString(msg.SerializeToString())
-                outcome = "ok"
-            except oc.DecodeError as err:
-                outcome = "masked" if err.reason.startswith("malformed input") else "DecodeError"
-                if outcome == "masked":
-                    problems.append(f"#{i} {name}: {err} input={data.hex()}")
-            except Exception as err:  # noqa: BLE001  (counting everything is the point)
-                outcome = "other"
-                problems.append(f"#{i} {name}: {type(err).__name__}: {err} input={data.hex()}")
+        results = {}
+        for name, codec in decoders.items():
+            outcome, detail, msg = results[name] = _run(codec, data)
             counts[name][outcome] += 1
+            if outcome in ("masked", "other"):
+                problems.append(f"#{i} {name}: {detail} input={data.hex()}")
             if name == "python":
                 ours = "ok" if outcome == "ok" else "error"
                 agree[f"ours={ours} onnx={theirs}"] += 1
+        if "native" in results:
+            (o1, d1, m1), (o2, d2, m2) = results["python"], results["native"]
+            same = o1 == o2 and d1 == d2
+            if same and o1 == "ok":
+                same = _same(m1, m2) and decoders["native"].encode(m1) == d1 and _wire.encode_twin(m2) == d2
+            twins["same" if same else "different"] += 1
+            if not same:
+                problems.append(
+                    f"#{i} native != python: {o2} {str(d2)[:120]} vs {o1} {str(d1)[:120]} input={data.hex()}"
+                )
     elapsed = time.perf_counter() - start
     print(f"inputs: {args.count} (seed {args.seed}), {elapsed:.1f} s")
     for name, c in counts.items():
         print(
             f"{name:>7}: ok={c['ok']} DecodeError={c['DecodeError']} masked-internal={c['masked']} other={c['other']}"
         )
+    if twins:
+        print("native vs python (outcome, re-encoded bytes / error reason+offset+path):", dict(sorted(twins.items())))
     print("accept/reject vs onnx (protobuf):", dict(sorted(agree.items())))
     for line in problems[:20]:
-        print("PROBLEM", line[:500])
+        print("PROBLEM", line[:4000])
     return 1 if problems else 0
 
 

@@ -690,17 +690,27 @@ enum class Sz { ok, fallback, error };
 Sz size_field(Enc &enc, FieldPlan &f, PyObject *v, size_t &total, int depth);
 size_t size_msg(Enc &enc, PyObject *msg, ClassPlan *p, int depth);
 
-Sz size_child(Enc &enc, FieldPlan &f, PyObject *child, bool force, size_t &total, int depth) {
-    ClassPlan *cp = S.plans.count(reinterpret_cast<PyObject *>(Py_TYPE(child)))
-                        ? S.plans[reinterpret_cast<PyObject *>(Py_TYPE(child))].get()
-                        : nullptr;
-    if (!cp) {
+// force: write the child even when it is empty (repeated items; singular children that
+// are not `_implicit`); None for a singular child, whose `_implicit` flag decides.
+Sz size_child(Enc &enc, FieldPlan &f, PyObject *child, bool repeated, size_t &total, int depth) {
+    ClassPlan *cp = nullptr;
+    auto it = S.plans.find(reinterpret_cast<PyObject *>(Py_TYPE(child)));
+    if (it != S.plans.end()) {
+        cp = it->second.get();
+    } else {
+        // only instances of registered message classes have the slots read below
         if (!PyObject_TypeCheck(child, reinterpret_cast<PyTypeObject *>(f.child_type))) return Sz::fallback;
         cp = plan_for(reinterpret_cast<PyObject *>(Py_TYPE(child)));
         if (!cp) {
             PyErr_Clear();
             return Sz::fallback;
         }
+    }
+    bool force = true;
+    if (!repeated) {
+        int implicit;
+        if (!implicit_flag(child, implicit)) return Sz::error;
+        force = !implicit;
     }
     const size_t idx = enc.entries.size();
     size_t n = size_msg(enc, child, cp, depth + 1);
@@ -775,11 +785,8 @@ Sz size_field(Enc &enc, FieldPlan &f, PyObject *v, size_t &total, int depth) {
         return Sz::ok;
     }
     switch (kind) {
-        case K_MESSAGE: {
-            int implicit;
-            if (!implicit_flag(v, implicit)) return Sz::error;
-            return size_child(enc, f, v, !implicit, total, depth);
-        }
+        case K_MESSAGE:
+            return size_child(enc, f, v, false, total, depth);
         case K_STRING: {
             const char *data;
             size_t len;

@@ -24,8 +24,13 @@ __all__ = [
 
 def _f32(value: Any) -> float:
     # the field is a protobuf ``float``: store what reading it back would give
+    if type(value) is float and -_F32_MAX <= value <= _F32_MAX:
+        return float(np.float32(value))  # cannot overflow: no errstate needed (NaN goes below)
     with np.errstate(over="ignore"):
         return float(np.float32(value))
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _copy(msg: Any) -> Any:
@@ -125,7 +130,18 @@ def make_attribute(
     attr = AttributeProto(name=key)
     if doc_string:
         attr.doc_string = doc_string
-    if isinstance(value, numbers.Integral):
+    kind = type(value)
+    # exact built-in types first: the same branches as below, without the ABC checks
+    if kind is int:
+        attr.i = value
+        attr.type = AttributeProto.INT
+    elif kind is float:
+        attr.f = _f32(value)
+        attr.type = AttributeProto.FLOAT
+    elif kind is TensorProto:
+        attr.t = _copy(value)
+        attr.type = AttributeProto.TENSOR
+    elif isinstance(value, numbers.Integral):
         attr.i = int(value)
         attr.type = AttributeProto.INT
     elif isinstance(value, numbers.Real):

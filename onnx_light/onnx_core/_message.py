@@ -85,6 +85,9 @@ class Field:
 
 _REGISTRY: dict[str, type[Message]] = {}
 
+#: what ``getattr(message, slot, _UNSET)`` returns for a field never set (no slot holds it)
+_UNSET: Any = object()
+
 
 def _resolve(field: Field) -> type[Message]:
     cls = field.cls
@@ -100,12 +103,12 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
     if field.repeated:
 
         def get_repeated(self: Message) -> list[Any]:
-            try:
-                return getattr(self, slot)  # type: ignore[no-any-return]
-            except AttributeError:
-                value: list[Any] = []
+            # getattr with a default: an unset slot costs no AttributeError
+            value = getattr(self, slot, _UNSET)
+            if value is _UNSET:
+                value = []
                 setattr(self, slot, value)
-                return value
+            return value  # type: ignore[no-any-return]
 
         def set_repeated(self: Message, value: Any) -> None:
             setattr(self, slot, list(value))
@@ -115,9 +118,10 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
     if field.kind == MESSAGE:
 
         def get_message(self: Message) -> Message:
-            try:
-                return getattr(self, slot)  # type: ignore[no-any-return]
-            except AttributeError:
+            value = getattr(self, slot, _UNSET)
+            if value is not _UNSET:
+                return value  # type: ignore[no-any-return]
+            else:
                 value = _resolve(field)()
                 value._implicit = True
                 # reading an unset oneof member leaves a set sibling alone, as protobuf does
@@ -138,10 +142,7 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
     default = _DEFAULTS[field.kind]
 
     def get_scalar(self: Message) -> Any:
-        try:
-            return getattr(self, slot)
-        except AttributeError:
-            return default
+        return getattr(self, slot, default)
 
     def set_scalar(self: Message, value: Any) -> None:
         for other in oneof_members:
@@ -202,9 +203,8 @@ class Message(metaclass=MessageMeta):
 
     # -- presence -----------------------------------------------------------
     def _present(self, field: Field) -> bool:
-        try:
-            value = getattr(self, field.slot)
-        except AttributeError:
+        value = getattr(self, field.slot, _UNSET)
+        if value is _UNSET:
             return False
         if field.repeated:
             return bool(value)

@@ -34,7 +34,7 @@ def _slot_descriptor(cls: type, slot: str) -> Any:
 
 def _register(cls: Any) -> bool:
     """Hands ``cls``'s field table to the extension; False if it is not a message class."""
-    if not (isinstance(cls, type) and issubclass(cls, Message) and getattr(cls, "FIELDS", ())):
+    if not (isinstance(cls, type) and issubclass(cls, Message) and cls.FIELDS):
         return False
     from ._wire import _KIND_CODE
 

@@ -21,6 +21,9 @@ from onnx import numpy_helper
 
 import onnx_light.onnx_core as oc
 
+# every test here runs with the native codec and with the pure-Python twin (conftest.py)
+pytestmark = pytest.mark.usefixtures("codec")
+
 DATA_ROOT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 N_CHUNKS = 8
 

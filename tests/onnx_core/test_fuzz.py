@@ -24,6 +24,9 @@ from onnx import numpy_helper
 import onnx_light.onnx_core as oc
 from onnx_light.onnx_core import _wire
 
+# every test here runs with the native codec and with the pure-Python twin (conftest.py)
+pytestmark = pytest.mark.usefixtures("codec")
+
 H = onnx.helper
 FUZZ = settings(
     max_examples=200,

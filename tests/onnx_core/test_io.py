@@ -16,6 +16,9 @@ from onnx import numpy_helper
 import onnx_light.onnx_core as oc
 from onnx_light.onnx_core import _io
 
+# every test here runs with the native codec and with the pure-Python twin (conftest.py)
+pytestmark = pytest.mark.usefixtures("codec")
+
 H = onnx.helper
 
 
@@ -166,15 +169,20 @@ class _Interrupted(Exception):
 
 
 def _interrupting(after: int, exc: type[BaseException]) -> Any:
-    """An ``encode_pieces`` that yields ``after`` pieces and then raises ``exc``."""
+    """An ``encode_pieces`` that yields ``after`` pieces (at most all but the last) and then raises ``exc``.
+
+    The native encoder joins small fields into few pieces, so the cut comes at the
+    last piece when there are fewer than ``after``.
+    """
     real = _io.encode_pieces
 
     def fake(msg: Any) -> tuple[Iterator[Any], int]:
         pieces, n = real(msg)
+        cut = min(after, len(pieces) - 1)
 
         def gen() -> Iterator[Any]:
             for i, piece in enumerate(pieces):
-                if i == after:
+                if i == cut:
                     raise exc("power cut")
                 yield piece
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import kernel_harness
+import numpy as np
 import onnx.defs
 import pytest
 from ort_reference import Row, check_row, params
@@ -120,3 +121,99 @@ def test_registered_for_every_version(op: str) -> None:
             continue
         info = lookup_kernel("", op, opset)
         assert info is not None and info.since == since, f"{op} at opset {opset}: schema {since}"
+
+
+# --- fast paths: same answers as the plain formulas ------------------------------------------------
+
+
+def test_erf_float64_within_2_ulp_of_math_erf() -> None:
+    import math
+
+    from onnx_light.runtime.kernels._erf import erf_float64
+
+    grid = np.linspace(-7.0, 7.0, 400_001)
+    rand = np.random.default_rng(7).standard_normal(100_000) * 3
+    edges = np.array([0.0, 1e-300, 5e-324, -1e-10, 0.25, 0.75, np.nextafter(0.75, 0), 5.999999999999999, 6.0, 30.0])
+    xs = np.concatenate([grid, rand, edges, -edges])
+    got = erf_float64(xs)
+    want = np.array([math.erf(v) for v in xs.tolist()])
+    nonzero = want != 0
+    ulps = np.abs(got - want)[nonzero] / np.spacing(np.abs(want[nonzero]))
+    assert ulps.max() <= 2.0
+    assert np.array_equal(got[~nonzero], want[~nonzero])
+    assert np.signbit(erf_float64(np.array([-0.0]))[0])
+    special = erf_float64(np.array([np.inf, -np.inf, np.nan]))
+    assert special[0] == 1.0 and special[1] == -1.0 and np.isnan(special[2])
+
+
+def test_erf_kernel_keeps_dtype_and_shape() -> None:
+    from onnx_light.runtime.kernels.elementwise import erf
+
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
+    y = erf(x)
+    assert y.dtype == np.float32 and y.shape == x.shape
+    import math
+
+    np.testing.assert_allclose(y, np.array([math.erf(v) for v in x.ravel().tolist()]).reshape(x.shape), rtol=1e-6)
+    assert erf(np.array(0.5, np.float64)).shape == ()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.int8])
+@pytest.mark.parametrize("shape", [(), (5,), (4096,), (2, 4096), (3, 7, 11)])
+def test_relu_and_sigmoid_match_plain_formulas(dtype: type, shape: tuple[int, ...]) -> None:
+    from onnx_light.runtime.kernels.elementwise import relu, relu_inplace, sigmoid
+
+    rng = np.random.default_rng(3)
+    x = np.asarray((rng.standard_normal(shape) * 4).astype(dtype))
+    if x.dtype.kind == "f" and x.size > 3:
+        x.ravel()[:3] = [np.nan, -0.0, np.inf]
+    want = np.asarray(np.maximum(x, 0)).astype(x.dtype)
+    got = relu(x)
+    assert type(got) is np.ndarray and got.dtype == x.dtype
+    assert np.array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
+    y = x.copy()
+    got_inplace = relu_inplace(y)
+    assert np.array_equal(np.asarray(got_inplace).reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
+    if x.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            want_s = np.asarray(1 / (1 + np.exp(-x))).astype(x.dtype)
+            got_s = sigmoid(x)
+        assert type(got_s) is np.ndarray and got_s.dtype == x.dtype
+        assert np.array_equal(got_s.reshape(-1).view(np.uint8), want_s.reshape(-1).view(np.uint8))
+
+
+def test_compiled_plan_never_writes_into_feeds_or_constants() -> None:
+    """Relu written in place only over a dying intermediate (runtime/_codegen.py)."""
+    from onnx import helper as H
+    from onnx import numpy_helper
+
+    import onnx_light
+    from onnx_light.runtime import InferenceSession
+
+    x = np.random.default_rng(0).standard_normal((2, 4096)).astype(np.float32)
+    c = np.full((2, 4096), -0.5, np.float32)
+    nodes = [
+        H.make_node("Relu", ["x"], ["r0"]),
+        H.make_node("Add", ["x", "c"], ["a"]),
+        H.make_node("Relu", ["a"], ["r1"]),
+        H.make_node("Relu", ["c"], ["r2"]),
+        H.make_node("Mul", ["x", "c"], ["b"]),
+        H.make_node("Relu", ["b"], ["r3"]),  # b dies here: computed in place
+    ]
+    graph = H.make_graph(
+        nodes,
+        "g",
+        [H.make_tensor_value_info("x", 1, [2, 4096])],
+        [H.make_tensor_value_info(n, 1, None) for n in ("r0", "r1", "r2", "a", "r3")],
+        [numpy_helper.from_array(c, "c")],
+    )
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 18)])
+    sess = InferenceSession(onnx_light.load_from_string(model.SerializeToString()))
+    before = x.copy()
+    r0, r1, r2, a, r3 = sess.run(None, {"x": x})
+    assert np.array_equal(r3, np.maximum(x * c, 0))
+    assert np.array_equal(x, before)
+    assert np.array_equal(r0, np.maximum(x, 0)) and np.array_equal(a, x + c)
+    assert np.array_equal(r1, np.maximum(x + c, 0)) and not r2.any()
+    # twice: the constant is intact
+    assert np.array_equal(sess.run(None, {"x": x})[3], x + c)

@@ -130,6 +130,9 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     """The numpy broadcast of shapes; None when some rank is unknown."""
     if any(s is None for s in shapes):
         return None
+    first = shapes[0] if shapes else None
+    if first is not None and all(s == first for s in shapes):
+        return tuple(first)  # equal shapes broadcast to themselves, dim by dim
     rank = max((len(s) for s in shapes if s is not None), default=0)
     out: list[Dim] = [1] * rank
     for s in shapes:

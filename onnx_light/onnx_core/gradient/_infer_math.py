@@ -122,6 +122,8 @@ def _sym_entry(op: str, a: Dim, b: Dim) -> Dim:
 
 def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
     n = len(ctx.node.input)
+    if n and all(v is None for v in ctx.values) and all(p is None for p in ctx.partial):
+        return None  # nothing known to fold (the common case, answered without the machinery)
     vals = [v for v in (value(ctx, i) for i in range(n)) if v is not None]
     if len(vals) == n and small(*vals):
         res = vals[0]

@@ -16,15 +16,26 @@ The pass (the seed's algorithm, with what it lacked):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+import gc
+import numbers
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._errors import GradientError
 from .._inline import FunctionInliner
-from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
-from .._values import make_tensor_type_proto
+from .._proto import (
+    FunctionProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    TensorProto,
+    TensorShapeProto,
+    TypeProto,
+    ValueInfoProto,
+)
 from ..helper import (
     get_attribute_value,
     make_attribute,
@@ -131,20 +142,25 @@ class _SeedAccum(dict):  # type: ignore[type-arg]
 
 
 def _node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: str = "", **attrs: Any) -> NodeProto:
+    # the pass's hottest constructor: the fields' slots are filled directly, as the
+    # codec does (what the property setters would store: the value, fresh lists)
     node = NodeProto()
-    node.op_type = op_type
-    node.input = inputs  # the setters copy into fresh lists
-    node.output = outputs
+    node._op_type = op_type
+    node._input = list(inputs)
+    node._output = list(outputs)
     if domain:
-        node.domain = domain
+        node._domain = domain
     if attrs:
-        node.attribute = [make_attribute(key, attrs[key]) for key in sorted(attrs) if attrs[key] is not None]
+        node._attribute = [make_attribute(key, attrs[key]) for key in sorted(attrs) if attrs[key] is not None]
     return node
 
 
 def _attrs(node: NodeProto) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for a in node.attribute:
+    attributes = node.attribute
+    if not attributes:
+        return out
+    for a in attributes:
         v = get_attribute_value(a)
         out[a.name] = v.decode("utf-8") if isinstance(v, bytes) else v
     return out
@@ -199,6 +215,7 @@ class _GradientPass:
         self.backward: list[NodeProto] = []
         self._const_cache: dict[tuple[Any, ...], str] = {}
         self._shape_cache: dict[str, str] = {}
+        self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
 
     # -- helpers used by GradContext ------------------------------------------------
     def new_name(self, prefix: str) -> str:
@@ -207,7 +224,10 @@ class _GradientPass:
     def emit(
         self, op_type: str, inputs: list[str], n_outputs: int, domain: str, attrs: dict[str, Any], prefix: str
     ) -> list[str]:
-        outs = [self.new_name(prefix) for _ in range(n_outputs)]
+        if n_outputs == 1:
+            outs = [NewGradName(prefix, self.counter)]
+        else:
+            outs = [self.new_name(prefix) for _ in range(n_outputs)]
         self.backward.append(_node(op_type, inputs, outs, domain, **attrs))
         return outs
 
@@ -260,6 +280,8 @@ class _GradientPass:
         if src is None:
             src = self.types.get(frm, UNKNOWN).shape
         dst = self.types.get(to, UNKNOWN).shape
+        if src is not None and src == dst and None not in src:
+            return grad  # the common case, decided without the per-dim loop below
         if src is not None and dst is not None and len(src) == len(dst) and all(
             a == b and a is not None for a, b in zip(src, dst)
         ):
@@ -372,7 +394,7 @@ class _GradientPass:
             needs = [bool(n) and bool(diff.get(n, 0)) for n in node.input]
             self._apply(node, out_grads, needs, grads)
         outputs = []
-        for k, x in enumerate(self.xs):
+        for x in self.xs:
             g = self._collect(grads, x)
             if g is None:
                 g = self.zeros_like(x)
@@ -455,8 +477,14 @@ class _GradientPass:
         grads[name] = [total]
         return total
 
-    def _apply(self, node: NodeProto, out_grads: list[str | None], needs: list[bool], grads: dict[str, list[str]]) -> None:
-        rule = self.registry.lookup(node.domain, node.op_type, self.opset)
+    def _apply(
+        self, node: NodeProto, out_grads: list[str | None], needs: list[bool], grads: dict[str, list[str]]
+    ) -> None:
+        key = (node.domain, node.op_type)
+        try:
+            rule = self._rule_cache[key]
+        except KeyError:
+            rule = self._rule_cache[key] = self.registry.lookup(key[0], key[1], self.opset)
         if rule is None:
             versions = self.registry.versions(node.domain, node.op_type)
             have = f" (rules exist for opset ranges {versions})" if versions else ""
@@ -485,14 +513,17 @@ class _GradientPass:
         if result is None or isinstance(result, str):
             result = (result,)
         result = list(result)
-        extra = result[len(node.input) :]
-        if any(g is not None for g in extra):
-            raise self.node_error(node, f"the rule returned {len(result)} gradients for {len(node.input)} inputs")
-        result = result[: len(node.input)] + [None] * (len(node.input) - len(result))
+        inputs = node.input
+        n_in = len(inputs)
+        if len(result) > n_in:
+            if any(g is not None for g in result[n_in:]):
+                raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
+            del result[n_in:]
         out = []
-        for i, (name, g) in enumerate(zip(node.input, result)):
+        for i, name in enumerate(inputs):
             if not needs[i]:
                 continue
+            g = result[i] if i < len(result) else None
             if g is None:
                 if i in rule.nondiff:
                     continue
@@ -559,14 +590,46 @@ class _GradientPass:
         for name in fn.input:
             t = self.types.get(name)
             if t is not None and t.dtype:
-                # make_tensor_value_info, without its defensive copy of the fresh TypeProto
-                info = ValueInfoProto(name=name)
-                info.type = make_tensor_type_proto(t.dtype, None if t.shape is None else list(t.shape))
-                fn.value_info.append(info)
+                fn.value_info.append(_tensor_value_info(name, t.dtype, t.shape))
         return fn
 
 
-def _rename_reserved(nodes: list[NodeProto], reserved: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:
+def _tensor_value_info(name: str, dtype: int, shape: Shape) -> ValueInfoProto:
+    """``make_tensor_value_info(name, dtype, shape)``, built by filling slots directly.
+
+    The message is the one the helper builds (dims int -> ``dim_value``, str ->
+    ``dim_param``, None -> an empty Dimension), without the helper's defensive copy
+    and per-field setter calls: the function's inputs get one each.
+    """
+    tensor = TypeProto.Tensor()
+    tensor._elem_type = dtype
+    if shape is not None:
+        dims = []
+        for d in shape:
+            dim = TensorShapeProto.Dimension()
+            if d is None:
+                pass
+            elif isinstance(d, numbers.Integral):
+                dim._dim_value = int(d)
+            elif isinstance(d, str):
+                dim._dim_param = d
+            else:
+                raise ValueError(f"Invalid item in shape: {d}. Needs to be of int or str.")
+            dims.append(dim)
+        shp = TensorShapeProto()
+        shp._dim = dims
+        tensor._shape = shp
+    tp = TypeProto()
+    tp._tensor_type = tensor
+    info = ValueInfoProto()
+    info._name = name
+    info._type = tp
+    return info
+
+
+def _rename_reserved(
+    nodes: list[NodeProto], reserved: set[str], new_name: Any
+) -> tuple[list[NodeProto], dict[str, str]]:
     """Renames values (produced or free) that would shadow ``dy`` or a ``grad_<x>`` output."""
     clash = {v for n in nodes for v in list(n.input) + list(n.output) if v in reserved}
     if not clash:
@@ -656,6 +719,28 @@ def _default_registry(registry: GradRegistry | None) -> GradRegistry:
     )
 
 
+def _gc_paused(fn: Callable[..., FunctionProto]) -> Callable[..., FunctionProto]:
+    """Runs ``fn`` with the cyclic garbage collector paused (re-enabled after, if it was on).
+
+    The pass allocates many small acyclic objects (nodes, names, lists); on a large
+    graph the collector's generational passes over them and over the caller's model
+    cost a fifth of the run, and find nothing: everything is freed by reference counting.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> FunctionProto:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return run
+
+
+@_gc_paused
 def GradientOfNodes(  # noqa: N802  (the seed's name)
     nodes: Iterable[NodeProto],
     xs: Sequence[str],
@@ -712,6 +797,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     ).run()
 
 
+@_gc_paused
 def GradientOfFunction(  # noqa: N802  (the seed's name)
     fn: FunctionProto | GraphProto | ModelProto,
     xs: Sequence[str],

@@ -87,10 +87,13 @@ def infer(*op_types: str) -> Callable[[InferFn], InferFn]:
 
 
 def _attrs_of(node: NodeProto) -> dict[str, Any]:
+    attributes = node.attribute
+    if not attributes:
+        return {}
     from ..helper import get_attribute_value
 
     out = {}
-    for a in node.attribute:
+    for a in attributes:
         v = get_attribute_value(a)
         if isinstance(v, bytes):
             v = v.decode("utf-8")
@@ -137,18 +140,27 @@ def infer_types(
     types = dict(known)
     consts = dict(constants)
     partial: dict[str, np.ndarray] = {}
+    infer_get = INFER.get
+    types_get = types.get
+    consts_get = consts.get
+    known_get = known.get
     for node in nodes:
-        fn = INFER.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        fn = infer_get(node.op_type) if node.domain in ("", "ai.onnx") else None
         outs: list[ValueType] = []
         vals: list[np.ndarray | None] = []
         if fn is not None:
+            inputs = node.input
+            in_types = []
+            for n in inputs:  # _type_of, inlined for the common case of a fully known type
+                t = types_get(n) if n else None
+                in_types.append(t if t is not None and t.shape is not None and t.dtype else _type_of(n, types, consts))
             ctx = InferContext(
                 node,
-                [_type_of(n, types, consts) for n in node.input],
-                [consts.get(n) if n else None for n in node.input],
+                in_types,
+                [consts_get(n) if n else None for n in inputs],
                 _attrs_of(node),
                 opset,
-                [partial.get(n) if n else None for n in node.input],
+                [partial.get(n) if n else None for n in inputs] if partial else [None] * len(inputs),
             )
             try:
                 result = fn(ctx)
@@ -162,7 +174,7 @@ def infer_types(
             if not name:
                 continue
             t = outs[i] if i < len(outs) else UNKNOWN
-            given = known.get(name)
+            given = known_get(name)
             if given is not None and (t.shape is None or t.dtype == 0):
                 t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
             types[name] = t
