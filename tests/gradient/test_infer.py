@@ -359,3 +359,18 @@ def test_unknown_op_and_bad_input_stay_unknown() -> None:
     assert types["b"].shape is None
     # mismatched inner dims: best effort, never a crash
     assert types["c"].dtype == F
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_ceil_mode_with_uneven_pads_matches_onnxruntime(op: str) -> None:
+    """onnx's own inference guesses the begin pad here; ours uses the real one."""
+    import onnxruntime
+
+    node = oh.make_node(op, ["x"], ["y"], kernel_shape=[3], strides=[2], pads=[0, 2], ceil_mode=1)
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 1, [1, 1, 4])], [oh.make_tensor_value_info("y", 1, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = sess.run(None, {"x": np.zeros((1, 1, 4), np.float32)})
+    ours = NodeProto.FromString(node.SerializeToString())
+    types, _ = infer_types([ours], {"x": ValueType(1, (1, 1, 4))}, {}, 21)
+    assert types["y"].shape == y.shape

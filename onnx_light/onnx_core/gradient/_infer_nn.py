@@ -8,7 +8,9 @@ from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis,
 from ._types import Dim, InferContext, ValueType, infer
 
 
-def _spatial_out(d: Dim, k: Dim, stride: int, pad_total: int, dilation: int, auto_pad: str, ceil_mode: bool) -> Dim:
+def _spatial_out(
+    d: Dim, k: Dim, stride: int, pad_begin: int, pad_end: int, dilation: int, auto_pad: str, ceil_mode: bool
+) -> Dim:
     """One output dim of a convolution or pooling window."""
     if not isinstance(d, int):
         return None
@@ -18,12 +20,12 @@ def _spatial_out(d: Dim, k: Dim, stride: int, pad_total: int, dilation: int, aut
         return None
     span = (k - 1) * dilation + 1
     if auto_pad == "VALID":
-        pad_total = 0
-    num = d + pad_total - span
+        pad_begin = pad_end = 0
+    num = d + pad_begin + pad_end - span
     if ceil_mode:
         out = -(-num // stride) + 1
         # the last window must start inside the input or its begin padding
-        if (out - 1) * stride >= d + pad_total // 2 + (pad_total % 2):
+        if (out - 1) * stride >= d + pad_begin:
             out -= 1
         return out
     return num // stride + 1
@@ -36,7 +38,7 @@ def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil
     pads = list(ctx.attr("pads", [0] * 2 * n))
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     return [
-        _spatial_out(x_shape[2 + i], kernel[i], strides[i], pads[i] + pads[i + n], dilations[i], auto_pad, ceil_mode)
+        _spatial_out(x_shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], auto_pad, ceil_mode)
         for i in range(n)
     ]
 
