@@ -237,3 +237,35 @@ def test_custom_domain_kept_when_forward_op_is_reemitted() -> None:
     bwd = ol.GradientOfNodes(nodes, xs=["x"], y="y", registry=reg)
     assert [n.op_type for n in bwd.node][0] == "Exp2"
     assert ("my.ops", 1) in {(o.domain, o.version) for o in bwd.opset_import}
+
+
+def test_random_ops_are_inputs_not_recomputed() -> None:
+    """A seedless training-mode Dropout is not run again: its mask is fed from the forward run."""
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["t"]),
+        helper.make_node("Dropout", ["t", "ratio", "training"], ["d", "mask"]),
+        helper.make_node("Tanh", ["d"], ["y"]),
+    ]
+    bwd = ol.GradientOfNodes(nodes, xs=["w"], y="y")
+    assert "Dropout" not in [n.op_type for n in bwd.node]
+    assert "mask" in bwd.input and "d" in bwd.input
+    x = RNG.standard_normal(5)
+    w = RNG.standard_normal(5)
+    fwd = ol.runtime.InferenceSession(
+        helper.make_function("t", "f", ["x", "w", "ratio", "training"], ["y", "d", "mask"], nodes, [helper.make_opsetid("", 21)])
+    )
+    feeds = {"x": x, "w": w, "ratio": np.asarray(0.5), "training": np.asarray(True)}
+    y, d, mask = fwd.run(None, feeds)
+    grads = dict(zip(bwd.output, ol.runtime.InferenceSession(bwd).run(None, {
+        **{k: v for k, v in feeds.items() if k in bwd.input}, "d": d, "mask": mask, "dy": np.ones(5)
+    })))
+    np.testing.assert_allclose(grads["grad_w"], (1 - y**2) * mask * 2.0 * x)
+
+
+def test_seeded_random_op_is_recomputed() -> None:
+    nodes = [
+        helper.make_node("Dropout", ["x", "ratio", "training"], ["d", "mask"], seed=3),
+        helper.make_node("Tanh", ["d"], ["y"]),
+    ]
+    bwd = ol.GradientOfNodes(nodes, xs=["x"], y="y")
+    assert "Dropout" in [n.op_type for n in bwd.node]

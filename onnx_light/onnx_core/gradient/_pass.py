@@ -411,8 +411,9 @@ class _GradientPass:
         if DY in self.xs or (self.zs and DY in self.zs):
             raise GradientError(f"{DY!r} is reserved for the output gradient; rename that input")
 
-    def _ancestors(self, roots: list[str], producer: dict[str, int]) -> set[int]:
-        seen: set[int] = set()
+    def _ancestors(self, roots: list[str], producer: dict[str, int], stop: set[int] | None = None) -> set[int]:
+        """Indices of the nodes ``roots`` are computed from (not crossing the nodes in ``stop``)."""
+        seen: set[int] = set(stop) if stop else set()
         stack = [producer[r] for r in roots if r in producer]
         reads = self._reads
         get = producer.get
@@ -425,7 +426,7 @@ class _GradientPass:
                 j = get(name)
                 if j is not None and j not in seen:
                     stack.append(j)
-        return seen
+        return seen - stop if stop else seen
 
     def _dependence(
         self, fwd: list[NodeProto], reads: list[list[str]]
@@ -551,7 +552,11 @@ class _GradientPass:
         # forward values the backward nodes read, and everything they are computed from
         backward_reads = [_reads(node) for node in self.backward]
         read = {n for names in backward_reads for n in names}
-        needed = sorted(self._ancestors([n for n in read if n in producer], producer))
+        # a random op is not run again: the backward function would draw other numbers than
+        # the forward run did, so its outputs become inputs (fed from the forward run)
+        random = {i for i, node in enumerate(self.nodes) if _is_random(node)}
+        roots = [n for n in read if n in producer and producer[n] not in random]
+        needed = sorted(self._ancestors(roots, producer, random))
         forward = [self.nodes[i] for i in needed]
         body = forward + self.backward
         defined = {DY} | set(self.xs)
@@ -627,6 +632,21 @@ def _tensor_value_info(name: str, dtype: int, shape: Shape) -> ValueInfoProto:
     return info
 
 
+#: ops that draw random numbers unless given a seed
+RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"})
+
+
+def _is_random(node: NodeProto) -> bool:
+    """True for a node whose outputs differ from run to run (no ``seed``)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if any(a.name == "seed" for a in node.attribute):
+        return False
+    if node.op_type == "Dropout":
+        return len(node.input) >= 3 and bool(node.input[2])  # training_mode given
+    return node.op_type in RANDOM_OPS
+
+
 def _rename_reserved(
     nodes: list[NodeProto], reserved: set[str], new_name: Any
 ) -> tuple[list[NodeProto], dict[str, str]]:
@@ -634,7 +654,7 @@ def _rename_reserved(
     clash = {v for n in nodes for v in list(n.input) + list(n.output) if v in reserved}
     if not clash:
         return nodes, {}
-    rename = {c: new_name(c) for c in clash}
+    rename = {c: new_name(c) for c in sorted(clash)}  # sorted: the same names on every run
     out = []
     for node in nodes:
         if any(n in rename for n in list(node.input) + list(node.output)):
@@ -812,6 +832,12 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     Initializers of a graph or model become ordinary inputs (the pure-function form
     convenient for training), so weights can be among ``xs``; model-local functions
     are inlined first.
+
+    The forward values the rules read are recomputed inside the result, except the
+    outputs of random ops without a ``seed`` (training-mode Dropout, RandomNormal,
+    ...): those become inputs, to be fed with the values of the forward run. A free
+    input called ``dy`` (when differentiating a backward function again) is renamed
+    inside the result (``dy_grad<n>``), since ``dy`` names the output gradient.
 
     Args:
         fn: what to differentiate.
