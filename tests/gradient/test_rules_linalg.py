@@ -45,6 +45,7 @@ CASES: list[Case] = [
     matmul("MatMul-2d-only-a", (3, 4), (4, 5), xs="a"),
     matmul("MatMul-2d-only-b", (3, 4), (4, 5), xs="b"),
     matmul("MatMul-batched-a", (2, 3, 4), (4, 5)),
+    matmul("MatMul-batched4-a-2d-b", (2, 2, 3, 4), (4, 5)),
     matmul("MatMul-batched-b", (3, 4), (2, 4, 5)),
     matmul("MatMul-batched-both", (2, 3, 4), (2, 4, 5)),
     matmul("MatMul-broadcast-batch", (2, 1, 3, 4), (3, 4, 5)),
@@ -131,3 +132,12 @@ def test_einsum_summed_ellipsis_is_refused() -> None:
     case = einsum("ell", "...ij->ij", (2, 3, 4))
     with pytest.raises(ol.GradientError, match=r"sums over '\.\.\.' dims"):
         gradient(case)
+
+
+def test_batched_times_matrix_weight_grad_is_one_gemm() -> None:
+    """x[..., k] @ W[k, m]: dW is one Gemm of the flattened operands, no batched temporary."""
+    from gradcheck import gradient
+
+    _, bwd = gradient(matmul("dw", (2, 3, 4), (4, 5), xs="b"))
+    ops = [n.op_type for n in bwd.node]
+    assert "Gemm" in ops and "ReduceSum" not in ops and ops.count("MatMul") == 0, ops

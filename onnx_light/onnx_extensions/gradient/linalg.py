@@ -61,6 +61,12 @@ def matmul_grad(ctx, dy):  # type: ignore[no-untyped-def]
         elif ra == 1:  # (k, 1) @ (..., 1, m) -> (..., k, m)
             g = ctx.op.MatMul(ctx.op.Unsqueeze(a, ctx.ints([1])), ctx.op.Unsqueeze(dy, ctx.ints([-2])))
             db = _sum_to(ctx, g, None if ys is None else (*ys[:-1], k, ys[-1]), b)
+        elif rb == 2 and ra > 2 and isinstance(k, int) and ys is not None and isinstance(ys[-1], int):
+            # (..., n, k) @ (k, m): dB = A^T dY over every row of every batch at once, one
+            # Gemm of the flattened operands instead of a batched product summed afterwards
+            rows_a = ctx.op.Reshape(a, ctx.ints([-1, k]))
+            rows_dy = ctx.op.Reshape(dy, ctx.ints([-1, ys[-1]]))
+            db = ctx.op.Gemm(rows_a, rows_dy, transA=1)
         else:  # (..., k, n) @ (..., n, m)
             g = ctx.op.MatMul(_swap_last(ctx, a, ra), dy)
             db = _sum_to(ctx, g, None if ys is None else (*ys[:-2], k, ys[-1]), b)
