@@ -228,6 +228,9 @@ def make_optional(name: str, elem_type: int, value: Any | None) -> OptionalProto
 def _shape_proto(
     shape: Sequence[str | int | None], shape_denotation: Sequence[str] | None
 ) -> TensorShapeProto:
+    # Built by filling the messages' slots directly, as the codec does: value infos are
+    # made for every input of a (possibly 10,000-input) gradient function, and the
+    # property setters cost several times more than the work.
     if shape_denotation and len(shape_denotation) != len(shape):
         raise ValueError("Invalid shape_denotation. Must be of the same length as shape.")
     dims = []
@@ -236,15 +239,17 @@ def _shape_proto(
         if d is None:
             pass
         elif isinstance(d, numbers.Integral):
-            dim.dim_value = int(d)
+            dim._dim_value = int(d)  # type: ignore[attr-defined]
         elif isinstance(d, str):
-            dim.dim_param = d
+            dim._dim_param = d  # type: ignore[attr-defined]
         else:
             raise ValueError(f"Invalid item in shape: {d}. Needs to be of int or str.")
         if shape_denotation:
             dim.denotation = shape_denotation[i]
         dims.append(dim)
-    return TensorShapeProto(dim=dims)
+    proto = TensorShapeProto()
+    proto._dim = dims  # type: ignore[attr-defined]
+    return proto
 
 
 def make_tensor_type_proto(
@@ -263,10 +268,13 @@ def make_tensor_type_proto(
     Returns:
         The TypeProto.
     """
-    tensor = TypeProto.Tensor(elem_type=elem_type)
+    tensor = TypeProto.Tensor()
+    tensor._elem_type = elem_type  # type: ignore[attr-defined]
     if shape is not None:
-        tensor.shape = _shape_proto(shape, shape_denotation)
-    return TypeProto(tensor_type=tensor)
+        tensor._shape = _shape_proto(shape, shape_denotation)  # type: ignore[attr-defined]
+    proto = TypeProto()
+    proto._tensor_type = tensor  # type: ignore[attr-defined]
+    return proto
 
 
 def make_sparse_tensor_type_proto(
@@ -322,9 +330,13 @@ def make_tensor_value_info(
     shape_denotation: list[str] | None = None,
 ) -> ValueInfoProto:
     """A ValueInfoProto of a tensor (shape as :func:`make_tensor_type_proto`)."""
-    return make_value_info(
-        name, make_tensor_type_proto(elem_type, shape, shape_denotation), doc_string
-    )
+    # the type is built here, so it is used as is: make_value_info's copy would only cost
+    info = ValueInfoProto()
+    info._name = name  # type: ignore[attr-defined]
+    if doc_string:
+        info.doc_string = doc_string
+    info._type = make_tensor_type_proto(elem_type, shape, shape_denotation)  # type: ignore[attr-defined]
+    return info
 
 
 def make_sparse_tensor_value_info(

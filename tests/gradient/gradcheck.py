@@ -115,11 +115,25 @@ def run_forward(model: Any, feeds: dict[str, np.ndarray], y: str) -> np.ndarray:
     return sess.run([y], {k: v for k, v in feeds.items() if k in graph_inputs})[0]
 
 
-def backward_feeds(bwd: Any, feeds: dict[str, np.ndarray], dy: np.ndarray) -> dict[str, np.ndarray]:
-    out = {}
-    for name in bwd.input:
-        out[name] = dy if name == "dy" else feeds[name]
-    return out
+def backward_feeds(
+    bwd: Any, feeds: dict[str, np.ndarray], dy: np.ndarray, model: Any = None
+) -> dict[str, np.ndarray]:
+    """The backward function's feeds; inputs that are forward values (outputs of random ops,
+    which the pass does not recompute) are taken from one forward run of ``model``."""
+    missing = [n for n in bwd.input if n != "dy" and n not in feeds]
+    produced = forward_values(model, feeds, missing) if missing and model is not None else {}
+    return {name: dy if name == "dy" else feeds[name] if name in feeds else produced[name] for name in bwd.input}
+
+
+def forward_values(model: Any, feeds: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    """Values of intermediate ``names`` in one forward run of ``model``."""
+    extended = ol.ModelProto()
+    extended.CopyFrom(model)
+    for name in names:
+        extended.graph.output.append(ol.helper.make_tensor_value_info(name, 0, None))
+    sess = ol.runtime.InferenceSession(extended)
+    graph_inputs = {i.name for i in sess.get_inputs()}
+    return dict(zip(names, sess.run(names, {k: v for k, v in feeds.items() if k in graph_inputs})))
 
 
 def check_gradient(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
@@ -130,7 +144,7 @@ def check_gradient(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
     model, bwd = gradient(case)
     y_val = run_forward(model, feeds, y)
     dy = rng.standard_normal(np.shape(y_val)).astype(y_val.dtype)
-    grads = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, feeds, dy))
+    grads = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, feeds, dy, model))
     for x, g in zip(case.xs, grads):
         assert g.shape == feeds[x].shape, f"{case.name}: grad_{x} shape {g.shape} != {feeds[x].shape}"
         assert g.dtype == feeds[x].dtype, f"{case.name}: grad_{x} dtype {g.dtype} != {feeds[x].dtype}"
@@ -188,7 +202,7 @@ def check_in_onnxruntime(case: Case, seed: int = 0) -> None:
     model, bwd = gradient(case, case.ort_dtype)
     y_val = run_forward(model, feeds, y)
     dy = rng.standard_normal(np.shape(y_val)).astype(y_val.dtype)
-    bfeeds = backward_feeds(bwd, feeds, dy)
+    bfeeds = backward_feeds(bwd, feeds, dy, model)
     wrapped = backward_model(bwd, bfeeds)
     onnx.checker.check_model(wrapped, full_check=True)
     opts = ort.SessionOptions()
@@ -216,7 +230,7 @@ def check_second_order(case: Case, seed: int = 0) -> None:
     y_val = run_forward(model, feeds, y)
     dy = rng.standard_normal(np.shape(y_val)).astype(y_val.dtype)
     first = ol.runtime.InferenceSession(bwd)
-    base = backward_feeds(bwd, feeds, dy)
+    base = backward_feeds(bwd, feeds, dy, model)
 
     def grad_at(shift: np.ndarray, t: float) -> np.ndarray:
         moved = dict(base)

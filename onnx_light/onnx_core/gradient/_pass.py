@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import numbers
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -32,14 +31,13 @@ from .._proto import (
     ModelProto,
     NodeProto,
     TensorProto,
-    TensorShapeProto,
-    TypeProto,
     ValueInfoProto,
 )
 from ..helper import (
     get_attribute_value,
     make_attribute,
     make_opsetid,
+    make_tensor_value_info,
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array, to_array
@@ -145,13 +143,15 @@ def _node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: s
     # the pass's hottest constructor: the fields' slots are filled directly, as the
     # codec does (what the property setters would store: the value, fresh lists)
     node = NodeProto()
-    node._op_type = op_type
-    node._input = list(inputs)
-    node._output = list(outputs)
+    node._op_type = op_type  # type: ignore[attr-defined]
+    node._input = list(inputs)  # type: ignore[attr-defined]
+    node._output = list(outputs)  # type: ignore[attr-defined]
     if domain:
-        node._domain = domain
+        node._domain = domain  # type: ignore[attr-defined]
     if attrs:
-        node._attribute = [make_attribute(key, attrs[key]) for key in sorted(attrs) if attrs[key] is not None]
+        node._attribute = [  # type: ignore[attr-defined]
+            make_attribute(key, attrs[key]) for key in sorted(attrs) if attrs[key] is not None
+        ]
     return node
 
 
@@ -595,41 +595,8 @@ class _GradientPass:
         for name in fn.input:
             t = self.types.get(name)
             if t is not None and t.dtype:
-                fn.value_info.append(_tensor_value_info(name, t.dtype, t.shape))
+                fn.value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
-
-
-def _tensor_value_info(name: str, dtype: int, shape: Shape) -> ValueInfoProto:
-    """``make_tensor_value_info(name, dtype, shape)``, built by filling slots directly.
-
-    The message is the one the helper builds (dims int -> ``dim_value``, str ->
-    ``dim_param``, None -> an empty Dimension), without the helper's defensive copy
-    and per-field setter calls: the function's inputs get one each.
-    """
-    tensor = TypeProto.Tensor()
-    tensor._elem_type = dtype
-    if shape is not None:
-        dims = []
-        for d in shape:
-            dim = TensorShapeProto.Dimension()
-            if d is None:
-                pass
-            elif isinstance(d, numbers.Integral):
-                dim._dim_value = int(d)
-            elif isinstance(d, str):
-                dim._dim_param = d
-            else:
-                raise ValueError(f"Invalid item in shape: {d}. Needs to be of int or str.")
-            dims.append(dim)
-        shp = TensorShapeProto()
-        shp._dim = dims
-        tensor._shape = shp
-    tp = TypeProto()
-    tp._tensor_type = tensor
-    info = ValueInfoProto()
-    info._name = name
-    info._type = tp
-    return info
 
 
 #: ops that draw random numbers unless given a seed
