@@ -623,24 +623,3 @@ def test_conv_transpose_opset1_puts_odd_padding_on_the_other_side(auto_pad: str)
     assert old.shape == new.shape == (1, 3, 8, 10)
     a, b = (old, new) if auto_pad == "SAME_UPPER" else (new, old)
     np.testing.assert_allclose(a[..., :-1, :-1], b[..., 1:, 1:], rtol=1e-6)
-
-
-@pytest.mark.parametrize("group", [1, 2])
-def test_conv_per_sample_loop_matches_batched_matmul(group: int) -> None:
-    """Conv's per-sample path (large inputs) gives the batched im2col matmul's exact answer."""
-    from onnx_light.runtime.kernels import conv as conv_module
-
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((3, 4, 40, 36)).astype(np.float32)
-    w = rng.standard_normal((6, 4 // group, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(6).astype(np.float32)
-    kw = {"pads": [1, 0, 2, 1], "strides": [1, 2], "dilations": [2, 1], "group": group}
-    looped = conv_module.conv(x, w, b, **kw)
-    saved = conv_module._SAMPLE_LOOP_MIN
-    conv_module._SAMPLE_LOOP_MIN = 1 << 60
-    try:
-        batched = conv_module.conv(x, w, b, **kw)
-    finally:
-        conv_module._SAMPLE_LOOP_MIN = saved
-    assert looped.shape == batched.shape and looped.dtype == np.float32
-    assert np.array_equal(looped, batched)

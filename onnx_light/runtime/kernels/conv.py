@@ -134,42 +134,11 @@ def conv(
     windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
     # (N, C, *out, *k) -> (N, group, C / group * prod(k), prod(out)): the im2col copy.
     order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
-    positions = int(np.prod(out_shape))
-    wg = w.reshape(group, m // group, -1)
-    if n > 1 and x.dtype == w.dtype and x.dtype.kind == "f" and wg.shape[2] * positions >= _SAMPLE_LOOP_MIN:
-        return _conv_per_sample(windows, tuple(a - 1 for a in order[1:]), wg, b, (n, m, *out_shape))
-    cols = windows.transpose(order).reshape(n, group, -1, positions)
+    cols = windows.transpose(order).reshape(n, group, -1, int(np.prod(out_shape)))
     # One batched matmul over (N, group): (group, M / group, Cg * k) @ cols.
-    y = np.matmul(wg, cols).reshape((n, m, *out_shape))
+    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape((n, m, *out_shape))
     if b is not None:
         y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
-    return y
-
-
-#: columns (Cg * prod(kernel) * prod(out)) of one sample above which Conv loops over samples
-_SAMPLE_LOOP_MIN = 1 << 15
-
-
-def _conv_per_sample(
-    windows: np.ndarray, order: tuple[int, ...], wg: np.ndarray, b: np.ndarray | None, shape: tuple[int, ...]
-) -> np.ndarray:
-    """Conv one sample at a time: the same matmuls as the batched form (so the same
-    results), but each sample's columns are written into one reused buffer that stays in
-    cache for its matmul, and the bias is added while that sample's output is hot."""
-    n, m = shape[:2]
-    group = wg.shape[0]
-    y = np.empty(shape, dtype=wg.dtype)
-    sample = windows[0].transpose(order)  # (C, *k, *out)
-    buf = np.empty(sample.shape, dtype=wg.dtype)
-    cols = buf.reshape(group, wg.shape[2], -1)
-    ys = y.reshape(n, group, m // group, -1)
-    bias = None if b is None else b.astype(y.dtype, copy=False).reshape(group, m // group, 1)
-    for i in range(n):
-        np.copyto(buf, windows[i].transpose(order))
-        yi = ys[i]
-        np.matmul(wg, cols, out=yi)
-        if bias is not None:
-            yi += bias
     return y
 
 
