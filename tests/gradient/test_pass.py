@@ -269,3 +269,25 @@ def test_seeded_random_op_is_recomputed() -> None:
     ]
     bwd = ol.GradientOfNodes(nodes, xs=["x"], y="y")
     assert "Dropout" in [n.op_type for n in bwd.node]
+
+
+def test_rule_can_ask_for_an_omitted_forward_output() -> None:
+    """ctx.forward_output(k) makes the re-emitted forward node compute optional output k."""
+    reg = ol.DefaultGradRegistry()
+
+    @ol.RegisterGradientFunction("", "LayerNormalization", registry=reg)
+    def ln_grad(ctx, dy):  # type: ignore[no-untyped-def]
+        """Test rule: only checks that Mean/InvStdDev come from the forward node."""
+        mean, inv = ctx.forward_output(1), ctx.forward_output(2)
+        return ctx.op.Mul(ctx.op.Mul(dy, inv), ctx.op.Add(mean, ctx.const(1.0, like=mean)))
+
+    nodes = [helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=-1)]
+    vi = [helper.make_tensor_value_info("x", ol.TensorProto.FLOAT, [2, 3])]
+    bwd = ol.GradientOfNodes(nodes, xs=["x"], y="y", registry=reg, value_info=vi)
+    ln = [n for n in bwd.node if n.op_type == "LayerNormalization"]
+    assert len(ln) == 1 and len(ln[0].output) == 3 and all(ln[0].output)
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    (g,) = ol.runtime.InferenceSession(bwd).run(None, {"x": x, "s": np.ones(3, np.float32), "dy": np.ones((2, 3), np.float32)})
+    mean = x.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(g, inv * (mean + 1) * np.ones((2, 3)), rtol=1e-5)

@@ -107,6 +107,11 @@ class GradContext:
         """The attribute ``name`` as a Python value, or ``default``."""
         return self.attrs.get(name, default)
 
+    def forward_output(self, i: int) -> str:
+        """Output ``i`` of the forward node, asked of the re-emitted node if the source
+        omitted it (MaxPool's Indices, LayerNormalization's Mean and InvStdDev, ...)."""
+        return self._pass.forward_output(self.node, i)
+
     def needs_grad(self, i: int) -> bool:
         """True when input ``i`` lies on a path from a differentiated variable."""
         return i < len(self._needs) and self._needs[i]

@@ -215,6 +215,9 @@ class _GradientPass:
         self.backward: list[NodeProto] = []
         self._const_cache: dict[tuple[Any, ...], str] = {}
         self._shape_cache: dict[str, str] = {}
+        self._extra_outputs: dict[int, dict[int, str]] = {}
+        self._index_of: dict[int, int] = {}
+        self._producer: dict[str, int] = {}
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
 
     # -- helpers used by GradContext ------------------------------------------------
@@ -321,6 +324,33 @@ class _GradientPass:
         summed = self.emit("ReduceSum", [grad, axes_v], 1, "", {"keepdims": 1, "noop_with_empty_axes": 1}, to)[0]
         return self.emit("Reshape", [summed, t_shape], 1, "", {}, to)[0]
 
+    def forward_output(self, node: NodeProto, k: int) -> str:
+        """The name of optional output ``k`` of a forward node, which the re-emitted node
+        then computes (e.g. MaxPool's Indices, LayerNormalization's Mean)."""
+        if k < len(node.output) and node.output[k]:
+            return node.output[k]
+        if not self._index_of:
+            self._index_of = {id(n): i for i, n in enumerate(self.nodes)}
+        i = self._index_of[id(node)]
+        extra = self._extra_outputs.setdefault(i, {})
+        if k not in extra:
+            extra[k] = self.new_name(f"{node.op_type}_out{k}")
+            self._producer[extra[k]] = i
+        return extra[k]
+
+    def _with_extra_outputs(self, i: int) -> NodeProto:
+        node = self.nodes[i]
+        extra = self._extra_outputs.get(i)
+        if not extra:
+            return node
+        copy = NodeProto()
+        copy.CopyFrom(node)
+        outputs = list(copy.output) + [""] * (max(extra) + 1 - len(copy.output))
+        for k, name in extra.items():
+            outputs[k] = name
+        copy.output[:] = outputs
+        return copy
+
     def node_error(self, node: NodeProto, message: str) -> GradientError:
         domain = node.domain or "ai.onnx"
         name = f" {node.name!r}" if node.name else ""
@@ -353,6 +383,7 @@ class _GradientPass:
                     producer[out] = i
         #: the names each forward node reads (inputs, then its subgraphs' outer-scope names)
         self._reads = [_reads(node) for node in self.nodes]
+        self._producer = producer
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
                 f"y={self.y!r} is not produced by any node nor an input; outputs available: "
@@ -557,7 +588,7 @@ class _GradientPass:
         random = {i for i, node in enumerate(self.nodes) if _is_random(node)}
         roots = [n for n in read if n in producer and producer[n] not in random]
         needed = sorted(self._ancestors(roots, producer, random))
-        forward = [self.nodes[i] for i in needed]
+        forward = [self._with_extra_outputs(i) for i in needed]
         body = forward + self.backward
         defined = {DY} | set(self.xs)
         free: list[str] = []
