@@ -13,14 +13,15 @@ import sys as _sys
 
 # One BLAS thread unless the user chose otherwise: on small shared machines a busy
 # second core makes multi-threaded GEMMs collapse (ONNX_LIGHT_BLAS_THREADS raises it).
+# The variables help when numpy is not imported yet; runtime._blas sets the count in
+# the loaded library either way.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     _os.environ.setdefault(_var, _os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1"))
 
-from . import onnx_core  # noqa: E402
-from . import runtime  # noqa: E402
+from . import onnx_core, runtime  # noqa: E402
 from .onnx_core import *  # noqa: E402,F403  (the IR classes, errors, load/save)
-from .onnx_core import helper, numpy_helper  # noqa: E402
 from .onnx_core import __all__ as _core_all  # noqa: E402
+from .onnx_core import helper, numpy_helper  # noqa: E402
 from .onnx_core.gradient import (  # noqa: E402
     AccumulateGrad,
     GradContext,
@@ -57,7 +58,12 @@ def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False,
     See :func:`onnx_light.onnx_core.gradient.GradientOfNodes`.
     """
     return _GradientOfNodes(
-        nodes, xs, y, zs, registry if registry is not None else DefaultGradRegistry(), allow_unused=allow_unused,
+        nodes,
+        xs,
+        y,
+        zs,
+        registry if registry is not None else DefaultGradRegistry(),
+        allow_unused=allow_unused,
         **kwargs,
     )
 
@@ -67,6 +73,7 @@ __all__ = [
     "helper",
     "numpy_helper",
     "runtime",
+    "onnx_core",
     "GradientOfFunction",
     "GradientOfNodes",
     "DefaultGradRegistry",

@@ -1,10 +1,10 @@
 """The ``onnx-light`` command.
 
-    onnx-light demo                                   train the spiral classifier
-    onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
-    onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
-    onnx-light print MODEL                            the graph as text
-    onnx-light ops                                    the ops with gradient rules
+onnx-light demo                                   train the spiral classifier
+onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
+onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
+onnx-light print MODEL                            the graph as text
+onnx-light ops                                    the ops with gradient rules
 """
 
 from __future__ import annotations

@@ -101,7 +101,9 @@ def _bar(epoch: int, epochs: int, loss: float, acc: float, width: int = 30) -> s
     return f"epoch {epoch:4d}/{epochs} [{'#' * done}{'-' * (width - done)}] loss {loss:.4f}  accuracy {acc * 100:5.1f}%"
 
 
-def train(epochs: int = 600, lr: float = 0.01, seed: int = 0, out_dir: str | None = None, quiet: bool = False) -> dict[str, Any]:
+def train(
+    epochs: int = 600, lr: float = 0.01, seed: int = 0, out_dir: str | None = None, quiet: bool = False
+) -> dict[str, Any]:
     """Trains the spiral classifier; returns the final loss, accuracy and the ORT difference.
 
     Args:
@@ -161,7 +163,9 @@ def train(epochs: int = 600, lr: float = 0.01, seed: int = 0, out_dir: str | Non
     return {"loss": loss, "accuracy": acc, "ort_max_diff": ort_diff, "backward_path": bwd_path}
 
 
-def _compare_with_onnxruntime(path: str, feeds: dict[str, np.ndarray], ours: InferenceSession, bwd: Any) -> float | None:
+def _compare_with_onnxruntime(
+    path: str, feeds: dict[str, np.ndarray], ours: InferenceSession, bwd: Any
+) -> float | None:
     try:
         import onnxruntime as ort
     except ImportError:

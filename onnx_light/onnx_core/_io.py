@@ -173,7 +173,7 @@ def load_external_data_for_model(model: ModelProto, base_dir: str) -> None:
                 f"{location!r} ({len(data)} bytes)",
                 offset,
             )
-        tensor.raw_data = data[offset : offset + length]
+        tensor.raw_data = data[offset : offset + length]  # type: ignore[assignment]  # a zero-copy view
         tensor.ClearField("data_location")
         del tensor.external_data[:]
 
@@ -240,9 +240,7 @@ def save_model(
         return
     if not isinstance(f, (str, os.PathLike)) or not isinstance(proto, ModelProto):
         raise OnnxLightError("save_as_external_data needs a ModelProto and a file path")
-    _save_with_external_data(
-        proto, os.fspath(f), all_tensors_to_one_file, location, size_threshold, convert_attribute
-    )
+    _save_with_external_data(proto, os.fspath(f), all_tensors_to_one_file, location, size_threshold, convert_attribute)
 
 
 save = save_model

@@ -5,7 +5,20 @@
 
 from __future__ import annotations
 
+from ._blas import apply_default as _apply_blas_default
+from ._blas import get_blas_threads, set_blas_threads
 from ._registry import kernel, lookup_kernel, registered_kernels
 from .session import DEFAULT_OPSET, InferenceSession, NodeArg
 
-__all__ = ["InferenceSession", "NodeArg", "DEFAULT_OPSET", "kernel", "lookup_kernel", "registered_kernels"]
+_apply_blas_default()
+
+__all__ = [
+    "InferenceSession",
+    "NodeArg",
+    "DEFAULT_OPSET",
+    "kernel",
+    "lookup_kernel",
+    "registered_kernels",
+    "set_blas_threads",
+    "get_blas_threads",
+]

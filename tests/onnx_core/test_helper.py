@@ -62,9 +62,7 @@ def _graph(m: Any) -> Any:
 
 
 def _body(m: Any) -> Any:
-    return m.h.make_graph(
-        [m.h.make_node("Identity", ["a"], ["b"])], "body", [_vi(m, "a", [])], [_vi(m, "b", [])]
-    )
+    return m.h.make_graph([m.h.make_node("Identity", ["a"], ["b"])], "body", [_vi(m, "a", [])], [_vi(m, "b", [])])
 
 
 def _leaky(m: Any) -> Any:

@@ -163,14 +163,15 @@ def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndar
     """``buf[..., begin:begin + size]`` per spatial axis, zero-filled where out of range."""
     full = buf.shape[2:]
     if all(0 <= b and b + s <= f for b, s, f in zip(begin, size, full)):
-        return np.ascontiguousarray(buf[(..., *(slice(b, b + s) for b, s in zip(begin, size)))])
+        window = tuple(slice(b, b + s) for b, s in zip(begin, size))
+        return np.ascontiguousarray(buf[(..., *window)])  # type: ignore[arg-type]
     out = np.zeros(buf.shape[:2] + tuple(size), dtype=buf.dtype)
     src, dst = [], []
     for b, s, f in zip(begin, size, full):
         lo, hi = max(b, 0), max(min(b + s, f), max(b, 0))
         src.append(slice(lo, hi))
         dst.append(slice(lo - b, hi - b))
-    out[(..., *dst)] = buf[(..., *src)]
+    out[(..., *dst)] = buf[(..., *src)]  # type: ignore[index,arg-type]
     return out
 
 
@@ -213,7 +214,7 @@ def _conv_transpose(
         cols = np.tensordot(w[g * cg : (g + 1) * cg], x[:, g * cg : (g + 1) * cg], axes=([0], [1]))
         target = buf[:, g * mg : (g + 1) * mg]
         for k, sl in kernel_offsets(ksize, strides, dilations, in_shape):
-            target[(slice(None), slice(None), *sl)] += cols[(slice(None), *k)].swapaxes(0, 1)
+            target[(slice(None), slice(None), *sl)] += cols[(slice(None), *k)].swapaxes(0, 1)  # type: ignore[arg-type]
     y = _crop(buf, begin, size)
     if b is not None:
         y += b.reshape((-1,) + (1,) * nd).astype(y.dtype, copy=False)

@@ -66,9 +66,7 @@ def _scatter_elements(
 
 
 @versions("ScatterElements", 11, 13)
-def scatter_elements_11(
-    data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0
-) -> np.ndarray:
+def scatter_elements_11(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """ScatterElements-11: writes ``updates`` at per-element ``indices`` along ``axis``."""
     return _scatter_elements(data, indices, updates, axis, "none")
 
@@ -94,9 +92,7 @@ def scatter_nd_11(data: np.ndarray, indices: np.ndarray, updates: np.ndarray) ->
 
 
 @versions("ScatterND", 16, 18)
-def scatter_nd_16(
-    data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, reduction: str = "none"
-) -> np.ndarray:
+def scatter_nd_16(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, reduction: str = "none") -> np.ndarray:
     """ScatterND-16/18: ``reduction`` none, add, mul (16) and max, min (18)."""
     return _scatter_nd(data, indices, updates, reduction)
 

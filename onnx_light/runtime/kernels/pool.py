@@ -93,10 +93,14 @@ def _max_pool(
     if with_indices and x.ndim == 4 and x.dtype in (np.float32, np.float64):
         # the index bookkeeping is a byte loop: native when built (a numpy twin otherwise)
         (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
-        return max_pool2d(xp, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], *x.shape[2:],
-                          storage_order, True)
+        y2, idx2 = max_pool2d(
+            xp, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], *x.shape[2:], storage_order, True
+        )
+        assert idx2 is not None
+        return y2, idx2
     lead = (slice(None), slice(None))
-    y = idx = None
+    y: np.ndarray | None = None
+    idx: np.ndarray | None = None
     for k, sl in geo.offsets():
         tap = xp[(*lead, *sl)]
         if y is None:
@@ -105,10 +109,11 @@ def _max_pool(
                 idx = np.empty(y.shape, dtype=np.int64)
                 idx[...] = _spatial_index(geo, k, x.shape[2:], storage_order)
             continue
-        if with_indices:  # the first maximum in kernel order wins ties
+        if idx is not None:  # the first maximum in kernel order wins ties
             np.copyto(idx, _spatial_index(geo, k, x.shape[2:], storage_order), where=tap > y)
         np.maximum(y, tap, out=y)
-    if not with_indices:
+    assert y is not None
+    if idx is None:
         return y
     n, c = x.shape[:2]
     planes = np.arange(n * c, dtype=np.int64).reshape((n, c) + (1,) * (x.ndim - 2))

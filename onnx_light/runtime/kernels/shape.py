@@ -152,9 +152,7 @@ def _slice(x: np.ndarray, starts: Any, ends: Any, axes: Any, steps: Any) -> np.n
 
 
 @versions("Slice", 1)
-def slice_1(
-    x: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None
-) -> np.ndarray:
+def slice_1(x: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None) -> np.ndarray:
     """Slice-1: ``starts``, ``ends`` and ``axes`` as attributes, step 1."""
     return _slice(x, starts, ends, axes, None)
 

@@ -104,9 +104,7 @@ def cast_like_19(x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1) -
 
 
 @versions("CastLike", 24, 25)
-def cast_like_24(
-    x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1, round_mode: str = "up"
-) -> np.ndarray:
+def cast_like_24(x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
     """CastLike-24: adds ``round_mode``."""
     return cast_array(x, onnx_type_of(np.asarray(target_type)), saturate, round_mode)
 
@@ -200,17 +198,13 @@ def range_11(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndar
 
 
 @versions("Range", 27)
-def range_27(
-    start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1
-) -> np.ndarray:
+def range_27(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1) -> np.ndarray:
     """Range-27: float16/bfloat16 compute in float32 when ``stash_type`` is 1."""
     return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), stash=stash_type == 1)
 
 
 @versions("OneHot", 9, 11, 28)
-def one_hot(
-    indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *, axis: int = -1
-) -> np.ndarray:
+def one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """OneHot: ``values[1]`` where the new axis equals the index, ``values[0]`` elsewhere."""
     n = int(np.asarray(depth).reshape(-1)[0])
     idx = np.asarray(indices).astype(np.int64)
@@ -290,9 +284,7 @@ def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     return np.broadcast_to(x, target).copy()
 
 
-def _pad(
-    x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None
-) -> np.ndarray:
+def _pad(x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None) -> np.ndarray:
     rank = x.ndim
     pads = [int(p) for p in pads]
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
