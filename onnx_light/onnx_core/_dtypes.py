@@ -141,9 +141,7 @@ def _entry(tensor_dtype: int) -> tuple[np.dtype[Any], int, str]:
     try:
         return TENSOR_TYPES[tensor_dtype]
     except KeyError:
-        raise ValueError(
-            f"unknown TensorProto data_type {tensor_dtype}; known: {sorted(TENSOR_TYPES)}"
-        ) from None
+        raise ValueError(f"unknown TensorProto data_type {tensor_dtype}; known: {sorted(TENSOR_TYPES)}") from None
 
 
 def tensor_dtype_to_np_dtype(tensor_dtype: int) -> np.dtype[Any]:
@@ -286,9 +284,7 @@ def unpack_bits(data: Any, bits: int, count: int) -> np.ndarray:
     raw = raw.reshape(-1).astype(np.uint8, copy=False)
     need = -(-count * bits // 8)
     if raw.size < need:
-        raise ValueError(
-            f"packed {bits}-bit data holds {raw.size} bytes but {count} elements need {need}"
-        )
+        raise ValueError(f"packed {bits}-bit data holds {raw.size} bytes but {count} elements need {need}")
     per_group = 8 // bits if bits in (2, 4) else 4
     group_bytes = per_group * bits // 8
     groups = -(-count // per_group)

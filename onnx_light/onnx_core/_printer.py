@@ -57,9 +57,7 @@ def _scalar_tensor_values(t: TensorProto) -> list[Any]:
     return list(getattr(t, tensor_dtype_to_field(t.data_type)))
 
 
-def printable_attribute(
-    attr: AttributeProto, subgraphs: bool = False
-) -> str | tuple[str, list[GraphProto]]:
+def printable_attribute(attr: AttributeProto, subgraphs: bool = False) -> str | tuple[str, list[GraphProto]]:
     """``name = value`` as onnx prints an attribute.
 
     Args:
@@ -107,9 +105,7 @@ def _attribute_and_graphs(attr: AttributeProto) -> tuple[str, list[GraphProto]]:
     elif attr.type_protos:
         n = len(attr.type_protos)
         content.append("[")
-        content.extend(
-            f"<Type Proto {tp}>{',' if i != n - 1 else ''}" for i, tp in enumerate(attr.type_protos)
-        )
+        content.extend(f"<Type Proto {tp}>{',' if i != n - 1 else ''}" for i, tp in enumerate(attr.type_protos))
         content.append("]")
     elif attr.graphs:
         n = len(attr.graphs)
@@ -155,9 +151,7 @@ def printable_tensor_proto(t: TensorProto) -> str:
     return s + "]"
 
 
-def printable_node(
-    node: NodeProto, prefix: str = "", subgraphs: bool = False
-) -> str | tuple[str, list[GraphProto]]:
+def printable_node(node: NodeProto, prefix: str = "", subgraphs: bool = False) -> str | tuple[str, list[GraphProto]]:
     """``%out = Op[attrs](%in, ...)`` as onnx prints a node.
 
     Args:
@@ -225,9 +219,7 @@ def printable_graph(graph: GraphProto, prefix: str = "") -> str:
             lines.append(prefix + " ".join(header))
             header = []
             lines.extend(
-                prefix + "  " + printable_tensor_proto(t)
-                for t in graph.initializer
-                if t.name not in input_names
+                prefix + "  " + printable_tensor_proto(t) for t in graph.initializer if t.name not in input_names
             )
             header.append(")")
     header.append("{")
@@ -334,7 +326,7 @@ def _node_lines(node: NodeProto, indent: str) -> list[str]:
         line += " {" + ", ".join(_attr_text(a) for a in node.attribute) + "}"
     lines = [line]
     for attr in node.attribute:
-        for g in ([attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs)):
+        for g in [attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs):
             lines.append(f"{indent}    {attr.name}:")
             lines.extend(_graph_lines(g, indent + "      "))
     return lines
@@ -408,7 +400,4 @@ def to_text(proto: ModelProto | GraphProto | FunctionProto | NodeProto) -> str:
         return "\n".join(_function_lines(proto, ""))
     if isinstance(proto, NodeProto):
         return "\n".join(_node_lines(proto, ""))
-    raise TypeError(
-        f"to_text takes a ModelProto, GraphProto, FunctionProto or NodeProto, "
-        f"not {type(proto).__name__}"
-    )
+    raise TypeError(f"to_text takes a ModelProto, GraphProto, FunctionProto or NodeProto, not {type(proto).__name__}")

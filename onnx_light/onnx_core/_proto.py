@@ -10,16 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from ._message import (
-    BOOL,
-    BYTES,
-    DOUBLE,
-    ENUM,
-    FLOAT,
-    INT32,
-    INT64,
-    MESSAGE,
-    STRING,
-    UINT64,
     Field,
     Message,
 )
@@ -287,9 +277,7 @@ class ShardingSpecProto(Message):
     FIELDS = (
         Field("tensor_name", 1, "string"),
         Field("device", 2, "int64", repeated=True),
-        Field(
-            "index_to_device_group_map", 3, "message", repeated=True, message="IntIntListEntryProto"
-        ),
+        Field("index_to_device_group_map", 3, "message", repeated=True, message="IntIntListEntryProto"),
         Field("sharded_dim", 4, "message", repeated=True, message="ShardedDimProto"),
     )
 
@@ -331,9 +319,7 @@ class TrainingInfoProto(Message):
     FIELDS = (
         Field("initialization", 1, "message", message="GraphProto"),
         Field("algorithm", 2, "message", message="GraphProto"),
-        Field(
-            "initialization_binding", 3, "message", repeated=True, message="StringStringEntryProto"
-        ),
+        Field("initialization_binding", 3, "message", repeated=True, message="StringStringEntryProto"),
         Field("update_binding", 4, "message", repeated=True, message="StringStringEntryProto"),
     )
 

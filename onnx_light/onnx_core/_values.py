@@ -124,8 +124,7 @@ def make_tensor(
         expected = -(-count * _dtypes.bits_per_element(data_type) // 8)
         if len(payload) != expected:
             raise ValueError(
-                f"Raw data size does not match tensor's size. Expected {expected} bytes, "
-                f"but got {len(payload)} bytes."
+                f"Raw data size does not match tensor's size. Expected {expected} bytes, but got {len(payload)} bytes."
             )
         tensor.raw_data = payload
         return tensor
@@ -137,8 +136,7 @@ def make_tensor(
         values = _field_values(data_type, vals)
     if len(values) != count:
         raise ValueError(
-            f"Number of values ({len(values)}) does not match tensor dimensions requiring "
-            f"{count} elements."
+            f"Number of values ({len(values)}) does not match tensor dimensions requiring {count} elements."
         )
     if data_type == TensorProto.STRING:
         tensor.string_data = values
@@ -157,9 +155,7 @@ def make_tensor(
     return tensor
 
 
-def make_sparse_tensor(
-    values: TensorProto, indices: TensorProto, dims: Sequence[int]
-) -> SparseTensorProto:
+def make_sparse_tensor(values: TensorProto, indices: TensorProto, dims: Sequence[int]) -> SparseTensorProto:
     """A SparseTensorProto from its values, indices (copied) and dense shape."""
     return SparseTensorProto(values=_copy(values), indices=_copy(indices), dims=list(dims))
 
@@ -225,9 +221,7 @@ def make_optional(name: str, elem_type: int, value: Any | None) -> OptionalProto
     return proto
 
 
-def _shape_proto(
-    shape: Sequence[str | int | None], shape_denotation: Sequence[str] | None
-) -> TensorShapeProto:
+def _shape_proto(shape: Sequence[str | int | None], shape_denotation: Sequence[str] | None) -> TensorShapeProto:
     # Built by filling the messages' slots directly, as the codec does: value infos are
     # made for every input of a (possibly 10,000-input) gradient function, and the
     # property setters cost several times more than the work.
@@ -347,9 +341,7 @@ def make_sparse_tensor_value_info(
     shape_denotation: list[str] | None = None,
 ) -> ValueInfoProto:
     """A ValueInfoProto of a sparse tensor."""
-    return make_value_info(
-        name, make_sparse_tensor_type_proto(elem_type, shape, shape_denotation), doc_string
-    )
+    return make_value_info(name, make_sparse_tensor_type_proto(elem_type, shape, shape_denotation), doc_string)
 
 
 def make_tensor_sequence_value_info(

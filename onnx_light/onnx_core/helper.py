@@ -176,9 +176,7 @@ def _min_ir_versions() -> dict[tuple[str, int], int]:
 _MIN_IR = _min_ir_versions()
 
 
-def find_min_ir_version_for(
-    opsetidlist: Sequence[OperatorSetIdProto], ignore_unknown: bool = False
-) -> int:
+def find_min_ir_version_for(opsetidlist: Sequence[OperatorSetIdProto], ignore_unknown: bool = False) -> int:
     """The lowest IR version that supports every opset in ``opsetidlist``.
 
     Args:
@@ -244,9 +242,7 @@ def make_node(
     if overload is not None:
         node.overload = overload
     if kwargs:
-        node.attribute = [
-            make_attribute(key, value) for key, value in sorted(kwargs.items()) if value is not None
-        ]
+        node.attribute = [make_attribute(key, value) for key, value in sorted(kwargs.items()) if value is not None]
     return node
 
 
@@ -425,9 +421,7 @@ def make_training_info(
     if initialization:
         info.initialization = _copy(initialization)
     if initialization_bindings:
-        info.initialization_binding = [
-            StringStringEntryProto(key=k, value=v) for k, v in initialization_bindings
-        ]
+        info.initialization_binding = [StringStringEntryProto(key=k, value=v) for k, v in initialization_bindings]
     return info
 
 

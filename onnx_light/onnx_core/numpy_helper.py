@@ -205,8 +205,7 @@ def from_array(array: np.ndarray, /, name: str | None = None) -> TensorProto:
                 strings.append(item)
             else:
                 raise NotImplementedError(
-                    "Unrecognized object in the object array, expect a string, or array of "
-                    f"bytes: {type(item)}"
+                    f"Unrecognized object in the object array, expect a string, or array of bytes: {type(item)}"
                 )
         tensor.string_data = strings
         return tensor
@@ -246,9 +245,7 @@ def to_list(sequence: SequenceProto) -> list[Any]:
     raise TypeError("The element type in the input sequence is not supported.")
 
 
-def from_list(
-    lst: list[Any], name: str | None = None, dtype: int | None = None
-) -> SequenceProto:
+def from_list(lst: list[Any], name: str | None = None, dtype: int | None = None) -> SequenceProto:
     """A SequenceProto from a list of arrays, lists, dicts or optionals.
 
     Args:
@@ -332,9 +329,7 @@ def to_optional(optional: OptionalProto) -> Any | None:
     raise TypeError("The element type in the input optional is not supported.")
 
 
-def from_optional(
-    opt: Any | None, name: str | None = None, dtype: int | None = None
-) -> OptionalProto:
+def from_optional(opt: Any | None, name: str | None = None, dtype: int | None = None) -> OptionalProto:
     """An OptionalProto holding ``opt`` (None gives an empty optional)."""
     proto = OptionalProto()
     if name:
