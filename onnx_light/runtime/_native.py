@@ -13,12 +13,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NATIVE", "max_pool2d", "max_pool2d_twin", "using_native"]
+__all__ = ["NATIVE", "EXTENSION", "max_pool2d", "max_pool2d_twin", "using_native"]
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1":
-        return None
+def _import_extension() -> ModuleType | None:
     try:
         from .. import _native  # type: ignore[attr-defined]
     except ImportError:
@@ -26,7 +24,10 @@ def _load() -> ModuleType | None:
     return _native
 
 
-NATIVE = _load()
+#: the built extension, whatever ONNX_LIGHT_PURE_PYTHON says (tests compare it with the twins)
+EXTENSION = _import_extension()
+#: the extension when selected, else None (then every function runs its twin)
+NATIVE = None if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1" else EXTENSION
 
 
 def using_native() -> bool:
