@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import kernel_harness
 import numpy as np
-import onnx.defs
 import pytest
 from ort_reference import Row, check_row, params
-
-from onnx_light.runtime._registry import lookup_kernel
 
 # One table of expected failures, keyed by test id ("ort-<op>-<dtype>" or a backend case name).
 XFAIL: dict[str, str] = {
@@ -104,15 +101,3 @@ def test_matches_onnxruntime(row: Row, dtype: str) -> None:
 def test_exclusions_are_not_stale() -> None:
     ids = [p.id for p in ORT_PARAMS] + [p.id for p in BACKEND]
     assert sorted(set(XFAIL) - set(ids)) == []
-
-
-@pytest.mark.parametrize("op", sorted(OPS))
-def test_registered_for_every_version(op: str) -> None:
-    """From opset 7 (or the op's birth) to the newest, the kernel in force is the schema's."""
-    for opset in range(7, onnx.defs.onnx_opset_version() + 1):
-        try:
-            since = onnx.defs.get_schema(op, opset, "").since_version
-        except onnx.defs.SchemaError:
-            continue
-        info = lookup_kernel("", op, opset)
-        assert info is not None and info.since == since, f"{op} at opset {opset}: schema {since}"

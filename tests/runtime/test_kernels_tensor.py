@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 import kernel_harness  # noqa: E402
 from ort_reference import compare_with_ort, rng  # noqa: E402
 
-from onnx_light.runtime._registry import lookup_kernel  # noqa: E402
 from onnx_light.runtime.kernels import _dtypes  # noqa: E402
 from onnx_light.runtime.kernels.tensor import cast_array  # noqa: E402
 
@@ -293,18 +292,6 @@ def test_low_precision_matches_ml_dtypes(to: str) -> None:
 
 
 # ----------------------------------------------------------------------------- registry
-
-
-@pytest.mark.parametrize("op", sorted(OPS))
-def test_registered_for_every_version(op: str) -> None:
-    """From opset 7 (or the op's birth) to the newest, the kernel in force is the schema's."""
-    for opset in range(7, onnx.defs.onnx_opset_version() + 1):
-        try:
-            since = onnx.defs.get_schema(op, opset, "").since_version
-        except onnx.defs.SchemaError:
-            continue
-        info = lookup_kernel("", op, opset)
-        assert info is not None and info.since == since, f"{op} at opset {opset}: schema {since}"
 
 
 def test_exclusions_are_not_stale() -> None:
