@@ -97,6 +97,27 @@ def _resolve(field: Field) -> type[Message]:
     return cls
 
 
+def _attach(msg: Message) -> None:
+    """Stores a detached sub-message (and its detached ancestors) into their parents.
+
+    Writing into ``t.sequence_type`` while ``t.tensor_type`` is set makes
+    ``sequence_type`` the set member, as protobuf does, instead of losing the write.
+    Appending to a repeated field of a detached message does not attach it (plain
+    lists cannot tell); assign the list or set a scalar to do so.
+    """
+    link = getattr(msg, "_parent", None)
+    while link is not None:
+        parent, slot, members = link
+        del msg._parent
+        if getattr(parent, slot, None) is not msg:
+            for other in members:
+                if other != slot and hasattr(parent, other):
+                    delattr(parent, other)
+            setattr(parent, slot, msg)
+        msg = parent
+        link = getattr(msg, "_parent", None)
+
+
 def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) -> property:
     slot = field.slot
     doc = f"{cls_name}.{field.name} (field {field.number})"
@@ -111,6 +132,7 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
             return value  # type: ignore[no-any-return]
 
         def set_repeated(self: Message, value: Any) -> None:
+            _attach(self)
             setattr(self, slot, list(value))
 
         return property(get_repeated, set_repeated, None, doc)
@@ -124,14 +146,21 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
             else:
                 value = _resolve(field)()
                 value._implicit = True
-                # reading an unset oneof member leaves a set sibling alone, as protobuf does
-                if not any(o != slot and hasattr(self, o) for o in oneof_members):
+                # reading an unset oneof member leaves a set sibling alone, as protobuf does:
+                # the child stays detached, linked to its parent, until something is written
+                # into it (see _attach); so do the children of a detached message
+                if any(o != slot and hasattr(self, o) for o in oneof_members):
+                    value._parent = (self, slot, oneof_members)
+                else:
                     setattr(self, slot, value)
+                    if getattr(self, "_parent", None) is not None:
+                        value._parent = (self, slot, oneof_members)
                 return value
 
         def set_message(self: Message, value: Message) -> None:
             if not isinstance(value, _resolve(field)):
                 raise TypeError(f"{doc} takes {field.message}, not {type(value).__name__}")
+            _attach(self)
             for other in oneof_members:
                 if other != slot and hasattr(self, other):
                     delattr(self, other)
@@ -145,6 +174,7 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
         return getattr(self, slot, default)
 
     def set_scalar(self: Message, value: Any) -> None:
+        _attach(self)
         for other in oneof_members:
             if other != slot and hasattr(self, other):
                 delattr(self, other)
@@ -183,7 +213,7 @@ class MessageMeta(type):
 class Message(metaclass=MessageMeta):
     """Base of every IR class: protobuf-like behaviour without protobuf."""
 
-    __slots__ = ("_unknown", "_implicit")
+    __slots__ = ("_unknown", "_implicit", "_parent")
     FIELDS: ClassVar[tuple[Field, ...]] = ()
     FULL_NAME: ClassVar[str] = ""
     _ONEOFS: ClassVar[dict[str, tuple[str, ...]]]

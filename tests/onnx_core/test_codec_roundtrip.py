@@ -437,11 +437,6 @@ def test_oneof_setting_clears_siblings() -> None:
     assert not t.HasField("tensor_type")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_message.py: writing into an unset oneof sub-message while a sibling is set is "
-    "lost (the child returned by the getter is detached; it needs a link to its parent)",
-)
 def test_oneof_writing_into_unset_member_submessage() -> None:
     t = oc.TypeProto()
     t.tensor_type.elem_type = 1
@@ -451,6 +446,12 @@ def test_oneof_writing_into_unset_member_submessage() -> None:
     theirs.sequence_type.elem_type.tensor_type.elem_type = 1
     assert t.WhichOneof("value") == "sequence_type"
     assert t.SerializeToString() == theirs.SerializeToString()
+    # reading a member while a sibling is set changes nothing
+    u = oc.TypeProto()
+    u.tensor_type.elem_type = 1
+    assert u.sequence_type.elem_type.tensor_type.elem_type == 0
+    assert u.WhichOneof("value") == "tensor_type"
+    assert u.SerializeToString() == theirs.__class__(tensor_type=onnx.TypeProto.Tensor(elem_type=1)).SerializeToString()
 
 
 def test_repeated_singular_message_merges() -> None:
