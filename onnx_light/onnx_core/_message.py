@@ -214,6 +214,10 @@ class Message(metaclass=MessageMeta):
     """Base of every IR class: protobuf-like behaviour without protobuf."""
 
     __slots__ = ("_unknown", "_implicit", "_parent")
+    _unknown: list[bytes]
+    _implicit: bool
+    #: (parent, slot, oneof siblings) of a sub-message not stored in its parent yet
+    _parent: tuple[Message, str, tuple[str, ...]]
     FIELDS: ClassVar[tuple[Field, ...]] = ()
     FULL_NAME: ClassVar[str] = ""
     _ONEOFS: ClassVar[dict[str, tuple[str, ...]]]

@@ -221,6 +221,11 @@ def make_optional(name: str, elem_type: int, value: Any | None) -> OptionalProto
     return proto
 
 
+def _bare(cls: type[Any]) -> Any:
+    """``cls()`` for a message class: an empty message (``Message.__init__`` only applies keywords)."""
+    return object.__new__(cls)
+
+
 def _shape_proto(shape: Sequence[str | int | None], shape_denotation: Sequence[str] | None) -> TensorShapeProto:
     # Built by filling the messages' slots directly, as the codec does: value infos are
     # made for every input of a (possibly 10,000-input) gradient function, and the
@@ -228,21 +233,22 @@ def _shape_proto(shape: Sequence[str | int | None], shape_denotation: Sequence[s
     if shape_denotation and len(shape_denotation) != len(shape):
         raise ValueError("Invalid shape_denotation. Must be of the same length as shape.")
     dims = []
+    dimension = TensorShapeProto.Dimension
     for i, d in enumerate(shape):
-        dim = TensorShapeProto.Dimension()
+        dim = _bare(dimension)
         if d is None:
             pass
-        elif isinstance(d, numbers.Integral):
-            dim._dim_value = int(d)  # type: ignore[attr-defined]
+        elif type(d) is int or isinstance(d, numbers.Integral):  # exact int: no ABC check
+            dim._dim_value = int(d)
         elif isinstance(d, str):
-            dim._dim_param = d  # type: ignore[attr-defined]
+            dim._dim_param = d
         else:
             raise ValueError(f"Invalid item in shape: {d}. Needs to be of int or str.")
         if shape_denotation:
             dim.denotation = shape_denotation[i]
         dims.append(dim)
-    proto = TensorShapeProto()
-    proto._dim = dims  # type: ignore[attr-defined]
+    proto = _bare(TensorShapeProto)
+    proto._dim = dims
     return proto
 
 
@@ -262,12 +268,12 @@ def make_tensor_type_proto(
     Returns:
         The TypeProto.
     """
-    tensor = TypeProto.Tensor()
-    tensor._elem_type = elem_type  # type: ignore[attr-defined]
+    tensor = _bare(TypeProto.Tensor)
+    tensor._elem_type = elem_type
     if shape is not None:
-        tensor._shape = _shape_proto(shape, shape_denotation)  # type: ignore[attr-defined]
-    proto = TypeProto()
-    proto._tensor_type = tensor  # type: ignore[attr-defined]
+        tensor._shape = _shape_proto(shape, shape_denotation)
+    proto = _bare(TypeProto)
+    proto._tensor_type = tensor
     return proto
 
 
@@ -325,11 +331,11 @@ def make_tensor_value_info(
 ) -> ValueInfoProto:
     """A ValueInfoProto of a tensor (shape as :func:`make_tensor_type_proto`)."""
     # the type is built here, so it is used as is: make_value_info's copy would only cost
-    info = ValueInfoProto()
-    info._name = name  # type: ignore[attr-defined]
+    info = _bare(ValueInfoProto)
+    info._name = name
     if doc_string:
         info.doc_string = doc_string
-    info._type = make_tensor_type_proto(elem_type, shape, shape_denotation)  # type: ignore[attr-defined]
+    info._type = make_tensor_type_proto(elem_type, shape, shape_denotation)
     return info
 
 

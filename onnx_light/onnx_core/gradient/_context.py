@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import GradientError
 from .._proto import NodeProto, TensorProto
+from ._fastpath import Fields, node_fields
 from ._types import UNKNOWN, ValueType
 
 if TYPE_CHECKING:
@@ -40,25 +41,36 @@ class OpBuilder:
     def __getattr__(self, op_type: str) -> Any:
         if op_type.startswith("_"):
             raise AttributeError(op_type)
+        # The builder of ``op_type`` becomes a method of the class: every later
+        # ``ctx.op.<op_type>`` is an ordinary method lookup, not a failed attribute
+        # lookup (an AttributeError raised and caught) plus a new closure per node.
+        method = _builder(op_type)
+        setattr(OpBuilder, op_type, method)
+        return method.__get__(self, OpBuilder)
 
-        def build(*inputs: Any, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
-            names = []
-            for value in inputs:
-                if value is None:
-                    names.append("")
-                elif isinstance(value, str):
-                    names.append(value)
-                elif isinstance(value, np.ndarray):
-                    names.append(self._pass.constant(value))
-                else:
-                    raise TypeError(
-                        f"ctx.op.{op_type}: inputs are value names or numpy arrays, got {type(value).__name__} "
-                        "(use ctx.const(value, like=name) for a scalar)"
-                    )
-            outs = self._pass.emit(op_type, names, _outputs, _domain, attrs, self._prefix)
-            return outs[0] if _outputs == 1 else outs
 
-        return build
+def _builder(op_type: str) -> Callable[..., Any]:
+    """The ``OpBuilder`` method that emits an ``op_type`` node."""
+
+    def build(self: OpBuilder, *inputs: Any, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
+        names = []
+        for value in inputs:
+            if type(value) is str or isinstance(value, str):
+                names.append(value)
+            elif value is None:
+                names.append("")
+            elif isinstance(value, np.ndarray):
+                names.append(self._pass.constant(value))
+            else:
+                raise TypeError(
+                    f"ctx.op.{op_type}: inputs are value names or numpy arrays, got {type(value).__name__} "
+                    "(use ctx.const(value, like=name) for a scalar)"
+                )
+        outs = self._pass.emit(op_type, names, _outputs, _domain, attrs, self._prefix)
+        return outs[0] if _outputs == 1 else outs
+
+    build.__name__ = build.__qualname__ = op_type
+    return build
 
 
 class GradContext:
@@ -83,16 +95,22 @@ class GradContext:
         output_grads: list[str | None],
         needs: list[bool],
         attrs: dict[str, Any],
+        fields: Fields | None = None,
     ) -> None:
+        # fields: the node's (op_type, domain, inputs, outputs, attributes) when the pass has them
+        op_type, _, inputs, outputs, _ = node_fields(node) if fields is None else fields
         self._pass = grad_pass
         self.node = node
-        self.inputs = list(node.input)
-        self.outputs = list(node.output)
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
         self.output_grads = output_grads
         self.attrs = attrs
         self.opset = grad_pass.opset
         self._needs = needs
-        self.op = OpBuilder(grad_pass, node.op_type)
+        op = grad_pass.builders.get(op_type)
+        if op is None:
+            op = grad_pass.builders[op_type] = OpBuilder(grad_pass, op_type)
+        self.op = op
 
     # -- the node -------------------------------------------------------------------
     def input(self, i: int) -> str:

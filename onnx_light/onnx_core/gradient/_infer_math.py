@@ -27,7 +27,7 @@ from ._infer_common import (
     small,
     value,
 )
-from ._types import Dim, InferContext, ValueType, infer
+from ._types import Dim, InferContext, Shape, ValueType, infer
 
 Result = tuple[list[ValueType], list[np.ndarray | None]]
 
@@ -120,9 +120,20 @@ def _sym_entry(op: str, a: Dim, b: Dim) -> Dim:
     return None
 
 
+def _nothing_known(ctx: InferContext) -> bool:
+    """True when no input has a known or partly known value (plain loops: the common case)."""
+    for v in ctx.values:
+        if v is not None:
+            return False
+    for p in ctx.partial:
+        if p is not None:
+            return False
+    return True
+
+
 def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
     n = len(ctx.node.input)
-    if n and all(v is None for v in ctx.values) and all(p is None for p in ctx.partial):
+    if n and _nothing_known(ctx):
         return None  # nothing known to fold (the common case, answered without the machinery)
     vals = [v for v in (value(ctx, i) for i in range(n)) if v is not None]
     if len(vals) == n and small(*vals):
@@ -177,7 +188,12 @@ def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
 def broadcasting(ctx: InferContext) -> Result:
     """The numpy broadcast of all inputs; bool for comparisons, else the first input's type."""
     op = ctx.node.op_type
-    shape = broadcast_shapes(*(t.shape for t in ctx.inputs))
+    ins = ctx.inputs
+    shape: Shape
+    if len(ins) == 2 and ins[0].shape == ins[1].shape and ins[0].shape is not None:
+        shape = ins[0].shape  # equal shapes broadcast to themselves (broadcast_shapes' answer, directly)
+    else:
+        shape = broadcast_shapes(*(t.shape for t in ins))
     dtype = BOOL if op in _BOOL_OUT else in_type(ctx, 0).dtype
     if op == "PRelu":
         shape = in_type(ctx, 0).shape  # slope broadcasts to X, never the other way

@@ -26,6 +26,7 @@ import numpy as np
 from .._errors import GradientError
 from .._inline import FunctionInliner
 from .._proto import (
+    AttributeProto,
     FunctionProto,
     GraphProto,
     ModelProto,
@@ -34,16 +35,15 @@ from .._proto import (
     ValueInfoProto,
 )
 from ..helper import (
-    get_attribute_value,
-    make_attribute,
     make_opsetid,
     make_tensor_value_info,
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array, to_array
-from ._context import FLOAT_TYPES, GradContext
+from ._context import FLOAT_TYPES, GradContext, OpBuilder
+from ._fastpath import Fields, attribute, has_subgraph, new_node, node_fields, tensor_attribute, value_type
 from ._registry import GradRegistry, GradRule
-from ._types import UNKNOWN, Shape, ValueType, infer_types
+from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, attribute_values, infer_types
 from ._upgrade import upgrade_nodes
 
 __all__ = [
@@ -93,12 +93,15 @@ def NewGradName(prefix: str, counter: GradCounter) -> str:  # noqa: N802  (the s
     stem = _STEMS.get(prefix)
     if stem is None:
         stem = _STEMS[prefix] = "".join(c if c.isalnum() or c in "_./" else "_" for c in prefix) or "v"
-    while True:
-        counter.value += 1
-        name = f"{stem}_grad{counter.value}"
-        if name not in counter.taken:
-            counter.taken.add(name)
-            return name
+    taken = counter.taken
+    n = counter.value + 1
+    name = f"{stem}_grad{n}"
+    while name in taken:
+        n += 1
+        name = f"{stem}_grad{n}"
+    counter.value = n
+    taken.add(name)
+    return name
 
 
 def AccumulateGrad(  # noqa: N802  (the seed's name)
@@ -117,7 +120,7 @@ def AccumulateGrad(  # noqa: N802  (the seed's name)
         grad_accum[var] = grad
         return grad
     name = NewGradName(var, counter)
-    func.node.append(_node("Add", [old, grad], [name]))
+    func.node.append(new_node("Add", [old, grad], [name]))
     grad_accum[var] = name
     return name
 
@@ -139,30 +142,14 @@ class _SeedAccum(dict):  # type: ignore[type-arg]
         self.contributions.append((key, value))
 
 
-def _node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: str = "", **attrs: Any) -> NodeProto:
-    # the pass's hottest constructor: the fields' slots are filled directly, as the
-    # codec does (what the property setters would store: the value, fresh lists)
-    node = NodeProto()
-    node._op_type = op_type  # type: ignore[attr-defined]
-    node._input = list(inputs)  # type: ignore[attr-defined]
-    node._output = list(outputs)  # type: ignore[attr-defined]
-    if domain:
-        node._domain = domain  # type: ignore[attr-defined]
-    if attrs:
-        node._attribute = [  # type: ignore[attr-defined]
-            make_attribute(key, attrs[key]) for key in sorted(attrs) if attrs[key] is not None
-        ]
-    return node
-
-
-def _attrs(node: NodeProto) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    attributes = node.attribute
-    if not attributes:
-        return out
-    for a in attributes:
-        v = get_attribute_value(a)
-        out[a.name] = v.decode("utf-8") if isinstance(v, bytes) else v
+def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
+    """The AttributeProtos of an emitted node: sorted by name, None values left out."""
+    out = []
+    for key in sorted(attrs):
+        value = attrs[key]
+        if value is None:
+            continue
+        out.append(attribute(key, value))
     return out
 
 
@@ -195,30 +182,46 @@ class _GradientPass:
         self.source_opset = opset_imports.get("", EMITTED_OPSET)
         self.opset = max(EMITTED_OPSET, self.source_opset)
         self.opset_imports = dict(opset_imports)
-        taken = {DY} | {f"grad_{x}" for x in self.xs} | set(free_order)
-        for n in nodes:
-            taken.update(n.input)
-            taken.update(n.output)
-        self.counter = GradCounter(taken)
+        # the fields of every forward node, read once for all the phases (see _fastpath)
+        fields = [node_fields(n) for n in nodes]
+        names: set[str] = set()
+        for f in fields:
+            names.update(f[2])
+            names.update(f[3])
         # a source value called "dy" (say, when differentiating a backward function
         # again) or "grad_<x>" is renamed inside the result: those names are the contract's
         reserved = {DY, *(f"grad_{x}" for x in self.xs)} - set(self.xs)
-        nodes, renamed = _rename_reserved(nodes, reserved, self.new_name)
+        clash = reserved & names
+        names |= {DY, *(f"grad_{x}" for x in self.xs), *free_order}
+        self.counter = GradCounter()
+        self.counter.taken = names  # every name in the source (owned: no copy of a large set)
+        renamed_nodes, renamed = _rename_reserved(nodes, clash, self.new_name) if clash else (nodes, {})
         self.y = renamed.get(y, y)
         for old, new in renamed.items():
             if old in types:
                 types[new] = types[old]
-        self.nodes = self._upgrade(nodes, types)
+        self.nodes = self._upgrade(renamed_nodes, types)
+        if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
+            by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique
+            fields = [by_id.get(id(n)) or node_fields(n) for n in self.nodes]
+        #: ``(op_type, domain, inputs, outputs, attributes)`` of each of ``self.nodes``
+        self._fields: list[Fields] = fields
+        #: attribute values of forward nodes by index, read when first needed
+        self._attrs: dict[int, dict[str, Any]] = {}
         self.free_order = [renamed.get(n, n) for n in free_order]
         self.types = types
         self.constants = constants
         self.backward: list[NodeProto] = []
+        #: ``(reads, outputs, domain)`` of each backward node, for ``_assemble``
+        self._backward_io: list[tuple[list[str], list[str], str]] = []
         self._const_cache: dict[tuple[Any, ...], str] = {}
         self._shape_cache: dict[str, str] = {}
         self._extra_outputs: dict[int, dict[int, str]] = {}
         self._index_of: dict[int, int] = {}
         self._producer: dict[str, int] = {}
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
+        #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
+        self.builders: dict[str, OpBuilder] = {}
 
     # -- helpers used by GradContext ------------------------------------------------
     def new_name(self, prefix: str) -> str:
@@ -227,19 +230,29 @@ class _GradientPass:
     def emit(
         self, op_type: str, inputs: list[str], n_outputs: int, domain: str, attrs: dict[str, Any], prefix: str
     ) -> list[str]:
+        """Appends a node; it owns ``inputs`` (callers pass a fresh list). Returns its outputs."""
         if n_outputs == 1:
             outs = [NewGradName(prefix, self.counter)]
+            node_outs = outs  # only outs[0] leaves the pass: the node may own the list
         else:
             outs = [self.new_name(prefix) for _ in range(n_outputs)]
-        self.backward.append(_node(op_type, inputs, outs, domain, **attrs))
+            node_outs = list(outs)
+        self.backward.append(new_node(op_type, inputs, node_outs, domain, _attributes(attrs) if attrs else None))
+        self._backward_io.append((inputs, node_outs, domain))  # what _push records, inline: the hot path
         return outs
+
+    def _push(self, node: NodeProto, reads: list[str], outputs: list[str], domain: str) -> None:
+        self.backward.append(node)
+        self._backward_io.append((reads, outputs, domain))
 
     def constant(self, value: np.ndarray) -> str:
         key = (value.dtype.str, value.shape, value.tobytes())
         name = self._const_cache.get(key)
         if name is None:
             name = self._const_cache[key] = self.new_name("const")
-            self.backward.append(_node("Constant", [], [name], value=from_array(value)))
+            outs = [name]
+            node = new_node("Constant", [], outs, "", [tensor_attribute("value", from_array(value))])
+            self._push(node, [], outs, "")
             self.types[name] = ValueType(_np_to_tensor_type(value.dtype), tuple(value.shape))
             if value.dtype.kind in "iu" and value.size <= _FOLD_MAX:
                 self.constants[name] = value
@@ -374,26 +387,35 @@ class _GradientPass:
 
     def run(self) -> FunctionProto:
         self._validate_names()
+        nodes = self.nodes
+        fields = self._fields
         producer: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            for out in node.output:
+        for i, f in enumerate(fields):
+            for out in f[3]:
                 if out:
                     if out in producer:
                         raise GradientError(f"value {out!r} is produced twice (nodes {producer[out]} and {i})")
                     producer[out] = i
         #: the names each forward node reads (inputs, then its subgraphs' outer-scope names)
-        self._reads = [_reads(node) for node in self.nodes]
+        self._reads = [_reads(node, f[2], f[4]) if f[4] else f[2] for node, f in zip(nodes, fields)]
         self._producer = producer
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
                 f"y={self.y!r} is not produced by any node nor an input; outputs available: "
                 f"{sorted(producer)[:20]}"
             )
-        ancestors = self._ancestors([self.y], producer)
-        order = sorted(ancestors)
-        fwd = [self.nodes[i] for i in order]
-        self.types, self.constants = infer_types(fwd, self.types, self.constants, self.opset)
-        reach, diff = self._dependence(fwd, [self._reads[i] for i in order])
+        order = sorted(self._ancestors([self.y], producer))
+        infos: list[NodeInfo] = []
+        for i in order:
+            op_type, domain, inputs, outputs, _ = f = fields[i]
+            # attribute values only where inference reads them (a node without an
+            # inference function may hold values get_attribute_value rejects)
+            inferred = (not domain or domain == "ai.onnx") and op_type in INFER
+            infos.append((op_type, domain, inputs, outputs, self._node_attrs(i) if inferred else None))
+        self.types, self.constants = infer_types(
+            [nodes[i] for i in order], self.types, self.constants, self.opset, infos=infos
+        )
+        reach, diff = self._dependence(order)
         y_reach = reach.get(self.y, 0)
         for k, x in enumerate(self.xs):
             if not (y_reach >> k) & 1 and not self.allow_unused:
@@ -409,30 +431,42 @@ class _GradientPass:
                 )
         self.types[DY] = self.types.get(self.y, UNKNOWN)
         grads: dict[str, list[str]] = {self.y: [DY]}
-        path = [n for n in fwd if any(diff.get(o, 0) for o in n.output)]
-        for node in reversed(path):
-            outs = node.output
+        # the reverse walk: a node whose outputs carry no gradient (none depends on an x
+        # differentiably, or nothing flowed back to them) is passed over
+        # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
+        for i in reversed(order):
+            outs = fields[i][3]
             if len(outs) == 1:  # the common case, without the list machinery
                 o = outs[0]
-                g = self._collect(grads, o) if o and diff.get(o, 0) else None
-                if g is None:
+                if not o or o not in diff:
                     continue
+                parts = grads.get(o)
+                if not parts:
+                    continue
+                g = parts[0] if len(parts) == 1 else self._collect(grads, o)
                 out_grads: list[str | None] = [g]
             else:
-                out_grads = [self._collect(grads, o) if o and diff.get(o, 0) else None for o in outs]
+                out_grads = [self._collect(grads, o) if o and o in diff else None for o in outs]
                 if all(g is None for g in out_grads):
                     continue
-            needs = [bool(n) and bool(diff.get(n, 0)) for n in node.input]
-            self._apply(node, out_grads, needs, grads)
+            needs = [bool(n) and n in diff for n in fields[i][2]]
+            self._apply(nodes[i], out_grads, needs, grads, i)
         outputs = []
         for x in self.xs:
             g = self._collect(grads, x)
             if g is None:
                 g = self.zeros_like(x)
-            out = f"grad_{x}"
-            self.backward.append(_node("Identity", [g], [out]))
-            outputs.append(out)
-        return self._assemble(fwd, producer, outputs)
+            named = [f"grad_{x}"]
+            self._push(new_node("Identity", [g], named), [g], named, "")
+            outputs.append(named[0])
+        return self._assemble(producer, outputs)
+
+    def _node_attrs(self, i: int) -> dict[str, Any]:
+        """The attributes of forward node ``i`` as Python values (read once, shared)."""
+        attrs = self._attrs.get(i)
+        if attrs is None:
+            attrs = self._attrs[i] = attribute_values(self._fields[i][4])
+        return attrs
 
     def _validate_names(self) -> None:
         if not self.xs:
@@ -442,7 +476,7 @@ class _GradientPass:
         if DY in self.xs or (self.zs and DY in self.zs):
             raise GradientError(f"{DY!r} is reserved for the output gradient; rename that input")
 
-    def _ancestors(self, roots: list[str], producer: dict[str, int], stop: set[int] | None = None) -> set[int]:
+    def _ancestors(self, roots: Iterable[str], producer: dict[str, int], stop: set[int] | None = None) -> set[int]:
         """Indices of the nodes ``roots`` are computed from (not crossing the nodes in ``stop``)."""
         seen: set[int] = set(stop) if stop else set()
         stack = [producer[r] for r in roots if r in producer]
@@ -459,12 +493,10 @@ class _GradientPass:
                     stack.append(j)
         return seen - stop if stop else seen
 
-    def _dependence(
-        self, fwd: list[NodeProto], reads: list[list[str]]
-    ) -> tuple[dict[str, int], dict[str, int]]:
+    def _dependence(self, order: list[int]) -> tuple[dict[str, int], dict[str, int]]:
         """Bit k of ``reach[v]`` / ``diff[v]``: v depends on xs[k] at all / differentiably.
 
-        ``reads[i]`` is what ``fwd[i]`` reads (inputs and subgraph outer-scope names).
+        ``order`` lists the forward nodes to sweep (indices, topological order).
         """
         reach: dict[str, int] = {}
         diff: dict[str, int] = {}
@@ -474,21 +506,24 @@ class _GradientPass:
         reach_get = reach.get
         diff_get = diff.get
         types_get = self.types.get
+        fields = self._fields
+        reads = self._reads
         passes_by_op: dict[tuple[str, str], bool] = {}
-        for node, names in zip(fwd, reads):
+        for i in order:
             r = 0
             d = 0
-            for name in names:
+            for name in reads[i]:
                 r |= reach_get(name, 0)
                 d |= diff_get(name, 0)
             if not r:
                 continue
-            key = (node.domain, node.op_type)
+            op_type, domain, _, outputs, _ = fields[i]
+            key = (domain, op_type)
             passes = passes_by_op.get(key)
             if passes is None:
-                rule = self.registry.lookup(key[0], key[1], self.opset)
+                rule = self.registry.lookup(domain, op_type, self.opset)
                 passes = passes_by_op[key] = not (rule is not None and rule.no_grad)
-            for out in node.output:
+            for out in outputs:
                 if not out:
                     continue
                 reach[out] = r
@@ -505,25 +540,27 @@ class _GradientPass:
         if len(parts) == 1:
             return parts[0]
         op = "Add" if len(parts) == 2 else "Sum"
-        total = self.emit(op, parts, 1, "", {}, name)[0]
+        total = self.emit(op, parts, 1, "", {}, name)[0]  # the Add/Sum node takes over `parts`
         grads[name] = [total]
         return total
 
     def _apply(
-        self, node: NodeProto, out_grads: list[str | None], needs: list[bool], grads: dict[str, list[str]]
+        self, node: NodeProto, out_grads: list[str | None], needs: list[bool], grads: dict[str, list[str]], i: int
     ) -> None:
-        key = (node.domain, node.op_type)
+        """Runs the rule of forward node ``i`` (``node``) and records its contributions."""
+        op_type, domain = self._fields[i][:2]
+        key = (domain, op_type)
         try:
             rule = self._rule_cache[key]
         except KeyError:
-            rule = self._rule_cache[key] = self.registry.lookup(key[0], key[1], self.opset)
+            rule = self._rule_cache[key] = self.registry.lookup(domain, op_type, self.opset)
         if rule is None:
-            versions = self.registry.versions(node.domain, node.op_type)
+            versions = self.registry.versions(domain, op_type)
             have = f" (rules exist for opset ranges {versions})" if versions else ""
             raise self.node_error(
                 node,
-                f"no gradient rule for {node.domain or 'ai.onnx'}::{node.op_type}{have}. "
-                f"Register one: onnx_light.RegisterGradientFunction({node.domain!r}, {node.op_type!r}, rule, "
+                f"no gradient rule for {domain or 'ai.onnx'}::{op_type}{have}. "
+                f"Register one: onnx_light.RegisterGradientFunction({domain!r}, {op_type!r}, rule, "
                 "registry=reg) and pass registry=reg",
             )
         if rule.no_grad:
@@ -531,41 +568,52 @@ class _GradientPass:
         if rule.seed_form:
             contributions = self._apply_seed(rule, node, out_grads)
         else:
-            contributions = self._apply_short(rule, node, out_grads, needs)
+            contributions = self._apply_short(rule, node, out_grads, needs, i)
         for name, g in contributions:
-            grads.setdefault(name, []).append(g)
+            parts = grads.get(name)
+            if parts is None:
+                grads[name] = [g]
+            else:
+                parts.append(g)
 
     def _apply_short(
-        self, rule: GradRule, node: NodeProto, out_grads: list[str | None], needs: list[bool]
+        self, rule: GradRule, node: NodeProto, out_grads: list[str | None], needs: list[bool], i: int
     ) -> list[tuple[str, str]]:
         assert rule.fn is not None
-        ctx = GradContext(self, node, out_grads, needs, _attrs(node))
+        fields = self._fields[i]
+        ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields)
         dy = out_grads[0] if out_grads else None
         result = rule.fn(ctx, dy)
         if result is None or isinstance(result, str):
             result = (result,)
         result = list(result)
-        inputs = node.input
+        inputs = fields[2]
         n_in = len(inputs)
         if len(result) > n_in:
             if any(g is not None for g in result[n_in:]):
                 raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
             del result[n_in:]
+        n_result = len(result)
         out = []
-        for i, name in enumerate(inputs):
-            if not needs[i]:
+        if rule.broadcast:
+            types_get = self.types.get
+            frm = fields[3][0]
+            src = types_get(frm, UNKNOWN).shape
+            same = src is not None and None not in src  # inputs of this shape need no unbroadcast
+        for k, name in enumerate(inputs):
+            if not needs[k]:
                 continue
-            g = result[i] if i < len(result) else None
+            g = result[k] if k < n_result else None
             if g is None:
-                if i in rule.nondiff:
+                if k in rule.nondiff:
                     continue
                 raise self.node_error(
                     node,
-                    f"the rule gives no gradient for input {i} ({name!r}), which depends on a variable; "
+                    f"the rule gives no gradient for input {k} ({name!r}), which depends on a variable; "
                     "that input is not differentiable by this rule",
                 )
-            if rule.broadcast:
-                g = self.unbroadcast(g, node.output[0], name)
+            if rule.broadcast and not (same and types_get(name, UNKNOWN).shape == src):
+                g = self.unbroadcast(g, frm, name)  # (unbroadcast's first test, answered above)
             out.append((name, g))
         return out
 
@@ -576,32 +624,45 @@ class _GradientPass:
         ok = rule.fn(node, out_grads[0] or "", accum, self.counter, func)
         if ok is False:
             raise self.node_error(node, "the registered (five-argument) rule returned False")
-        self.backward.extend(func.node)
+        for n in func.node:
+            _, domain, inputs, outputs, attributes = node_fields(n)
+            self._push(n, _reads(n, inputs, attributes), outputs, domain)
         return accum.contributions
 
-    def _assemble(self, fwd: list[NodeProto], producer: dict[str, int], outputs: list[str]) -> FunctionProto:
+    def _assemble(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
+        backward_io = self._backward_io
         # forward values the backward nodes read, and everything they are computed from
-        backward_reads = [_reads(node) for node in self.backward]
-        read = {n for names in backward_reads for n in names}
+        read = {n for names, _, _ in backward_io for n in names}
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
-        random = {i for i, node in enumerate(self.nodes) if _is_random(node)}
+        random = {i for i, f in enumerate(self._fields) if f[0] in _MAYBE_RANDOM and _is_random(self.nodes[i])}
         roots = [n for n in read if n in producer and producer[n] not in random]
         needed = sorted(self._ancestors(roots, producer, random))
-        forward = [self._with_extra_outputs(i) for i in needed]
-        body = forward + self.backward
-        defined = {DY} | set(self.xs)
+        # the free values in first-use order, and the domains used
+        defined = {DY} | set(self.xs)  # also every free value once seen
         free: list[str] = []
-        seen_free: set[str] = set()
-        reads = self._reads
         domains = {"": self.opset}
-        for node, names in zip(body, [reads[i] for i in needed] + backward_reads):
-            for name in names:
-                if name and name not in defined and name not in seen_free:
-                    seen_free.add(name)
+        fields = self._fields
+        reads = self._reads
+        extra_outputs = self._extra_outputs
+        for i in needed:
+            for name in reads[i]:
+                if name and name not in defined:
+                    defined.add(name)
                     free.append(name)
-            defined.update(node.output)  # "" may enter; it is never looked up
-            d = node.domain
+            _, d, _, outs, _ = fields[i]
+            defined.update(outs)  # "" may enter; it is never looked up
+            extra = extra_outputs.get(i)
+            if extra:
+                defined.update(extra.values())
+            if d and d != "ai.onnx" and d not in domains:
+                domains[d] = self.opset_imports.get(d, 1)
+        for names, outs, d in backward_io:
+            for name in names:
+                if name and name not in defined:
+                    defined.add(name)
+                    free.append(name)
+            defined.update(outs)
             if d and d != "ai.onnx" and d not in domains:
                 domains[d] = self.opset_imports.get(d, 1)
         if self.zs is None:
@@ -619,19 +680,28 @@ class _GradientPass:
         fn = FunctionProto(name=self.name, domain="onnx_light.gradient")
         fn.input[:] = [*self.xs, *zs, DY]
         fn.output[:] = outputs
-        fn.node[:] = body
+        if extra_outputs:
+            fn.node[:] = [self._with_extra_outputs(i) for i in needed] + self.backward
+        else:
+            fn.node[:] = [self.nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
         # the inputs' types travel with the function, so differentiating it again (or
         # wrapping it as a model) starts from known shapes
+        types_get = self.types.get
+        value_info = fn.value_info
         for name in fn.input:
-            t = self.types.get(name)
+            t = types_get(name)
             if t is not None and t.dtype:
-                fn.value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
+                value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
 
 
 #: ops that draw random numbers unless given a seed
-RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"})
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
+)
+#: the op types `_is_random` can be true for
+_MAYBE_RANDOM = RANDOM_OPS | {"Dropout"}
 
 
 def _is_random(node: NodeProto) -> bool:
@@ -646,12 +716,10 @@ def _is_random(node: NodeProto) -> bool:
 
 
 def _rename_reserved(
-    nodes: list[NodeProto], reserved: set[str], new_name: Any
+    nodes: list[NodeProto], clash: set[str], new_name: Any
 ) -> tuple[list[NodeProto], dict[str, str]]:
-    """Renames values (produced or free) that would shadow ``dy`` or a ``grad_<x>`` output."""
-    clash = {v for n in nodes for v in list(n.input) + list(n.output) if v in reserved}
-    if not clash:
-        return nodes, {}
+    """Renames the values in ``clash`` (produced or read by ``nodes``), which would shadow
+    ``dy`` or a ``grad_<x>`` output."""
     rename = {c: new_name(c) for c in sorted(clash)}  # sorted: the same names on every run
     out = []
     for node in nodes:
@@ -665,10 +733,12 @@ def _rename_reserved(
     return out, rename
 
 
-def _reads(node: NodeProto) -> list[str]:
-    """The names a node reads: its inputs, then its subgraphs' outer-scope names (do not mutate)."""
-    inputs = node.input
-    if not node.attribute:
+def _reads(node: NodeProto, inputs: list[str], attributes: list[AttributeProto]) -> list[str]:
+    """The names a node reads: its ``inputs``, then its subgraphs' outer-scope names (do not mutate).
+
+    ``inputs`` and ``attributes`` are the node's (from ``node_fields``).
+    """
+    if not attributes or not has_subgraph(attributes):
         return inputs
     sub = _subgraph_inputs(node)
     return inputs + sub if sub else inputs
@@ -695,37 +765,8 @@ def _np_to_tensor_type(dtype: np.dtype) -> int:
     return int(np_dtype_to_tensor_dtype(dtype))
 
 
-_MISSING = object()
-
-
-def _set_message(msg: Any, slot: str) -> Any:
-    """``msg.<field>`` when ``msg.HasField(<field>)``, else None (``slot`` is ``"_" + field``).
-
-    Reads the slot directly, as the codec does, with ``Message._present``'s rule: a
-    sub-message created by merely reading an unset field is absent while empty.
-    """
-    sub = getattr(msg, slot, None)
-    if sub is None or (getattr(sub, "_implicit", False) and sub._is_empty()):
-        return None
-    return sub
-
-
-def _value_type(vi: ValueInfoProto) -> ValueType | None:
-    # the hot path of reading a graph's value_info: HasField / WhichOneof by slot reads
-    tt = _set_message(vi.type, "_tensor_type")
-    if tt is None:
-        return None
-    shape = None
-    shp = _set_message(tt, "_shape")
-    if shp is not None:
-        dims: list[Any] = []
-        for d in shp.dim:
-            v = getattr(d, "_dim_value", _MISSING)  # the oneof "value": dim_value, then dim_param
-            if v is _MISSING:
-                v = getattr(d, "_dim_param", None)
-            dims.append(v)
-        shape = tuple(dims)
-    return ValueType(tt.elem_type, shape)
+#: the reader of a ValueInfoProto's tensor type, by its former name (``_export`` uses it)
+_value_type = value_type
 
 
 def _default_registry(registry: GradRegistry | None) -> GradRegistry:
@@ -793,7 +834,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
     """
     nodes = list(nodes)
-    types = {vi.name: t for vi in value_info if (t := _value_type(vi)) is not None}
+    types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
     produced = {o for n in nodes for o in n.output}
     free: list[str] = []
     for n in nodes:
@@ -871,7 +912,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     if graph is not None:
         nodes = list(graph.node)
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-            t = _value_type(vi)
+            t = value_type(vi)
             if t is not None:
                 types[vi.name] = t
         for init in graph.initializer:
@@ -883,7 +924,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         assert isinstance(fn, FunctionProto)
         nodes = list(fn.node)
         for vi in fn.value_info:
-            t = _value_type(vi)
+            t = value_type(vi)
             if t is not None:
                 types[vi.name] = t
         free_order = list(fn.input)

@@ -20,9 +20,21 @@ from typing import Any
 
 import numpy as np
 
-from .._proto import NodeProto
+from .._attributes import get_attribute_value
+from .._proto import AttributeProto, NodeProto
 
-__all__ = ["ValueType", "Dim", "Shape", "InferContext", "INFER", "infer", "infer_types", "UNKNOWN"]
+__all__ = [
+    "ValueType",
+    "Dim",
+    "Shape",
+    "InferContext",
+    "INFER",
+    "infer",
+    "infer_types",
+    "attribute_values",
+    "NodeInfo",
+    "UNKNOWN",
+]
 
 Dim = int | str | None
 Shape = tuple[Dim, ...] | None
@@ -34,6 +46,13 @@ class ValueType:
 
     dtype: int
     shape: Shape
+
+    def __init__(self, dtype: int, shape: Shape) -> None:
+        # the generated frozen __init__ sets each field through object.__setattr__;
+        # the pass makes one ValueType per value, so the fields go into __dict__ directly
+        fields = self.__dict__
+        fields["dtype"] = dtype
+        fields["shape"] = shape
 
     @property
     def rank(self) -> int | None:
@@ -86,13 +105,11 @@ def infer(*op_types: str) -> Callable[[InferFn], InferFn]:
     return register
 
 
-def _attrs_of(node: NodeProto) -> dict[str, Any]:
-    attributes = node.attribute
+def attribute_values(attributes: Iterable[AttributeProto]) -> dict[str, Any]:
+    """A node's attributes as Python values by name (strings decoded from UTF-8)."""
+    out: dict[str, Any] = {}
     if not attributes:
-        return {}
-    from ..helper import get_attribute_value
-
-    out = {}
+        return out
     for a in attributes:
         v = get_attribute_value(a)
         if isinstance(v, bytes):
@@ -120,11 +137,18 @@ def _type_of(name: str, types: dict[str, ValueType], consts: dict[str, np.ndarra
     return ValueType(t.dtype if t is not None and t.dtype else dtype, tuple(np.shape(v)))
 
 
+#: what :func:`infer_types` reads of a node: ``(op_type, domain, inputs, outputs, attrs)``
+#: (``attrs`` as :func:`attribute_values` gives them, or None to have them read)
+NodeInfo = tuple[str, str, "list[str]", "list[str]", "dict[str, Any] | None"]
+
+
 def infer_types(
     nodes: Iterable[NodeProto],
     known: dict[str, ValueType],
     constants: dict[str, np.ndarray],
     opset: int,
+    *,
+    infos: Iterable[NodeInfo] | None = None,
 ) -> tuple[dict[str, ValueType], dict[str, np.ndarray]]:
     """Infers the type of every value the nodes produce.
 
@@ -133,10 +157,15 @@ def infer_types(
         known: types of graph inputs and initializers (and any value_info).
         constants: values known when the pass runs (small initializers).
         opset: the default-domain opset of the nodes.
+        infos: the nodes' fields, one :data:`NodeInfo` per node, when the caller has
+            read them already (the gradient pass does, once for all its phases).
 
     Returns:
         ``(types, constants)`` extended with every node output.
     """
+    nodes = list(nodes)
+    if infos is None:
+        infos = [(n.op_type, n.domain, list(n.input), list(n.output), None) for n in nodes]
     types = dict(known)
     consts = dict(constants)
     partial: dict[str, np.ndarray] = {}
@@ -144,12 +173,11 @@ def infer_types(
     types_get = types.get
     consts_get = consts.get
     known_get = known.get
-    for node in nodes:
-        fn = infer_get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    for node, (op_type, domain, inputs, outputs, attrs) in zip(nodes, infos):
+        fn = infer_get(op_type) if not domain or domain == "ai.onnx" else None
         outs: list[ValueType] = []
         vals: list[np.ndarray | None] = []
         if fn is not None:
-            inputs = node.input
             in_types = []
             for n in inputs:  # _type_of, inlined for the common case of a fully known type
                 t = types_get(n) if n else None
@@ -158,7 +186,7 @@ def infer_types(
                 node,
                 in_types,
                 [consts_get(n) if n else None for n in inputs],
-                _attrs_of(node),
+                attribute_values(node.attribute) if attrs is None else attrs,
                 opset,
                 [partial.get(n) if n else None for n in inputs] if partial else [None] * len(inputs),
             )
@@ -170,15 +198,18 @@ def infer_types(
                 outs, vals = result
             else:
                 outs = result
-        for i, name in enumerate(node.output):
+        n_outs = len(outs)
+        n_vals = len(vals)
+        for i, name in enumerate(outputs):
             if not name:
                 continue
-            t = outs[i] if i < len(outs) else UNKNOWN
-            given = known_get(name)
-            if given is not None and (t.shape is None or t.dtype == 0):
-                t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
+            t = outs[i] if i < n_outs else UNKNOWN
+            if t.shape is None or t.dtype == 0:
+                given = known_get(name)
+                if given is not None:
+                    t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
             types[name] = t
-            v = vals[i] if i < len(vals) else None
+            v = vals[i] if i < n_vals else None
             if v is not None:
                 if isinstance(v, np.ndarray) and v.dtype == object:
                     partial[name] = v
