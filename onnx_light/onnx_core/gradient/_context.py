@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["GradContext", "OpBuilder", "FLOAT_TYPES"]
 
 #: element types that carry gradients
-FLOAT_TYPES = frozenset(
-    {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
-)
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16})
 
 
 class OpBuilder:

@@ -49,7 +49,8 @@ def backward_model(
 
 def input_types(model: ModelProto, y: str, names: Sequence[str]) -> dict[str, ValueType]:
     """Types of a backward function's inputs, read from the forward model (``dy`` typed like ``y``)."""
-    from ._pass import DY, _value_type
+    from ._fastpath import value_type as _value_type
+    from ._names import DY
     from ._types import infer_types
 
     graph = model.graph

@@ -16,130 +16,35 @@ The pass (the seed's algorithm, with what it lacked):
 
 from __future__ import annotations
 
-import functools
-import gc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._errors import GradientError
-from .._inline import FunctionInliner
 from .._proto import (
     AttributeProto,
     FunctionProto,
-    GraphProto,
-    ModelProto,
     NodeProto,
     TensorProto,
-    ValueInfoProto,
 )
 from ..helper import (
     make_opsetid,
     make_tensor_value_info,
     tensor_dtype_to_np_dtype,
 )
-from ..numpy_helper import from_array, to_array
+from ..numpy_helper import from_array
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
-from ._fastpath import Fields, attribute, has_subgraph, new_node, node_fields, tensor_attribute, value_type
+from ._fastpath import Fields, attribute, has_subgraph, new_node, node_fields, tensor_attribute
+from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, attribute_values, infer_types
 from ._upgrade import upgrade_nodes
 
-__all__ = [
-    "GradientOfNodes",
-    "GradientOfFunction",
-    "NewGradName",
-    "AccumulateGrad",
-    "GradCounter",
-    "EMITTED_OPSET",
-    "DY",
-]
+__all__ = ["FOLD_MAX", "subgraph_inputs"]
 
-#: the default-domain opset of emitted functions (or the source's, if newer)
-EMITTED_OPSET = 21
-#: the name of the output-gradient input
-DY = "dy"
 #: integer constants up to this many elements are folded for shape inference
-_FOLD_MAX = 64
-
-
-class GradCounter:
-    """The seed's ``int &counter``: a counter plus every name already taken."""
-
-    __slots__ = ("value", "taken")
-
-    def __init__(self, taken: Iterable[str] = ()) -> None:
-        self.value = 0
-        self.taken: set[str] = set(taken)
-
-    def __int__(self) -> int:
-        return self.value
-
-    __index__ = __int__
-
-
-#: sanitised name stems by prefix (prefixes are op types and value names: few, reused)
-_STEMS: dict[str, str] = {}
-
-
-def NewGradName(prefix: str, counter: GradCounter) -> str:  # noqa: N802  (the seed's name)
-    """A fresh value name ``<prefix>_grad<n>`` that collides with no name in the source.
-
-    Args:
-        prefix: readable stem (an op type or value name).
-        counter: the pass's counter; advanced by every call.
-    """
-    stem = _STEMS.get(prefix)
-    if stem is None:
-        stem = _STEMS[prefix] = "".join(c if c.isalnum() or c in "_./" else "_" for c in prefix) or "v"
-    taken = counter.taken
-    n = counter.value + 1
-    name = f"{stem}_grad{n}"
-    while name in taken:
-        n += 1
-        name = f"{stem}_grad{n}"
-    counter.value = n
-    taken.add(name)
-    return name
-
-
-def AccumulateGrad(  # noqa: N802  (the seed's name)
-    grad_accum: dict[str, str], var: str, grad: str, counter: GradCounter, func: FunctionProto
-) -> str:
-    """Records ``grad`` as a contribution to ``var``'s gradient (seed-form rules).
-
-    The first contribution is stored as it is; a later one emits ``Add(old, grad)``
-    into ``func`` and stores its result.
-
-    Returns:
-        The name now holding ``var``'s accumulated gradient.
-    """
-    old = grad_accum.get(var)
-    if old is None:
-        grad_accum[var] = grad
-        return grad
-    name = NewGradName(var, counter)
-    func.node.append(new_node("Add", [old, grad], [name]))
-    grad_accum[var] = name
-    return name
-
-
-class _SeedAccum(dict):  # type: ignore[type-arg]
-    """``grad_accum`` as seed-form rules see it: every write becomes a contribution."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.contributions: list[tuple[str, str]] = []
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        return default  # the core accumulates; each write is a fresh contribution
-
-    def __contains__(self, key: object) -> bool:
-        return False
-
-    def __setitem__(self, key: str, value: str) -> None:
-        self.contributions.append((key, value))
+FOLD_MAX = 64
 
 
 def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
@@ -254,7 +159,7 @@ class _GradientPass:
             node = new_node("Constant", [], outs, "", [tensor_attribute("value", from_array(value))])
             self._push(node, [], outs, "")
             self.types[name] = ValueType(_np_to_tensor_type(value.dtype), tuple(value.shape))
-            if value.dtype.kind in "iu" and value.size <= _FOLD_MAX:
+            if value.dtype.kind in "iu" and value.size <= FOLD_MAX:
                 self.constants[name] = value
         return name
 
@@ -298,8 +203,11 @@ class _GradientPass:
         dst = self.types.get(to, UNKNOWN).shape
         if src is not None and src == dst and None not in src:
             return grad  # the common case, decided without the per-dim loop below
-        if src is not None and dst is not None and len(src) == len(dst) and all(
-            a == b and a is not None for a, b in zip(src, dst)
+        if (
+            src is not None
+            and dst is not None
+            and len(src) == len(dst)
+            and all(a == b and a is not None for a, b in zip(src, dst))
         ):
             return grad
         if src is not None and dst is not None and len(src) >= len(dst):
@@ -316,8 +224,14 @@ class _GradientPass:
                 if not axes:
                     return grad
                 only_leading = len(axes) == lead
-                summed = self.emit("ReduceSum", [grad, self.constant(np.asarray(axes, np.int64))], 1, "",
-                                   {"keepdims": 0 if only_leading else 1}, to)[0]
+                summed = self.emit(
+                    "ReduceSum",
+                    [grad, self.constant(np.asarray(axes, np.int64))],
+                    1,
+                    "",
+                    {"keepdims": 0 if only_leading else 1},
+                    to,
+                )[0]
                 if lead == 0 or only_leading:
                     return summed
                 return self.emit("Reshape", [summed, self.shape_value(to)], 1, "", {}, to)[0]
@@ -326,10 +240,22 @@ class _GradientPass:
         g_shape = self.emit("Shape", [grad], 1, "", {}, grad)[0]
         t_shape = self.shape_value(to)
         one = self.constant(np.asarray([1], np.int64))
-        lead_n = self.emit("Sub", [self.emit("Size", [g_shape], 1, "", {}, to)[0],
-                                   self.emit("Size", [t_shape], 1, "", {}, to)[0]], 1, "", {}, to)[0]
-        ones = self.emit("ConstantOfShape", [self.emit("Reshape", [lead_n, one], 1, "", {}, to)[0]], 1, "",
-                         {"value": from_array(np.ones((1,), np.int64))}, to)[0]
+        lead_n = self.emit(
+            "Sub",
+            [self.emit("Size", [g_shape], 1, "", {}, to)[0], self.emit("Size", [t_shape], 1, "", {}, to)[0]],
+            1,
+            "",
+            {},
+            to,
+        )[0]
+        ones = self.emit(
+            "ConstantOfShape",
+            [self.emit("Reshape", [lead_n, one], 1, "", {}, to)[0]],
+            1,
+            "",
+            {"value": from_array(np.ones((1,), np.int64))},
+            to,
+        )[0]
         padded = self.emit("Concat", [ones, t_shape], 1, "", {"axis": 0}, to)[0]
         mask = self.emit("Equal", [padded, one], 1, "", {}, to)[0]
         axes_2d = self.emit("NonZero", [mask], 1, "", {}, to)[0]
@@ -401,8 +327,7 @@ class _GradientPass:
         self._producer = producer
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
-                f"y={self.y!r} is not produced by any node nor an input; outputs available: "
-                f"{sorted(producer)[:20]}"
+                f"y={self.y!r} is not produced by any node nor an input; outputs available: {sorted(producer)[:20]}"
             )
         order = sorted(self._ancestors([self.y], producer))
         infos: list[NodeInfo] = []
@@ -715,9 +640,7 @@ def _is_random(node: NodeProto) -> bool:
     return node.op_type in RANDOM_OPS
 
 
-def _rename_reserved(
-    nodes: list[NodeProto], clash: set[str], new_name: Any
-) -> tuple[list[NodeProto], dict[str, str]]:
+def _rename_reserved(nodes: list[NodeProto], clash: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:
     """Renames the values in ``clash`` (produced or read by ``nodes``), which would shadow
     ``dy`` or a ``grad_<x>`` output."""
     rename = {c: new_name(c) for c in sorted(clash)}  # sorted: the same names on every run
@@ -740,11 +663,11 @@ def _reads(node: NodeProto, inputs: list[str], attributes: list[AttributeProto])
     """
     if not attributes or not has_subgraph(attributes):
         return inputs
-    sub = _subgraph_inputs(node)
+    sub = subgraph_inputs(node)
     return inputs + sub if sub else inputs
 
 
-def _subgraph_inputs(node: NodeProto) -> list[str]:
+def subgraph_inputs(node: NodeProto) -> list[str]:
     """Outer-scope names read by a node's subgraph attributes."""
     names: list[str] = []
     for attr in node.attribute:
@@ -752,7 +675,7 @@ def _subgraph_inputs(node: NodeProto) -> list[str]:
         for g in graphs:
             local = {i.name for i in g.input} | {t.name for t in g.initializer}
             for n in g.node:
-                for name in list(n.input) + _subgraph_inputs(n):
+                for name in list(n.input) + subgraph_inputs(n):
                     if name and name not in local:
                         names.append(name)
                 local.update(n.output)
@@ -763,185 +686,3 @@ def _np_to_tensor_type(dtype: np.dtype) -> int:
     from ..helper import np_dtype_to_tensor_dtype
 
     return int(np_dtype_to_tensor_dtype(dtype))
-
-
-#: the reader of a ValueInfoProto's tensor type, by its former name (``_export`` uses it)
-_value_type = value_type
-
-
-def _default_registry(registry: GradRegistry | None) -> GradRegistry:
-    if registry is not None:
-        return registry
-    raise GradientError(
-        "no registry given: pass registry=onnx_light.DefaultGradRegistry() "
-        "(onnx_core knows no rules; they live in onnx_extensions)"
-    )
-
-
-def _gc_paused(fn: Callable[..., FunctionProto]) -> Callable[..., FunctionProto]:
-    """Runs ``fn`` with the cyclic garbage collector paused (re-enabled after, if it was on).
-
-    The pass allocates many small acyclic objects (nodes, names, lists); on a large
-    graph the collector's generational passes over them and over the caller's model
-    cost a fifth of the run, and find nothing: everything is freed by reference counting.
-    """
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> FunctionProto:
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return run
-
-
-@_gc_paused
-def GradientOfNodes(  # noqa: N802  (the seed's name)
-    nodes: Iterable[NodeProto],
-    xs: Sequence[str],
-    y: str,
-    zs: Sequence[str] | None = None,
-    registry: GradRegistry | None = None,
-    *,
-    allow_unused: bool = False,
-    opset: int = EMITTED_OPSET,
-    value_info: Iterable[ValueInfoProto] = (),
-    name: str = "gradient",
-) -> FunctionProto:
-    """Differentiates a list of forward nodes.
-
-    Args:
-        nodes: the forward nodes, in topological order.
-        xs: names to differentiate with respect to.
-        y: the output whose gradient flows back (``dy`` has its dtype and shape).
-        zs: the other inputs of the result, in order (default: every other free value
-            the computation needs, in first-use order).
-        registry: the rules (``onnx_light.DefaultGradRegistry()`` when called through
-            the ``onnx_light`` package).
-        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
-        opset: the default-domain opset the nodes were written for.
-        value_info: types of values (inputs especially), when known.
-        name: the FunctionProto's name.
-
-    Returns:
-        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
-
-    Raises:
-        GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
-    """
-    nodes = list(nodes)
-    types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
-    produced = {o for n in nodes for o in n.output}
-    free: list[str] = []
-    for n in nodes:
-        for i in list(n.input) + _subgraph_inputs(n):
-            if i and i not in produced and i not in free:
-                free.append(i)
-    return _GradientPass(
-        nodes,
-        xs,
-        y,
-        zs,
-        _default_registry(registry),
-        allow_unused=allow_unused,
-        types=types,
-        constants={},
-        free_order=free,
-        opset_imports={"": opset},
-        name=name,
-    ).run()
-
-
-@_gc_paused
-def GradientOfFunction(  # noqa: N802  (the seed's name)
-    fn: FunctionProto | GraphProto | ModelProto,
-    xs: Sequence[str],
-    y: str,
-    zs: Sequence[str] | None = None,
-    registry: GradRegistry | None = None,
-    *,
-    allow_unused: bool = False,
-) -> FunctionProto:
-    """Differentiates a FunctionProto, GraphProto or ModelProto.
-
-    Initializers of a graph or model become ordinary inputs (the pure-function form
-    convenient for training), so weights can be among ``xs``; model-local functions
-    are inlined first.
-
-    The forward values the rules read are recomputed inside the result, except the
-    outputs of random ops without a ``seed`` (training-mode Dropout, RandomNormal,
-    ...): those become inputs, to be fed with the values of the forward run. A free
-    input called ``dy`` (when differentiating a backward function again) is renamed
-    inside the result (``dy_grad<n>``), since ``dy`` names the output gradient.
-
-    Args:
-        fn: what to differentiate.
-        xs: names to differentiate with respect to.
-        y: the output whose gradient flows back.
-        zs: the other inputs of the result (default: every other free value needed,
-            graph inputs first, then initializers, in their order).
-        registry: the rules.
-        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
-
-    Returns:
-        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
-    """
-    registry = _default_registry(registry)
-    functions: list[FunctionProto] = []
-    if isinstance(fn, ModelProto):
-        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
-        functions = list(fn.functions)
-        graph: GraphProto | None = fn.graph
-        name = (fn.graph.name or "model") + "_grad"
-    elif isinstance(fn, GraphProto):
-        imports = {"": EMITTED_OPSET}
-        graph = fn
-        name = (fn.name or "graph") + "_grad"
-    elif isinstance(fn, FunctionProto):
-        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
-        graph = None
-        name = (fn.name or "function") + "_grad"
-    else:
-        raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
-    types: dict[str, ValueType] = {}
-    constants: dict[str, np.ndarray] = {}
-    if graph is not None:
-        nodes = list(graph.node)
-        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-            t = value_type(vi)
-            if t is not None:
-                types[vi.name] = t
-        for init in graph.initializer:
-            types[init.name] = ValueType(init.data_type, tuple(init.dims))
-            if init.data_type == TensorProto.INT64 and int(np.prod(init.dims)) <= _FOLD_MAX:
-                constants[init.name] = to_array(init)
-        free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
-    else:
-        assert isinstance(fn, FunctionProto)
-        nodes = list(fn.node)
-        for vi in fn.value_info:
-            t = value_type(vi)
-            if t is not None:
-                types[vi.name] = t
-        free_order = list(fn.input)
-    if functions:
-        nodes = FunctionInliner(functions).expand(nodes)
-    imports.setdefault("", EMITTED_OPSET)
-    return _GradientPass(
-        nodes,
-        xs,
-        y,
-        zs,
-        registry,
-        allow_unused=allow_unused,
-        types=types,
-        constants=constants,
-        free_order=free_order,
-        opset_imports=imports,
-        name=name,
-    ).run()
-

@@ -1,0 +1,199 @@
+"""The entry points: GradientOfNodes and GradientOfFunction."""
+
+from __future__ import annotations
+
+import functools
+import gc
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import GradientError
+from .._inline import FunctionInliner
+from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
+from ..numpy_helper import to_array
+from ._fastpath import value_type
+from ._names import EMITTED_OPSET
+from ._pass import FOLD_MAX, _GradientPass, subgraph_inputs
+from ._registry import GradRegistry
+from ._types import ValueType
+
+__all__ = ["GradientOfNodes", "GradientOfFunction"]
+
+
+def _default_registry(registry: GradRegistry | None) -> GradRegistry:
+    if registry is not None:
+        return registry
+    raise GradientError(
+        "no registry given: pass registry=onnx_light.DefaultGradRegistry() "
+        "(onnx_core knows no rules; they live in onnx_extensions)"
+    )
+
+
+def _gc_paused(fn: Callable[..., FunctionProto]) -> Callable[..., FunctionProto]:
+    """Runs ``fn`` with the cyclic garbage collector paused (re-enabled after, if it was on).
+
+    The pass allocates many small acyclic objects (nodes, names, lists); on a large
+    graph the collector's generational passes over them and over the caller's model
+    cost a fifth of the run, and find nothing: everything is freed by reference counting.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> FunctionProto:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return run
+
+
+@_gc_paused
+def GradientOfNodes(  # noqa: N802  (the seed's name)
+    nodes: Iterable[NodeProto],
+    xs: Sequence[str],
+    y: str,
+    zs: Sequence[str] | None = None,
+    registry: GradRegistry | None = None,
+    *,
+    allow_unused: bool = False,
+    opset: int = EMITTED_OPSET,
+    value_info: Iterable[ValueInfoProto] = (),
+    name: str = "gradient",
+) -> FunctionProto:
+    """Differentiates a list of forward nodes.
+
+    Args:
+        nodes: the forward nodes, in topological order.
+        xs: names to differentiate with respect to.
+        y: the output whose gradient flows back (``dy`` has its dtype and shape).
+        zs: the other inputs of the result, in order (default: every other free value
+            the computation needs, in first-use order).
+        registry: the rules (``onnx_light.DefaultGradRegistry()`` when called through
+            the ``onnx_light`` package).
+        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+        opset: the default-domain opset the nodes were written for.
+        value_info: types of values (inputs especially), when known.
+        name: the FunctionProto's name.
+
+    Returns:
+        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
+
+    Raises:
+        GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
+    """
+    nodes = list(nodes)
+    types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
+    produced = {o for n in nodes for o in n.output}
+    free: list[str] = []
+    for n in nodes:
+        for i in list(n.input) + subgraph_inputs(n):
+            if i and i not in produced and i not in free:
+                free.append(i)
+    return _GradientPass(
+        nodes,
+        xs,
+        y,
+        zs,
+        _default_registry(registry),
+        allow_unused=allow_unused,
+        types=types,
+        constants={},
+        free_order=free,
+        opset_imports={"": opset},
+        name=name,
+    ).run()
+
+
+@_gc_paused
+def GradientOfFunction(  # noqa: N802  (the seed's name)
+    fn: FunctionProto | GraphProto | ModelProto,
+    xs: Sequence[str],
+    y: str,
+    zs: Sequence[str] | None = None,
+    registry: GradRegistry | None = None,
+    *,
+    allow_unused: bool = False,
+) -> FunctionProto:
+    """Differentiates a FunctionProto, GraphProto or ModelProto.
+
+    Initializers of a graph or model become ordinary inputs (the pure-function form
+    convenient for training), so weights can be among ``xs``; model-local functions
+    are inlined first.
+
+    The forward values the rules read are recomputed inside the result, except the
+    outputs of random ops without a ``seed`` (training-mode Dropout, RandomNormal,
+    ...): those become inputs, to be fed with the values of the forward run. A free
+    input called ``dy`` (when differentiating a backward function again) is renamed
+    inside the result (``dy_grad<n>``), since ``dy`` names the output gradient.
+
+    Args:
+        fn: what to differentiate.
+        xs: names to differentiate with respect to.
+        y: the output whose gradient flows back.
+        zs: the other inputs of the result (default: every other free value needed,
+            graph inputs first, then initializers, in their order).
+        registry: the rules.
+        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+
+    Returns:
+        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
+    """
+    registry = _default_registry(registry)
+    functions: list[FunctionProto] = []
+    if isinstance(fn, ModelProto):
+        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
+        functions = list(fn.functions)
+        graph: GraphProto | None = fn.graph
+        name = (fn.graph.name or "model") + "_grad"
+    elif isinstance(fn, GraphProto):
+        imports = {"": EMITTED_OPSET}
+        graph = fn
+        name = (fn.name or "graph") + "_grad"
+    elif isinstance(fn, FunctionProto):
+        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
+        graph = None
+        name = (fn.name or "function") + "_grad"
+    else:
+        raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
+    types: dict[str, ValueType] = {}
+    constants: dict[str, np.ndarray] = {}
+    if graph is not None:
+        nodes = list(graph.node)
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            t = value_type(vi)
+            if t is not None:
+                types[vi.name] = t
+        for init in graph.initializer:
+            types[init.name] = ValueType(init.data_type, tuple(init.dims))
+            if init.data_type == TensorProto.INT64 and int(np.prod(init.dims)) <= FOLD_MAX:
+                constants[init.name] = to_array(init)
+        free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
+    else:
+        assert isinstance(fn, FunctionProto)
+        nodes = list(fn.node)
+        for vi in fn.value_info:
+            t = value_type(vi)
+            if t is not None:
+                types[vi.name] = t
+        free_order = list(fn.input)
+    if functions:
+        nodes = FunctionInliner(functions).expand(nodes)
+    imports.setdefault("", EMITTED_OPSET)
+    return _GradientPass(
+        nodes,
+        xs,
+        y,
+        zs,
+        registry,
+        allow_unused=allow_unused,
+        types=types,
+        constants=constants,
+        free_order=free_order,
+        opset_imports=imports,
+        name=name,
+    ).run()
