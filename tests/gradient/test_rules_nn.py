@@ -50,6 +50,16 @@ CONV = [
     conv("conv2d-depthwise", (2, 3, 5, 5), (3, 1, 3, 3), group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
     conv("conv2d-depthwise-mult", (1, 2, 4, 4), (4, 1, 2, 2), group=2, dilations=[2, 2]),
     conv("conv1d", (2, 2, 7), (3, 2, 3), strides=[2], pads=[1, 2]),
+    # a window over 25 cells: dW by the correlation Conv instead of im2col
+    conv("conv2d-large-window", (1, 2, 8, 7), (2, 2, 6, 5), pads=[1, 0, 0, 1]),
+    Case(
+        "conv2d-dynamic-batch",
+        [node("Conv", ["x", "w", "b"], pads=[1, 1, 1, 1], strides=[1, 2])],
+        {"x": rnd(3, 2, 5, 4), "w": rnd(3, 2, 3, 2), "b": rnd(3)},
+        ["x", "w", "b"],
+        dynamic=["x"],
+        ort_dtype=F32,
+    ),
     conv("conv1d-group", (1, 4, 6), (2, 2, 2), group=2, dilations=[2]),
     conv("conv3d", (1, 2, 4, 3, 4), (2, 2, 2, 2, 2), strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 1]),
     conv("conv3d-depthwise", (1, 2, 3, 4, 3), (2, 1, 2, 2, 2), group=2, dilations=[1, 2, 1]),
@@ -98,6 +108,16 @@ POOL = [
     pool("maxpool2d-overlap-pads", "MaxPool", (1, 2, 5, 5), kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
     pool("maxpool2d-indices-out", "MaxPool", (1, 2, 4, 5), n_out=2, kernel_shape=[2, 3], strides=[1, 2]),
     pool("maxpool2d-storage-order", "MaxPool", (1, 2, 4, 4), n_out=2, kernel_shape=[2, 2], storage_order=1),
+    # Indices asked of the forward node (column-major), non-square planes
+    pool("maxpool2d-storage-order-hidden", "MaxPool", (2, 2, 5, 4), kernel_shape=[2, 2], storage_order=1),
+    pool(
+        "maxpool3d-storage-order",
+        "MaxPool",
+        (1, 2, 3, 4, 5),
+        kernel_shape=[2, 2, 2],
+        strides=[1, 2, 2],
+        storage_order=1,
+    ),
     pool(
         "maxpool2d-ceil-dil",
         "MaxPool",
@@ -196,9 +216,11 @@ def loss(
     ignore: int | None = None,
     log_prob: bool = False,
     init_labels: bool = False,
+    dynamic: bool = False,
     **attrs: Any,
 ) -> Case:
-    """One loss row; ``log_prob`` sums SCE's second output into y as well."""
+    """One loss row; ``log_prob`` sums SCE's second output into y as well; ``dynamic``
+    declares the batch dim of scores and labels symbolic."""
     inputs = {"s": rnd(*scores), "l": labels(scores[0], *scores[2:], classes=scores[1], ignore=ignore)}
     if weights:
         inputs["w"] = np.abs(rnd(scores[1])) + 0.5
@@ -215,7 +237,15 @@ def loss(
             node("ReduceSum", ["loss"], ["lsum"], keepdims=0),
             node("Add", ["lpsum", "lsum"]),
         ]
-    return Case(name, nodes, inputs, xs, y="y", initializers=["l"] if init_labels else [])
+    return Case(
+        name,
+        nodes,
+        inputs,
+        xs,
+        y="y",
+        initializers=["l"] if init_labels else [],
+        dynamic=["s", "l"] if dynamic else [],
+    )
 
 
 SCE, NLL = "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"
@@ -224,6 +254,10 @@ LOSS = [
     loss("sce-sum-weights", SCE, (4, 3), ["s", "w"], weights=True, reduction="sum"),
     loss("sce-mean-weights-ignore", SCE, (3, 4, 2), ["s", "w"], weights=True, ignore=1, init_labels=True),
     loss("sce-mean-ignore-out-of-range", SCE, (4, 3), ["s"], ignore=-100),
+    loss("sce-mean-ignore", SCE, (5, 3), ["s"], ignore=2),
+    loss("sce-mean-dynamic", SCE, (4, 3, 2), ["s"], dynamic=True),
+    loss("sce-sum", SCE, (4, 3), ["s"], reduction="sum"),
+    loss("sce-none-ignore", SCE, (3, 4), ["s"], ignore=1, reduction="none"),
     loss("sce-none-weights-ignore", SCE, (2, 3, 2, 2), ["s", "w"], weights=True, ignore=0, reduction="none"),
     loss("sce-log-prob", SCE, (3, 4), ["s"], log_prob=True, weights=True, reduction="mean"),
     loss("sce-log-prob-none", SCE, (2, 3, 3), ["s"], log_prob=True, reduction="none"),

@@ -134,6 +134,10 @@ GATHER = [
     one("gather-2d-indices-axis1", "Gather", rnd(2, 4, 3), {"i": i64([0, 3], [3, 3])}, axis=1),
     one("gather-scalar-index-axis1", "Gather", rnd(2, 4, 3), {"i": np.array(-2, np.int64)}, axis=1),
     one("gather-scalar-index-axis0", "Gather", rnd(3, 2), {"i": np.array(2, np.int64)}),
+    # one constant index: a Pad of dY instead of a scatter
+    one("gather-one-index-axis2", "Gather", rnd(2, 3, 4), {"i": i64(-3)}, axis=2),
+    one("gather-scalar-index-dynamic-batch", "Gather", rnd(3, 4), {"i": np.array(3, np.int64)}, dynamic=True, axis=1),
+    one("gather-scalar-index-runtime", "Gather", rnd(3, 2), {"i": np.array(-1, np.int64)}, const=False),
     one("gather-runtime-neg", "Gather", rnd(5, 2), {"i": i64(-1, 4, -5, 0)}, const=False),
     one("gather-runtime-axis-last", "Gather", rnd(2, 3, 4), {"i": i64(-4, 3, 3)}, const=False, axis=-1),
     one("gather-dynamic", "Gather", rnd(3, 4), {"i": i64(1, -1, 1)}, dynamic=True, axis=1),

@@ -35,7 +35,12 @@ def rule(
 
 
 def elementwise(
-    registry: GradRegistry, domain: str, op_type: str, fn: Callable[[Any, str], str], *, since: int = 1,
+    registry: GradRegistry,
+    domain: str,
+    op_type: str,
+    fn: Callable[[Any, str], str],
+    *,
+    since: int = 1,
     nondiff: Sequence[int] = (),
 ) -> None:
     """An op with one differentiable input: ``fn(ctx, dy)`` returns dX."""

@@ -77,11 +77,19 @@ def nll_loss_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 @rule("", "SoftmaxCrossEntropyLoss", nondiff=(1,))
 def softmax_cross_entropy_grad(ctx, dy):  # type: ignore[no-untyped-def]
-    """dScores = dP - softmax(scores) * sum_c dP, with dP the NLL gradient plus d(log_prob)."""
-    scores = ctx.input(0)
-    logp = ctx.output(1) or ctx.op.LogSoftmax(scores, axis=1)
-    d_logp, d_w = _nll_backward(ctx, dy, logp, ctx.input(1), ctx.input(2))
+    """dScores = dP - softmax(scores) * sum_c dP, with dP the NLL gradient plus d(log_prob).
+
+    P is the forward node's ``log_prob`` output (computed by the re-emitted node when the
+    source omitted it). Without class weights or a gradient on log_prob, dP = -coef * M
+    and sum_c M = [l != ignore_index], so dScores = coef * (softmax * [l != ignore] - M):
+    the softmax term needs no row sum when there is no ignore_index.
+    """
+    scores, labels, weights = ctx.input(0), ctx.input(1), ctx.input(2)
+    logp = ctx.forward_output(1)
     d_extra = ctx.output_grads[1] if len(ctx.output_grads) > 1 else None
+    if dy is not None and d_extra is None and not weights:
+        return (_unweighted_scores_grad(ctx, dy, scores, labels, logp) if ctx.needs_grad(0) else None, None)
+    d_logp, d_w = _nll_backward(ctx, dy, logp, labels, weights)
     if d_extra is not None:
         d_logp = d_extra if d_logp is None else ctx.op.Add(d_logp, d_extra)
     d_scores = None
@@ -89,3 +97,23 @@ def softmax_cross_entropy_grad(ctx, dy):  # type: ignore[no-untyped-def]
         row_sum = ctx.op.ReduceSum(d_logp, ctx.ints([1]))
         d_scores = ctx.op.Sub(d_logp, ctx.op.Mul(ctx.op.Exp(logp), row_sum))
     return (d_scores, None, d_w)[: len(ctx.inputs)]
+
+
+def _unweighted_scores_grad(ctx: Any, dy: str, scores: str, labels: str, logp: str) -> str:
+    """dScores = coef * (softmax * [l != ignore_index] - M) (no class weights)."""
+    shape = ctx.shape(scores)
+    mask = _mask(ctx, labels, scores)
+    can_ignore = ctx.attr("ignore_index") is not None  # out-of-range values are ignorable labels too
+    prob = ctx.op.Exp(logp)
+    if can_ignore:
+        prob = ctx.op.Mul(prob, ctx.op.ReduceSum(mask, ctx.ints([1])))
+    reduction = str(ctx.attr("reduction", "mean"))
+    if reduction == "none":
+        coef = ctx.op.Unsqueeze(dy, ctx.ints([1]))
+    elif reduction == "sum":
+        coef = dy
+    elif not can_ignore and all(isinstance(d, int) for d in shape):
+        coef = ctx.op.Div(dy, ctx.const(float(np.prod(shape)) / shape[1], like=scores))
+    else:
+        coef = ctx.op.Div(dy, ctx.op.ReduceSum(mask, keepdims=0))
+    return ctx.op.Mul(ctx.op.Sub(prob, mask), coef)

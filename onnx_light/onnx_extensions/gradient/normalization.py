@@ -5,8 +5,9 @@ Most share one formula. With ``xhat = (x - mean(x)) / std`` over some axes and
 
     dx = (g - mean(g) - xhat * mean(g * xhat)) / std
 
-The statistics are recomputed in the backward graph in X's own type (never from the
-forward's float32 ``stash_type`` outputs), so the gradient is as precise as X.
+The statistics are recomputed in the backward graph in X's own type, so the gradient
+is as precise as X; LayerNormalization on float32/float16/bfloat16 X instead reuses
+the op's own Mean and InvStdDev outputs (stashed as float, as precise as X).
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def _standardize_grad(ctx: Any, g: str, xhat: str, std: str, axes: str) -> str:
     return ctx.op.Div(ctx.op.Sub(centered_g, projection), std)
 
 
+def _per_channel_standardize_grad(ctx: Any, dy: str, xhat: str, std: str, axes: str, scale_c: str) -> tuple[str, str]:
+    """(dx, dy * xhat) for g = dY * s with s constant over ``axes`` (one value per channel):
+
+    mean(g) = s mean(dY) and mean(g xhat) = s mean(dY xhat), so
+    dx = (dY - mean(dY) - xhat * mean(dY xhat)) * (s / std); ``dY * xhat`` also gives dScale.
+    """
+    dy_xhat = ctx.op.Mul(dy, xhat)
+    centered = ctx.op.Sub(dy, ctx.op.ReduceMean(dy, axes))
+    projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(dy_xhat, axes))
+    return ctx.op.Mul(ctx.op.Sub(centered, projection), ctx.op.Div(scale_c, std)), dy_xhat
+
+
 def _per_channel(ctx: Any, v: str, rank: int) -> str:
     """A (C,) vector shaped (C, 1, ...) to broadcast against (N, C, D...)."""
     return ctx.op.Unsqueeze(v, ctx.ints(list(range(1, rank - 1)))) if rank > 2 else v
@@ -51,32 +64,75 @@ def _channel_sum(ctx: Any, t: str, rank: int) -> str:
     return ctx.op.ReduceSum(t, ctx.ints([0, *range(2, rank)]), keepdims=0)
 
 
+#: LayerNormalization's Mean / InvStdDev are reused when X has one of these types and
+#: the statistics are stashed as float (``stash_type`` 1) or in X's own type
+_LN_STASHED = {1: "float", 10: "float16", 16: "bfloat16"}
+
+
+def _layer_norm_stats(ctx: Any, x: str) -> tuple[str, str] | None:
+    """(Mean, InvStdDev) of the forward LayerNormalization in X's type, or None where the
+    statistics must be recomputed (float64 X, whose float stash would lose precision)."""
+    dtype = ctx.dtype(x)
+    stash = int(ctx.attr("stash_type", 1))
+    if dtype not in _LN_STASHED or stash not in (1, dtype):
+        return None
+    mean, inv = ctx.forward_output(1), ctx.forward_output(2)
+    if stash != dtype:
+        mean, inv = ctx.op.Cast(mean, to=dtype), ctx.op.Cast(inv, to=dtype)
+    return mean, inv
+
+
 @rule("", "LayerNormalization")
 def layer_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
-    """Y = xhat * scale + bias over axes [axis, rank):
+    """Y = xhat * scale + bias over axes [axis, rank), xhat = (X - mean) * inv, inv = 1/std:
 
-    dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY * scale,
-         + dMean / n - dInvStdDev * xhat / (n std^2)  (when those outputs have gradients);
+    dX = (g - mean(g) - xhat mean(g xhat)) * inv with g = dY * scale,
+         + dMean / n - dInvStdDev * xhat * inv^2 / n  (when those outputs have gradients);
     dScale = sum(dY * xhat), dBias = sum(dY) over the broadcast axes.
+
+    For float32, float16 and bfloat16 X, mean and inv are the forward node's Mean and
+    InvStdDev outputs (computed by the re-emitted node when the source omitted them);
+    for float64 X they are recomputed in float64 (the op stashes them as float).
     """
     x, scale = ctx.input(0), ctx.input(1)
     rank = ctx.require_rank(x)
     axis = int(ctx.attr("axis", -1)) % rank
     red = list(range(axis, rank))
     axes = ctx.ints(red)
-    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    stats = _layer_norm_stats(ctx, x)
+    if stats is not None:
+        mean, inv = stats
+        xhat = ctx.op.Mul(ctx.op.Sub(x, mean), inv)
+
+        def per_std(t: str) -> str:
+            return ctx.op.Mul(t, inv)
+
+        def inv_var() -> str:
+            return ctx.op.Mul(inv, inv)
+    else:
+        _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+
+        def per_std(t: str) -> str:
+            return ctx.op.Div(t, std)
+
+        def inv_var() -> str:
+            return ctx.op.Reciprocal(ctx.op.Mul(std, std))
+
     d_mean = ctx.output_grads[1] if len(ctx.output_grads) > 1 else None
     d_inv = ctx.output_grads[2] if len(ctx.output_grads) > 2 else None
     dx = None
     if ctx.needs_grad(0):
         parts = []
         if dy is not None:
-            parts.append(_standardize_grad(ctx, ctx.op.Mul(dy, scale), xhat, std, axes))
+            g = ctx.op.Mul(dy, scale)
+            centered_g = ctx.op.Sub(g, ctx.op.ReduceMean(g, axes))
+            projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(ctx.op.Mul(g, xhat), axes))
+            parts.append(per_std(ctx.op.Sub(centered_g, projection)))
         if d_mean is not None:
             parts.append(ctx.op.Div(ctx.op.CastLike(d_mean, x), _count(ctx, x, red)))
         if d_inv is not None:
-            n_var = ctx.op.Mul(_count(ctx, x, red), ctx.op.Mul(std, std))
-            parts.append(ctx.op.Neg(ctx.op.Div(ctx.op.Mul(ctx.op.CastLike(d_inv, x), xhat), n_var)))
+            scaled = ctx.op.Mul(ctx.op.Mul(ctx.op.CastLike(d_inv, x), xhat), inv_var())
+            parts.append(ctx.op.Neg(ctx.op.Div(scaled, _count(ctx, x, red))))
         dx = parts[0] if len(parts) == 1 else ctx.op.Sum(*parts)
     d_scale = d_bias = None
     if ctx.needs_grad(1):
@@ -93,7 +149,8 @@ def batch_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     Inference: dX = dY scale / std, dScale = sum(dY xhat), dB = sum(dY),
     dMean = -sum(dY) scale / std, dVar = -sum(dY xhat) scale / (2 std^2).
     Training (batch statistics over N and the spatial axes): dX is the standardize
-    gradient of g = dY scale; the running outputs ``input * m + batch * (1 - m)`` add
+    gradient of g = dY scale, i.e. (dY - mean(dY) - xhat mean(dY xhat)) scale / std
+    (scale is constant over the reduced axes); the running outputs ``input * m + batch * (1 - m)`` add
     dInputMean = dRM m, dInputVar = dRV m and to dX dRM (1-m)/n + 2 dRV (1-m)(X - mean)/n.
     """
     x, scale, _, mean, var = (ctx.input(i) for i in range(5))
@@ -127,9 +184,10 @@ def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str 
     momentum = float(ctx.attr("momentum", 0.9))
     d_run_mean = ctx.output_grads[1] if len(ctx.output_grads) > 1 else None
     d_run_var = ctx.output_grads[2] if len(ctx.output_grads) > 2 else None
-    dx = None
+    dx = dy_xhat = None
     if ctx.needs_grad(0):
-        parts = [_standardize_grad(ctx, ctx.op.Mul(dy, _per_channel(ctx, scale, rank)), xhat, std, axes)]
+        main, dy_xhat = _per_channel_standardize_grad(ctx, dy, xhat, std, axes, _per_channel(ctx, scale, rank))
+        parts = [main]
         rest = ctx.const(1.0 - momentum, like=x)
         if d_run_mean is not None:
             parts.append(ctx.op.Div(ctx.op.Mul(_per_channel(ctx, d_run_mean, rank), rest), _count(ctx, x, red)))
@@ -138,7 +196,7 @@ def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str 
             scaled = ctx.op.Mul(_per_channel(ctx, d_run_var, rank), two_rest)
             parts.append(ctx.op.Div(ctx.op.Mul(scaled, centered), _count(ctx, x, red)))
         dx = parts[0] if len(parts) == 1 else ctx.op.Sum(*parts)
-    d_scale = _channel_sum(ctx, ctx.op.Mul(dy, xhat), rank) if ctx.needs_grad(1) else None
+    d_scale = _channel_sum(ctx, dy_xhat or ctx.op.Mul(dy, xhat), rank) if ctx.needs_grad(1) else None
     d_bias = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) else None
     grads: list[str | None] = [dx, d_scale, d_bias]
     for i, d_run in ((3, d_run_mean), (4, d_run_var)):
@@ -155,17 +213,18 @@ def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str 
 def instance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """Y = xhat * scale + B per (n, c) over the spatial axes:
 
-    dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY scale;
+    dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY scale
+       = (dY - mean(dY) - xhat mean(dY xhat)) scale / std  (scale is constant per plane);
     dScale = sum(dY xhat), dB = sum(dY) over N and the spatial axes.
     """
     x, scale = ctx.input(0), ctx.input(1)
     rank = ctx.require_rank(x)
     axes = ctx.ints(list(range(2, rank)))
     _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
-    dx = None
+    dx = dy_xhat = None
     if ctx.needs_grad(0):
-        dx = _standardize_grad(ctx, ctx.op.Mul(dy, _per_channel(ctx, scale, rank)), xhat, std, axes)
-    d_scale = _channel_sum(ctx, ctx.op.Mul(dy, xhat), rank) if ctx.needs_grad(1) else None
+        dx, dy_xhat = _per_channel_standardize_grad(ctx, dy, xhat, std, axes, _per_channel(ctx, scale, rank))
+    d_scale = _channel_sum(ctx, dy_xhat or ctx.op.Mul(dy, xhat), rank) if ctx.needs_grad(1) else None
     d_bias = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) else None
     return dx, d_scale, d_bias
 

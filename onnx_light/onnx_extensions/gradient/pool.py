@@ -1,7 +1,8 @@
 """Rules for pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 
 * MaxPool routes each ``dy`` to the input cell its window took the max from: the
-  ``Indices`` output (flat over N*C*D..., first max on ties) drives one
+  forward node's ``Indices`` output (flat over N*C*D..., first max on ties; computed by
+  the re-emitted forward node when the source omitted it) drives one
   ScatterElements-add into a flat zero tensor.
 * AveragePool is linear: ``dX = ConvTranspose(dy / count, ones)`` depthwise, the
   window counts fixed by the geometry.
@@ -14,28 +15,45 @@ from __future__ import annotations
 import numpy as np
 
 from ._table import rule
+from ._tensor_common import zeros_of_shape
 from .nn import conv_geometry, transpose_into
 
 
-def _flat_scatter(ctx, x: str, index: str, dy: str) -> str:  # type: ignore[no-untyped-def]
-    """Zeros shaped like ``x`` with ``dy`` added at the flat positions ``index``."""
+def _flat_scatter(ctx, x: str, index: str, dy: str, column_major: bool) -> str:  # type: ignore[no-untyped-def]
+    """Zeros shaped like ``x`` with ``dy`` added at the flat positions ``index``.
+
+    Column-major indices (``storage_order=1``) are row-major positions in X viewed with
+    its spatial axes reversed, (N, C, ..., H) -> (N, C, W, ..., H), so the scatter fills
+    that view and one Transpose puts the spatial axes back.
+    """
     flat = ctx.ints([-1])
-    zeros = ctx.op.Reshape(ctx.zeros_like(x), flat)
+    shape = ctx.shape(x)
+    if shape is not None and all(isinstance(d, int) for d in shape):
+        zeros = zeros_of_shape(ctx, ctx.ints([int(np.prod(shape))]), x)
+    else:
+        zeros = ctx.op.Reshape(ctx.zeros_like(x), flat)
     summed = ctx.op.ScatterElements(zeros, ctx.op.Reshape(index, flat), ctx.op.Reshape(dy, flat), reduction="add")
-    return ctx.op.Reshape(summed, ctx.shape_of(x))
+    if not column_major:
+        return ctx.op.Reshape(summed, ctx.shape_of(x))
+    rank = len(shape)  # conv_geometry has checked the channel and spatial dims
+    view = ctx.op.Reshape(summed, ctx.ints([-1, shape[1], *reversed(shape[2:])]))
+    return ctx.op.Transpose(view, perm=[0, 1, *range(rank - 1, 1, -1)])
 
 
 @rule("", "MaxPool")
 def max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
-    """dX[argmax of window o] += dY[o] (argmax from the Indices output, ties to the first max)."""
+    """dX[I[o]] += dY[o], with I the forward's Indices output (flat over the N*C*D...
+    elements, first max on ties), asked of the forward node when the source omitted it.
+
+    ``storage_order=1`` Indices count column-major within each (n, c) plane; see
+    ``_flat_scatter``.
+    """
     if dy is None:
         return (None,)
-    if ctx.output(1) and int(ctx.attr("storage_order", 0)) == 0:
-        index = ctx.output(1)
-    else:
-        attrs = {k: v for k, v in ctx.attrs.items() if k != "storage_order"}
-        index = ctx.op.MaxPool(ctx.input(0), _outputs=2, **attrs)[1]
-    return (_flat_scatter(ctx, ctx.input(0), index, dy),)
+    column_major = int(ctx.attr("storage_order", 0)) == 1
+    if column_major:
+        conv_geometry(ctx, [int(k) for k in ctx.attr("kernel_shape")])  # static dims, or a clear error
+    return (_flat_scatter(ctx, ctx.input(0), ctx.forward_output(1), dy, column_major),)
 
 
 @rule("", "AveragePool")

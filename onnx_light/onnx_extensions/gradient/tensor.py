@@ -252,11 +252,23 @@ def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """dX = ScatterND(zeros, indices, dY, reduction="add"), with ``axis`` moved first.
 
     Negative indices are wrapped (i + n) unless known non-negative; repeated indices
-    accumulate.
+    accumulate. A single constant index i (a scalar or one element) along an axis of
+    static size n needs no scatter: dX = Pad(dY, i before and n - 1 - i after on
+    ``axis``), dY unsqueezed there first for a scalar index (torch's q/k/v split).
     """
     x, idx = ctx.inputs[0], ctx.inputs[1]
     r, q = ctx.require_rank(x), ctx.require_rank(idx)
     a = norm_axis(int(ctx.attr("axis", 0)), r)
+    known, shape = const_ints(ctx, idx), ctx.shape(x)
+    if known is not None and len(known) == 1 and q <= 1 and shape is not None and isinstance(shape[a], int):
+        n = shape[a]
+        i = known[0] + n if known[0] < 0 else known[0]
+        g = ctx.op.Unsqueeze(dy, ctx.ints([a])) if q == 0 else dy
+        # full-rank pads, no ``axes`` input: onnxruntime's transpose optimizer moves a
+        # Transpose across a Pad with ``axes`` without permuting them (wrong shapes)
+        pads = [0] * (2 * r)
+        pads[a], pads[r + a] = i, n - 1 - i
+        return ctx.op.Pad(g, ctx.ints(pads))
     where = ctx.op.Unsqueeze(_wrap_negative(ctx, idx, lambda: _scalar_dim(ctx, x, a)), ctx.ints([-1]))
     if a == 0:
         return ctx.op.ScatterND(ctx.zeros_like(x), where, dy, reduction="add")
