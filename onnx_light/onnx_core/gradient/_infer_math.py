@@ -45,7 +45,7 @@ _UNARY_FOLD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-@infer(*_UNARY)
+@infer(*_UNARY, same_type=True)  # folding needs a known value; an absent input 0 is not "all the same type"
 def unary(ctx: InferContext) -> Result:
     """Same type and shape as the first input."""
     x = value(ctx, 0)
@@ -160,7 +160,8 @@ def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
     return finish(out, first.dtype if first is not None else np.int64)
 
 
-@infer(
+@infer(*sorted(_BOOL_OUT))
+@infer(  # same_type: equal shapes broadcast to themselves, the dtype is input 0's, folding needs values
     "Add",
     "Sub",
     "Mul",
@@ -176,14 +177,7 @@ def _fold_binary(ctx: InferContext, op: str) -> np.ndarray | None:
     "BitwiseAnd",
     "BitwiseOr",
     "BitwiseXor",
-    "And",
-    "Or",
-    "Xor",
-    "Equal",
-    "Less",
-    "LessOrEqual",
-    "Greater",
-    "GreaterOrEqual",
+    same_type=True,
 )
 def broadcasting(ctx: InferContext) -> Result:
     """The numpy broadcast of all inputs; bool for comparisons, else the first input's type."""

@@ -27,6 +27,7 @@ from .._proto import (
     FunctionProto,
     NodeProto,
     TensorProto,
+    ValueInfoProto,
 )
 from ..helper import (
     make_opsetid,
@@ -35,7 +36,7 @@ from ..helper import (
 )
 from ..numpy_helper import from_array
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
-from ._fastpath import Fields, attribute, has_subgraph, new_node, node_fields, tensor_attribute
+from ._fastpath import Fields, attribute, has_subgraph, new_node, node_fields, tensor_attribute, value_type
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, attribute_values, infer_types
@@ -75,6 +76,7 @@ class _GradientPass:
         free_order: Sequence[str],
         opset_imports: dict[str, int],
         name: str,
+        declared: dict[str, ValueInfoProto] | None = None,
     ) -> None:
         if isinstance(xs, str):
             xs = [xs]
@@ -100,6 +102,11 @@ class _GradientPass:
         names |= {DY, *(f"grad_{x}" for x in self.xs), *free_order}
         self.counter = GradCounter()
         self.counter.taken = names  # every name in the source (owned: no copy of a large set)
+        #: value_info entries not read yet, by name (see _api._graph_types); each is read
+        #: before anything can look its type up
+        self._declared = declared or {}
+        if self._declared and clash:
+            self._read_declared(types, clash)  # their types move to the new names
         renamed_nodes, renamed = _rename_reserved(nodes, clash, self.new_name) if clash else (nodes, {})
         self.y = renamed.get(y, y)
         for old, new in renamed.items():
@@ -301,14 +308,20 @@ class _GradientPass:
     def _upgrade(self, nodes: list[NodeProto], types: dict[str, ValueType]) -> list[NodeProto]:
         if self.source_opset >= self.opset:
             return nodes
+
+        def type_of(name: str) -> ValueType:
+            if name in self._declared:
+                self._read_declared(types, [name])
+            return types.get(name, UNKNOWN)
+
         return upgrade_nodes(
             nodes,
             self.source_opset,
             self.opset,
             self.new_name,
-            dtype_of=lambda n: types.get(n, UNKNOWN).dtype,
-            rank_of=lambda n: types.get(n, UNKNOWN).rank,
-            shape_of=lambda n: types.get(n, UNKNOWN).shape,
+            dtype_of=lambda n: type_of(n).dtype,
+            rank_of=lambda n: type_of(n).rank,
+            shape_of=lambda n: type_of(n).shape,
         )
 
     def run(self) -> FunctionProto:
@@ -329,7 +342,12 @@ class _GradientPass:
             raise GradientError(
                 f"y={self.y!r} is not produced by any node nor an input; outputs available: {sorted(producer)[:20]}"
             )
-        order = sorted(self._ancestors([self.y], producer))
+        ancestors = self._ancestors([self.y], producer)
+        order = sorted(ancestors)
+        if self._declared:
+            # inference types every output of `order` (`nodes` are in topological order),
+            # reading a declared type only where it cannot tell; the other values now
+            self._read_declared(self.types, [n for n in self._declared if producer.get(n) not in ancestors])
         infos: list[NodeInfo] = []
         for i in order:
             op_type, domain, inputs, outputs, _ = f = fields[i]
@@ -337,8 +355,16 @@ class _GradientPass:
             # inference function may hold values get_attribute_value rejects)
             inferred = (not domain or domain == "ai.onnx") and op_type in INFER
             infos.append((op_type, domain, inputs, outputs, self._node_attrs(i) if inferred else None))
+        declared = self._declared
         self.types, self.constants = infer_types(
-            [nodes[i] for i in order], self.types, self.constants, self.opset, infos=infos
+            [nodes[i] for i in order],
+            self.types,
+            self.constants,
+            self.opset,
+            infos=infos,
+            declared=(lambda name: value_type(vi) if (vi := declared.get(name)) is not None else None)
+            if declared
+            else None,
         )
         reach, diff = self._dependence(order)
         y_reach = reach.get(self.y, 0)
@@ -385,6 +411,14 @@ class _GradientPass:
             self._push(new_node("Identity", [g], named), [g], named, "")
             outputs.append(named[0])
         return self._assemble(producer, outputs)
+
+    def _read_declared(self, types: dict[str, ValueType], names: Iterable[str]) -> None:
+        """Reads into ``types`` the unread declarations of ``names`` (those that have one)."""
+        declared = self._declared
+        for name in names:
+            vi = declared.pop(name, None)
+            if vi is not None and (t := value_type(vi)) is not None:
+                types[name] = t
 
     def _node_attrs(self, i: int) -> dict[str, Any]:
         """The attributes of forward node ``i`` as Python values (read once, shared)."""

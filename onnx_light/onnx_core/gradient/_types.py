@@ -92,14 +92,26 @@ class InferContext:
 #: element of a tuple) the constant values of outputs
 InferFn = Callable[[InferContext], "list[ValueType] | tuple[list[ValueType], list[np.ndarray | None]]"]
 INFER: dict[str, InferFn] = {}
+#: ops (default domain) whose inference function, when every input has one same fully
+#: known type and no input value is known, gives exactly that type to their one output
+#: and folds nothing: :func:`infer_types` answers those nodes without calling it
+SAME_TYPE: set[str] = set()
 
 
-def infer(*op_types: str) -> Callable[[InferFn], InferFn]:
-    """Registers an inference function for ``op_types`` (default domain)."""
+def infer(*op_types: str, same_type: bool = False) -> Callable[[InferFn], InferFn]:
+    """Registers an inference function for ``op_types`` (default domain).
+
+    ``same_type=True`` declares that ``fn`` behaves as :data:`SAME_TYPE` describes (for
+    every op in ``op_types``); registering an op again without it withdraws that.
+    """
 
     def register(fn: InferFn) -> InferFn:
         for op in op_types:
             INFER[op] = fn
+            if same_type:
+                SAME_TYPE.add(op)
+            else:
+                SAME_TYPE.discard(op)
         return fn
 
     return register
@@ -137,6 +149,24 @@ def _type_of(name: str, types: dict[str, ValueType], consts: dict[str, np.ndarra
     return ValueType(t.dtype if t is not None and t.dtype else dtype, tuple(np.shape(v)))
 
 
+def _same_unfolded(
+    inputs: list[str],
+    t: ValueType,
+    types_get: Callable[[str], ValueType | None],
+    consts: dict[str, np.ndarray],
+    partial: dict[str, np.ndarray],
+) -> bool:
+    """True when every input has type ``t`` and none has a known or partly known value."""
+    for n in inputs:
+        if n in consts or n in partial:
+            return False
+    first = inputs[0]
+    for n in inputs:
+        if n != first and types_get(n) != t:
+            return False
+    return True
+
+
 #: what :func:`infer_types` reads of a node: ``(op_type, domain, inputs, outputs, attrs)``
 #: (``attrs`` as :func:`attribute_values` gives them, or None to have them read)
 NodeInfo = tuple[str, str, "list[str]", "list[str]", "dict[str, Any] | None"]
@@ -149,6 +179,7 @@ def infer_types(
     opset: int,
     *,
     infos: Iterable[NodeInfo] | None = None,
+    declared: Callable[[str], ValueType | None] | None = None,
 ) -> tuple[dict[str, ValueType], dict[str, np.ndarray]]:
     """Infers the type of every value the nodes produce.
 
@@ -159,6 +190,8 @@ def infer_types(
         opset: the default-domain opset of the nodes.
         infos: the nodes' fields, one :data:`NodeInfo` per node, when the caller has
             read them already (the gradient pass does, once for all its phases).
+        declared: the declared type of a node output missing from ``known``, looked up
+            only where inference cannot tell (the gradient pass reads value_info lazily).
 
     Returns:
         ``(types, constants)`` extended with every node output.
@@ -174,6 +207,19 @@ def infer_types(
     consts_get = consts.get
     known_get = known.get
     for node, (op_type, domain, inputs, outputs, attrs) in zip(nodes, infos):
+        if op_type in SAME_TYPE and len(outputs) == 1 and inputs and (not domain or domain == "ai.onnx"):
+            # the elementwise ops that make up most of a graph, answered without an
+            # InferContext (see SAME_TYPE); otherwise they go the general way below
+            t = types_get(inputs[0]) if inputs[0] else None
+            if (
+                t is not None
+                and t.dtype
+                and t.shape is not None
+                and _same_unfolded(inputs, t, types_get, consts, partial)
+            ):
+                if outputs[0]:
+                    types[outputs[0]] = t
+                continue
         fn = infer_get(op_type) if not domain or domain == "ai.onnx" else None
         outs: list[ValueType] = []
         vals: list[np.ndarray | None] = []
@@ -206,6 +252,8 @@ def infer_types(
             t = outs[i] if i < n_outs else UNKNOWN
             if t.shape is None or t.dtype == 0:
                 given = known_get(name)
+                if given is None and declared is not None:
+                    given = declared(name)
                 if given is not None:
                     t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
             types[name] = t
