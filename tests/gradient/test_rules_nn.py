@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, check_gradient
+from gradcheck import Case, backward_feeds, backward_model, build_model, check_gradient, gradient
 from onnx import helper as oh
+
+import onnx_light as ol
 
 F32 = np.float32
 _rng = np.random.default_rng(7)
@@ -133,6 +135,15 @@ POOL = [
     pool("maxpool1d-ceil-asym", "MaxPool", (1, 2, 4), kernel_shape=[3], strides=[2], pads=[0, 2], ceil_mode=1),
     pool("maxpool1d", "MaxPool", (2, 3, 7), kernel_shape=[3], strides=[2], pads=[1, 1]),
     pool("maxpool3d", "MaxPool", (1, 2, 3, 4, 4), kernel_shape=[2, 2, 2], strides=[1, 2, 2]),
+    # windows that tile the input: no Indices (see test_max_pool_tiled_ties for ties)
+    pool("maxpool2d-tiled-cut", "MaxPool", (2, 3, 5, 7), kernel_shape=[2, 3], strides=[2, 3]),
+    pool("maxpool2d-tiled-ceil-exact", "MaxPool", (1, 2, 4, 6), kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+    pool("maxpool2d-tiled-same", "MaxPool", (1, 2, 4, 6), kernel_shape=[2, 3], strides=[2, 3], auto_pad="SAME_UPPER"),
+    pool("maxpool2d-tiled-k1", "MaxPool", (1, 2, 3, 4), kernel_shape=[1, 2], strides=[1, 2]),
+    pool("maxpool1d-tiled", "MaxPool", (2, 3, 7), kernel_shape=[3], strides=[3]),
+    pool("maxpool3d-tiled", "MaxPool", (1, 2, 4, 5, 6), kernel_shape=[2, 2, 3], strides=[2, 2, 3]),
+    # rank map over 2**14 cells: tiled at run time instead of stored
+    pool("maxpool1d-tiled-long", "MaxPool", (1, 1, 16386), kernel_shape=[2], strides=[2]),
     pool("avgpool2d", "AveragePool", (2, 2, 4, 4), F32, kernel_shape=[2, 2], strides=[2, 2]),
     pool("avgpool2d-pads-excl", "AveragePool", (1, 2, 5, 4), F32, kernel_shape=[3, 3], pads=[1, 1, 1, 0]),
     pool(
@@ -185,6 +196,15 @@ POOL = [
 ]
 POOL.append(
     Case(
+        "maxpool2d-tiled-dynamic",
+        [node("MaxPool", ["x"], kernel_shape=[2, 2], strides=[2, 2])],
+        {"x": rnd(3, 2, 4, 5)},
+        ["x"],
+        dynamic=["x"],
+    )
+)
+POOL.append(
+    Case(
         "globalavgpool-dynamic",
         [node("GlobalAveragePool", ["x"])],
         {"x": rnd(2, 3, 4, 3)},
@@ -198,6 +218,69 @@ POOL.append(
 @pytest.mark.parametrize("case", POOL, ids=lambda c: c.name)
 def test_pool(case: Case) -> None:
     check_gradient(case)
+
+
+# MaxPool with tiling windows on inputs full of ties (finite differences do not apply):
+# the Indices-free gradient must route dY to the first maximum in kernel raster order,
+# exactly as the Indices path and onnxruntime's own Indices do.
+# (name, x shape, attributes, symbolic batch)
+TIES: list[tuple[str, tuple[int, ...], dict[str, Any], bool]] = [
+    ("2d", (2, 3, 4, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}, False),
+    ("2d-cut", (2, 2, 5, 7), {"kernel_shape": [2, 3], "strides": [2, 3]}, False),
+    ("2d-dynamic", (3, 2, 6, 4), {"kernel_shape": [3, 2], "strides": [3, 2]}, True),
+    ("1d", (2, 3, 9), {"kernel_shape": [3], "strides": [3]}, False),
+    ("3d", (1, 2, 4, 4, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 3]}, False),
+]
+
+
+def _tied_windows(x: np.ndarray, y: np.ndarray, kernel: list[int]) -> int:
+    """How many windows hold their maximum more than once."""
+    cut = x[(..., *[slice(0, o * k) for o, k in zip(y.shape[2:], kernel)])]
+    split = [d for o, k in zip(y.shape[2:], kernel) for d in (o, k)]
+    windows = cut.reshape(*x.shape[:2], *split)
+    at_max = windows == y.reshape(*y.shape[:2], *[d for o in y.shape[2:] for d in (o, 1)])
+    return int(np.count_nonzero(at_max.sum(axis=tuple(range(3, 3 + 2 * len(kernel), 2))) > 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize(("name", "shape", "attrs", "dynamic"), TIES, ids=[t[0] for t in TIES])
+def test_max_pool_tiled_ties(
+    name: str, shape: tuple[int, ...], attrs: dict[str, Any], dynamic: bool, dtype: Any
+) -> None:
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(3)
+    # a Relu'd integer grid: all-zero windows and repeated maxima everywhere
+    x = np.maximum(rng.integers(-2, 3, shape), 0).astype(dtype)
+    dyn = ["x"] if dynamic else []
+    tiled = Case(f"ties-{name}", [node("MaxPool", ["x"], **attrs)], {"x": x}, ["x"], dtype=dtype, dynamic=dyn)
+    indexed = Case(
+        f"ties-{name}-indices", [node("MaxPool", ["x"], ["y", "idx"], **attrs)], {"x": x}, ["x"], y="y", dtype=dtype
+    )
+    _, bwd_tiled = gradient(tiled)
+    _, bwd_indexed = gradient(indexed)
+    assert "ScatterElements" not in {n.op_type for n in bwd_tiled.node}
+    assert "ScatterElements" in {n.op_type for n in bwd_indexed.node}
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    forward = build_model(indexed, dtype)
+    forward.graph.output.append(oh.make_tensor_value_info("idx", 7, None))  # INT64
+    y, idx = ort.InferenceSession(forward.SerializeToString(), opts).run(["y", "idx"], {"x": x})
+    assert _tied_windows(x, y, attrs["kernel_shape"]) > 0
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    expected = np.zeros(x.size, dtype)
+    np.add.at(expected, idx.reshape(-1), dy.reshape(-1))  # onnxruntime's Indices
+    expected = expected.reshape(x.shape)
+
+    feeds = backward_feeds(bwd_tiled, {"x": x}, dy)
+    (ours,) = ol.runtime.InferenceSession(bwd_tiled).run(None, feeds)
+    (via_indices,) = ol.runtime.InferenceSession(bwd_indexed).run(None, backward_feeds(bwd_indexed, {"x": x}, dy))
+    wrapped = backward_model(bwd_tiled, feeds)
+    (in_ort,) = ort.InferenceSession(wrapped.SerializeToString(), opts).run(None, feeds)
+    np.testing.assert_array_equal(ours, expected)
+    np.testing.assert_array_equal(via_indices, expected)
+    np.testing.assert_array_equal(in_ort, expected)
 
 
 def labels(*shape: int, classes: int, ignore: int | None = None) -> np.ndarray:

@@ -1,9 +1,12 @@
 """Rules for pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 
-* MaxPool routes each ``dy`` to the input cell its window took the max from: the
-  forward node's ``Indices`` output (flat over N*C*D..., first max on ties; computed by
-  the re-emitted forward node when the source omitted it) drives one
-  ScatterElements-add into a flat zero tensor.
+* MaxPool routes each ``dy`` to the input cell its window took the max from (the first
+  in kernel raster order on ties). When the source computes ``Indices`` they drive one
+  ScatterElements-add into a flat zero tensor. Otherwise, for windows that tile the
+  input (kernel == strides, no dilation, no window reading padding) the cell is found
+  with element-wise ops and a second pool, since onnxruntime's MaxPool is ~15x slower
+  when it must also output Indices (``_tiled_max_pool_grad``); other geometries ask the
+  re-emitted forward node for Indices.
 * AveragePool is linear: ``dX = ConvTranspose(dy / count, ones)`` depthwise, the
   window counts fixed by the geometry.
 * GlobalAveragePool spreads ``dy / prod(spatial)``; GlobalMaxPool scatters ``dy``
@@ -16,7 +19,10 @@ import numpy as np
 
 from ._table import rule
 from ._tensor_common import zeros_of_shape
-from .nn import conv_geometry, transpose_into
+from .nn import Geometry, conv_geometry, transpose_into
+
+#: spatial cells above which the window-rank map is tiled at run time, not stored
+_RANK_MAP_CONST_CELLS = 1 << 14
 
 
 def _flat_scatter(ctx, x: str, index: str, dy: str, column_major: bool) -> str:  # type: ignore[no-untyped-def]
@@ -40,16 +46,101 @@ def _flat_scatter(ctx, x: str, index: str, dy: str, column_major: bool) -> str: 
     return ctx.op.Transpose(view, perm=[0, 1, *range(rank - 1, 1, -1)])
 
 
+def _tiling_geometry(ctx) -> Geometry | None:  # type: ignore[no-untyped-def]
+    """The geometry when the windows tile the input: kernel == strides, dilations 1, and
+    no window reads padding (a remainder the windows skip is allowed); else None."""
+    shape = ctx.shape(ctx.input(0))
+    if shape is None or len(shape) < 3 or not all(isinstance(d, int) for d in shape[1:]):
+        return None
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
+    if geo.strides != kernel or any(d != 1 for d in geo.dilations) or any(geo.begin):
+        return None
+    if any(o * k > n for o, k, n in zip(geo.out, kernel, geo.size)):
+        return None
+    return geo
+
+
+def _window_shapes(geo: Geometry, channels: int) -> tuple[list[int], list[int]]:
+    """The window layout (N, C, o_1, k_1, ..., o_d, k_d) and its one-cell-per-window form
+    (N, C, o_1, 1, ..., o_d, 1), the batch copied (0) so that it may be symbolic."""
+    cells, windows = [0, channels], [0, channels]
+    for o, k in zip(geo.out, geo.kernel):
+        cells += [o, k]
+        windows += [o, 1]
+    return cells, windows
+
+
+def _spread(ctx, v: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
+    """``v`` in the one-cell form repeated over each window's cells (window layout).
+
+    One Concat of copies per spatial axis: onnxruntime runs it 5x faster than Tile and
+    15x faster than Expand or a broadcasting Mul onto a trailing size-k axis.
+    """
+    for i in reversed(range(geo.nd)):
+        if geo.kernel[i] > 1:
+            v = ctx.op.Concat(*[v] * geo.kernel[i], axis=3 + 2 * i)
+    return v
+
+
+def _rank_map(ctx, x: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
+    """K - r at the cell with raster position r in its window of K cells (window layout)."""
+    cells = int(np.prod(geo.kernel))
+    window = (cells - np.arange(cells)).reshape([1, 1, *[d for k in geo.kernel for d in (1, k)]])
+    if int(np.prod(geo.out)) * cells <= _RANK_MAP_CONST_CELLS:
+        return ctx.const(np.tile(window, [1, 1, *[d for o in geo.out for d in (o, 1)]]), like=x)
+    return ctx.op.Tile(ctx.const(window, like=x), ctx.ints([1, 1, *[d for o in geo.out for d in (o, 1)]]))
+
+
+def _tiled_max_pool_grad(ctx, dy: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
+    """dX = up(dY) * [S == up(max_w S)], S = [X == up(Y)] * rank, for windows that tile X.
+
+    X is viewed with each window's cells on their own axes (a Reshape, no copy) and
+    ``up`` repeats a per-window value over its cells. S is positive exactly at the
+    window's maxima and largest at the first of them in raster order, so its window max
+    (a second MaxPool) picks MaxPool's own tie winner. Cells past the last window are
+    cut off before and padded back with zeros after.
+    """
+    x, y = ctx.input(0), ctx.output(0)
+    channels = ctx.shape(x)[1]
+    dtype = ctx.dtype(x)
+    nd = geo.nd
+    full = [o * k for o, k in zip(geo.out, geo.kernel)]
+    cut = [n - f for n, f in zip(geo.size, full)]
+    if any(cut):
+        x = ctx.op.Slice(x, ctx.ints([0] * nd), ctx.ints(full), ctx.ints(list(range(2, 2 + nd))))
+    cells, windows = _window_shapes(geo, channels)
+    to_windows, to_cells, to_full = ctx.ints(windows), ctx.ints(cells), ctx.ints([0, channels, *full])
+
+    def indicator(condition: str) -> str:
+        return ctx.op.Cast(condition, to=dtype) if dtype else ctx.op.CastLike(condition, x)
+
+    y_up = _spread(ctx, ctx.op.Reshape(y, to_windows), geo)
+    score = ctx.op.Mul(indicator(ctx.op.Equal(ctx.op.Reshape(x, to_cells), y_up)), _rank_map(ctx, x, geo))
+    best = ctx.op.MaxPool(ctx.op.Reshape(score, to_full), kernel_shape=geo.kernel, strides=geo.kernel)
+    chosen = indicator(ctx.op.Equal(score, _spread(ctx, ctx.op.Reshape(best, to_windows), geo)))
+    dx = ctx.op.Reshape(ctx.op.Mul(chosen, _spread(ctx, ctx.op.Reshape(dy, to_windows), geo)), to_full)
+    if any(cut):
+        dx = ctx.op.Pad(dx, ctx.ints([0] * (2 + nd) + [0, 0, *cut]))
+    return dx
+
+
 @rule("", "MaxPool")
 def max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """dX[I[o]] += dY[o], with I the forward's Indices output (flat over the N*C*D...
-    elements, first max on ties), asked of the forward node when the source omitted it.
+    elements, first max on ties).
 
-    ``storage_order=1`` Indices count column-major within each (n, c) plane; see
-    ``_flat_scatter``.
+    Indices the source computes are used as they are; without them, tiling windows take
+    ``_tiled_max_pool_grad`` and other geometries ask the re-emitted forward node for
+    Indices. ``storage_order=1`` Indices count column-major within each (n, c) plane;
+    see ``_flat_scatter``.
     """
     if dy is None:
         return (None,)
+    if not ctx.output(1):
+        geo = _tiling_geometry(ctx)
+        if geo is not None:
+            return (_tiled_max_pool_grad(ctx, dy, geo),)
     column_major = int(ctx.attr("storage_order", 0)) == 1
     if column_major:
         conv_geometry(ctx, [int(k) for k in ctx.attr("kernel_shape")])  # static dims, or a clear error
