@@ -12,8 +12,10 @@ onnx-light depends on numpy alone, so element types numpy lacks are held as thei
   per byte: for the integer types the pattern *is* the value, sign-extended.
 
 :func:`encode_float` turns float values into those patterns with onnx's rounding
-(round to nearest even, saturating as ``onnx.helper.make_tensor`` does) and
-:func:`decode_float` turns patterns back into ``float32``.
+(round to nearest even, saturating as ``onnx.helper.make_tensor`` does),
+:func:`decode_float` turns patterns back into ``float32`` and :func:`wrap_small_int`
+wraps integers into the 4- and 2-bit types. They are the one implementation of these
+conversions: the runtime's Cast kernels call them too.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ __all__ = [
     "pack_bits",
     "unpack_bits",
     "bits_per_element",
+    "wrap_small_int",
     "BIT_PATTERN_TYPES",
+    "SMALL_INT_TYPES",
 ]
 
 T = TensorProto
@@ -96,6 +100,11 @@ BIT_PATTERN_TYPES = frozenset(
         T.FLOAT6E3M2,
     }
 )
+
+# integer types narrower than a byte: data_type -> (bits, signed)
+_SMALL_INTS = {T.UINT4: (4, False), T.INT4: (4, True), T.UINT2: (2, False), T.INT2: (2, True)}
+#: integer types narrower than a byte, held one value per byte
+SMALL_INT_TYPES = frozenset(_SMALL_INTS)
 
 _SUB_BYTE = {T.UINT4: 4, T.INT4: 4, T.FLOAT4E2M1: 4, T.UINT2: 2, T.INT2: 2}
 _SUB_BYTE.update({T.FLOAT6E2M3: 6, T.FLOAT6E3M2: 6})
@@ -410,42 +419,100 @@ def _encode_bfloat16(x: np.ndarray) -> np.ndarray:
     return np.where(nan, quiet, rounded).astype(np.uint16)
 
 
-def _encode_e8m0(x: np.ndarray, saturate: bool) -> np.ndarray:
-    # Exponent of the float32, rounded up when any mantissa bit is set (onnx's
-    # default "up" mode); the sign is ignored; NaN and inf become 0xFF.
-    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
-    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
-    special = exponent == 0xFF
-    bump = ((bits & 0x7FFFFF) != 0) & ~special
-    if saturate:
-        bump &= exponent != 0xFE
-    exponent = exponent + bump
-    return np.where(special, 0xFF, exponent).astype(np.uint8)
+def _encode_e8m0(x: Any, saturate: bool, round_mode: str = "up", cast: bool = False) -> np.ndarray:
+    # The exponent of |x| (the sign is ignored), rounded by round_mode: "up" when any
+    # mantissa bit is set, "nearest" from half-way up, "down" never. What falls
+    # outside the range follows one of two conventions:
+    # * onnx.numpy_helper.to_float8e8m0 (make_tensor's): x is first rounded to float32
+    #   and that exponent field rounded (a subnormal reads as field 0, ties at field 0
+    #   rounding down); zero -> 0x00, inf and NaN -> 0xFF; saturate only keeps the
+    #   rounding from carrying 0xFE to 0xFF;
+    # * Cast's table (cast=True): exact in float64; zero and values below 2**-127 ->
+    #   0x00 saturating, else NaN; inf and values above 2**127 -> 0xFE saturating, else
+    #   NaN; NaN -> 0xFF.
+    a = np.abs(np.asarray(x, dtype=np.float64 if cast else np.float32)).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        mant, exp = np.frexp(a)  # a = mant * 2**exp with mant in [0.5, 1)
+    field = exp.astype(np.int64) + 126  # the biased exponent of a, as a normal number
+    if not cast:  # a float32 subnormal: field 0, its fraction read as 1.f (as onnx reads the bits)
+        tiny = (field < 1) & (a > 0)
+        mant = np.where(tiny, 0.5 + np.ldexp(a, 125), mant)
+        field = np.where(tiny, 0, field)
+    if round_mode == "up":
+        field += mant > 0.5
+    elif round_mode == "nearest":
+        tie_up = True if cast else field > 0  # onnx's tie rule looks at the exponent field
+        field += (mant > 0.75) | ((mant == 0.75) & tie_up)
+    elif round_mode != "down":
+        raise ValueError(f"unknown round_mode {round_mode!r}; expected 'up', 'down' or 'nearest'")
+    if cast:
+        low, high = (0, 0xFE) if saturate else (0xFF, 0xFF)
+        code = np.where(field > 0xFE, high, np.where(field < 0, low, field))
+        code = np.where(np.isinf(a), high, np.where(a == 0, low, code))
+    else:
+        code = np.minimum(field, 0xFE if saturate else 0xFF)
+        code = np.where(np.isinf(a), 0xFF, np.where(a == 0, 0, code))
+    return np.where(np.isnan(a), 0xFF, code).astype(np.uint8)
 
 
-def encode_float(values: Any, tensor_dtype: int, *, saturate: bool = True) -> np.ndarray:
+def encode_float(
+    values: Any, tensor_dtype: int, *, saturate: bool = True, round_mode: str = "up", cast: bool = False
+) -> np.ndarray:
     """Bit patterns of ``values`` in a small float type (bfloat16, float8/6/4).
 
-    Rounding is to nearest, ties to even (``FLOAT8E8M0`` rounds up, as onnx does);
+    Rounding is to nearest, ties to even (``FLOAT8E8M0`` rounds by ``round_mode``);
     with ``saturate`` values beyond the range become the largest finite value of the
     same sign, otherwise inf (E5M2) or NaN.
+
+    ``FLOAT8E8M0`` follows ``onnx.numpy_helper.to_float8e8m0`` (what
+    ``onnx.helper.make_tensor`` does: values rounded to float32 first, zero to
+    ``0x00``, inf to ``0xFF``) unless ``cast`` asks for the Cast operator's table
+    (exact in float64; zero, inf and out-of-range values to ``0x00`` / ``0xFE``
+    saturating, NaN otherwise).
 
     Args:
         values: numbers or an array of them.
         tensor_dtype: the target ``TensorProto`` data type.
         saturate: clamp out-of-range values instead of overflowing.
+        round_mode: ``FLOAT8E8M0`` only: ``"up"``, ``"down"`` or ``"nearest"``.
+        cast: ``FLOAT8E8M0`` only: special values as the Cast operator's table says.
 
     Returns:
         ``uint16`` patterns for ``BFLOAT16``, ``uint8`` otherwise, shaped as the input.
+
+    Raises:
+        ValueError: ``tensor_dtype`` is not a small float type, or ``round_mode`` is
+            unknown.
     """
     if tensor_dtype == T.BFLOAT16:
         return _encode_bfloat16(np.asarray(values, dtype=np.float32))
     if tensor_dtype == T.FLOAT8E8M0:
-        return _encode_e8m0(values, saturate)
+        return _encode_e8m0(values, saturate, round_mode, cast)
     fmt = _FORMATS.get(tensor_dtype)
     if fmt is None:
         raise ValueError(f"{tensor_dtype_to_string(tensor_dtype)} is not a small float type")
     return _encode_small(np.asarray(values), fmt, saturate)
+
+
+def wrap_small_int(values: Any, tensor_dtype: int) -> np.ndarray:
+    """Integers as the value of ``UINT4`` / ``INT4`` / ``UINT2`` / ``INT2``: their low bits.
+
+    Higher bits are discarded and, for the signed types, the low bits read in two's
+    complement (``9`` -> ``-7`` in ``INT4``), as Cast wraps out-of-range integers.
+
+    Args:
+        values: integers (or one-code-per-byte patterns), any shape.
+        tensor_dtype: one of ``SMALL_INT_TYPES``.
+
+    Returns:
+        ``int8`` values for the signed types, ``uint8`` for the unsigned, shaped as
+        the input.
+    """
+    width, signed = _SMALL_INTS[tensor_dtype]
+    low = np.asarray(values).astype(np.int16) & ((1 << width) - 1)
+    if signed:
+        low = np.where(low >= 1 << (width - 1), low - (1 << width), low)
+    return low.astype(np.int8 if signed else np.uint8)
 
 
 def decode_float(bits: Any, tensor_dtype: int) -> np.ndarray:

@@ -91,9 +91,7 @@ def _read_only(arr: np.ndarray) -> np.ndarray:
 
 def _sub_byte(codes: np.ndarray, tensor_dtype: int, dims: Sequence[int]) -> np.ndarray:
     if tensor_dtype in _SIGNED_SUB_BYTE:
-        bits = _SIGNED_SUB_BYTE[tensor_dtype]
-        shift = np.uint8(8 - bits)
-        codes = ((codes << shift).view(np.int8) >> np.int8(8 - bits)).astype(np.int8)
+        codes = _dtypes.wrap_small_int(codes, tensor_dtype)
     return codes.reshape(dims)
 
 

@@ -72,7 +72,7 @@ class Plan:
         return values
 
 
-_BIT_FLOATS = _dtypes.BIT_PATTERN_TYPES - {_dtypes.UINT4, _dtypes.INT4, _dtypes.UINT2, _dtypes.INT2}
+_BIT_FLOATS = _dtypes.BIT_PATTERN_TYPES - _dtypes.SMALL_INT_TYPES
 # ops whose kernels understand bit-pattern floats themselves, or only move elements around
 _BIT_NATIVE = frozenset(
     "Cast CastLike EyeLike Range If Loop Scan Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat "

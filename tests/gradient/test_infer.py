@@ -367,7 +367,9 @@ def test_pool_ceil_mode_with_uneven_pads_matches_onnxruntime(op: str) -> None:
     import onnxruntime
 
     node = oh.make_node(op, ["x"], ["y"], kernel_shape=[3], strides=[2], pads=[0, 2], ceil_mode=1)
-    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 1, [1, 1, 4])], [oh.make_tensor_value_info("y", 1, None)])
+    graph = oh.make_graph(
+        [node], "g", [oh.make_tensor_value_info("x", 1, [1, 1, 4])], [oh.make_tensor_value_info("y", 1, None)]
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
     sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (y,) = sess.run(None, {"x": np.zeros((1, 1, 4), np.float32)})

@@ -252,7 +252,9 @@ def test_random_ops_are_inputs_not_recomputed() -> None:
     x = RNG.standard_normal(5)
     w = RNG.standard_normal(5)
     fwd = ol.runtime.InferenceSession(
-        helper.make_function("t", "f", ["x", "w", "ratio", "training"], ["y", "d", "mask"], nodes, [helper.make_opsetid("", 21)])
+        helper.make_function(
+            "t", "f", ["x", "w", "ratio", "training"], ["y", "d", "mask"], nodes, [helper.make_opsetid("", 21)]
+        )
     )
     feeds = {"x": x, "w": w, "ratio": np.asarray(0.5), "training": np.asarray(True)}
     y, d, mask = fwd.run(None, feeds)
@@ -287,7 +289,8 @@ def test_rule_can_ask_for_an_omitted_forward_output() -> None:
     ln = [n for n in bwd.node if n.op_type == "LayerNormalization"]
     assert len(ln) == 1 and len(ln[0].output) == 3 and all(ln[0].output)
     x = RNG.standard_normal((2, 3)).astype(np.float32)
-    (g,) = ol.runtime.InferenceSession(bwd).run(None, {"x": x, "s": np.ones(3, np.float32), "dy": np.ones((2, 3), np.float32)})
+    feeds = {"x": x, "s": np.ones(3, np.float32), "dy": np.ones((2, 3), np.float32)}
+    (g,) = ol.runtime.InferenceSession(bwd).run(None, feeds)
     mean = x.mean(-1, keepdims=True)
     inv = 1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(g, inv * (mean + 1) * np.ones((2, 3)), rtol=1e-5)

@@ -501,6 +501,25 @@ def test_small_float_codec_matches_ml_dtypes(dt: int, name: str, bits: int) -> N
     np.testing.assert_array_equal(_dtypes.encode_float(x, dt), expected)
 
 
+_E8M0_X = np.concatenate(
+    [
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-127, 1.5 * 2.0**-127, 1e-45, 0.75, 1.5, 3.0],
+        [2.0**127, 1.75 * 2.0**127],
+        np.random.default_rng(1).standard_normal(2000) * np.exp2(np.random.default_rng(2).integers(-150, 128, 2000)),
+    ]
+).astype(np.float32)
+
+
+@pytest.mark.parametrize("round_mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [True, False])
+def test_e8m0_encoding_matches_onnx(saturate: bool, round_mode: str) -> None:
+    if not hasattr(onnx_numpy_helper, "to_float8e8m0"):
+        pytest.skip("this onnx has no numpy_helper.to_float8e8m0")
+    want = np.asarray(onnx_numpy_helper.to_float8e8m0(_E8M0_X, saturate, round_mode)).view(np.uint8)
+    got = _dtypes.encode_float(_E8M0_X, _proto.TensorProto.FLOAT8E8M0, saturate=saturate, round_mode=round_mode)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_pack_unpack_bits_match_onnx() -> None:
     packers = {4: onnx_numpy_helper._pack_4bitx2, 2: onnx_numpy_helper._pack_2bitx4, 6: onnx_numpy_helper._pack_6bit}
     rng = np.random.default_rng(1)

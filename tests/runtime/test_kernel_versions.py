@@ -30,3 +30,20 @@ def test_registered_for_every_version(op: str) -> None:
             continue  # the op does not exist yet at this opset
         info = lookup_kernel("", op, opset)
         assert info is not None and info.since == since, f"{op} at opset {opset}: schema {since}"
+
+
+def test_one_kernel_serves_several_versions() -> None:
+    from onnx_light.runtime._registry import _KERNELS, kernel
+
+    @kernel("test.versions", "Thrice", since=(2, 5))
+    def thrice(x: object) -> object:
+        return x
+
+    try:
+        assert registered_kernels()[("test.versions", "Thrice")] == [2, 5]
+        assert lookup_kernel("test.versions", "Thrice", 1) is None
+        for opset, since in ((2, 2), (4, 2), (5, 5), (9, 5)):
+            info = lookup_kernel("test.versions", "Thrice", opset)
+            assert info is not None and info.since == since and info.fn is thrice
+    finally:
+        del _KERNELS[("test.versions", "Thrice")]

@@ -291,6 +291,24 @@ def test_low_precision_matches_ml_dtypes(to: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+# The Cast spec's FLOAT8E8M0 table: x -> (saturate + up, non-saturate + nearest).
+E8M0_TABLE = [
+    (0.0, 0x00, 0xFF),
+    (np.nan, 0xFF, 0xFF),
+    (np.inf, 0xFE, 0xFF),
+    (2.0**128, 0xFE, 0xFF),
+    (2.0**-128, 0x00, 0xFF),
+    (3.0, 0x81, 0x81),
+]
+
+
+@pytest.mark.parametrize("x,up_sat,nearest", E8M0_TABLE, ids=[str(r[0]) for r in E8M0_TABLE])
+def test_e8m0_special_values_follow_the_cast_table(x: float, up_sat: int, nearest: int) -> None:
+    arr = np.array([x], np.float64)
+    assert cast_array(arr, T.FLOAT8E8M0, 1, "up").view(np.uint8)[0] == up_sat
+    assert cast_array(arr, T.FLOAT8E8M0, 0, "nearest").view(np.uint8)[0] == nearest
+
+
 # ----------------------------------------------------------------------------- registry
 
 

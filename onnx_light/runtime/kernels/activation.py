@@ -38,8 +38,7 @@ def _flattened(fn: Callable[[np.ndarray, int], np.ndarray], x: np.ndarray, axis:
     return fn(x.reshape(rows, -1), 1).reshape(x.shape)
 
 
-@kernel("", "Softmax", since=1)
-@kernel("", "Softmax", since=11)
+@kernel("", "Softmax", since=(1, 11))
 def softmax_1(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Opset 1/11: softmax over the rows of the 2-D flattening at ``axis``."""
     return _flattened(_softmax, x, axis)
@@ -51,8 +50,7 @@ def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     return _softmax(x, axis)
 
 
-@kernel("", "LogSoftmax", since=1)
-@kernel("", "LogSoftmax", since=11)
+@kernel("", "LogSoftmax", since=(1, 11))
 def log_softmax_1(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Opset 1/11: log-softmax over the rows of the 2-D flattening at ``axis``."""
     return _flattened(_log_softmax, x, axis)
@@ -64,8 +62,7 @@ def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     return _log_softmax(x, axis)
 
 
-@kernel("", "Hardmax", since=1)
-@kernel("", "Hardmax", since=11)
+@kernel("", "Hardmax", since=(1, 11))
 def hardmax_1(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Opset 1/11: one-hot of the first maximum of each row of the 2-D flattening."""
     return _flattened(_hardmax, x, axis)
@@ -97,9 +94,7 @@ def dropout_10(
     return x.copy(), np.ones(x.shape, dtype=bool)
 
 
-@kernel("", "Dropout", since=12)
-@kernel("", "Dropout", since=13)
-@kernel("", "Dropout", since=22)
+@kernel("", "Dropout", since=(12, 13, 22))
 def dropout(
     x: np.ndarray,
     ratio: np.ndarray | None = None,

@@ -105,9 +105,7 @@ def _defaults(nd: int, strides: list[int] | None, dilations: list[int] | None) -
     return list(strides or [1] * nd), list(dilations or [1] * nd)
 
 
-@kernel("", "Conv", since=1)
-@kernel("", "Conv", since=11)
-@kernel("", "Conv", since=22)
+@kernel("", "Conv", since=(1, 11, 22))
 def conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -241,8 +239,7 @@ def conv_transpose_1(
     return _conv_transpose(x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, True)
 
 
-@kernel("", "ConvTranspose", since=11)
-@kernel("", "ConvTranspose", since=22)
+@kernel("", "ConvTranspose", since=(11, 22))
 def conv_transpose(
     x: np.ndarray,
     w: np.ndarray,

@@ -17,26 +17,7 @@ import numpy as np
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._erf import erf_float64
 
-__all__ = ["register_versions", "erf", "relu", "sigmoid"]
-
-
-def register_versions(op_type: str, *versions: int) -> Callable[[Callable], Callable]:
-    """Registers one kernel for ``op_type`` of the default domain at several ``since`` versions.
-
-    Args:
-        op_type: ONNX operator name.
-        versions: every opset version at which this same function applies.
-
-    Returns:
-        A decorator that registers the function and returns it unchanged.
-    """
-
-    def register(fn: Callable) -> Callable:
-        for v in versions:
-            kernel("", op_type, since=v)(fn)
-        return fn
-
-    return register
+__all__ = ["erf", "relu", "sigmoid"]
 
 
 # Floating-point warnings (inf/nan out of range, x/0) are the ops' answers, not errors: the
@@ -154,8 +135,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 for _fn in (relu, sigmoid):
     _fn.returns_one = _fn.fresh_output = True  # type: ignore[attr-defined]
 relu.inplace = relu_inplace  # type: ignore[attr-defined]
-register_versions("Relu", 6, 13, 14)(relu)
-register_versions("Sigmoid", 6, 13)(sigmoid)
+kernel("", "Relu", since=(6, 13, 14))(relu)
+kernel("", "Sigmoid", since=(6, 13))(sigmoid)
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -194,26 +175,26 @@ _UNARY: dict[str, tuple[Callable, tuple[int, ...]]] = {
 }
 
 for _op, (_fn, _versions) in _UNARY.items():
-    register_versions(_op, *_versions)(_same_dtype(_fn, _op))
+    kernel("", _op, since=_versions)(_same_dtype(_fn, _op))
 
 
 # --- activations with attributes -----------------------------------------------------------------
 
 
-@register_versions("Celu", 12, 28)
+@kernel("", "Celu", since=(12, 28))
 def celu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """ONNX Celu: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     y = np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha))
     return y.astype(x.dtype, copy=False)  # ufuncs on ml_dtypes' bfloat16 answer in float32
 
 
-@register_versions("Elu", 6, 22)
+@kernel("", "Elu", since=(6, 22))
 def elu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """ONNX Elu: ``x`` where ``x >= 0``, else ``alpha * (exp(x) - 1)``."""
     return np.where(x < 0, alpha * np.expm1(x), x).astype(x.dtype, copy=False)
 
 
-@register_versions("Gelu", 20)
+@kernel("", "Gelu", since=20)
 def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """ONNX Gelu, exact (``erf``) or with the ``tanh`` approximation."""
     if approximate == "tanh":
@@ -222,25 +203,25 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     return (0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
 
 
-@register_versions("HardSigmoid", 6, 22)
+@kernel("", "HardSigmoid", since=(6, 22))
 def hard_sigmoid(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
     """ONNX HardSigmoid: ``max(0, min(1, alpha * x + beta))``."""
     return np.clip(alpha * x + beta, 0, 1).astype(x.dtype, copy=False)
 
 
-@register_versions("LeakyRelu", 6, 16)
+@kernel("", "LeakyRelu", since=(6, 16))
 def leaky_relu(x: np.ndarray, *, alpha: float = 0.01) -> np.ndarray:
     """ONNX LeakyRelu: ``x`` where ``x >= 0``, else ``alpha * x``."""
     return np.where(x < 0, alpha * x, x).astype(x.dtype, copy=False)
 
 
-@register_versions("PRelu", 7, 9, 16)
+@kernel("", "PRelu", since=(7, 9, 16))
 def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     """ONNX PRelu: ``x`` where ``x >= 0``, else ``slope * x`` (slope broadcast to ``x``)."""
     return np.where(x < 0, slope * x, x).astype(x.dtype, copy=False)
 
 
-@register_versions("Selu", 6, 22)
+@kernel("", "Selu", since=(6, 22))
 def selu(
     x: np.ndarray,
     *,
@@ -251,20 +232,20 @@ def selu(
     return (gamma * np.where(x > 0, x, alpha * np.expm1(x))).astype(x.dtype, copy=False)
 
 
-@register_versions("Shrink", 9)
+@kernel("", "Shrink", since=9)
 def shrink(x: np.ndarray, *, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
     """ONNX Shrink: ``x - bias`` above ``lambd``, ``x + bias`` below ``-lambd``, else 0."""
     y = np.where(x > lambd, x - bias, np.where(x < -lambd, x + bias, 0))
     return y.astype(x.dtype, copy=False)
 
 
-@register_versions("ThresholdedRelu", 10, 22)
+@kernel("", "ThresholdedRelu", since=(10, 22))
 def thresholded_relu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """ONNX ThresholdedRelu: ``x`` where ``x > alpha``, else 0."""
     return np.where(x > alpha, x, 0).astype(x.dtype, copy=False)
 
 
-@register_versions("Clip", 6)
+@kernel("", "Clip", since=6)
 def clip_6(x: np.ndarray, *, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> np.ndarray:
     """ONNX Clip before opset 11, bounds as attributes."""
     with np.errstate(over="ignore"):  # the float32 default bounds overflow float16 to +-inf
@@ -272,7 +253,7 @@ def clip_6(x: np.ndarray, *, min: float = -3.4028234663852886e38, max: float = 3
     return np.minimum(np.maximum(x, lo), hi)
 
 
-@register_versions("Clip", 11, 12, 13)
+@kernel("", "Clip", since=(11, 12, 13))
 def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = None) -> np.ndarray:
     """ONNX Clip, bounds as optional scalar inputs; ``min > max`` gives ``max``."""
     if min is not None:
@@ -309,17 +290,17 @@ _BINARY: dict[str, Callable] = {
     "Div": lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b),
 }
 for _op, _fn in _BINARY.items():
-    register_versions(_op, 7, 13, 14)(_binary(_fn, _op))
+    kernel("", _op, since=(7, 13, 14))(_binary(_fn, _op))
 
 
-@register_versions("Mod", 10, 13, 28)
+@kernel("", "Mod", since=(10, 13, 28))
 def mod(a: np.ndarray, b: np.ndarray, *, fmod: int = 0) -> np.ndarray:
     """ONNX Mod: remainder with the divisor's sign, or the dividend's (C ``fmod``) if ``fmod``."""
     with np.errstate(all="ignore"):
         return np.asarray((np.fmod if fmod else np.mod)(a, b)).astype(a.dtype, copy=False)
 
 
-@register_versions("Pow", 7, 12, 13, 15)
+@kernel("", "Pow", since=(7, 12, 13, 15))
 def pow_(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """ONNX Pow: ``x ** y`` with the base's dtype, whatever the exponent's."""
     with np.errstate(all="ignore"):
@@ -332,25 +313,25 @@ def pow_(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 # --- variadic ------------------------------------------------------------------------------------
 
 
-@register_versions("Max", 6, 8, 12, 13)
+@kernel("", "Max", since=(6, 8, 12, 13))
 def max_(*data: np.ndarray) -> np.ndarray:
     """ONNX Max of any number of broadcast inputs."""
     return np.asarray(functools.reduce(np.maximum, data))
 
 
-@register_versions("Min", 6, 8, 12, 13)
+@kernel("", "Min", since=(6, 8, 12, 13))
 def min_(*data: np.ndarray) -> np.ndarray:
     """ONNX Min of any number of broadcast inputs."""
     return np.asarray(functools.reduce(np.minimum, data))
 
 
-@register_versions("Sum", 6, 8, 13)
+@kernel("", "Sum", since=(6, 8, 13))
 def sum_(*data: np.ndarray) -> np.ndarray:
     """ONNX Sum of any number of broadcast inputs."""
     return np.asarray(functools.reduce(np.add, data))
 
 
-@register_versions("Mean", 6, 8, 13)
+@kernel("", "Mean", since=(6, 8, 13))
 def mean(*data: np.ndarray) -> np.ndarray:
     """ONNX Mean of any number of broadcast inputs."""
     return np.asarray(functools.reduce(np.add, data) / len(data)).astype(data[0].dtype, copy=False)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnx_light.runtime.kernels._dtypes import versions
+from onnx_light.runtime._registry import kernel
 
 _REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-@versions("Gather", 1, 11, 13)
+@kernel("", "Gather", since=(1, 11, 13))
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Gather: picks entries of ``data`` along ``axis``; negative indices count from the end."""
     return np.take(data, indices.astype(np.int64), axis=axis)
 
 
-@versions("GatherElements", 11, 13)
+@kernel("", "GatherElements", since=(11, 13))
 def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """GatherElements: ``out[i][j] = data[indices[i][j]][j]`` for ``axis`` 0 (and so on)."""
     return np.take_along_axis(data, indices.astype(np.int64), axis=axis)
@@ -33,13 +33,13 @@ def _gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> np.nda
     return picked.reshape(batch_shape + indices.shape[batch_dims:-1] + tail)
 
 
-@versions("GatherND", 11)
+@kernel("", "GatherND", since=11)
 def gather_nd_11(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """GatherND-11: the last axis of ``indices`` addresses a slice of ``data``."""
     return _gather_nd(data, indices, 0)
 
 
-@versions("GatherND", 12, 13)
+@kernel("", "GatherND", since=(12, 13))
 def gather_nd_12(data: np.ndarray, indices: np.ndarray, *, batch_dims: int = 0) -> np.ndarray:
     """GatherND-12: the first ``batch_dims`` axes are shared by data and indices."""
     return _gather_nd(data, indices, batch_dims)
@@ -65,13 +65,13 @@ def _scatter_elements(
     return _scatter(data.copy(), tuple(index), updates, reduction)
 
 
-@versions("ScatterElements", 11, 13)
+@kernel("", "ScatterElements", since=(11, 13))
 def scatter_elements_11(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """ScatterElements-11: writes ``updates`` at per-element ``indices`` along ``axis``."""
     return _scatter_elements(data, indices, updates, axis, "none")
 
 
-@versions("ScatterElements", 16, 18)
+@kernel("", "ScatterElements", since=(16, 18))
 def scatter_elements_16(
     data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0, reduction: str = "none"
 ) -> np.ndarray:
@@ -85,25 +85,25 @@ def _scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, redu
     return _scatter(data.copy(), index, updates, reduction)
 
 
-@versions("ScatterND", 11, 13)
+@kernel("", "ScatterND", since=(11, 13))
 def scatter_nd_11(data: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
     """ScatterND-11: writes ``updates`` at the slices addressed by ``indices``."""
     return _scatter_nd(data, indices, updates, "none")
 
 
-@versions("ScatterND", 16, 18)
+@kernel("", "ScatterND", since=(16, 18))
 def scatter_nd_16(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, reduction: str = "none") -> np.ndarray:
     """ScatterND-16/18: ``reduction`` none, add, mul (16) and max, min (18)."""
     return _scatter_nd(data, indices, updates, reduction)
 
 
-@versions("Compress", 9, 11, 28)
+@kernel("", "Compress", since=(9, 11, 28))
 def compress(x: np.ndarray, condition: np.ndarray, *, axis: int | None = None) -> np.ndarray:
     """Compress: keeps the slices along ``axis`` (or flat elements) where ``condition`` holds."""
     return np.compress(condition.astype(bool), x, axis=axis)
 
 
-@versions("NonZero", 9, 13)
+@kernel("", "NonZero", since=(9, 13))
 def non_zero(x: np.ndarray) -> np.ndarray:
     """NonZero: the indices of the non-zero elements, one row per axis, as int64."""
     if x.ndim == 0:  # no axes to index: zero rows, one column if the scalar is non-zero

@@ -7,18 +7,13 @@ import numpy as np
 from onnx_light.runtime._registry import kernel
 
 
-@kernel("", "MatMul", since=1)
-@kernel("", "MatMul", since=9)
-@kernel("", "MatMul", since=13)
+@kernel("", "MatMul", since=(1, 9, 13))
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy.matmul semantics: 1-D operands are promoted and the batch dims broadcast."""
     return np.matmul(a, b)
 
 
-@kernel("", "Gemm", since=7)
-@kernel("", "Gemm", since=9)
-@kernel("", "Gemm", since=11)
-@kernel("", "Gemm", since=13)
+@kernel("", "Gemm", since=(7, 9, 11, 13))
 def gemm(
     a: np.ndarray,
     b: np.ndarray,

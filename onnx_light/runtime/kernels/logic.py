@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnx_light.runtime.kernels.elementwise import register_versions
+from onnx_light.runtime._registry import kernel
 
 __all__: list[str] = []
 
@@ -49,16 +49,16 @@ _TABLE: dict[str, tuple[Callable, int, tuple[int, ...]]] = {
 }
 
 for _op, (_fn, _arity, _versions) in _TABLE.items():
-    register_versions(_op, *_versions)(_named(_fn, _op, _arity))
+    kernel("", _op, since=_versions)(_named(_fn, _op, _arity))
 
 
-@register_versions("IsInf", 10, 20)
+@kernel("", "IsInf", since=(10, 20))
 def is_inf(x: np.ndarray, *, detect_negative: int = 1, detect_positive: int = 1) -> np.ndarray:
     """ONNX IsInf: true at infinities of the selected signs."""
     return np.isinf(x) & (((x < 0) & bool(detect_negative)) | ((x > 0) & bool(detect_positive)))
 
 
-@register_versions("Where", 9, 16)
+@kernel("", "Where", since=(9, 16))
 def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """ONNX Where: ``x`` where ``condition`` holds, else ``y``, all three broadcast."""
     return np.where(condition, x, y).astype(x.dtype, copy=False)

@@ -37,9 +37,7 @@ def _nll(
     raise ValueError(f"reduction must be none, sum or mean, got {reduction!r}")
 
 
-@kernel("", "NegativeLogLikelihoodLoss", since=12)
-@kernel("", "NegativeLogLikelihoodLoss", since=13)
-@kernel("", "NegativeLogLikelihoodLoss", since=22)
+@kernel("", "NegativeLogLikelihoodLoss", since=(12, 13, 22))
 def nll_loss(
     input: np.ndarray,
     target: np.ndarray,
@@ -52,8 +50,7 @@ def nll_loss(
     return _nll(input, target, weight, ignore_index, reduction)
 
 
-@kernel("", "SoftmaxCrossEntropyLoss", since=12)
-@kernel("", "SoftmaxCrossEntropyLoss", since=13)
+@kernel("", "SoftmaxCrossEntropyLoss", since=(12, 13))
 def softmax_cross_entropy_loss(
     scores: np.ndarray,
     labels: np.ndarray,

@@ -41,8 +41,7 @@ def _bn_apply(
     return (x - _per_channel(mean.astype(dt), nd)) * inv + _per_channel(bias.astype(dt), nd)
 
 
-@kernel("", "BatchNormalization", since=7)
-@kernel("", "BatchNormalization", since=9)
+@kernel("", "BatchNormalization", since=(7, 9))
 def batch_norm_7(
     x: np.ndarray,
     scale: np.ndarray,
@@ -67,8 +66,7 @@ def batch_norm_7(
     return (y, run_mean, run_var, bmean.astype(mean.dtype), bvar.astype(var.dtype))[:_num_outputs]
 
 
-@kernel("", "BatchNormalization", since=14)
-@kernel("", "BatchNormalization", since=15)
+@kernel("", "BatchNormalization", since=(14, 15))
 def batch_norm(
     x: np.ndarray,
     scale: np.ndarray,
@@ -99,8 +97,7 @@ def _standardize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.nda
     return centered / np.sqrt(var + x.dtype.type(epsilon))
 
 
-@kernel("", "InstanceNormalization", since=6)
-@kernel("", "InstanceNormalization", since=22)
+@kernel("", "InstanceNormalization", since=(6, 22))
 def instance_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, *, epsilon: float = 1e-5) -> np.ndarray:
     """Standardizes each (sample, channel) over its spatial axes, then scales per channel."""
     y = _standardize(x, tuple(range(2, x.ndim)), epsilon)
@@ -180,8 +177,7 @@ def rms_norm(
     return (xs / rms).astype(x.dtype, copy=False) * scale
 
 
-@kernel("", "LpNormalization", since=1)
-@kernel("", "LpNormalization", since=22)
+@kernel("", "LpNormalization", since=(1, 22))
 def lp_norm(x: np.ndarray, *, axis: int = -1, p: int = 2) -> np.ndarray:
     """Divides by the L1 or L2 norm along ``axis``; an all-zero slice stays zero."""
     if p == 1:
@@ -191,8 +187,7 @@ def lp_norm(x: np.ndarray, *, axis: int = -1, p: int = 2) -> np.ndarray:
     return x / np.where(norm == 0, norm.dtype.type(1), norm)
 
 
-@kernel("", "MeanVarianceNormalization", since=9)
-@kernel("", "MeanVarianceNormalization", since=13)
+@kernel("", "MeanVarianceNormalization", since=(9, 13))
 def mean_variance_norm(x: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
     """``(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)`` over ``axes`` (default 0, 2, 3)."""
     red = tuple(axes if axes is not None else [0, 2, 3])
@@ -201,8 +196,7 @@ def mean_variance_norm(x: np.ndarray, *, axes: list[int] | None = None) -> np.nd
     return (x - mean) / (np.sqrt(var) + x.dtype.type(1e-9))
 
 
-@kernel("", "LRN", since=1)
-@kernel("", "LRN", since=13)
+@kernel("", "LRN", since=(1, 13))
 def lrn(
     x: np.ndarray,
     *,

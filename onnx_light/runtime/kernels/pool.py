@@ -136,12 +136,7 @@ def _spatial_index(geo: _Geometry, k: Sequence[int], spatial: Sequence[int], sto
     return flat
 
 
-@kernel("", "MaxPool", since=1)
-@kernel("", "MaxPool", since=8)
-@kernel("", "MaxPool", since=10)
-@kernel("", "MaxPool", since=11)
-@kernel("", "MaxPool", since=12)
-@kernel("", "MaxPool", since=22)
+@kernel("", "MaxPool", since=(1, 8, 10, 11, 12, 22))
 def max_pool(
     x: np.ndarray,
     *,
@@ -168,11 +163,7 @@ def max_pool(
     )
 
 
-@kernel("", "AveragePool", since=7)
-@kernel("", "AveragePool", since=10)
-@kernel("", "AveragePool", since=11)
-@kernel("", "AveragePool", since=19)
-@kernel("", "AveragePool", since=22)
+@kernel("", "AveragePool", since=(7, 10, 11, 19, 22))
 def average_pool(
     x: np.ndarray,
     *,
@@ -194,10 +185,7 @@ def average_pool(
     return y
 
 
-@kernel("", "LpPool", since=2)
-@kernel("", "LpPool", since=11)
-@kernel("", "LpPool", since=18)
-@kernel("", "LpPool", since=22)
+@kernel("", "LpPool", since=(2, 11, 18, 22))
 def lp_pool(
     x: np.ndarray,
     *,
@@ -218,22 +206,19 @@ def lp_pool(
     return (y ** (1.0 / p)).astype(x.dtype, copy=False)
 
 
-@kernel("", "GlobalAveragePool", since=1)
-@kernel("", "GlobalAveragePool", since=22)
+@kernel("", "GlobalAveragePool", since=(1, 22))
 def global_average_pool(x: np.ndarray) -> np.ndarray:
     """Mean over all spatial axes, kept as size-1 axes."""
     return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)
 
 
-@kernel("", "GlobalMaxPool", since=1)
-@kernel("", "GlobalMaxPool", since=22)
+@kernel("", "GlobalMaxPool", since=(1, 22))
 def global_max_pool(x: np.ndarray) -> np.ndarray:
     """Max over all spatial axes, kept as size-1 axes."""
     return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
 
 
-@kernel("", "GlobalLpPool", since=2)
-@kernel("", "GlobalLpPool", since=22)
+@kernel("", "GlobalLpPool", since=(2, 22))
 def global_lp_pool(x: np.ndarray, *, p: int = 2) -> np.ndarray:
     """``(sum |x| ** p) ** (1 / p)`` over all spatial axes."""
     s = (np.abs(x) ** p).sum(axis=tuple(range(2, x.ndim)), keepdims=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_light.runtime.kernels.elementwise import register_versions
+from onnx_light.runtime._registry import kernel
 
 __all__: list[str] = []
 
@@ -106,8 +106,8 @@ def _input_axes_kernel(op: str) -> Callable[..., np.ndarray]:
 
 
 for _op, (_old, _new) in _VERSIONS.items():
-    register_versions(_op, *_old)(_attr_axes_kernel(_op))
-    register_versions(_op, *_new)(_input_axes_kernel(_op))
+    kernel("", _op, since=_old)(_attr_axes_kernel(_op))
+    kernel("", _op, since=_new)(_input_axes_kernel(_op))
 
 
 # --- ArgMax / ArgMin -----------------------------------------------------------------------------
@@ -122,13 +122,13 @@ def _arg(find: Callable, x: np.ndarray, axis: int, keepdims: int, last: int) -> 
     return np.asarray(idx, dtype=np.int64)
 
 
-@register_versions("ArgMax", 1, 11, 12, 13)
+@kernel("", "ArgMax", since=(1, 11, 12, 13))
 def arg_max(x: np.ndarray, *, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     """ONNX ArgMax: int64 index of the first (or last) maximum along ``axis``."""
     return _arg(np.argmax, x, axis, keepdims, select_last_index)
 
 
-@register_versions("ArgMin", 1, 11, 12, 13)
+@kernel("", "ArgMin", since=(1, 11, 12, 13))
 def arg_min(x: np.ndarray, *, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     """ONNX ArgMin: int64 index of the first (or last) minimum along ``axis``."""
     return _arg(np.argmin, x, axis, keepdims, select_last_index)
@@ -137,7 +137,7 @@ def arg_min(x: np.ndarray, *, axis: int = 0, keepdims: int = 1, select_last_inde
 # --- CumSum --------------------------------------------------------------------------------------
 
 
-@register_versions("CumSum", 11, 14)
+@kernel("", "CumSum", since=(11, 14))
 def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     """ONNX CumSum along the scalar ``axis``, optionally excluding each element and/or reversed."""
     ax = int(np.asarray(axis).reshape(-1)[0]) % max(x.ndim, 1)
@@ -166,19 +166,19 @@ def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, 
     return np.take_along_axis(x, idx, axis=axis), idx
 
 
-@register_versions("TopK", 1)
+@kernel("", "TopK", since=1)
 def top_k_1(x: np.ndarray, *, k: int, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """ONNX TopK before opset 10: the ``k`` largest along ``axis``, values and int64 indices."""
     return _top_k(x, k, axis, 1)
 
 
-@register_versions("TopK", 10)
+@kernel("", "TopK", since=10)
 def top_k_10(x: np.ndarray, k: np.ndarray, *, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """ONNX TopK at opset 10: ``k`` (a one-element tensor) largest along ``axis``."""
     return _top_k(x, int(np.asarray(k).reshape(-1)[0]), axis, 1)
 
 
-@register_versions("TopK", 11, 24)
+@kernel("", "TopK", since=(11, 24))
 def top_k(
     x: np.ndarray, k: np.ndarray, *, axis: int = -1, largest: int = 1, sorted: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -192,7 +192,7 @@ def top_k(
 # --- Einsum --------------------------------------------------------------------------------------
 
 
-@register_versions("Einsum", 12, 28)
+@kernel("", "Einsum", since=(12, 28))
 def einsum(*inputs: np.ndarray, equation: str) -> np.ndarray:
     """ONNX Einsum: numpy's ``einsum`` on the equation with blanks removed, in the inputs' dtype."""
     dtype = inputs[0].dtype

@@ -6,22 +6,22 @@ from typing import Any
 
 import numpy as np
 
-from onnx_light.runtime.kernels._dtypes import versions
+from onnx_light.runtime._registry import kernel
 
 
-@versions("Shape", 1, 13)
+@kernel("", "Shape", since=(1, 13))
 def shape_1(x: np.ndarray) -> np.ndarray:
     """Shape-1: the dimensions of ``x`` as int64."""
     return np.array(x.shape, dtype=np.int64)
 
 
-@versions("Shape", 15, 19, 21, 23, 24, 25)
+@kernel("", "Shape", since=(15, 19, 21, 23, 24, 25))
 def shape_15(x: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Shape-15: the dimensions ``start:end`` (clamped, negatives from the back)."""
     return np.array(x.shape[start:end], dtype=np.int64)
 
 
-@versions("Size", 1, 13, 19, 21, 23, 24, 25)
+@kernel("", "Size", since=(1, 13, 19, 21, 23, 24, 25))
 def size(x: np.ndarray) -> np.ndarray:
     """Size: the element count as an int64 scalar."""
     return np.array(x.size, dtype=np.int64)
@@ -34,19 +34,19 @@ def _reshape(x: np.ndarray, shape: np.ndarray, allowzero: int) -> np.ndarray:
     return x.reshape(dims)
 
 
-@versions("Reshape", 5, 13)
+@kernel("", "Reshape", since=(5, 13))
 def reshape_5(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """Reshape-5: 0 copies the input dimension, -1 is inferred."""
     return _reshape(x, shape, 0)
 
 
-@versions("Reshape", 14, 19, 21, 23, 24, 25)
+@kernel("", "Reshape", since=(14, 19, 21, 23, 24, 25))
 def reshape_14(x: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
     """Reshape-14: with ``allowzero`` a 0 in ``shape`` means an empty dimension."""
     return _reshape(x, shape, allowzero)
 
 
-@versions("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
+@kernel("", "Flatten", since=(1, 9, 11, 13, 21, 23, 24, 25))
 def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Flatten: a matrix of the dimensions before ``axis`` by those from it."""
     axis = axis % x.ndim if axis < 0 else axis
@@ -59,13 +59,13 @@ def _squeeze(x: np.ndarray, axes: Any) -> np.ndarray:
     return np.squeeze(x, axis=tuple(int(a) for a in np.asarray(axes).reshape(-1)))
 
 
-@versions("Squeeze", 1, 11)
+@kernel("", "Squeeze", since=(1, 11))
 def squeeze_1(x: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
     """Squeeze-1: drops the size-1 ``axes`` (attribute), or all size-1 axes."""
     return _squeeze(x, axes)
 
 
-@versions("Squeeze", 13, 21, 23, 24, 25)
+@kernel("", "Squeeze", since=(13, 21, 23, 24, 25))
 def squeeze_13(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     """Squeeze-13: ``axes`` is an optional input."""
     return _squeeze(x, axes)
@@ -79,19 +79,19 @@ def _unsqueeze(x: np.ndarray, axes: Any) -> np.ndarray:
     return x.reshape([1 if i in new else next(dims) for i in range(rank)])
 
 
-@versions("Unsqueeze", 1, 11)
+@kernel("", "Unsqueeze", since=(1, 11))
 def unsqueeze_1(x: np.ndarray, *, axes: list[int]) -> np.ndarray:
     """Unsqueeze-1: inserts size-1 ``axes`` (attribute) into the output shape."""
     return _unsqueeze(x, axes)
 
 
-@versions("Unsqueeze", 13, 21, 23, 24, 25)
+@kernel("", "Unsqueeze", since=(13, 21, 23, 24, 25))
 def unsqueeze_13(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Unsqueeze-13: ``axes`` is an input."""
     return _unsqueeze(x, axes)
 
 
-@versions("Transpose", 1, 13, 21, 23, 24, 25)
+@kernel("", "Transpose", since=(1, 13, 21, 23, 24, 25))
 def transpose(x: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Transpose: permutes the axes (reverses them without ``perm``)."""
     return np.transpose(x, perm)
@@ -107,13 +107,13 @@ def _depth_to_space(x: np.ndarray, blocksize: int, mode: str) -> np.ndarray:
     return tmp.reshape(b, c // bs**2, h * bs, w * bs)
 
 
-@versions("DepthToSpace", 1)
+@kernel("", "DepthToSpace", since=1)
 def depth_to_space_1(x: np.ndarray, *, blocksize: int) -> np.ndarray:
     """DepthToSpace-1: moves depth into spatial blocks (DCR order)."""
     return _depth_to_space(x, blocksize, "DCR")
 
 
-@versions("DepthToSpace", 11, 13, 28)
+@kernel("", "DepthToSpace", since=(11, 13, 28))
 def depth_to_space_11(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
     """DepthToSpace-11: ``mode`` chooses DCR or CRD order."""
     return _depth_to_space(x, blocksize, mode)
@@ -127,13 +127,13 @@ def _space_to_depth(x: np.ndarray, blocksize: int, mode: str) -> np.ndarray:
     return tmp.transpose(order).reshape(b, c * bs * bs, h // bs, w // bs)
 
 
-@versions("SpaceToDepth", 1, 13)
+@kernel("", "SpaceToDepth", since=(1, 13))
 def space_to_depth_1(x: np.ndarray, *, blocksize: int) -> np.ndarray:
     """SpaceToDepth-1: moves spatial blocks into depth (DCR order)."""
     return _space_to_depth(x, blocksize, "DCR")
 
 
-@versions("SpaceToDepth", 28)
+@kernel("", "SpaceToDepth", since=28)
 def space_to_depth_28(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np.ndarray:
     """SpaceToDepth-28: ``mode`` chooses DCR or CRD order."""
     return _space_to_depth(x, blocksize, mode)
@@ -151,13 +151,13 @@ def _slice(x: np.ndarray, starts: Any, ends: Any, axes: Any, steps: Any) -> np.n
     return x[tuple(index)].copy()
 
 
-@versions("Slice", 1)
+@kernel("", "Slice", since=1)
 def slice_1(x: np.ndarray, *, starts: list[int], ends: list[int], axes: list[int] | None = None) -> np.ndarray:
     """Slice-1: ``starts``, ``ends`` and ``axes`` as attributes, step 1."""
     return _slice(x, starts, ends, axes, None)
 
 
-@versions("Slice", 10, 11, 13)
+@kernel("", "Slice", since=(10, 11, 13))
 def slice_10(
     x: np.ndarray,
     starts: np.ndarray,

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._dtypes import (
     BIT_PATTERN_TYPES,
     STRING,
@@ -15,7 +16,6 @@ from onnx_light.runtime.kernels._dtypes import (
     encode_like,
     np_dtype,
     onnx_type_of,
-    versions,
 )
 
 # ----------------------------------------------------------------------------- casting
@@ -73,37 +73,37 @@ def cast_array(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up"
     return values.astype(np_dtype(to))
 
 
-@versions("Cast", 6, 9, 13)
+@kernel("", "Cast", since=(6, 9, 13))
 def cast_6(x: np.ndarray, *, to: int) -> np.ndarray:
     """Cast-6: element type conversion."""
     return cast_array(x, to)
 
 
-@versions("Cast", 19, 21, 23)
+@kernel("", "Cast", since=(19, 21, 23))
 def cast_19(x: np.ndarray, *, to: int, saturate: int = 1) -> np.ndarray:
     """Cast-19: adds ``saturate`` for float8 targets."""
     return cast_array(x, to, saturate)
 
 
-@versions("Cast", 24, 25, 28)
+@kernel("", "Cast", since=(24, 25, 28))
 def cast_24(x: np.ndarray, *, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
     """Cast-24: adds ``round_mode`` for float8e8m0 targets."""
     return cast_array(x, to, saturate, round_mode)
 
 
-@versions("CastLike", 15)
+@kernel("", "CastLike", since=15)
 def cast_like_15(x: np.ndarray, target_type: np.ndarray) -> np.ndarray:
     """CastLike-15: Cast to the element type of ``target_type``."""
     return cast_array(x, onnx_type_of(np.asarray(target_type)))
 
 
-@versions("CastLike", 19, 21, 23)
+@kernel("", "CastLike", since=(19, 21, 23))
 def cast_like_19(x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1) -> np.ndarray:
     """CastLike-19: adds ``saturate``."""
     return cast_array(x, onnx_type_of(np.asarray(target_type)), saturate)
 
 
-@versions("CastLike", 24, 25)
+@kernel("", "CastLike", since=(24, 25))
 def cast_like_24(x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
     """CastLike-24: adds ``round_mode``."""
     return cast_array(x, onnx_type_of(np.asarray(target_type)), saturate, round_mode)
@@ -112,13 +112,13 @@ def cast_like_24(x: np.ndarray, target_type: np.ndarray, *, saturate: int = 1, r
 # ----------------------------------------------------------------------------- creation
 
 
-@versions("Constant", 1, 9)
+@kernel("", "Constant", since=(1, 9))
 def constant_1(*, value: np.ndarray) -> np.ndarray:
     """Constant-1: the tensor attribute ``value``."""
     return value
 
 
-@versions("Constant", 11, 12, 13, 19, 21, 23, 24, 25)
+@kernel("", "Constant", since=(11, 12, 13, 19, 21, 23, 24, 25))
 def constant(
     *,
     value: np.ndarray | None = None,
@@ -152,21 +152,21 @@ def constant(
     raise ValueError("Constant: no value attribute is set")
 
 
-@versions("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+@kernel("", "ConstantOfShape", since=(9, 20, 21, 23, 24, 25))
 def constant_of_shape(shape: np.ndarray, *, value: np.ndarray | None = None) -> np.ndarray:
     """ConstantOfShape: a tensor of ``shape`` filled with ``value`` (float32 0 by default)."""
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     return np.full(tuple(int(d) for d in shape), fill[0], dtype=fill.dtype)
 
 
-@versions("EyeLike", 9, 22)
+@kernel("", "EyeLike", since=(9, 22))
 def eye_like(x: np.ndarray, *, dtype: int | None = None, k: int = 0) -> np.ndarray:
     """EyeLike: ones on diagonal ``k`` of a matrix shaped like ``x``."""
     eye = np.eye(x.shape[0], x.shape[1], k=k, dtype=np.float32)
     return encode_like(eye, x) if dtype is None else cast_array(eye, dtype)
 
 
-@versions("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)
+@kernel("", "Identity", since=(1, 13, 14, 16, 19, 21, 23, 24, 25))
 def identity(x: Any) -> Any:
     """Identity: the input itself (tensors, sequences and optionals alike)."""
     return x
@@ -191,19 +191,19 @@ def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, stash: bool)
     return encode_like(out, start)
 
 
-@versions("Range", 11)
+@kernel("", "Range", since=11)
 def range_11(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """Range-11: ``start + i * delta`` for ``i`` in ``[0, ceil((limit - start) / delta))``."""
     return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), stash=True)
 
 
-@versions("Range", 27)
+@kernel("", "Range", since=27)
 def range_27(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1) -> np.ndarray:
     """Range-27: float16/bfloat16 compute in float32 when ``stash_type`` is 1."""
     return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), stash=stash_type == 1)
 
 
-@versions("OneHot", 9, 11, 28)
+@kernel("", "OneHot", since=(9, 11, 28))
 def one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """OneHot: ``values[1]`` where the new axis equals the index, ``values[0]`` elsewhere."""
     n = int(np.asarray(depth).reshape(-1)[0])
@@ -213,7 +213,7 @@ def one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *, axis:
     return np.asarray(values).reshape(-1)[hot.astype(np.intp)]
 
 
-@versions("Trilu", 14)
+@kernel("", "Trilu", since=14)
 def trilu(x: np.ndarray, k: np.ndarray | None = None, *, upper: int = 1) -> np.ndarray:
     """Trilu: keeps the upper (or lower) triangle from diagonal ``k`` of the last two axes."""
     diag = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
@@ -227,7 +227,7 @@ def trilu(x: np.ndarray, k: np.ndarray | None = None, *, upper: int = 1) -> np.n
 # ----------------------------------------------------------------------------- joining
 
 
-@versions("Concat", 4, 11, 13)
+@kernel("", "Concat", since=(4, 11, 13))
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Concat: joins the inputs along ``axis``."""
     return np.concatenate(inputs, axis=axis).view(inputs[0].dtype)
@@ -240,7 +240,7 @@ def _split(x: np.ndarray, sizes: list[int] | None, axis: int, n: int) -> tuple[n
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-@versions("Split", 2, 11)
+@kernel("", "Split", since=(2, 11))
 def split_2(
     x: np.ndarray, *, axis: int = 0, split: list[int] | None = None, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
@@ -248,7 +248,7 @@ def split_2(
     return _split(x, split, axis, _num_outputs)
 
 
-@versions("Split", 13)
+@kernel("", "Split", since=13)
 def split_13(
     x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
@@ -257,7 +257,7 @@ def split_13(
     return _split(x, sizes, axis, _num_outputs)
 
 
-@versions("Split", 18)
+@kernel("", "Split", since=18)
 def split_18(
     x: np.ndarray,
     split: np.ndarray | None = None,
@@ -271,13 +271,13 @@ def split_18(
     return _split(x, sizes, axis, num_outputs or _num_outputs)
 
 
-@versions("Tile", 6, 13)
+@kernel("", "Tile", since=(6, 13))
 def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     """Tile: repeats ``x`` ``repeats[i]`` times along axis ``i``."""
     return np.tile(x, [int(r) for r in repeats])
 
 
-@versions("Expand", 8, 13)
+@kernel("", "Expand", since=(8, 13))
 def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """Expand: broadcasts ``x`` against ``shape`` (bidirectionally)."""
     target = np.broadcast_shapes(x.shape, tuple(int(d) for d in shape))
@@ -305,13 +305,13 @@ def _pad(x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None) -> n
     raise ValueError(f"Pad: unknown mode {mode!r}")
 
 
-@versions("Pad", 2)
+@kernel("", "Pad", since=2)
 def pad_2(x: np.ndarray, *, pads: list[int], mode: str = "constant", value: float = 0.0) -> np.ndarray:
     """Pad-2: ``pads`` and the fill ``value`` as attributes."""
     return _pad(x, pads, mode, value)
 
 
-@versions("Pad", 11, 13)
+@kernel("", "Pad", since=(11, 13))
 def pad_11(
     x: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None = None, *, mode: str = "constant"
 ) -> np.ndarray:
@@ -319,7 +319,7 @@ def pad_11(
     return _pad(x, pads, mode, 0 if constant_value is None else constant_value[()])
 
 
-@versions("Pad", 18, 19, 21, 23, 24, 25)
+@kernel("", "Pad", since=(18, 19, 21, 23, 24, 25))
 def pad_18(
     x: np.ndarray,
     pads: np.ndarray,
