@@ -26,15 +26,6 @@ def _key(number: int, wire_type: int) -> int:
     return (number << 3) | wire_type
 
 
-def _varint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 # ----------------------------------------------------------------------------
 # decoders
 # ----------------------------------------------------------------------------
@@ -264,7 +255,7 @@ def _make_encoder(cls: type[Message], shared: dict[str, Any]) -> Any:
         wire = 2 if packed_len else (5 if f.kind == "float" else 1 if f.kind == "double" else 0)
         if f.repeated and not f.packed and f.kind not in ("string", "bytes", "message"):
             wire = 5 if f.kind == "float" else 1 if f.kind == "double" else 0
-        ns[f"K{i}"] = _varint_bytes(_key(f.number, wire))
+        ns[f"K{i}"] = shared["_varint"](_key(f.number, wire))
         if f.repeated:
             lines.append(f'    v = getattr(msg, "{f.slot}", ())')
             cond = "v"
