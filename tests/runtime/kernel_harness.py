@@ -88,3 +88,19 @@ def check_case(case: Any) -> None:
             else:
                 assert g.dtype == e.dtype, f"{case.name}: dtype {g.dtype} != {e.dtype}"
                 np.testing.assert_array_equal(g, e, err_msg=case.name)
+
+
+def backend_params(op_types: set[str], xfail: dict[str, str]) -> list[Any]:
+    """``pytest.param`` per backend case of ``op_types``, xfail where ``xfail`` names it."""
+    import pytest
+
+    return [
+        pytest.param(c, id=c.name, marks=[pytest.mark.xfail(reason=xfail[c.name])] if c.name in xfail else [])
+        for c in cases_for(op_types)
+    ]
+
+
+def stale_exclusions(xfail: dict[str, str], *param_lists: list[Any]) -> list[str]:
+    """Exclusion entries that name no test any more (they must be removed)."""
+    ids = {p.id for params in param_lists for p in params}
+    return sorted(set(xfail) - ids)

@@ -81,10 +81,7 @@ ROWS: list[Row] = [
 ]
 
 ORT_PARAMS = params(ROWS, XFAIL)
-BACKEND = [
-    pytest.param(c, id=c.name, marks=[pytest.mark.xfail(reason=XFAIL[c.name])] if c.name in XFAIL else [])
-    for c in kernel_harness.cases_for(OPS)
-]
+BACKEND = kernel_harness.backend_params(OPS, XFAIL)
 
 
 @pytest.mark.parametrize("case", BACKEND)
@@ -98,8 +95,7 @@ def test_matches_onnxruntime(row: Row, dtype: str) -> None:
 
 
 def test_exclusions_are_not_stale() -> None:
-    ids = [p.id for p in ORT_PARAMS] + [p.id for p in BACKEND]
-    assert sorted(set(XFAIL) - set(ids)) == []
+    assert kernel_harness.stale_exclusions(XFAIL, ORT_PARAMS, BACKEND) == []
 
 
 def test_onnxruntime_rows_cover_float_and_int() -> None:
