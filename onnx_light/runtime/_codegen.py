@@ -23,6 +23,22 @@ else references; when such a value dies at a one-input step whose kernel has an
 ``inplace`` variant, the line calls ``inplace(value)``, which may write the answer into
 that dying buffer (never into a feed, a constant, an output or a value still read later).
 
+When the caller promises the feeds' dtypes and ranks (``plan.input_types``: the session's
+declared float32/float16/float64 inputs), the function checks the promise once on entry
+(else it runs an untyped twin, generated on first need) and then knows, line by line,
+which values are exact ndarrays of one builtin float dtype and what their shapes are as
+far as declared. A step over such values whose kernel is marked ``float_ufunc`` (Add, Sub,
+Mul, Div, Tanh, Neg, Abs, ... : the kernel is then exactly that ufunc) becomes the bare
+ufunc call with no check, Relu a ``maximum`` against a 0-d zero and Sigmoid its four ufuncs;
+and when an input is a fresh array that dies at this step and has the result's shape, the
+result is written into it (``out=``) instead of a new array::
+
+        v5 = u1(v4, c3, v4); del v4
+        _neg(v9, v9); _exp(v9, v9); _add(v9, _of, v9); v10 = _div(_of, v9, v9); del v9
+
+A value stops being fresh as soon as a kernel not known to return new arrays (Reshape,
+Identity, ...) reads it, since its output may be a view of it.
+
 Values live in local variables, kernels, constants and keyword dicts are globals of
 the generated module, and each intermediate is ``del``-ed right after its last
 reader, so memory behaves exactly as in the generic loop. Step ``i`` sits alone on
@@ -34,20 +50,29 @@ until they happen.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from types import CodeType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .kernels.elementwise import _RELU_ROW
+
 if TYPE_CHECKING:
-    from ._plan import Plan
+    from ._plan import Plan, Step
 
 __all__ = ["generate", "failed_step", "FIRST_LINE"]
 
 #: line of the generated source that holds step 0
 FIRST_LINE = 4
 _counter = itertools.count()
+
+#: the dtypes whose arrays the typed lines handle (by identity: numpy's builtin descriptors)
+_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+#: (dtype, shape) of a value proven to be an exact ndarray; None for a dimension not known
+_Type = tuple[np.dtype, tuple[int | None, ...]]
+_SIGMOID_UFUNCS = {"_neg": np.negative, "_exp": np.exp, "_add": np.add, "_div": np.divide}
 
 
 def _outputs(result: Any, n: int) -> tuple[Any, ...]:
@@ -59,9 +84,14 @@ def _outputs(result: Any, n: int) -> tuple[Any, ...]:
     return result + (None,) * (n - len(result))
 
 
-def generate(plan: Plan) -> Callable[[list[Any], dict[str, Any] | None], list[Any]]:
-    """Compiles ``plan`` into ``fn(feeds, scope) -> outputs``."""
-    namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray}
+def generate(plan: Plan, typed: bool = True) -> Callable[[list[Any], dict[str, Any] | None], list[Any]]:
+    """Compiles ``plan`` into ``fn(feeds, scope) -> outputs``.
+
+    With ``typed`` and ``plan.input_types``, the function first checks that the feeds are
+    what the types promise and runs an untyped twin (generated on first need) when not.
+    """
+    namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray, "_max": np.maximum}
+    namespace.update(_SIGMOID_UFUNCS)
 
     def ref(slot: int) -> str:
         if slot == 0:
@@ -74,13 +104,49 @@ def generate(plan: Plan) -> Callable[[list[Any], dict[str, Any] | None], list[An
     def target(slot: int) -> str:
         return "_" if slot == 1 else f"v{slot}"
 
+    def dtype_name(dtype: np.dtype) -> str:
+        name = f"_d{dtype.char}"
+        namespace[name] = dtype
+        namespace[f"_z{dtype.char}"] = np.zeros((), dtype)
+        namespace[f"_o{dtype.char}"] = np.ones((), dtype)
+        return name
+
+    # slot -> (dtype, shape) for values proven to be exact ndarrays of a builtin float dtype
+    # (one of _FLOATS, by identity) with that shape (None: a dimension not known here)
+    types: dict[int, _Type] = {}
+    guard: list[str] = []
+    if typed and plan.input_types:
+        for slot, (dtype, shape) in plan.input_types.items():
+            v = f"v{slot}"
+            checks = [f"{v}.__class__ is _nd", f"{v}.dtype is {dtype_name(dtype)}"]
+            if all(d is not None for d in shape):
+                checks.append(f"{v}.shape == {tuple(shape)!r}")
+            else:
+                checks.append(f"{v}.ndim == {len(shape)}")
+                checks += [f"{v}.shape[{j}] == {d}" for j, d in enumerate(shape) if d is not None]
+            guard.append(" and ".join(checks))
+            types[slot] = (dtype, shape)
+        for slot, value in plan.constants.items():
+            # an initializer's dtype may be an equal copy of the builtin one ('<f4'): ufuncs answer
+            # in the builtin one all the same
+            if value.__class__ is np.ndarray and value.dtype.isnative and not value.dtype.metadata:
+                builtin = next((d for d in _FLOATS if value.dtype == d), None)
+                if builtin is not None:
+                    types[slot] = (builtin, value.shape)
+
     lines = ["def plan(feeds, scope):"]
     ins = [target(s) for s in plan.input_slots]
     lines.append(f"    ({', '.join(ins)},) = feeds" if ins else "    pass")
     captured = [f"v{plan.slot_of[n]} = scope[{n!r}]" for n in plan.captured]
-    lines.append("    " + ("; ".join(captured) if captured else "pass"))
+    if guard:
+        assert not captured
+        lines.append(f"    if not ({' and '.join(f'({g})' for g in guard)}): return _untyped(feeds, scope)")
+    else:
+        lines.append("    " + ("; ".join(captured) if captured else "pass"))
     assert len(lines) == FIRST_LINE - 1
-    fresh: set[int] = set()  # slots holding arrays only their local variable references
+    # slots holding arrays that only their local variable references (none of the kernels that
+    # read them so far may have returned a view or the array itself)
+    fresh: set[int] = set()
     for i, (step, free) in enumerate(zip(plan.steps, plan.free_after)):
         namespace[f"k{i}"] = step.fn
         args = [ref(s) for s in step.inputs]
@@ -91,7 +157,10 @@ def generate(plan: Plan) -> Callable[[list[Any], dict[str, Any] | None], list[An
         outs = [target(s) for s in step.outputs]
         ufunc = getattr(step.fn, "inline_ufunc", None)
         inplace = getattr(step.fn, "inplace", None)
-        if (
+        typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, dtype_name) if types else None
+        if typed_stmt is not None:
+            stmt = typed_stmt
+        elif (
             inplace is not None
             and len(outs) == 1
             and not step.kwargs
@@ -117,7 +186,9 @@ def generate(plan: Plan) -> Callable[[list[Any], dict[str, Any] | None], list[An
             stmt = f"{', '.join(outs)} = _outputs({call}, {len(outs)})"
         else:
             stmt = call
-        if ufunc is not None or getattr(step.fn, "fresh_output", False):
+        if not _makes_new_arrays(step.fn):
+            fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
+        elif typed_stmt is not None or ufunc is not None or getattr(step.fn, "fresh_output", False):
             fresh.update(step.outputs)
         dead = [f"v{s}" for s in free if s > 1 and s not in plan.constants]
         if dead:
@@ -127,15 +198,133 @@ def generate(plan: Plan) -> Callable[[list[Any], dict[str, Any] | None], list[An
     filename = f"<onnx-light plan {next(_counter)}>"
     exec(compile("\n".join(lines), filename, "exec"), namespace)
     fn: Callable[[list[Any], dict[str, Any] | None], list[Any]] = namespace["plan"]
+    codes = [fn.__code__]
+    if guard:
+
+        def untyped(feeds: list[Any], scope: dict[str, Any] | None) -> list[Any]:
+            twin = generate(plan, typed=False)
+            codes.append(twin.__code__)
+            namespace["_untyped"] = twin
+            return twin(feeds, scope)
+
+        namespace["_untyped"] = untyped
+    fn.plan_codes = codes  # type: ignore[attr-defined]
     return fn
 
 
+def _makes_new_arrays(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s outputs never share memory with its inputs (see the module's marks)."""
+    return any(getattr(fn, mark, None) for mark in ("inline_ufunc", "float_ufunc", "fresh_output"))
+
+
+def _broadcast(shapes: list[tuple[int | None, ...]]) -> tuple[int | None, ...] | None:
+    """The broadcast shape as far as known here; None when the shapes cannot broadcast."""
+    rank = max(len(s) for s in shapes)
+    out: list[int | None] = []
+    for j in range(rank):
+        dims = {s[len(s) - rank + j] for s in shapes if len(s) - rank + j >= 0} - {1}
+        if not dims:
+            out.append(1)
+        elif len(dims) == 1:
+            out.append(dims.pop())  # one size, or one unknown size, against ones
+        else:
+            known = dims - {None}
+            if len(known) > 1:
+                return None
+            # an unknown size against a known one is that one (or an error); two unknowns: unknown
+            out.append(known.pop() if known else None)
+    return tuple(out)
+
+
+def _fits_into(shape: tuple[int | None, ...], others: list[tuple[int | None, ...]]) -> bool:
+    """Whether each of ``others`` broadcasts to exactly ``shape`` (so ``out=`` an array of ``shape``
+    gives the op's result)."""
+    for other in others:
+        if len(other) > len(shape):
+            return False
+        for d, e in zip(reversed(shape), reversed(other)):
+            if e != 1 and (e is None or e != d):
+                return False
+    return True
+
+
+def _typed_step(
+    step: Step,
+    i: int,
+    args: list[str],
+    outs: list[str],
+    free: tuple[int, ...],
+    types: dict[int, _Type],
+    fresh: set[int],
+    namespace: dict[str, Any],
+    dtype_name: Callable[[np.dtype], str],
+) -> str | None:
+    """The line of a step whose inputs are all proven float arrays of one dtype and whose kernel
+    is then exactly ``float_ufunc`` (a ufunc, or ``"relu"``/``"sigmoid"``); records its output's
+    type. None when the step does not qualify."""
+    kind = getattr(step.fn, "float_ufunc", None)
+    if kind is None or len(outs) != 1 or step.kwargs or not step.inputs:
+        return None
+    if any(s not in types for s in step.inputs):
+        return None
+    dtype = types[step.inputs[0]][0]
+    if any(types[s][0] is not dtype for s in step.inputs):
+        return None
+    shapes = [types[s][1] for s in step.inputs]
+    shape = _broadcast(shapes)
+    if shape is None or not shape:  # 0-d results are numpy scalars: the kernel wraps them
+        return None
+    nin = kind.nin if isinstance(kind, np.ufunc) else 1
+    if len(step.inputs) != nin:
+        return None
+    o = outs[0]
+    buffer = None  # a dying fresh input of the output's shape: the result may go there
+    for s, a in zip(step.inputs, args):
+        others = [types[t][1] for t in step.inputs if t != s]
+        if s in fresh and s in free and _fits_into(types[s][1], others):
+            buffer = a
+            break
+    d = dtype_name(dtype)[2:]
+    if isinstance(kind, np.ufunc):
+        namespace[f"u{i}"] = kind
+        if buffer is None:
+            stmt = f"{o} = u{i}({', '.join(args)})"
+        elif kind in (np.maximum, np.minimum):  # their positional out is deprecated
+            stmt = f"{o} = u{i}({', '.join(args)}, out={buffer})"
+        else:
+            stmt = f"{o} = u{i}({', '.join(args)}, {buffer})"
+    elif kind == "relu":
+        x = args[0]
+        dims = [n for n in shape if n is not None]
+        size = math.prod(dims) if len(dims) == len(shape) else None
+        if size is not None and not (size >= _RELU_ROW and size % _RELU_ROW == 0):
+            # the kernel's own small-array path: max against a 0-d zero of the dtype
+            stmt = f"{o} = _max({x}, _z{d}, out={x})" if buffer else f"{o} = _max({x}, _z{d})"
+        elif buffer is not None:
+            namespace[f"p{i}"] = step.fn.inplace  # type: ignore[attr-defined]
+            stmt = f"{o} = p{i}({x})"
+        else:
+            stmt = f"{o} = k{i}({x})"
+    elif kind == "sigmoid":
+        # the kernel's steps: exp(-x), + 1, 1 / that, the last two in place
+        x = args[0]
+        t = buffer if buffer is not None else o
+        first = f"_neg({x}, {x})" if buffer is not None else f"{o} = _neg({x})"
+        stmt = f"{first}; _exp({t}, {t}); _add({t}, _o{d}, {t}); {o} = _div(_o{d}, {t}, {t})"
+    else:
+        return None
+    types[step.outputs[0]] = (dtype, shape)
+    return stmt
+
+
 def failed_step(fn: Callable[..., Any], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:
-    """(step index, the frame's locals) where the generated ``fn`` was when it raised."""
-    code: CodeType = fn.__code__
+    """(step index, the frame's locals) where the generated ``fn`` (or its untyped twin) was
+    when it raised."""
+    codes: list[CodeType] = getattr(fn, "plan_codes", [fn.__code__])
+    found = None
     while tb is not None:
-        if tb.tb_frame.f_code is code:
+        if any(tb.tb_frame.f_code is code for code in codes):
             index = tb.tb_lineno - FIRST_LINE
-            return (index, dict(tb.tb_frame.f_locals)) if index >= 0 else None
+            found = (index, dict(tb.tb_frame.f_locals)) if index >= 0 else None
         tb = tb.tb_next
-    return None
+    return found

@@ -62,6 +62,9 @@ class Plan:
     free_after: list[tuple[int, ...]]
     captured: list[str] = field(default_factory=list)
     n_slots: int = 0
+    #: input slot -> (dtype, shape) the caller promises (builtin floats only; None for an unknown
+    #: dimension); the generated function checks the promise and relies on it (see ``_codegen``)
+    input_types: dict[int, tuple[np.dtype, tuple[int | None, ...]]] = field(default_factory=dict)
     #: the same plan as one generated function (see ``_codegen``); None until generated
     fast: Callable[[list[Any], dict[str, Any] | None], list[Any]] | None = None
 
@@ -73,6 +76,8 @@ class Plan:
 
 
 _BIT_FLOATS = _dtypes.BIT_PATTERN_TYPES - _dtypes.SMALL_INT_TYPES
+# TensorProto FLOAT, FLOAT16 and DOUBLE: the input types the generated code specialises on
+_TYPED_FLOATS: dict[int, np.dtype] = {1: np.dtype(np.float32), 10: np.dtype(np.float16), 11: np.dtype(np.float64)}
 # ops whose kernels understand bit-pattern floats themselves, or only move elements around
 _BIT_NATIVE = frozenset(
     "Cast CastLike EyeLike Range If Loop Scan Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat "
@@ -231,6 +236,7 @@ def compile_graph(
     functions: Iterable[FunctionProto] = (),
     outer: set[str] | None = None,
     bit_values: set[str] | None = None,
+    input_types: dict[str, tuple[int, list[int | str | None] | None]] | None = None,
 ) -> Plan:
     """Compiles nodes into a :class:`Plan`.
 
@@ -244,6 +250,10 @@ def compile_graph(
         outer: names visible from enclosing scopes (for subgraphs); they become ``captured``.
         bit_values: names that may hold bit-pattern floats (bfloat16, float8, ...): inputs
             typed so and outer-scope values; nodes reading them compute in float32.
+        input_types: ``(elem_type, shape)`` the feeds of ``inputs`` will have (shape None:
+            any rank; a dimension that is not a positive int: any size). Float32, float16 and
+            float64 inputs of known rank let the generated code skip dtype checks and reuse
+            dying buffers; feeds that break the promise run an untyped twin.
 
     Raises:
         NotImplementedOp: a node's op has no kernel for the opset.
@@ -388,6 +398,11 @@ def compile_graph(
         captured,
         len(slot_of),
     )
+    for name, (elem_type, shape) in (input_types or {}).items():
+        dtype = _TYPED_FLOATS.get(elem_type)
+        if dtype is not None and shape is not None and name in inputs and name not in constants:
+            dims = tuple(d if isinstance(d, int) and d > 0 else None for d in shape)
+            plan.input_types[slot_of[name]] = (dtype, dims)
     plan.fast = generate(plan)
     return plan
 

@@ -184,7 +184,11 @@ class InferenceSession:
         self._input_names = input_names
         self._output_names = output_names
         bit_values = {a.name for a in self._inputs if a.elem_type in _dtypes.BIT_PATTERN_TYPES}
-        self._plan: Plan = compile_graph(nodes, input_names, output_names, inits, opsets, fns, bit_values=bit_values)
+        # the types run() enforces (see _check_feed): the plan specialises on them
+        input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
+        self._plan: Plan = compile_graph(
+            nodes, input_names, output_names, inits, opsets, fns, bit_values=bit_values, input_types=input_types
+        )
         self._expected = {a.name: a for a in self._inputs}
         self._output_index = {n: i for i, n in enumerate(output_names)}
 

@@ -48,12 +48,16 @@ def _name_kernel(run: Callable, fn: Callable, name: str, doc: str) -> Callable:
     ``inline_ufunc``: whenever ``fn(*args)`` is an ndarray whose dtype *is* the first
     input's, the kernel returns exactly that array, so the compiled plan may call the
     ufunc itself and fall back to the kernel only otherwise.
+    ``float_ufunc``: on exact ndarrays of one builtin float dtype with a result of rank >= 1,
+    the kernel returns exactly ``float_ufunc(*args)`` (a ufunc; ``"relu"`` and ``"sigmoid"``
+    name the steps of :func:`relu` and :func:`sigmoid`), so a plan that knows its types may
+    call it bare, and with ``out=`` a dying buffer of the result's shape.
     """
     run.__name__ = run.__qualname__ = name
     run.__doc__ = doc
     run.returns_one = True  # type: ignore[attr-defined]
     if isinstance(fn, np.ufunc):
-        run.inline_ufunc = fn  # type: ignore[attr-defined]
+        run.inline_ufunc = run.float_ufunc = fn  # type: ignore[attr-defined]
     return run
 
 
@@ -126,7 +130,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     """ONNX Sigmoid: ``1 / (1 + exp(-x))``."""
     one = _ONE.get(x.dtype)
     if one is not None and one.dtype is x.dtype and x.__class__ is _ndarray and x.ndim:
-        t = np.exp(np.negative(x))  # a fresh array of x's dtype: finish in place
+        t = np.negative(x)  # a fresh array of x's dtype: finish in place
+        np.exp(t, t)
         np.add(t, one, t)
         return np.divide(one, t, t)
     return _as_dtype(1 / (1 + np.exp(-x)), x.dtype)
@@ -135,6 +140,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 for _fn in (relu, sigmoid):
     _fn.returns_one = _fn.fresh_output = True  # type: ignore[attr-defined]
 relu.inplace = relu_inplace  # type: ignore[attr-defined]
+relu.float_ufunc = "relu"  # type: ignore[attr-defined]
+sigmoid.float_ufunc = "sigmoid"  # type: ignore[attr-defined]
 kernel("", "Relu", since=(6, 13, 14))(relu)
 kernel("", "Sigmoid", since=(6, 13))(sigmoid)
 
@@ -290,7 +297,10 @@ _BINARY: dict[str, Callable] = {
     "Div": lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b),
 }
 for _op, _fn in _BINARY.items():
-    kernel("", _op, since=(7, 13, 14))(_binary(_fn, _op))
+    _kernel = _binary(_fn, _op)
+    if _op == "Div":
+        _kernel.float_ufunc = np.divide  # type: ignore[attr-defined]  # Div's lambda differs only on integers
+    kernel("", _op, since=(7, 13, 14))(_kernel)
 
 
 @kernel("", "Mod", since=(10, 13, 28))

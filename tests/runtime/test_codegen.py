@@ -1,0 +1,152 @@
+"""The generated plan functions (runtime/_codegen.py): typed lines, buffers reused in place,
+the untyped twin, error reports. Results must be bitwise those of the kernels themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as H
+
+import onnx_light
+from onnx_light.onnx_core import RuntimeFailure
+from onnx_light.runtime import InferenceSession
+from onnx_light.runtime._plan import _run_steps
+
+_ELEM: dict[Any, int] = {np.float16: TensorProto.FLOAT16, np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
+_OPS = ["Add", "Mul", "Tanh", "Sub", "Relu", "Neg", "Sigmoid", "Abs", "Div", "Exp", "Sqrt", "Relu", "Sigmoid"]
+
+
+def _session(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any]) -> InferenceSession:
+    graph = H.make_graph(nodes, "g", inputs, outputs, inits)
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 18)])
+    return InferenceSession(onnx_light.load_from_string(model.SerializeToString()))
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def _chain(dtype: type, declared: list[Any], c_shape: tuple[int, ...], n: int = 40) -> InferenceSession:
+    nodes = []
+    for i in range(n):
+        op = _OPS[i % len(_OPS)]
+        ins = [f"v{i}", "c"] if op in ("Add", "Mul", "Sub", "Div") else [f"v{i}"]
+        if op == "Sub" and i % 2:
+            ins = ins[::-1]  # the constant first: the buffer is the second input
+        nodes.append(H.make_node(op, ins, [f"v{i + 1}"]))
+    c = numpy_helper.from_array(np.full(c_shape, 0.75, dtype), "c")
+    elem = _ELEM[dtype]
+    outs = [H.make_tensor_value_info(f"v{n}", elem, None), H.make_tensor_value_info("v7", elem, None)]
+    return _session(nodes, [H.make_tensor_value_info("v0", elem, declared)], outs, [c])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("declared", "shape", "c_shape"),
+    [
+        ([64], (64,), (64,)),
+        ([3, 5], (3, 5), (5,)),
+        (["N", 7], (4, 7), (1, 7)),
+        ([2, 4096], (2, 4096), (4096,)),  # Relu's large-array path
+        ([1], (1,), (6,)),  # broadcasting grows the result: no buffer fits
+        (None, (3, 2), (2,)),  # rank unknown: untyped lines
+        ([], (), ()),  # 0-d: ufuncs answer numpy scalars, the kernels arrays
+    ],
+)
+def test_typed_plan_matches_the_kernels_bitwise(
+    dtype: type, declared: Any, shape: tuple[int, ...], c_shape: tuple[int, ...]
+) -> None:
+    sess = _chain(dtype, declared, c_shape)
+    rng = np.random.default_rng(7)
+    x: np.ndarray = (rng.standard_normal(shape) * 3).astype(dtype)
+    if x.size > 4:
+        x.reshape(-1)[:4] = [np.nan, -0.0, np.inf, -np.inf]
+    before = x.copy()
+    with np.errstate(all="ignore"):
+        want = _run_steps(sess._plan, [x], None, None)
+        got = sess.run(None, {"v0": x})
+    assert _bits(x) == _bits(before)
+    for g, w in zip(got, want):
+        assert type(g) is np.ndarray and g.dtype == w.dtype and g.shape == np.shape(w)
+        assert _bits(g) == _bits(np.asarray(w))
+
+
+def test_typed_lines_are_generated_for_declared_float_inputs() -> None:
+    import onnx_light.runtime._codegen as codegen
+
+    sess = _chain(np.float32, [64], (64,), n=8)
+    plan = sess._plan
+    assert plan.input_types == {plan.slot_of["v0"]: (np.dtype(np.float32), (64,))}
+    codes = plan.fast.plan_codes  # type: ignore[union-attr]
+    assert len(codes) == 1  # the untyped twin is only made when a feed breaks the promise
+    assert codegen.FIRST_LINE == 4
+
+
+class _Tagged(np.ndarray):
+    pass
+
+
+def test_feeds_that_break_the_promise_run_the_untyped_twin() -> None:
+    from onnx_light.runtime._plan import run_plan
+
+    sess = _chain(np.float32, [64], (64,), n=16)
+    x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
+    want = sess.run(None, {"v0": x})
+    with np.errstate(all="ignore"):
+        for feed in (x.view(_Tagged), x.astype(np.float64), x[None, :], np.asfortranarray(x)):
+            got = run_plan(sess._plan, [feed])
+            ref = _run_steps(sess._plan, [feed], None, None)
+            for g, r in zip(got, ref):
+                assert _bits(np.asarray(g)) == _bits(np.asarray(r))
+    assert len(sess._plan.fast.plan_codes) == 2  # type: ignore[union-attr]
+    got = sess.run(None, {"v0": x})
+    assert all(_bits(g) == _bits(w) for g, w in zip(got, want))
+
+
+def test_no_buffer_is_reused_while_a_view_of_it_lives() -> None:
+    """A dying fresh value that an earlier step may have returned a view of stays intact."""
+    shape = numpy_helper.from_array(np.array([8, 8], np.int64), "shape")
+    c = numpy_helper.from_array(np.full(64, -0.25, np.float32), "c")
+    nodes = [
+        H.make_node("Add", ["x", "c"], ["a"]),
+        H.make_node("Reshape", ["a", "shape"], ["r"]),  # a view of a
+        H.make_node("Identity", ["a"], ["i"]),  # a itself
+        H.make_node("Relu", ["a"], ["b"]),  # a dies here
+        H.make_node("Tanh", ["b"], ["t"]),
+    ]
+    f = TensorProto.FLOAT
+    sess = _session(
+        nodes,
+        [H.make_tensor_value_info("x", f, [64])],
+        [H.make_tensor_value_info(n, f, None) for n in ("r", "i", "t")],
+        [shape, c],
+    )
+    x = np.random.default_rng(2).standard_normal(64).astype(np.float32)
+    r, i, t = sess.run(None, {"x": x})
+    assert np.array_equal(r, (x + np.float32(-0.25)).reshape(8, 8))
+    assert np.array_equal(i, x + np.float32(-0.25))
+    assert np.array_equal(t, np.tanh(np.maximum(x + np.float32(-0.25), 0)))
+
+
+def test_errors_name_the_node_in_typed_and_untyped_plans() -> None:
+    from onnx_light.runtime._plan import run_plan
+
+    f = TensorProto.FLOAT
+    nodes = [
+        H.make_node("Tanh", ["x"], ["a"]),
+        H.make_node("Add", ["a", "y"], ["b"], name="bad_add"),
+    ]
+    sess = _session(
+        nodes,
+        [H.make_tensor_value_info("x", f, [4]), H.make_tensor_value_info("y", f, [3])],
+        [H.make_tensor_value_info("b", f, None)],
+        [],
+    )
+    x, y = np.ones(4, np.float32), np.ones(3, np.float32)
+    with pytest.raises(RuntimeFailure, match="bad_add.*\\[\\[4\\], \\[3\\]\\]"):
+        sess.run(None, {"x": x, "y": y})
+    with pytest.raises(RuntimeFailure, match="bad_add.*\\[\\[4\\], \\[3\\]\\]"):
+        run_plan(sess._plan, [x.view(_Tagged), y])
