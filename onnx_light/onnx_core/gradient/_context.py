@@ -84,7 +84,7 @@ class GradContext:
         op: the node builder (``ctx.op.Mul(dy, b)``).
     """
 
-    __slots__ = ("node", "inputs", "outputs", "output_grads", "attrs", "opset", "op", "_pass", "_needs")
+    __slots__ = ("node", "inputs", "outputs", "output_grads", "attrs", "opset", "op", "_pass", "_needs", "_index")
 
     def __init__(
         self,
@@ -94,8 +94,10 @@ class GradContext:
         needs: list[bool],
         attrs: dict[str, Any],
         fields: Fields | None = None,
+        index: int | None = None,
     ) -> None:
-        # fields: the node's (op_type, domain, inputs, outputs, attributes) when the pass has them
+        # fields: the node's (op_type, domain, inputs, outputs, attributes) when the pass has them;
+        # index: the node's position among the pass's nodes, when it knows it
         op_type, _, inputs, outputs, _ = node_fields(node) if fields is None else fields
         self._pass = grad_pass
         self.node = node
@@ -105,6 +107,7 @@ class GradContext:
         self.attrs = attrs
         self.opset = grad_pass.opset
         self._needs = needs
+        self._index = index
         op = grad_pass.builders.get(op_type)
         if op is None:
             op = grad_pass.builders[op_type] = OpBuilder(grad_pass, op_type)
@@ -126,7 +129,7 @@ class GradContext:
     def forward_output(self, i: int) -> str:
         """Output ``i`` of the forward node, asked of the re-emitted node if the source
         omitted it (MaxPool's Indices, LayerNormalization's Mean and InvStdDev, ...)."""
-        return self._pass.forward_output(self.node, i)
+        return self._pass.forward_output(self.node, i, self._index)
 
     def needs_grad(self, i: int) -> bool:
         """True when input ``i`` lies on a path from a differentiated variable."""
@@ -175,7 +178,7 @@ class GradContext:
 
     def ints(self, values: Sequence[int] | int) -> str:
         """An int64 Constant (axes, shapes, starts, ...)."""
-        return self._pass.constant(np.asarray(values, dtype=np.int64))
+        return self._pass.int_constant(values)
 
     def shape_of(self, name: str) -> str:
         """A ``Shape(name)`` value (static shapes become a Constant)."""

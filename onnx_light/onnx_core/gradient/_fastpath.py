@@ -13,11 +13,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._attributes import make_attribute
+import numpy as np
+
+from .._attributes import get_attribute_value, make_attribute
 from .._proto import AttributeProto, NodeProto, TensorProto, ValueInfoProto
+from ..numpy_helper import to_array
 from ._types import ValueType
 
-__all__ = ["new_node", "attribute", "tensor_attribute", "node_fields", "has_subgraph", "value_type"]
+__all__ = [
+    "new_node",
+    "copy_node",
+    "attribute",
+    "tensor_attribute",
+    "raw_tensor",
+    "tensor_array",
+    "attribute_values",
+    "node_fields",
+    "nodes_fields",
+    "has_subgraph",
+    "value_type",
+]
 
 #: what ``node_fields`` returns: ``(op_type, domain, inputs, outputs, attributes)``;
 #: the lists are the node's own (read-only for callers)
@@ -27,7 +42,27 @@ _EMPTY: list[Any] = []
 _MISSING = object()
 _INT = AttributeProto.INT
 _INTS = AttributeProto.INTS
+_FLOAT = AttributeProto.FLOAT
+_FLOATS = AttributeProto.FLOATS
 _TENSOR = AttributeProto.TENSOR
+
+#: the byte-sized numeric element types, as numpy dtypes and TensorProto types (``raw_data``
+#: of these is the little-endian array as it is, see ``to_array`` and ``from_array``)
+_RAW_TYPES: dict[str, int] = {
+    "<f4": TensorProto.FLOAT,
+    "<f8": TensorProto.DOUBLE,
+    "<f2": TensorProto.FLOAT16,
+    "<i8": TensorProto.INT64,
+    "<i4": TensorProto.INT32,
+    "<i2": TensorProto.INT16,
+    "|i1": TensorProto.INT8,
+    "<u8": TensorProto.UINT64,
+    "<u4": TensorProto.UINT32,
+    "<u2": TensorProto.UINT16,
+    "|u1": TensorProto.UINT8,
+    "|b1": TensorProto.BOOL,
+}
+_RAW_DTYPES: dict[int, np.dtype[Any]] = {t: np.dtype(s) for s, t in _RAW_TYPES.items()}
 
 
 def new_node(
@@ -73,6 +108,87 @@ def attribute(name: str, value: Any) -> AttributeProto:
     return make_attribute(name, value)
 
 
+def copy_node(node: NodeProto, outputs: list[str]) -> NodeProto:
+    """A copy of ``node`` with ``outputs`` (owned) as its outputs.
+
+    Serialises as ``CopyFrom`` then ``output[:] = outputs`` does; the copy has lists of
+    its own but shares the attribute messages (the pass shares the forward nodes
+    themselves with its result already), which spares the deep copy of their tensors.
+    """
+    copy = NodeProto.__new__(NodeProto)
+    for slot in _NODE_SLOTS:
+        value = getattr(node, slot, _MISSING)
+        if value is not _MISSING:
+            setattr(copy, slot, list(value) if type(value) is list else value)
+    copy._output = outputs  # type: ignore[attr-defined]
+    return copy
+
+
+#: a NodeProto's field slots, and the unknown fields it keeps
+_NODE_SLOTS = (*NodeProto.__slots__, "_unknown")
+
+
+def raw_tensor(value: np.ndarray, raw: bytes) -> TensorProto | None:
+    """``from_array(value)`` when ``raw`` is ``value.tobytes()`` (which the caller has),
+    for the byte-sized numeric dtypes; None for any other dtype (use ``from_array``)."""
+    data_type = _RAW_TYPES.get(value.dtype.str)
+    if data_type is None:
+        return None
+    tensor = TensorProto.__new__(TensorProto)
+    tensor._dims = list(value.shape)  # type: ignore[attr-defined]
+    tensor._data_type = data_type  # type: ignore[attr-defined]
+    tensor._raw_data = raw  # type: ignore[attr-defined]
+    return tensor
+
+
+def tensor_array(tensor: TensorProto) -> np.ndarray:
+    """``to_array(tensor)``: read directly for ``raw_data`` (bytes) of a byte-sized numeric
+    type, the form exporters give Constant nodes; everything else goes to ``to_array``."""
+    raw = getattr(tensor, "_raw_data", None)
+    dtype = _RAW_DTYPES.get(getattr(tensor, "_data_type", 0))
+    if (
+        type(raw) is not bytes
+        or dtype is None
+        or getattr(tensor, "_data_location", None)  # EXTERNAL (DEFAULT is 0)
+        or getattr(tensor, "_segment", None) is not None
+    ):
+        return to_array(tensor)
+    dims = getattr(tensor, "_dims", _EMPTY)
+    count = 1
+    for d in dims:
+        count *= d
+    if len(raw) != count * dtype.itemsize:
+        return to_array(tensor)  # which raises the error
+    arr = np.frombuffer(raw, dtype=dtype)  # read-only, as to_array's: a view of bytes
+    return arr if len(dims) == 1 else arr.reshape(dims)
+
+
+def attribute_values(attributes: list[AttributeProto]) -> dict[str, Any]:
+    """``_types.attribute_values``: the common kinds (int, ints, float, floats, a set
+    tensor) by slot reads, the others through ``get_attribute_value``."""
+    out: dict[str, Any] = {}
+    for a in attributes:
+        kind = getattr(a, "_type", 0)
+        if getattr(a, "_ref_attr_name", ""):
+            v = get_attribute_value(a)  # raises
+        elif kind == _INT:
+            v = getattr(a, "_i", 0)
+        elif kind == _INTS:
+            v = list(getattr(a, "_ints", _EMPTY))
+        elif kind == _FLOAT:
+            v = getattr(a, "_f", 0.0)
+        elif kind == _FLOATS:
+            v = list(getattr(a, "_floats", _EMPTY))
+        elif kind == _TENSOR and (t := getattr(a, "_t", None)) is not None:
+            v = t
+        else:
+            v = get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode("utf-8")
+        out[getattr(a, "_name", "")] = v
+    return out
+
+
 def tensor_attribute(name: str, tensor: TensorProto) -> AttributeProto:
     """``make_attribute(name, tensor)`` for a tensor made for it: owned, not copied."""
     attr = AttributeProto.__new__(AttributeProto)
@@ -95,6 +211,20 @@ def node_fields(node: NodeProto) -> Fields:
         getattr(node, "_output", _EMPTY),
         getattr(node, "_attribute", _EMPTY),
     )
+
+
+def nodes_fields(nodes: list[NodeProto]) -> list[Fields]:
+    """``[node_fields(n) for n in nodes]``, without a call per node."""
+    return [
+        (
+            getattr(n, "_op_type", ""),
+            getattr(n, "_domain", ""),
+            getattr(n, "_input", _EMPTY),
+            getattr(n, "_output", _EMPTY),
+            getattr(n, "_attribute", _EMPTY),
+        )
+        for n in nodes
+    ]
 
 
 def has_subgraph(attributes: list[AttributeProto]) -> bool:

@@ -49,7 +49,10 @@ FOLD_LIMIT = 4096
 
 def has_input(ctx: InferContext, i: int) -> bool:
     """True when the node's optional input ``i`` is given."""
-    return i < len(ctx.node.input) and bool(ctx.node.input[i])
+    names = ctx.names
+    if names is None:
+        names = ctx.node.input
+    return i < len(names) and bool(names[i])
 
 
 def in_type(ctx: InferContext, i: int) -> ValueType:
@@ -67,16 +70,23 @@ def ints_of(ctx: InferContext, i: int) -> list[int] | None:
     v = value(ctx, i)
     if v is None:
         return None
-    return [int(x) for x in np.asarray(v).reshape(-1)]
+    a = np.asarray(v).reshape(-1)
+    if a.dtype.kind in "iu":  # Python ints, as int(x) gives, in one call
+        return a.tolist()  # type: ignore[no-any-return]
+    return [int(x) for x in a]
 
 
 def partial(ctx: InferContext, i: int) -> np.ndarray | None:
     """Input ``i`` as an object array of ``int | str | None`` entries, when partly known."""
     v = value(ctx, i)
     if v is not None:
-        if np.asarray(v).dtype.kind not in "iub":
+        a = np.asarray(v)
+        kind = a.dtype.kind
+        if kind not in "iub":
             return None
-        return np.array([int(x) for x in np.asarray(v).reshape(-1)], dtype=object).reshape(np.shape(v))
+        flat = a.reshape(-1)
+        entries = flat.tolist() if kind != "b" else [int(x) for x in flat]  # Python ints
+        return np.array(entries, dtype=object).reshape(np.shape(v))
     parts = getattr(ctx, "partial", None)
     if parts and i < len(parts) and has_input(ctx, i):
         return parts[i]
@@ -85,6 +95,17 @@ def partial(ctx: InferContext, i: int) -> np.ndarray | None:
 
 def dims_value(ctx: InferContext, i: int) -> list[Dim] | None:
     """A 1-D shape-like input ``i`` as a list of dims (``int``, ``str`` or None), or None."""
+    v = value(ctx, i)
+    if v is not None:
+        # what partial() gives, without the object array: a known integer value's entries
+        # as Python ints (Reshape's target, from a Constant, on most exported graphs)
+        a = np.asarray(v)
+        kind = a.dtype.kind
+        if kind in "iu":
+            return a.reshape(-1).tolist()  # type: ignore[no-any-return]
+        if kind == "b":
+            return [int(x) for x in a.reshape(-1)]
+        return None
     p = partial(ctx, i)
     if p is None:
         return None
@@ -128,6 +149,17 @@ def broadcast_dim(a: Dim, b: Dim) -> Dim:
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
     """The numpy broadcast of shapes; None when some rank is unknown."""
+    if len(shapes) == 2:  # the common call (a binary op, MatMul's batch dims), without the generators
+        a, b = shapes
+        if a is None or b is None:
+            return None
+        if a == b:
+            return tuple(a)
+        # the loop below, for two shapes: its first step leaves ``a`` padded with 1s as it is
+        n = len(a) - len(b)
+        pad_a = (1,) * -n + tuple(a) if n < 0 else a
+        pad_b = (1,) * n + tuple(b) if n > 0 else b
+        return tuple([broadcast_dim(x, y) for x, y in zip(pad_a, pad_b)])
     if any(s is None for s in shapes):
         return None
     first = shapes[0] if shapes else None

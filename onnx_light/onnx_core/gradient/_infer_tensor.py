@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _fastpath  # (the module: it imports _types, which imports this module)
 from ._infer_common import (
     FLOAT,
     INT64,
@@ -45,6 +46,8 @@ def shape_op(ctx: InferContext) -> Result:
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
     dims = list(x.shape[start:end]) if end > start else []
+    if dims and all(type(d) is int for d in dims):
+        return [ValueType(INT64, (len(dims),))], [np.array(dims, np.int64)]  # what finish() gives then
     arr = np.empty(len(dims), dtype=object)
     arr[:] = dims
     return [ValueType(INT64, (len(dims),))], [finish(arr) if dims else np.zeros(0, np.int64)]
@@ -107,12 +110,13 @@ def reshape(ctx: InferContext) -> Result:
     shape = _reshape_dims(x.shape, target, allowzero)
     v = value(ctx, 0)
     out: np.ndarray | None = None
-    if v is not None and all(isinstance(d, int) for d in shape):
-        out = v.reshape(shape)  # type: ignore[arg-type]
-    else:
-        p = partial(ctx, 0)
-        if p is not None and all(isinstance(d, int) for d in shape):
-            out = finish(p.reshape(shape))
+    if all(isinstance(d, int) for d in shape):  # a (partly) known value folds into a static shape
+        if v is not None:
+            out = v.reshape(shape)  # type: ignore[arg-type]
+        else:
+            p = partial(ctx, 0)
+            if p is not None:
+                out = finish(p.reshape(shape))
     return [ValueType(x.dtype, shape)], [out]
 
 
@@ -373,10 +377,8 @@ def pad(ctx: InferContext) -> list[ValueType]:
 
 
 def _constant_value(attrs: dict[str, Any]) -> np.ndarray | None:
-    from ..numpy_helper import to_array
-
     if "value" in attrs:
-        return to_array(attrs["value"])
+        return _fastpath.tensor_array(attrs["value"])
     if "value_float" in attrs:
         return np.array(attrs["value_float"], np.float32)
     if "value_floats" in attrs:
@@ -392,9 +394,23 @@ def _constant_value(attrs: dict[str, Any]) -> np.ndarray | None:
     return None
 
 
+def tensor_constant(tensor: Any) -> tuple[ValueType, np.ndarray | None]:
+    """The type and value of a Constant holding ``tensor`` (a ``value`` attribute): the
+    common form, exporters emit one per shape or scalar the graph uses. What the general
+    code of :func:`constant` gives for it, with the type taken from the tensor."""
+    v = _fastpath.tensor_array(tensor)
+    if v.dtype.kind == "O":  # strings
+        return ValueType(8, v.shape), None
+    return ValueType(int(tensor.data_type), v.shape), v
+
+
 @infer("Constant")
 def constant(ctx: InferContext) -> Result:
     """The attribute's tensor, type and value (sparse values: type and shape only)."""
+    tensor = ctx.attrs.get("value")
+    if tensor is not None and "sparse_value" not in ctx.attrs:
+        t, v = tensor_constant(tensor)
+        return [t], [v]
     if "sparse_value" in ctx.attrs:
         sp = ctx.attrs["sparse_value"]
         return [ValueType(int(sp.values.data_type), tuple(int(d) for d in sp.dims))], [None]

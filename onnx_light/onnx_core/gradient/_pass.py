@@ -36,10 +36,22 @@ from ..helper import (
 )
 from ..numpy_helper import from_array
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
-from ._fastpath import Fields, attribute, has_subgraph, new_node, node_fields, tensor_attribute, value_type
+from ._fastpath import (
+    Fields,
+    attribute,
+    attribute_values,
+    copy_node,
+    has_subgraph,
+    new_node,
+    node_fields,
+    nodes_fields,
+    raw_tensor,
+    tensor_attribute,
+    value_type,
+)
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule
-from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, attribute_values, infer_types
+from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
 from ._upgrade import upgrade_nodes
 
 __all__ = ["FOLD_MAX", "subgraph_inputs"]
@@ -50,6 +62,9 @@ FOLD_MAX = 64
 
 def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
     """The AttributeProtos of an emitted node: sorted by name, None values left out."""
+    if len(attrs) == 1:  # most emitted nodes with attributes have one: nothing to sort
+        ((key, value),) = attrs.items()
+        return [] if value is None else [attribute(key, value)]
     out = []
     for key in sorted(attrs):
         value = attrs[key]
@@ -90,7 +105,7 @@ class _GradientPass:
         self.opset = max(EMITTED_OPSET, self.source_opset)
         self.opset_imports = dict(opset_imports)
         # the fields of every forward node, read once for all the phases (see _fastpath)
-        fields = [node_fields(n) for n in nodes]
+        fields = nodes_fields(nodes)
         names: set[str] = set()
         for f in fields:
             names.update(f[2])
@@ -112,7 +127,7 @@ class _GradientPass:
         for old, new in renamed.items():
             if old in types:
                 types[new] = types[old]
-        self.nodes = self._upgrade(renamed_nodes, types)
+        self.nodes = self._upgrade(renamed_nodes, types, fields)
         if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
             by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique
             fields = [by_id.get(id(n)) or node_fields(n) for n in self.nodes]
@@ -127,6 +142,8 @@ class _GradientPass:
         #: ``(reads, outputs, domain)`` of each backward node, for ``_assemble``
         self._backward_io: list[tuple[list[str], list[str], str]] = []
         self._const_cache: dict[tuple[Any, ...], str] = {}
+        #: int_constant's names by the tuple of ints asked for
+        self._ints_cache: dict[tuple[int, ...], str] = {}
         self._shape_cache: dict[str, str] = {}
         self._extra_outputs: dict[int, dict[int, str]] = {}
         self._index_of: dict[int, int] = {}
@@ -158,17 +175,30 @@ class _GradientPass:
         self._backward_io.append((reads, outputs, domain))
 
     def constant(self, value: np.ndarray) -> str:
-        key = (value.dtype.str, value.shape, value.tobytes())
+        raw = value.tobytes()
+        key = (value.dtype.str, value.shape, raw)
         name = self._const_cache.get(key)
         if name is None:
             name = self._const_cache[key] = self.new_name("const")
             outs = [name]
-            node = new_node("Constant", [], outs, "", [tensor_attribute("value", from_array(value))])
+            tensor = raw_tensor(value, raw) or from_array(value)  # the bytes are at hand: no second copy
+            node = new_node("Constant", [], outs, "", [tensor_attribute("value", tensor)])
             self._push(node, [], outs, "")
-            self.types[name] = ValueType(_np_to_tensor_type(value.dtype), tuple(value.shape))
+            self.types[name] = ValueType(int(tensor.data_type), tuple(value.shape))
             if value.dtype.kind in "iu" and value.size <= FOLD_MAX:
                 self.constants[name] = value
         return name
+
+    def int_constant(self, values: Sequence[int] | int) -> str:
+        """``constant(np.asarray(values, dtype=np.int64))``; a list or tuple of ints (the
+        axes and shapes rules ask for, often the same ones) is looked up before any array is built."""
+        if (type(values) is list or type(values) is tuple) and all(type(v) is int for v in values):
+            key = tuple(values)
+            name = self._ints_cache.get(key)
+            if name is None:
+                name = self._ints_cache[key] = self.constant(np.asarray(values, dtype=np.int64))
+            return name
+        return self.constant(np.asarray(values, dtype=np.int64))
 
     def typed_constant(self, value: Any, *, like: str | None, dtype: int | None) -> str:
         if dtype is None and like is not None:
@@ -270,14 +300,18 @@ class _GradientPass:
         summed = self.emit("ReduceSum", [grad, axes_v], 1, "", {"keepdims": 1, "noop_with_empty_axes": 1}, to)[0]
         return self.emit("Reshape", [summed, t_shape], 1, "", {}, to)[0]
 
-    def forward_output(self, node: NodeProto, k: int) -> str:
-        """The name of optional output ``k`` of a forward node, which the re-emitted node
-        then computes (e.g. MaxPool's Indices, LayerNormalization's Mean)."""
+    def forward_output(self, node: NodeProto, k: int, index: int | None = None) -> str:
+        """The name of optional output ``k`` of a forward node (``index``: its position in
+        ``self.nodes``, when the caller knows it), which the re-emitted node then computes
+        (e.g. MaxPool's Indices, LayerNormalization's Mean)."""
         if k < len(node.output) and node.output[k]:
             return node.output[k]
-        if not self._index_of:
-            self._index_of = {id(n): i for i, n in enumerate(self.nodes)}
-        i = self._index_of[id(node)]
+        if index is not None:
+            i = index
+        else:
+            if not self._index_of:
+                self._index_of = {id(n): i for i, n in enumerate(self.nodes)}
+            i = self._index_of[id(node)]
         extra = self._extra_outputs.setdefault(i, {})
         if k not in extra:
             extra[k] = self.new_name(f"{node.op_type}_out{k}")
@@ -289,13 +323,10 @@ class _GradientPass:
         extra = self._extra_outputs.get(i)
         if not extra:
             return node
-        copy = NodeProto()
-        copy.CopyFrom(node)
-        outputs = list(copy.output) + [""] * (max(extra) + 1 - len(copy.output))
+        outputs = list(node.output) + [""] * (max(extra) + 1 - len(node.output))
         for k, name in extra.items():
             outputs[k] = name
-        copy.output[:] = outputs
-        return copy
+        return copy_node(node, outputs)
 
     def node_error(self, node: NodeProto, message: str) -> GradientError:
         domain = node.domain or "ai.onnx"
@@ -305,7 +336,9 @@ class _GradientPass:
         )
 
     # -- the pass ---------------------------------------------------------------------
-    def _upgrade(self, nodes: list[NodeProto], types: dict[str, ValueType]) -> list[NodeProto]:
+    def _upgrade(self, nodes: list[NodeProto], types: dict[str, ValueType], fields: list[Fields]) -> list[NodeProto]:
+        """``nodes`` at ``self.opset``; ``fields`` are the source nodes' (renaming keeps
+        each node's op type and domain, so they tell those of ``nodes``)."""
         if self.source_opset >= self.opset:
             return nodes
 
@@ -322,6 +355,7 @@ class _GradientPass:
             dtype_of=lambda n: type_of(n).dtype,
             rank_of=lambda n: type_of(n).rank,
             shape_of=lambda n: type_of(n).shape,
+            kinds=[(f[0], f[1]) for f in fields],
         )
 
     def run(self) -> FunctionProto:
@@ -336,7 +370,9 @@ class _GradientPass:
                         raise GradientError(f"value {out!r} is produced twice (nodes {producer[out]} and {i})")
                     producer[out] = i
         #: the names each forward node reads (inputs, then its subgraphs' outer-scope names)
-        self._reads = [_reads(node, f[2], f[4]) if f[4] else f[2] for node, f in zip(nodes, fields)]
+        self._reads = [
+            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(nodes, fields)
+        ]
         self._producer = producer
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
@@ -349,12 +385,18 @@ class _GradientPass:
             # reading a declared type only where it cannot tell; the other values now
             self._read_declared(self.types, [n for n in self._declared if producer.get(n) not in ancestors])
         infos: list[NodeInfo] = []
+        attrs_of = self._attrs  # (what _node_attrs reads and fills, inline)
         for i in order:
-            op_type, domain, inputs, outputs, _ = f = fields[i]
+            op_type, domain, inputs, outputs, attributes = fields[i]
             # attribute values only where inference reads them (a node without an
             # inference function may hold values get_attribute_value rejects)
-            inferred = (not domain or domain == "ai.onnx") and op_type in INFER
-            infos.append((op_type, domain, inputs, outputs, self._node_attrs(i) if inferred else None))
+            if (not domain or domain == "ai.onnx") and op_type in INFER:
+                attrs = attrs_of.get(i)
+                if attrs is None:
+                    attrs = attrs_of[i] = attribute_values(attributes)
+                infos.append((op_type, domain, inputs, outputs, attrs))
+            else:
+                infos.append((op_type, domain, inputs, outputs, None))
         declared = self._declared
         self.types, self.constants = infer_types(
             [nodes[i] for i in order],
@@ -540,7 +582,7 @@ class _GradientPass:
     ) -> list[tuple[str, str]]:
         assert rule.fn is not None
         fields = self._fields[i]
-        ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields)
+        ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
         dy = out_grads[0] if out_grads else None
         result = rule.fn(ctx, dy)
         if result is None or isinstance(result, str):
@@ -640,7 +682,10 @@ class _GradientPass:
         fn.input[:] = [*self.xs, *zs, DY]
         fn.output[:] = outputs
         if extra_outputs:
-            fn.node[:] = [self._with_extra_outputs(i) for i in needed] + self.backward
+            forward = self.nodes
+            fn.node[:] = [
+                self._with_extra_outputs(i) if i in extra_outputs else forward[i] for i in needed
+            ] + self.backward
         else:
             fn.node[:] = [self.nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
@@ -714,9 +759,3 @@ def subgraph_inputs(node: NodeProto) -> list[str]:
                         names.append(name)
                 local.update(n.output)
     return names
-
-
-def _np_to_tensor_type(dtype: np.dtype) -> int:
-    from ..helper import np_dtype_to_tensor_dtype
-
-    return int(np_dtype_to_tensor_dtype(dtype))

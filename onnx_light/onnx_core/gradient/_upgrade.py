@@ -384,6 +384,7 @@ def upgrade_nodes(
     dtype_of: Callable[[str], int] | None = None,
     rank_of: Callable[[str], int | None] | None = None,
     shape_of: Callable[[str], Any] | None = None,
+    kinds: Sequence[tuple[str, str]] | None = None,
 ) -> list[NodeProto]:
     """Rewrites default-domain nodes of ``source_opset`` so they mean the same at ``target_opset``.
 
@@ -406,6 +407,8 @@ def upgrade_nodes(
             the axis is the last one.
         shape_of: the shape of a value (dims int, str or None; None when unknown);
             GroupNormalization reads the channel count from it.
+        kinds: ``(op_type, domain)`` of each node, when the caller has read them (the
+            gradient pass has), which spares reading them again.
 
     Returns:
         The new node list.
@@ -416,8 +419,10 @@ def upgrade_nodes(
     u = _Upgrader(list(nodes), source_opset, target_opset, new_name, dtype_of, rank_of, shape_of)
     if source_opset >= target_opset:
         return list(nodes)
-    for node in nodes:
-        fn = _UPGRADES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    if kinds is None:
+        kinds = [(node.op_type, node.domain) for node in nodes]
+    for node, (op_type, domain) in zip(nodes, kinds):
+        fn = _UPGRADES.get(op_type) if domain in ("", "ai.onnx") else None
         if fn is None:
             u.out.append(node)
         else:
