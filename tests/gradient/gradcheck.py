@@ -115,9 +115,7 @@ def run_forward(model: Any, feeds: dict[str, np.ndarray], y: str) -> np.ndarray:
     return sess.run([y], {k: v for k, v in feeds.items() if k in graph_inputs})[0]
 
 
-def backward_feeds(
-    bwd: Any, feeds: dict[str, np.ndarray], dy: np.ndarray, model: Any = None
-) -> dict[str, np.ndarray]:
+def backward_feeds(bwd: Any, feeds: dict[str, np.ndarray], dy: np.ndarray, model: Any = None) -> dict[str, np.ndarray]:
     """The backward function's feeds; inputs that are forward values (outputs of random ops,
     which the pass does not recompute) are taken from one forward run of ``model``."""
     missing = [n for n in bwd.input if n != "dy" and n not in feeds]

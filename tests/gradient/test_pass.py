@@ -258,9 +258,14 @@ def test_random_ops_are_inputs_not_recomputed() -> None:
     )
     feeds = {"x": x, "w": w, "ratio": np.asarray(0.5), "training": np.asarray(True)}
     y, d, mask = fwd.run(None, feeds)
-    grads = dict(zip(bwd.output, ol.runtime.InferenceSession(bwd).run(None, {
-        **{k: v for k, v in feeds.items() if k in bwd.input}, "d": d, "mask": mask, "dy": np.ones(5)
-    })))
+    grads = dict(
+        zip(
+            bwd.output,
+            ol.runtime.InferenceSession(bwd).run(
+                None, {**{k: v for k, v in feeds.items() if k in bwd.input}, "d": d, "mask": mask, "dy": np.ones(5)}
+            ),
+        )
+    )
     np.testing.assert_allclose(grads["grad_w"], (1 - y**2) * mask * 2.0 * x)
 
 

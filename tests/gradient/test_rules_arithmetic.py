@@ -36,10 +36,20 @@ ARITHMETIC = [
     binary("PRelu", away(2, 3, 4), _rng.uniform(0.1, 0.3, (3, 1)), "prelu-channel"),
     binary("PRelu", away(2, 5), _rng.uniform(0.1, 0.3, (1,)), "prelu-shared"),
     # a's first dim is symbolic ("N"), so b's size-1 dim is summed with run-time axes... or static ones
-    Case("mul-dynamic", [oh.make_node("Mul", ["a", "b"], ["y"])], {"a": rnd(3, 4), "b": rnd(1, 4)}, ["a", "b"],
-         dynamic=["a"]),
-    Case("mul-dynamic-both", [oh.make_node("Mul", ["a", "b"], ["y"])], {"a": rnd(3, 4), "b": rnd(3, 1)}, ["a", "b"],
-         dynamic=["a", "b"]),
+    Case(
+        "mul-dynamic",
+        [oh.make_node("Mul", ["a", "b"], ["y"])],
+        {"a": rnd(3, 4), "b": rnd(1, 4)},
+        ["a", "b"],
+        dynamic=["a"],
+    ),
+    Case(
+        "mul-dynamic-both",
+        [oh.make_node("Mul", ["a", "b"], ["y"])],
+        {"a": rnd(3, 4), "b": rnd(3, 1)},
+        ["a", "b"],
+        dynamic=["a", "b"],
+    ),
     Case("add-self", [oh.make_node("Add", ["a", "a"], ["y"])], {"a": rnd(3)}, ["a"]),
 ]
 

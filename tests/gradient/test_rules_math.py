@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
 from gradcheck import Case, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx  # noqa: F401  (a test extra)
+import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
 from gradcheck import Case, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
@@ -35,8 +34,15 @@ def away_from_zero(*shape: int) -> np.ndarray:
 
 
 def red(
-    op: str, x: np.ndarray, axes: list[int] | None = None, *, how: str = "const", dynamic: bool = False,
-    opset: int = 21, tag: str = "", **attrs: Any
+    op: str,
+    x: np.ndarray,
+    axes: list[int] | None = None,
+    *,
+    how: str = "const",
+    dynamic: bool = False,
+    opset: int = 21,
+    tag: str = "",
+    **attrs: Any,
 ) -> Case:
     """A one-node Reduce row; ``how``: "const" (initializer), "input" (fed at run time) or "attr"."""
     inputs: dict[str, np.ndarray] = {"x": x}
@@ -48,8 +54,12 @@ def red(
         names.append("a")
     name = f"{op}-{tag or how}" + "".join(f"-{k}{v}" for k, v in attrs.items() if k != "axes")
     return Case(
-        name, [oh.make_node(op, names, ["y"], **attrs)], inputs, ["x"],
-        initializers=["a"] if how == "const" and axes is not None else [], dynamic=["x"] if dynamic else [],
+        name,
+        [oh.make_node(op, names, ["y"], **attrs)],
+        inputs,
+        ["x"],
+        initializers=["a"] if how == "const" and axes is not None else [],
+        dynamic=["x"] if dynamic else [],
         opset=opset,
     )
 
@@ -86,10 +96,17 @@ ROWS = [
     red("ReduceLogSum", positive(3, 2), [], tag="noop", noop_with_empty_axes=1),
     red("ReduceMean", rnd(3, 2, 2), [1, 2], how="input", dynamic=True, tag="input-dynamic", keepdims=0),
     red("ReduceMax", rnd(3, 4), [1], how="input", dynamic=True, tag="input-dynamic"),
-    Case("ArgMax-then-ReduceMax", [oh.make_node("ArgMax", ["x"], ["i"], axis=1),
-                                   oh.make_node("Cast", ["i"], ["f"], to=11),
-                                   oh.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
-                                   oh.make_node("Mul", ["m", "f"], ["y"])], {"x": rnd(2, 3)}, ["x"]),
+    Case(
+        "ArgMax-then-ReduceMax",
+        [
+            oh.make_node("ArgMax", ["x"], ["i"], axis=1),
+            oh.make_node("Cast", ["i"], ["f"], to=11),
+            oh.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
+            oh.make_node("Mul", ["m", "f"], ["y"]),
+        ],
+        {"x": rnd(2, 3)},
+        ["x"],
+    ),
 ]
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx  # noqa: F401  (a test extra)
+import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
 from gradcheck import Case, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
@@ -37,8 +36,15 @@ def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: 
 
 
 def one(
-    name: str, op: str, x: np.ndarray, args: dict[str, np.ndarray] | None = None, *, const: bool = True,
-    dynamic: bool = False, opset: int = 21, **attrs: Any
+    name: str,
+    op: str,
+    x: np.ndarray,
+    args: dict[str, np.ndarray] | None = None,
+    *,
+    const: bool = True,
+    dynamic: bool = False,
+    opset: int = 21,
+    **attrs: Any,
 ) -> Case:
     """A single-node row differentiated w.r.t. ``x``; integer ``args`` are initializers when ``const``."""
     args = args or {}
@@ -46,9 +52,13 @@ def one(
     names = ["x"] + [k if v is not None else "" for k, v in args.items()]
     inputs = {k: v for k, v in inputs.items() if v is not None}
     return Case(
-        name, [node(op, names, **attrs)], inputs, ["x"],
+        name,
+        [node(op, names, **attrs)],
+        inputs,
+        ["x"],
         initializers=list(k for k in args if args[k] is not None) if const else [],
-        dynamic=["x"] if dynamic else [], opset=opset,
+        dynamic=["x"] if dynamic else [],
+        opset=opset,
     )
 
 
@@ -79,21 +89,57 @@ SHAPE = [
     one("cumsum-exclusive", "CumSum", rnd(3, 4), {"a": i64(0)}, exclusive=1),
     one("cumsum-reverse", "CumSum", rnd(3, 4), {"a": i64(-1)}, reverse=1),
     one("cumsum-exclusive-reverse", "CumSum", rnd(5), {"a": i64(0)}, exclusive=1, reverse=1),
-    Case("concat", [node("Concat", ["a", "b", "c"], axis=1)], {"a": rnd(2, 1), "b": rnd(2, 3), "c": rnd(2, 2)},
-         ["a", "b", "c"]),
+    Case(
+        "concat",
+        [node("Concat", ["a", "b", "c"], axis=1)],
+        {"a": rnd(2, 1), "b": rnd(2, 3), "c": rnd(2, 2)},
+        ["a", "b", "c"],
+    ),
     Case("concat-neg-axis-one-var", [node("Concat", ["a", "b"], axis=-1)], {"a": rnd(2, 2), "b": rnd(2, 3)}, ["b"]),
-    Case("concat-dynamic-axis", [node("Concat", ["a", "b"], axis=0)], {"a": rnd(2, 3), "b": rnd(3, 3)},
-         ["a", "b"], dynamic=["a", "b"]),
-    Case("concat-dynamic-batch", [node("Concat", ["a", "b"], axis=1)], {"a": rnd(2, 3), "b": rnd(2, 1)},
-         ["a", "b"], dynamic=["a", "b"]),
-    Case("split-unused", [node("Split", ["x", "s"], ["p", "q"], axis=1)], {"x": rnd(2, 5), "s": i64(2, 3)},
-         ["x"], y="q", initializers=["s"]),
-    Case("split-num-outputs", [node("Split", ["x"], ["p", "q", "r"], axis=0, num_outputs=3),
-                               node("Mul", ["p", "r"], ["y"])], {"x": rnd(6, 2)}, ["x"]),
-    Case("split-dynamic", [node("Split", ["x", "s"], ["p", "q"], axis=1), node("Mul", ["p", "q"], ["y"])],
-         {"x": rnd(3, 4), "s": i64(2, 2)}, ["x"], initializers=["s"], dynamic=["x"]),
-    Case("split-opset11-attr", [node("Split", ["x"], ["p", "q"], axis=0, split=[1, 3])], {"x": rnd(4, 2)}, ["x"],
-         y="q", opset=11),
+    Case(
+        "concat-dynamic-axis",
+        [node("Concat", ["a", "b"], axis=0)],
+        {"a": rnd(2, 3), "b": rnd(3, 3)},
+        ["a", "b"],
+        dynamic=["a", "b"],
+    ),
+    Case(
+        "concat-dynamic-batch",
+        [node("Concat", ["a", "b"], axis=1)],
+        {"a": rnd(2, 3), "b": rnd(2, 1)},
+        ["a", "b"],
+        dynamic=["a", "b"],
+    ),
+    Case(
+        "split-unused",
+        [node("Split", ["x", "s"], ["p", "q"], axis=1)],
+        {"x": rnd(2, 5), "s": i64(2, 3)},
+        ["x"],
+        y="q",
+        initializers=["s"],
+    ),
+    Case(
+        "split-num-outputs",
+        [node("Split", ["x"], ["p", "q", "r"], axis=0, num_outputs=3), node("Mul", ["p", "r"], ["y"])],
+        {"x": rnd(6, 2)},
+        ["x"],
+    ),
+    Case(
+        "split-dynamic",
+        [node("Split", ["x", "s"], ["p", "q"], axis=1), node("Mul", ["p", "q"], ["y"])],
+        {"x": rnd(3, 4), "s": i64(2, 2)},
+        ["x"],
+        initializers=["s"],
+        dynamic=["x"],
+    ),
+    Case(
+        "split-opset11-attr",
+        [node("Split", ["x"], ["p", "q"], axis=0, split=[1, 3])],
+        {"x": rnd(4, 2)},
+        ["x"],
+        y="q",
+        opset=11,
+    ),
 ]
 
 
@@ -149,24 +195,49 @@ GATHER = [
     one("gather-nd", "GatherND", rnd(3, 4, 2), {"i": i64([0, 1], [2, 3], [0, 1])}),
     one("gather-nd-neg-runtime", "GatherND", rnd(3, 4), {"i": i64([[-1], [0]], [[-1], [1]])}, const=False),
     one("gather-nd-batch1", "GatherND", rnd(2, 3, 4), {"i": i64([[1], [1]], [[2], [0]])}, batch_dims=1),
-    one("gather-nd-batch2", "GatherND", rnd(2, 2, 3, 2), {"i": i64([[[2, 1], [0, 0]], [[1, 1], [1, 1]]],
-                                                                    [[[0, 0], [-1, 1]], [[2, 0], [2, 0]]])},
-        batch_dims=2),
-    one("gather-nd-batch1-dynamic", "GatherND", rnd(2, 3), {"i": i64([[2], [2]], [[0], [1]])}, dynamic=True,
-        batch_dims=1),
-    Case("gather-nd-batch1-dynamic-indices", [node("GatherND", ["x", "i"], batch_dims=1)],
-         {"x": rnd(3, 4, 2), "i": i64([[1, 0], [3, 1]], [[0, 0], [0, 0]], [[2, 1], [-1, -2]])}, ["x"],
-         dynamic=["x", "i"]),
-    Case("topk", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": rnd(3, 5), "k": i64(2)}, ["x"],
-         initializers=["k"]),
-    Case("topk-smallest-dynamic", [node("TopK", ["x", "k"], ["y", "i"], largest=0)], {"x": rnd(2, 4), "k": i64(3)},
-         ["x"], dynamic=["x"]),
+    one(
+        "gather-nd-batch2",
+        "GatherND",
+        rnd(2, 2, 3, 2),
+        {"i": i64([[[2, 1], [0, 0]], [[1, 1], [1, 1]]], [[[0, 0], [-1, 1]], [[2, 0], [2, 0]]])},
+        batch_dims=2,
+    ),
+    one(
+        "gather-nd-batch1-dynamic",
+        "GatherND",
+        rnd(2, 3),
+        {"i": i64([[2], [2]], [[0], [1]])},
+        dynamic=True,
+        batch_dims=1,
+    ),
+    Case(
+        "gather-nd-batch1-dynamic-indices",
+        [node("GatherND", ["x", "i"], batch_dims=1)],
+        {"x": rnd(3, 4, 2), "i": i64([[1, 0], [3, 1]], [[0, 0], [0, 0]], [[2, 1], [-1, -2]])},
+        ["x"],
+        dynamic=["x", "i"],
+    ),
+    Case(
+        "topk", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": rnd(3, 5), "k": i64(2)}, ["x"], initializers=["k"]
+    ),
+    Case(
+        "topk-smallest-dynamic",
+        [node("TopK", ["x", "k"], ["y", "i"], largest=0)],
+        {"x": rnd(2, 4), "k": i64(3)},
+        ["x"],
+        dynamic=["x"],
+    ),
 ]
 
 
 def scatter(name: str, op: str, data: tuple[int, ...], idx: np.ndarray, upd: tuple[int, ...], **attrs: Any) -> Case:
-    return Case(name, [node(op, ["d", "i", "u"], **attrs)], {"d": rnd(*data), "i": idx, "u": rnd(*upd)},
-                ["d", "u"], initializers=["i"])
+    return Case(
+        name,
+        [node(op, ["d", "i", "u"], **attrs)],
+        {"d": rnd(*data), "i": idx, "u": rnd(*upd)},
+        ["d", "u"],
+        initializers=["i"],
+    )
 
 
 SCATTER = [
@@ -189,10 +260,20 @@ PAD = [
     pad("pad-axes", rnd(2, 3, 2), [1, 2], axes=[-1]),
     pad("pad-runtime", rnd(2, 3), [0, 1, 1, -1], const=False, dynamic=True),
     pad("pad-dynamic-batch", rnd(2, 3), [0, 1, 0, 2], dynamic=True),
-    Case("pad-value-grad", [node("Pad", ["x", "p", "v"])], {"x": rnd(2, 2), "p": i64(1, 0, 0, 2), "v": rnd()},
-         ["x", "v"], initializers=["p"]),
-    Case("pad-value-grad-negative", [node("Pad", ["x", "p", "v"])], {"x": rnd(3, 2), "p": i64(-1, 1, 0, 0),
-                                                                       "v": rnd()}, ["v"], initializers=["p"]),
+    Case(
+        "pad-value-grad",
+        [node("Pad", ["x", "p", "v"])],
+        {"x": rnd(2, 2), "p": i64(1, 0, 0, 2), "v": rnd()},
+        ["x", "v"],
+        initializers=["p"],
+    ),
+    Case(
+        "pad-value-grad-negative",
+        [node("Pad", ["x", "p", "v"])],
+        {"x": rnd(3, 2), "p": i64(-1, 1, 0, 0), "v": rnd()},
+        ["v"],
+        initializers=["p"],
+    ),
     pad("pad-edge", rnd(3, 4), [1, 2, 2, 1], mode="edge"),
     pad("pad-reflect", rnd(4, 3), [2, 1, 3, 2], mode="reflect"),
     pad("pad-wrap", rnd(3, 4), [1, 3, 2, 0], mode="wrap"),
@@ -240,7 +321,6 @@ def test_refused_with_reason() -> None:
 def backward_case(case: Case, wrt_inputs: bool = False) -> Case:
     """The backward function of ``case`` as a forward graph, differentiated w.r.t. ``dy``
     (and the original ``xs`` when ``wrt_inputs``): the closure of the emitted ops."""
-    import onnx
 
     _, bwd = gradient(case)
     feeds = dict(case.inputs)
@@ -255,8 +335,13 @@ def backward_case(case: Case, wrt_inputs: bool = False) -> Case:
     feeds["g_out"] = feeds.pop("dy")
     names = ["g_out" if k == "dy" else k for k in bwd.input]
     return Case(
-        f"{case.name}-double", nodes, {k: feeds[k] for k in names}, ["g_out", *(case.xs if wrt_inputs else [])],
-        y=f"grad_{case.xs[0]}", initializers=[k for k in case.initializers if k in bwd.input], atol=1e-6,
+        f"{case.name}-double",
+        nodes,
+        {k: feeds[k] for k in names},
+        ["g_out", *(case.xs if wrt_inputs else [])],
+        y=f"grad_{case.xs[0]}",
+        initializers=[k for k in case.initializers if k in bwd.input],
+        atol=1e-6,
     )
 
 

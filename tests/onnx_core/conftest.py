@@ -19,7 +19,7 @@ def codec(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "native" and not _native_codec.available():
         if os.environ.get("CI"):
             pytest.fail("onnx_light._native was not built: the CI install must build the extension")
-        pytest.skip("onnx_light._native is not built in this environment")
+        pytest.xfail("onnx_light._native is not built in this environment")
     old = _native_codec.set_enabled(request.param == "native")
     try:
         yield request.param

@@ -24,7 +24,7 @@ def _require_native() -> None:
     if not _native_codec.available():
         if os.environ.get("CI"):
             pytest.fail("onnx_light._native was not built: the CI install must build the extension")
-        pytest.skip("onnx_light._native is not built in this environment")
+        pytest.xfail("onnx_light._native is not built in this environment")
 
 
 def _varint(n: int) -> bytes:

@@ -14,10 +14,9 @@ import os
 from typing import Any
 
 import numpy as np
-import pytest
-
-onnx = pytest.importorskip("onnx")
+import onnx
 import onnx.numpy_helper as onnx_nh  # noqa: E402
+import pytest
 
 from onnx_light.onnx_core import _proto, helper, numpy_helper  # noqa: E402
 from onnx_light.onnx_core._dtypes import BIT_PATTERN_TYPES as _BIT_PATTERN_TYPES  # noqa: E402
@@ -335,7 +334,8 @@ def test_from_array_rejects_odd_objects() -> None:
 
 
 def test_make_tensor_raw_bit_patterns_match_onnx() -> None:
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import ml_dtypes
+
     vals = np.array([0.5, -1.0, 3.0, 448.0], dtype=np.float32)
     for dt, mld in ((T.BFLOAT16, ml_dtypes.bfloat16), (T.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn)):
         theirs = onnx.helper.make_tensor("t", dt, [4], vals.astype(mld), raw=True)

@@ -38,7 +38,8 @@ def model(nodes: list[Any], inputs: list[Any], outputs: list[Any], **kw: Any) ->
 
 
 def ort_session(m: ol.ModelProto) -> Any:
-    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     return ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"])
