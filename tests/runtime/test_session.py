@@ -548,3 +548,24 @@ def test_bfloat16_feed_is_tagged_so_cast_reads_it() -> None:
     np.testing.assert_array_equal(y, values)
     assert z.dtype == np.uint16
     np.testing.assert_array_equal((z.astype(np.uint32) << 16).view(np.float32), 2 * values)
+
+
+def test_input_with_initializer_default_is_checked_when_fed() -> None:
+    """An input whose initializer is its default may be fed, with the declared type."""
+    nodes = [helper.make_node("Mul", ["x", "w"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [ol.numpy_helper.from_array(np.array([2.0, 3.0], np.float32), "w")],
+    )
+    sess = InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    x = np.ones(2, np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [2.0, 3.0])
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "w": np.array([5.0, 7.0], np.float32)})[0], [5.0, 7.0])
+    with pytest.raises(InvalidFeed, match=r"input 'w': expected tensor\(float\).*got float64"):
+        sess.run(None, {"x": x, "w": np.array([5.0, 7.0])})
