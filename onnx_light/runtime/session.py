@@ -192,9 +192,7 @@ class InferenceSession:
         self._expected = {a.name: a for a in self._inputs}
         if graph is not None:
             # inputs with an initializer default can be fed too, and are checked the same way
-            self._expected.update(
-                {i.name: _arg_from_value_info(i) for i in graph.input if i.name in self._defaults}
-            )
+            self._expected.update({i.name: _arg_from_value_info(i) for i in graph.input if i.name in self._defaults})
         self._output_index = {n: i for i, n in enumerate(output_names)}
 
     # -- onnxruntime's introspection -------------------------------------------------
