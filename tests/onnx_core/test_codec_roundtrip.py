@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from wire_bytes import key, varint
 
 import onnx_light.onnx_core as oc
 
@@ -202,21 +203,6 @@ def test_semantic_content_of_a_node_model(node_cases: list[Any]) -> None:
 # ----------------------------------------------------------------------------
 # wire-format corners
 # ----------------------------------------------------------------------------
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        if n < 0x80:
-            out.append(n)
-            return bytes(out)
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-
-
-def _key(number: int, wire_type: int) -> bytes:
-    return _varint(number << 3 | wire_type)
-
-
 def _small_model() -> onnx.ModelProto:
     h = onnx.helper
     node = h.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])
@@ -231,13 +217,13 @@ def _small_model() -> onnx.ModelProto:
 
 
 UNKNOWN_FIELDS = [
-    pytest.param(_key(1000, 0) + _varint(150), id="varint"),
-    pytest.param(_key(1001, 0) + _varint(-5), id="negative-varint"),
-    pytest.param(_key(1002, 1) + struct.pack("<d", 2.5), id="fixed64"),
-    pytest.param(_key(1003, 5) + struct.pack("<f", 1.5), id="fixed32"),
-    pytest.param(_key(1004, 2) + _varint(3) + b"abc", id="len"),
-    pytest.param(_key(1005, 2) + _varint(0), id="empty-len"),
-    pytest.param(_key(99, 0) + _varint(1) + _key(98, 2) + _varint(1) + b"z", id="two-fields"),
+    pytest.param(key(1000, 0) + varint(150), id="varint"),
+    pytest.param(key(1001, 0) + varint(-5), id="negative-varint"),
+    pytest.param(key(1002, 1) + struct.pack("<d", 2.5), id="fixed64"),
+    pytest.param(key(1003, 5) + struct.pack("<f", 1.5), id="fixed32"),
+    pytest.param(key(1004, 2) + varint(3) + b"abc", id="len"),
+    pytest.param(key(1005, 2) + varint(0), id="empty-len"),
+    pytest.param(key(99, 0) + varint(1) + key(98, 2) + varint(1) + b"z", id="two-fields"),
 ]
 
 
@@ -256,7 +242,7 @@ def test_unknown_fields_survive_in_nested_message(extra: bytes) -> None:
     node = onnx.helper.make_node("Relu", ["x"], ["y"])
     node_bytes = node.SerializeToString() + extra
     # graph.node (field 1) holding the node with an unknown field
-    graph_bytes = _key(1, 2) + _varint(len(node_bytes)) + node_bytes + _key(2, 2) + b"\x01g"
+    graph_bytes = key(1, 2) + varint(len(node_bytes)) + node_bytes + key(2, 2) + b"\x01g"
     graph = oc.GraphProto.FromString(graph_bytes)
     assert graph.node[0].op_type == "Relu" and graph.name == "g"
     assert graph.SerializeToString() == graph_bytes
@@ -269,32 +255,32 @@ def test_unknown_fields_survive_in_nested_message(extra: bytes) -> None:
 
 def test_unknown_field_with_known_number_but_wrong_wire_type_is_kept() -> None:
     # NodeProto.op_type is field 4 (string); a varint under number 4 is not an op_type
-    data = _key(4, 2) + b"\x04Relu" + _key(4, 0) + _varint(7)
+    data = key(4, 2) + b"\x04Relu" + key(4, 0) + varint(7)
     node = oc.NodeProto.FromString(data)
     assert node.op_type == "Relu"
     assert node.SerializeToString() == data
 
 
 def _tensor_with_dims(dims_bytes: bytes) -> bytes:
-    return dims_bytes + _key(2, 0) + _varint(oc.TensorProto.INT64)
+    return dims_bytes + key(2, 0) + varint(oc.TensorProto.INT64)
 
 
 @pytest.mark.parametrize(
     ("encoded", "expected"),
     [
         # TensorProto.dims (field 1) is not declared packed: protobuf writes it unpacked
-        pytest.param(b"".join(_key(1, 0) + _varint(v) for v in (3, 300, -1)), [3, 300, -1], id="unpacked"),
+        pytest.param(b"".join(key(1, 0) + varint(v) for v in (3, 300, -1)), [3, 300, -1], id="unpacked"),
         pytest.param(
-            _key(1, 2) + _varint(len(b := _varint(3) + _varint(300) + _varint(-1))) + b,
+            key(1, 2) + varint(len(b := varint(3) + varint(300) + varint(-1))) + b,
             [3, 300, -1],
             id="packed",
         ),
         pytest.param(
-            _key(1, 0) + _varint(1) + _key(1, 2) + b"\x02\x02\x03" + _key(1, 0) + _varint(4),
+            key(1, 0) + varint(1) + key(1, 2) + b"\x02\x02\x03" + key(1, 0) + varint(4),
             [1, 2, 3, 4],
             id="mixed",
         ),
-        pytest.param(_key(1, 2) + b"\x00", [], id="packed-empty"),
+        pytest.param(key(1, 2) + b"\x00", [], id="packed-empty"),
     ],
 )
 def test_repeated_int64_packed_and_unpacked(encoded: bytes, expected: list[int]) -> None:
@@ -309,9 +295,9 @@ def test_repeated_int64_packed_and_unpacked(encoded: bytes, expected: list[int])
 def test_packed_fields_accept_unpacked_encoding() -> None:
     # TensorProto.float_data (4) and int64_data (7) are declared packed
     data = (
-        _key(4, 5) + struct.pack("<f", 1.5) + _key(4, 5) + struct.pack("<f", -2.0)
-        + _key(7, 0) + _varint(-9) + _key(7, 0) + _varint(1 << 40)
-        + _key(10, 1) + struct.pack("<d", 0.25)
+        key(4, 5) + struct.pack("<f", 1.5) + key(4, 5) + struct.pack("<f", -2.0)
+        + key(7, 0) + varint(-9) + key(7, 0) + varint(1 << 40)
+        + key(10, 1) + struct.pack("<d", 0.25)
     )  # fmt: skip
     ours = oc.TensorProto.FromString(data)
     theirs = onnx.TensorProto.FromString(data)
@@ -361,7 +347,7 @@ def test_negative_singular_ints_match_onnx() -> None:
 
 def test_int32_wraps_like_protobuf() -> None:
     # a 64-bit varint in an int32 field keeps its low 32 bits
-    data = _key(1, 0) + _varint((1 << 32) + 5)
+    data = key(1, 0) + varint((1 << 32) + 5)
     assert oc.TypeProto.Tensor.FromString(data).elem_type == onnx.TypeProto.Tensor.FromString(data).elem_type
 
 
@@ -411,8 +397,8 @@ def test_has_field_for_scalars_set_to_default() -> None:
 
 
 def test_oneof_last_member_wins_when_decoding() -> None:
-    dim_value = _key(1, 0) + _varint(7)
-    dim_param = _key(2, 2) + b"\x01N"
+    dim_value = key(1, 0) + varint(7)
+    dim_param = key(2, 2) + b"\x01N"
     for data, which in ((dim_value + dim_param, "dim_param"), (dim_param + dim_value, "dim_value")):
         ours = oc.TensorShapeProto.Dimension.FromString(data)
         theirs = onnx.TensorShapeProto.Dimension.FromString(data)
@@ -480,4 +466,4 @@ def test_strings_are_utf8() -> None:
     assert (ours.name, ours.doc_string) == ("nœud-✓", "日本")
     assert ours.SerializeToString() == data
     with pytest.raises(oc.DecodeError):
-        oc.NodeProto.FromString(_key(3, 2) + b"\x02\xff\xfe")
+        oc.NodeProto.FromString(key(3, 2) + b"\x02\xff\xfe")

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError as PbDecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import numpy_helper
+from wire_bytes import varint
 
 import onnx_light.onnx_core as oc
 from onnx_light.onnx_core import _wire
@@ -102,16 +103,6 @@ def _check(data: bytes, cls: type = oc.ModelProto) -> str:
 # ----------------------------------------------------------------------------
 # mutations
 # ----------------------------------------------------------------------------
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 @st.composite
 def mutated(draw: Any) -> bytes:
     data = bytearray(draw(st.sampled_from(SEEDS)))
@@ -131,7 +122,7 @@ def mutated(draw: Any) -> bytes:
         elif kind == "length":
             # a LEN field whose prefix claims more than is there, up to absurd sizes
             n = draw(st.sampled_from([len(data), 1 << 31, 1 << 62, (1 << 64) - 1, 2**70]))
-            data[pos:pos] = b"\x3a" + _varint(n)
+            data[pos:pos] = b"\x3a" + varint(n)
     return bytes(data)
 
 
@@ -157,7 +148,7 @@ def test_every_truncation_of_a_seed(seed: int) -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        pytest.param(b"\x3a" + _varint(1 << 62), id="len-2^62"),
+        pytest.param(b"\x3a" + varint(1 << 62), id="len-2^62"),
         pytest.param(b"\x3a\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", id="len-2^64-1"),
         pytest.param(b"\x3a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", id="varint-11-bytes"),
         pytest.param(b"\x3a\x80", id="truncated-varint"),
@@ -203,9 +194,9 @@ def test_error_names_the_path() -> None:
     model = onnx.ModelProto.FromString(SEEDS[0])
     attr = model.graph.node[0].attribute[0].SerializeToString()
     bad_attr = attr + b"\x42\x05\x01"  # AttributeProto.ints (8) packed, length past the end
-    node = onnx.NodeProto(op_type="T").SerializeToString() + b"\x2a" + _varint(len(bad_attr)) + bad_attr
-    graph = b"\x0a" + _varint(len(node)) + node
-    data = b"\x3a" + _varint(len(graph)) + graph
+    node = onnx.NodeProto(op_type="T").SerializeToString() + b"\x2a" + varint(len(bad_attr)) + bad_attr
+    graph = b"\x0a" + varint(len(node)) + node
+    data = b"\x3a" + varint(len(graph)) + graph
     with pytest.raises(oc.DecodeError) as err:
         oc.ModelProto.FromString(data)
     assert err.value.path.startswith("ModelProto.graph.node[0].attribute[0]"), err.value.path
@@ -219,9 +210,9 @@ def _nested_graph(levels: int) -> bytes:
     graph = b"\x12\x04leaf"  # GraphProto.name
     for _ in range(levels):
         # name, g, type (field-number order, as protobuf writes it)
-        attr = b"\x0a\x01g" + b"\x32" + _varint(len(graph)) + graph + b"\xa0\x01\x05"
-        node = b"\x22\x02If" + b"\x2a" + _varint(len(attr)) + attr  # op_type, attribute
-        graph = b"\x0a" + _varint(len(node)) + node  # GraphProto.node
+        attr = b"\x0a\x01g" + b"\x32" + varint(len(graph)) + graph + b"\xa0\x01\x05"
+        node = b"\x22\x02If" + b"\x2a" + varint(len(attr)) + attr  # op_type, attribute
+        graph = b"\x0a" + varint(len(node)) + node  # GraphProto.node
     return graph
 
 
@@ -250,7 +241,7 @@ def test_deep_nesting_mutated(levels: int, cut: int) -> None:
 
 @pytest.mark.parametrize("tag", [(1 << 29) << 3, (1 << 62) | 0, (1 << 64) - 8], ids=["2^29", "2^59", "2^61-1"])
 def test_field_number_above_protobuf_maximum(tag: int) -> None:
-    data = b"\x08\x01" + _varint(tag) + b"\x00"
+    data = b"\x08\x01" + varint(tag) + b"\x00"
     with pytest.raises(oc.DecodeError, match="field number"):
         oc.ModelProto.FromString(data)
     with pytest.raises(PbDecodeError):  # protobuf agrees
@@ -258,6 +249,6 @@ def test_field_number_above_protobuf_maximum(tag: int) -> None:
 
 
 def test_largest_field_number_is_an_unknown_field() -> None:
-    data = b"\x08\x01" + _varint(((1 << 29) - 1) << 3) + b"\x05"
+    data = b"\x08\x01" + varint(((1 << 29) - 1) << 3) + b"\x05"
     assert oc.ModelProto.FromString(data).SerializeToString() == data
     assert onnx.ModelProto.FromString(data).SerializeToString() == data

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from wire_bytes import key, varint
 
 import onnx_light.onnx_core as oc
 from onnx_light.onnx_core import _native_codec, _wire
@@ -25,20 +26,6 @@ def _require_native() -> None:
         if os.environ.get("CI"):
             pytest.fail("onnx_light._native was not built: the CI install must build the extension")
         pytest.xfail("onnx_light._native is not built in this environment")
-
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 70) - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _key(number: int, wt: int) -> bytes:
-    return _varint((number << 3) | wt)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -99,9 +86,9 @@ def _assert_same_decoding(cls: type, data: bytes) -> None:
     ],
 )
 def test_ten_byte_varints(cls: type, number: int, value: int) -> None:
-    single = _key(number, 0) + _varint(value)
-    packed_payload = _varint(value) + _varint(5)
-    packed = _key(number, 2) + _varint(len(packed_payload)) + packed_payload
+    single = key(number, 0) + varint(value)
+    packed_payload = varint(value) + varint(5)
+    packed = key(number, 2) + varint(len(packed_payload)) + packed_payload
     for data in (single, packed, single + packed):
         _assert_same_decoding(cls, data)
 
@@ -109,13 +96,13 @@ def test_ten_byte_varints(cls: type, number: int, value: int) -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        _varint((1 << 29) << 3),
-        _varint(((1 << 29) - 1) << 3) + b"\x00",
-        _varint((1 << 69) | 2) + b"\x00",
-        _varint((1 << 64) - 8),
+        varint((1 << 29) << 3),
+        varint(((1 << 29) - 1) << 3) + b"\x00",
+        varint((1 << 69) | 2) + b"\x00",
+        varint((1 << 64) - 8),
         b"\xff" * 9 + b"\x7f",
         b"\xff" * 10 + b"\x01",
-        b"\x3a" + _varint(1 << 66),
+        b"\x3a" + varint(1 << 66),
         b"\x3a\x80",
         b"\x00",
         b"\x0b",
@@ -142,7 +129,7 @@ def test_random_bytes_agree() -> None:
 
 
 def test_merging_into_a_message_and_oneofs() -> None:
-    data = _key(1, 0) + _varint(3) + _key(2, 2) + b"\x01N" + _key(1, 0) + _varint(9)
+    data = key(1, 0) + varint(3) + key(2, 2) + b"\x01N" + key(1, 0) + varint(9)
     for native in (True, False):
         old = _native_codec.set_enabled(native)
         try:
