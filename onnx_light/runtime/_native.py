@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NATIVE", "EXTENSION", "max_pool2d", "max_pool2d_twin", "using_native"]
+__all__ = ["NATIVE", "EXTENSION", "conv2d_native", "max_pool2d", "max_pool2d_twin", "using_native"]
 
 
 def _import_extension() -> ModuleType | None:
@@ -91,3 +91,56 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
     if NATIVE is not None and xp.dtype in (np.float32, np.float64):
         return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])  # type: ignore[no-any-return]
     return max_pool2d_twin(*args)
+
+
+#: the native float32 convolution runs (built, selected, and the CPU has AVX-512F)
+CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
+_F32 = np.dtype(np.float32)
+
+
+def conv2d_native(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    group: int,
+    relu: bool,
+) -> np.ndarray | None:
+    """A float32 1-D or 2-D convolution (+ ReLU) by the extension, or None when it does not apply.
+
+    The twin is the numpy im2col convolution in ``runtime/kernels/conv.py``, which runs
+    whenever this returns None.
+    """
+    nd = x.ndim - 2
+    if (
+        not CONV2D
+        or nd not in (1, 2)
+        or x.dtype != _F32
+        or w.dtype != _F32
+        or (b is not None and b.dtype != _F32)
+        or x.size == 0
+        or w.size == 0
+        or min(begin + end) < 0
+    ):
+        return None
+    if nd == 1:
+        x, w = x[:, :, None, :], w[:, :, None, :]
+        strides, dilations, begin, end = [1, *strides], [1, *dilations], [0, *begin], [0, *end]
+    assert NATIVE is not None
+    y = NATIVE.conv2d(
+        np.ascontiguousarray(x),
+        np.ascontiguousarray(w),
+        None if b is None else np.ascontiguousarray(b.reshape(-1)),
+        *strides,
+        *dilations,
+        begin[0],
+        begin[1],
+        end[0],
+        end[1],
+        group,
+        relu,
+    )
+    return y[:, :, 0, :] if nd == 1 else y

@@ -237,6 +237,7 @@ def compile_graph(
     outer: set[str] | None = None,
     bit_values: set[str] | None = None,
     input_types: dict[str, tuple[int, list[int | str | None] | None]] | None = None,
+    fuse: bool = True,
 ) -> Plan:
     """Compiles nodes into a :class:`Plan`.
 
@@ -254,6 +255,8 @@ def compile_graph(
             any rank; a dimension that is not a positive int: any size). Float32, float16 and
             float64 inputs of known rank let the generated code skip dtype checks and reuse
             dying buffers; feeds that break the promise run an untyped twin.
+        fuse: run a Conv whose only reader is a Relu as one fused step (the session turns it
+            off when it traces nodes, so that every node is seen).
 
     Raises:
         NotImplementedOp: a node's op has no kernel for the opset.
@@ -289,6 +292,7 @@ def compile_graph(
                 inliner.functions.values(),
                 outer=set(scope),
                 bit_values=(bits & scope) | {i.name for i in g.input if _elem_type(i) in _BIT_FLOATS},
+                fuse=fuse,
             )
 
         return compile_sub
@@ -378,6 +382,8 @@ def compile_graph(
 
     # release each intermediate after its last reader
     keep = set(output_slots) | set(input_slots) | set(const_slots) | {0, 1} | {slot_of[n] for n in captured}
+    if fuse:
+        steps = _fuse_relu(steps, keep)
     last_use: dict[int, int] = {}
     for i, step in enumerate(steps):
         for s in step.inputs:
@@ -405,6 +411,35 @@ def compile_graph(
             plan.input_types[slot_of[name]] = (dtype, dims)
     plan.fast = generate(plan)
     return plan
+
+
+def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
+    """Merges each ``X -> Relu`` pair where the kernel of X has a ``with_relu`` variant
+    (Conv) and the Relu is X's output's only reader: the merged step writes the Relu's
+    output, and the value in between never exists."""
+    readers: dict[int, list[int]] = {}
+    for i, step in enumerate(steps):
+        for s in set(step.inputs):
+            readers.setdefault(s, []).append(i)
+    merged: dict[int, Step] = {}
+    dropped: set[int] = set()
+    for i, step in enumerate(steps):
+        fused = getattr(step.fn, "with_relu", None)
+        if fused is None or len(step.outputs) != 1 or step.outputs[0] in keep:
+            continue
+        after = readers.get(step.outputs[0], [])
+        if len(after) != 1:
+            continue
+        relu = steps[after[0]]
+        if relu.node.op_type != "Relu" or relu.node.domain not in ("", "ai.onnx") or relu.inputs != step.outputs:
+            continue
+        if getattr(relu.fn, "float_ufunc", None) != "relu":  # e.g. wrapped to compute bit-pattern floats
+            continue
+        merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset)
+        dropped.add(after[0])
+    if not merged:
+        return steps
+    return [merged.get(i, step) for i, step in enumerate(steps) if i not in dropped]
 
 
 def run_plan(

@@ -186,8 +186,17 @@ class InferenceSession:
         bit_values = {a.name for a in self._inputs if a.elem_type in _dtypes.BIT_PATTERN_TYPES}
         # the types run() enforces (see _check_feed): the plan specialises on them
         input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
+        # fused steps (Conv + Relu) only when no node is traced, so a trace shows every node
         self._plan: Plan = compile_graph(
-            nodes, input_names, output_names, inits, opsets, fns, bit_values=bit_values, input_types=input_types
+            nodes,
+            input_names,
+            output_names,
+            inits,
+            opsets,
+            fns,
+            bit_values=bit_values,
+            input_types=input_types,
+            fuse=not (verbose or check_finite),
         )
         self._expected = {a.name: a for a in self._inputs}
         if graph is not None:

@@ -150,3 +150,48 @@ def test_errors_name_the_node_in_typed_and_untyped_plans() -> None:
         sess.run(None, {"x": x, "y": y})
     with pytest.raises(RuntimeFailure, match="bad_add.*\\[\\[4\\], \\[3\\]\\]"):
         run_plan(sess._plan, [x.view(_Tagged), y])
+
+
+def _conv_relu_model(extra: str | None, verbose: int = 0) -> InferenceSession:
+    """X -> Conv -> c -> Relu -> Y, with ``extra``: c is also a graph output ("output"), also
+    read by a second node ("reader"), or nothing else (None)."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "B")
+    nodes = [H.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]), H.make_node("Relu", ["c"], ["Y"])]
+    outputs = [H.make_tensor_value_info("Y", TensorProto.FLOAT, None)]
+    if extra == "output":
+        outputs.append(H.make_tensor_value_info("c", TensorProto.FLOAT, None))
+    if extra == "reader":
+        nodes.append(H.make_node("Neg", ["c"], ["N"]))
+        outputs.append(H.make_tensor_value_info("N", TensorProto.FLOAT, None))
+    graph = H.make_graph(nodes, "g", [H.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3, 8, 40])], outputs, [w, b])
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 18)])
+    return InferenceSession(onnx_light.load_from_string(model.SerializeToString()), verbose=verbose)
+
+
+@pytest.mark.parametrize("extra", [None, "output", "reader"])
+def test_conv_relu_is_fused_only_when_relu_is_the_only_reader(extra: str | None) -> None:
+    from onnx_light.runtime.kernels.conv import _conv_im2col
+
+    sess = _conv_relu_model(extra)
+    ops = [step.node.op_type for step in sess._plan.steps]
+    assert ops.count("Relu") == (0 if extra is None else 1)
+    x = np.random.default_rng(4).standard_normal((2, 3, 8, 40)).astype(np.float32)
+    got = sess.run(None, {"X": x})
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((6, 3, 3, 3)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    c = _conv_im2col(x, w, b, [1, 1], [1, 1], [1, 1], [1, 1], 1)
+    np.testing.assert_allclose(got[0], np.maximum(c, 0), rtol=1e-5, atol=1e-5)
+    if extra == "output":
+        np.testing.assert_allclose(got[1], c, rtol=1e-5, atol=1e-5)
+    if extra == "reader":
+        np.testing.assert_allclose(got[1], -c, rtol=1e-5, atol=1e-5)
+
+
+def test_traced_sessions_see_every_node(capsys: pytest.CaptureFixture[str]) -> None:
+    sess = _conv_relu_model(None, verbose=1)
+    assert [step.node.op_type for step in sess._plan.steps] == ["Conv", "Relu"]
+    sess.run(None, {"X": np.ones((2, 3, 8, 40), np.float32)})
+    out = capsys.readouterr().out
+    assert "Conv" in out and "Relu" in out

@@ -28,6 +28,7 @@ def test_max_pool2d_matches_twin(k: int, s: int, d: int, order: int, dtype: type
     height, width, top, left = 9, 7, 1, 0
     xp = rng.standard_normal((2, 3, height + 2, width + 1)).astype(dtype)
     xp[..., :top, :] = -np.inf
+    xp[1, 2, 4, 3] = np.nan  # the window's maximum is NaN, its index the largest number before it
     oh = (height + 2 - (k - 1) * d - 1) // s + 1
     ow = (width + 1 - (k - 1) * d - 1) // s + 1
     args = (k, k, s, s, d, d, oh, ow, top, left, height, width, order, True)
@@ -35,6 +36,22 @@ def test_max_pool2d_matches_twin(k: int, s: int, d: int, order: int, dtype: type
     y2, i2 = _native.max_pool2d_twin(xp, *args)
     np.testing.assert_array_equal(y1, y2)
     np.testing.assert_array_equal(i1, i2)
+
+
+@pytest.mark.parametrize("kh,sh,dh", [(2, 2, 1), (1, 1, 1), (3, 2, 2), (2, 1, 1)])
+@pytest.mark.parametrize("width", [2, 9, 32, 45, 64, 70])
+def test_max_pool2d_two_wide_windows_match_twin(kh: int, sh: int, dh: int, width: int) -> None:
+    # the vectorised float32 path: windows 2 columns wide at column stride 2, no indices
+    _require_native()
+    xp = np.random.default_rng(width).standard_normal((2, 3, 11, width)).astype(np.float32)
+    xp[0, 0, 0, :3] = np.inf
+    xp[1, 2, 1, :] = np.nan
+    oh, ow = (11 - (kh - 1) * dh - 1) // sh + 1, width // 2
+    args = (kh, 2, sh, 2, dh, 1, oh, ow, 0, 0, 11, width, 0, False)
+    y1, i1 = _native.EXTENSION.max_pool2d(xp, *args)  # type: ignore[union-attr]
+    y2, _ = _native.max_pool2d_twin(xp, *args)
+    assert i1 is None
+    np.testing.assert_array_equal(y1, y2)
 
 
 def test_max_pool2d_ties_pick_first() -> None:
@@ -50,3 +67,62 @@ def test_max_pool2d_rejects_bad_geometry() -> None:
     xp = np.zeros((1, 1, 2, 2), np.float32)
     with pytest.raises(ValueError):
         _native.EXTENSION.max_pool2d(xp, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0, True)  # type: ignore[union-attr]
+
+
+def _require_conv2d() -> None:
+    _require_native()
+    if not _native.EXTENSION.conv2d_supported():  # type: ignore[union-attr]
+        pytest.skip("this CPU has no AVX-512F: the numpy convolution runs instead")
+
+
+# (n, c, h, w, m, kernel, strides, dilations, pads (top, left, bottom, right), group): in-place
+# reads (stride-1 columns, wide rows) and packed panels (strided, narrow rows), output-row
+# tails, M not a multiple of 8, K above one 384-row block, grouped and depthwise weights
+CONV_CASES = [
+    (2, 3, 20, 64, 32, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    (2, 3, 20, 64, 32, (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    (1, 4, 9, 40, 5, (3, 2), (2, 1), (2, 3), (0, 2, 3, 1), 1),
+    (2, 5, 9, 11, 7, (3, 3), (2, 2), (2, 2), (1, 0, 2, 1), 1),
+    (2, 8, 10, 10, 8, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 8),
+    (3, 6, 7, 9, 4, (2, 3), (2, 1), (1, 2), (0, 1, 1, 0), 2),
+    (1, 50, 6, 33, 20, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    (1, 60, 5, 5, 13, (3, 3), (1, 3), (1, 1), (2, 2, 2, 2), 1),
+    (2, 4, 1, 70, 9, (1, 5), (1, 1), (1, 1), (0, 2, 0, 2), 1),
+    (2, 4, 5, 5, 6, (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), 2),
+    (1, 4, 9, 56, 5, (3, 2), (2, 1), (2, 3), (0, 2, 3, 1), 1),
+    (1, 50, 6, 64, 20, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    (2, 6, 7, 30, 12, (3, 3), (1, 1), (1, 2), (2, 0, 0, 3), 3),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=[str(i) for i in range(len(CONV_CASES))])
+@pytest.mark.parametrize("bias,relu", [(True, False), (False, True), (True, True)])
+def test_conv2d_matches_twin(case: tuple, bias: bool, relu: bool) -> None:
+    from onnx_light.runtime.kernels.conv import _conv_im2col
+
+    _require_conv2d()
+    n, c, h, w, m, k, s, d, p, g = case
+    rng = np.random.default_rng(len(case) * c + m)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c // g, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    want = _conv_im2col(x, wt, b, list(s), list(d), list(p[:2]), list(p[2:]), g)
+    if relu:
+        want = np.maximum(want, 0)
+    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, relu)  # type: ignore[union-attr]
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(wt[0].size))
+
+
+def test_conv2d_rejects_bad_arguments() -> None:
+    _require_conv2d()
+    conv2d = _native.EXTENSION.conv2d  # type: ignore[union-attr]
+    x = np.zeros((1, 4, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="group"):
+        conv2d(x, np.zeros((6, 3, 3, 3), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 2, False)
+    with pytest.raises(ValueError, match="larger"):
+        conv2d(x, np.zeros((6, 4, 7, 7), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 1, False)
+    with pytest.raises(ValueError, match="bias"):
+        conv2d(x, np.zeros((6, 4, 3, 3), np.float32), np.zeros(5, np.float32), 1, 1, 1, 1, 0, 0, 0, 0, 1, False)
+    with pytest.raises(ValueError, match="positive"):
+        conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 0, 1, 1, 1, 0, 0, 0, 0, 1, False)

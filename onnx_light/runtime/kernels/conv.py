@@ -2,7 +2,11 @@
 
 Conv is im2col + matmul: a strided *view* of the padded input holds every
 window, one copy lays it out as columns, and one batched matmul (over samples
-and groups) does the rest.
+and groups) does the rest. Float32 1-D and 2-D convolutions run natively instead
+when the extension has its AVX-512 kernel (``src/conv.cpp``: the columns are packed
+one 32-pixel panel at a time, or read in place, and never written out whole); the
+numpy path is its twin. ``conv_relu`` is Conv followed by Relu in one pass, which
+the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
 ConvTranspose is the adjoint: one matmul per group produces a column per kernel
 offset, then a scatter-add per offset (never per pixel) folds them into the
 output. The spatial helpers here are shared with ``pool.py``.
@@ -11,12 +15,14 @@ output. The spatial helpers here are shared with ``pool.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
+from onnx_light.runtime._native import conv2d_native
 from onnx_light.runtime._registry import kernel
 
-__all__ = ["explicit_pads", "kernel_offsets", "pad_spatial", "same_pads", "sliding_windows"]
+__all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "same_pads", "sliding_windows"]
 
 
 def same_pads(
@@ -117,15 +123,42 @@ def conv(
     kernel_shape: list[int] | None = None,
     pads: list[int] | None = None,
     strides: list[int] | None = None,
+    _relu: bool = False,
 ) -> np.ndarray:
     """N-D grouped convolution; ``w`` is ``(M, C / group, *kernel)``.
 
     ``kernel_shape`` is always ``w.shape[2:]``, so the attribute is accepted and unused.
     """
     nd = x.ndim - 2
-    ksize = w.shape[2:]
     strides, dilations = _defaults(nd, strides, dilations)
-    begin, end = explicit_pads(x.shape[2:], ksize, strides, dilations, pads, auto_pad)
+    begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, relu=_relu)
+    if y is not None:
+        return y
+    y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
+    if _relu:
+        np.maximum(y, np.zeros((), y.dtype), out=y)
+    return y
+
+
+def conv_relu(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, **attributes: Any) -> np.ndarray:
+    """``Relu(Conv(x, w, b))``, the ReLU applied as each output tile is stored."""
+    return conv(x, w, b, **attributes, _relu=True)
+
+
+def _conv_im2col(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    group: int,
+) -> np.ndarray:
+    """The numpy convolution: one im2col copy of a strided view, one batched matmul."""
+    nd = x.ndim - 2
+    ksize = w.shape[2:]
     xp = pad_spatial(x, begin, end)
     out_shape = [(xp.shape[2 + i] - (ksize[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)]
     n, m = x.shape[0], w.shape[0]
@@ -140,7 +173,10 @@ def conv(
     return y
 
 
-conv.fresh_output = True  # type: ignore[attr-defined]  # a new array each call (runtime/_codegen.py)
+# a new array each call (runtime/_codegen.py)
+conv.fresh_output = conv_relu.fresh_output = True  # type: ignore[attr-defined]
+#: the plan replaces Conv -> Relu by this (runtime/_plan.py)
+conv.with_relu = conv_relu  # type: ignore[attr-defined]
 
 
 def _transpose_pads(full: list[int], target: Sequence[int], auto_pad: str, legacy: bool) -> list[int]:

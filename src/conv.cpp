@@ -1,0 +1,316 @@
+// 2-D convolution for float32 NCHW tensors: im2col packed one panel of NR output
+// pixels at a time, multiplied by the packed weights in an 8 x 32 register-blocked
+// AVX-512 kernel, with the bias and an optional ReLU applied as the tile is stored.
+//
+// For one sample n and group g, with K = C/g * kh * kw and P = oh * ow:
+//     y[n, g*Mg + m, p] = bias[g*Mg + m] + sum_k W[g*Mg + m, k] * cols[k, p]
+//     cols[(c, a, b), (i, j)] = x[n, g*Cg + c, i*sh + a*dh - pt, j*sw + b*dw - pl]   (0 outside)
+// The cols panel (K x NR) stays in L1/L2 while every row block of W runs over it, so
+// the full im2col matrix is never written. The pure-Python twin is the numpy im2col +
+// matmul kernel in onnx_light/runtime/kernels/conv.py; this one is used only when the
+// CPU has AVX-512F (conv2d_supported()).
+// Stride-1 columns are not even packed: the kernel reads the taps' rows of the (padded)
+// input in place, 32 outputs of one output row at a time.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "simd.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+constexpr int64_t MR = 8;    // output channels per register tile
+constexpr int64_t NR = 32;   // output pixels per register tile (two 16-float vectors)
+constexpr int64_t KC = 384;  // reduction block: a K x NR panel of 48 KiB at most
+
+using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
+
+struct Shape {
+    int64_t n, c, h, w;          // input
+    int64_t m, kh, kw;           // weights (m, c / group, kh, kw)
+    int64_t sh, sw, dh, dw;      // strides, dilations
+    int64_t pt, pl;              // begin pads (end pads only shape oh, ow)
+    int64_t oh, ow, group;
+};
+
+#if ONNX_LIGHT_AVX512
+// Where kernel row k = (c, a, b) reads: plane offset c*h*w, and the row / column shift
+// a*dh - pt, b*dw - pl of the input cell relative to the output pixel times the strides.
+struct Taps {
+    std::unique_ptr<int64_t[]> plane, dy, dx;
+    explicit Taps(const Shape &s, int64_t K) : plane(new int64_t[K]), dy(new int64_t[K]), dx(new int64_t[K]) {
+        const int64_t kk = s.kh * s.kw;
+        for (int64_t k = 0; k < K; ++k) {
+            plane[k] = (k / kk) * s.h * s.w;
+            dy[k] = ((k % kk) / s.kw) * s.dh - s.pt;
+            dx[k] = (k % s.kw) * s.dw - s.pl;
+        }
+    }
+};
+
+// One run of output pixels on the same output row: panel columns [j, j + len), output
+// row i, first output column j0.
+struct Run {
+    int64_t j, len, i, j0;
+};
+
+int64_t panel_runs(const Shape &s, int64_t p0, Run *runs) {
+    const int64_t count = std::min(NR, s.oh * s.ow - p0);
+    int64_t n = 0;
+    for (int64_t j = 0; j < count; ++n) {
+        const int64_t p = p0 + j, i = p / s.ow, j0 = p % s.ow;
+        const int64_t len = std::min(count - j, s.ow - j0);
+        runs[n] = {j, len, i, j0};
+        j += len;
+    }
+    return n;
+}
+
+AVX512 inline __mmask16 bits(int64_t lo, int64_t hi) {
+    // lanes t of a 16-lane chunk with lo <= t < hi (lo, hi already relative to the chunk)
+    lo = std::max<int64_t>(lo, 0);
+    hi = std::min<int64_t>(hi, 16);
+    if (hi <= lo) return 0;
+    return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// cols[k - k0][j] for k in [k0, k0 + kc) and the panel's pixels (zeros past the last
+// pixel and where the tap falls in the padding). Stride-1 runs are masked vector copies.
+AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t k0,
+                                                  int64_t kc, const Run *runs, int64_t nruns, float *cols) {
+    for (int64_t k = k0; k < k0 + kc; ++k) {
+        float *dst = cols + (k - k0) * NR;
+        _mm512_storeu_ps(dst, _mm512_setzero_ps());
+        _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
+        const float *plane = x + taps.plane[k];
+        for (int64_t q = 0; q < nruns; ++q) {
+            const Run &r = runs[q];
+            const int64_t ih = r.i * s.sh + taps.dy[k];
+            if (ih < 0 || ih >= s.h) continue;
+            const float *row = plane + ih * s.w;
+            const int64_t first = r.j0 * s.sw + taps.dx[k];  // input column of the run's pixel 0
+            if (s.sw == 1) {
+                // pixel t of the run reads row[first + t]; valid for 0 <= first + t < w
+                const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(r.len, s.w - first);
+                for (int64_t t0 = 0; t0 < r.len; t0 += 16) {
+                    const __mmask16 m = bits(lo - t0, hi - t0);
+                    if (!m) continue;
+                    const __m512 v = _mm512_maskz_loadu_ps(m, row + (first + t0));
+                    _mm512_mask_storeu_ps(dst + r.j + t0, m, v);
+                }
+            } else {
+                for (int64_t t = 0; t < r.len; ++t) {
+                    const int64_t iw = first + t * s.sw;
+                    if (iw >= 0 && iw < s.w) dst[r.j + t] = row[iw];
+                }
+            }
+        }
+    }
+}
+
+// packed[(mb * K + k) * MR + r] = w[g*Mg + mb*MR + r, k], zero for rows past Mg.
+void pack_weights(const float *w, int64_t mg, int64_t K, float *packed) {
+    const int64_t blocks = (mg + MR - 1) / MR;
+    for (int64_t mb = 0; mb < blocks; ++mb)
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t r = 0; r < MR; ++r) {
+                const int64_t m = mb * MR + r;
+                packed[(mb * K + k) * MR + r] = m < mg ? w[m * K + k] : 0.0f;
+            }
+}
+
+// C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows, where row k of the pixel
+// panel Bk is B + k * NR (a packed panel) or, when `koff` is given, B + koff[k] (read in
+// place from the padded input). `first` adds bias[r] instead of reading C; `relu` clamps
+// at zero when storing.
+template <bool Direct>
+AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t *koff,
+                                                  float *C, int64_t ldc, int64_t rows, int64_t cols,
+                                                  const float *bias, bool first, bool relu) {
+    const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+    const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+    __m512 acc[MR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 b0, b1;
+        if constexpr (Direct) {
+            const float *row = B + koff[k];
+            b0 = _mm512_maskz_loadu_ps(m0, row);
+            b1 = _mm512_maskz_loadu_ps(m1, row + 16);
+        } else {
+            b0 = _mm512_loadu_ps(B + k * NR);
+            b1 = _mm512_loadu_ps(B + k * NR + 16);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            const __m512 a = _mm512_set1_ps(A[k * MR + r]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+        if (r >= rows) break;
+        float *c = C + r * ldc;
+        __m512 v0, v1;
+        if (first) {
+            const __m512 add = _mm512_set1_ps(bias ? bias[r] : 0.0f);
+            v0 = _mm512_add_ps(acc[r][0], add);
+            v1 = _mm512_add_ps(acc[r][1], add);
+        } else {
+            v0 = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, c));
+            v1 = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
+        }
+        if (relu) {
+            v0 = _mm512_max_ps(v0, zero);
+            v1 = _mm512_max_ps(v1, zero);
+        }
+        _mm512_mask_storeu_ps(c, m0, v0);
+        _mm512_mask_storeu_ps(c + 16, m1, v1);
+    }
+}
+
+// Runs every row block of the packed weights over one pixel panel, K in KC blocks.
+// `panel(k0, kc)` returns the panel's rows [k0, k0 + kc) (and packs them if needed).
+template <bool Direct, typename Panel>
+AVX512 inline void run_panel(int64_t K, int64_t mg, const float *wpack, const int64_t *koff,
+                                                         float *C, int64_t ldc, int64_t cols, const float *bias,
+                                                         bool relu, Panel panel) {
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = std::min(KC, K - k0);
+        const float *B = panel(k0, kc);
+        const bool first = k0 == 0, last = k0 + kc == K;
+        for (int64_t mb = 0; mb * MR < mg; ++mb)
+            tile_8x32<Direct>(kc, wpack + (mb * K + k0) * MR, B, koff ? koff + k0 : nullptr, C + mb * MR * ldc, ldc,
+                              std::min(MR, mg - mb * MR), cols, bias ? bias + mb * MR : nullptr, first, relu && last);
+    }
+}
+
+// Stride-1 columns read the input in place: output row i, columns [j0, j0 + 32) see, for
+// tap k, the contiguous input cells xpad[koff[k] + i*sh*wp + j0 + t]. Worth it when the
+// output rows fill most of the 32-pixel tiles; otherwise panels are packed.
+bool reads_in_place(const Shape &s) {
+    const int64_t chunks = (s.ow + NR - 1) / NR;
+    return s.sw == 1 && 4 * s.ow >= 3 * chunks * NR;
+}
+
+AVX512 void conv2d_run(const Shape &s, const float *x, const float *w, const float *bias,
+                                                   bool relu, float *y) {
+    const int64_t cg = s.c / s.group, mg = s.m / s.group;
+    const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
+    const int64_t blocks = (mg + MR - 1) / MR;
+    std::unique_ptr<float[]> wpack(new float[blocks * MR * K]);
+    const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
+    const bool direct = reads_in_place(s);
+    // direct: the padded input of one (sample, group) and each tap's offset in it
+    const int64_t pb = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.pt;
+    const int64_t hp = s.h + s.pt + std::max<int64_t>(pb, 0), wp = s.w + s.pl + std::max<int64_t>(s.ow + (s.kw - 1) * s.dw - s.w - s.pl, 0);
+    const bool padded = direct && (hp != s.h || wp != s.w || s.pt || s.pl);
+    std::unique_ptr<float[]> xpad(padded ? new float[cg * hp * wp] : nullptr);
+    std::unique_ptr<int64_t[]> koff(direct ? new int64_t[K] : nullptr);
+    if (direct) {
+        const int64_t h = padded ? hp : s.h, wd = padded ? wp : s.w, kk = s.kh * s.kw;
+        for (int64_t k = 0; k < K; ++k)
+            koff[k] = (k / kk) * h * wd + ((k % kk) / s.kw) * s.dh * wd + (k % s.kw) * s.dw;
+    }
+    std::unique_ptr<float[]> cols(direct ? nullptr : new float[std::min(K, KC) * NR]);
+    const Taps taps(gs, direct ? 0 : K);
+    Run runs[NR];
+    for (int64_t g = 0; g < s.group; ++g) {
+        pack_weights(w + g * mg * K, mg, K, wpack.get());
+        const float *gbias = bias ? bias + g * mg : nullptr;
+        for (int64_t n = 0; n < s.n; ++n) {
+            const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
+            float *yg = y + (n * s.m + g * mg) * P;
+            if (direct) {
+                const float *src = xg;
+                int64_t ld = s.w;
+                if (padded) {
+                    std::memset(xpad.get(), 0, sizeof(float) * cg * hp * wp);
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t i = 0; i < s.h; ++i)
+                            std::memcpy(xpad.get() + (c * hp + i + s.pt) * wp + s.pl, xg + (c * s.h + i) * s.w,
+                                        sizeof(float) * s.w);
+                    src = xpad.get();
+                    ld = wp;
+                }
+                for (int64_t i = 0; i < s.oh; ++i)
+                    for (int64_t j0 = 0; j0 < s.ow; j0 += NR) {
+                        const float *base = src + i * s.sh * ld + j0;
+                        run_panel<true>(K, mg, wpack.get(), koff.get(), yg + i * s.ow + j0, P,
+                                        std::min(NR, s.ow - j0), gbias, relu,
+                                        [base](int64_t, int64_t) { return base; });
+                    }
+                continue;
+            }
+            for (int64_t p0 = 0; p0 < P; p0 += NR) {
+                const int64_t nruns = panel_runs(gs, p0, runs);
+                run_panel<false>(K, mg, wpack.get(), nullptr, yg + p0, P, std::min(NR, P - p0), gbias, relu,
+                                 [&](int64_t k0, int64_t kc) {
+                                     pack_cols(gs, taps, xg, k0, kc, runs, nruns, cols.get());
+                                     return static_cast<const float *>(cols.get());
+                                 });
+            }
+        }
+    }
+}
+
+#endif  // ONNX_LIGHT_AVX512
+
+bool conv2d_supported() { return has_avx512f(); }
+
+Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
+            int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu) {
+    if (!conv2d_supported()) throw std::runtime_error("conv2d: this CPU has no AVX-512F");
+    Shape s{};
+    s.n = x.shape(0), s.c = x.shape(1), s.h = x.shape(2), s.w = x.shape(3);
+    s.m = w.shape(0), s.kh = w.shape(2), s.kw = w.shape(3);
+    s.sh = sh, s.sw = sw, s.dh = dh, s.dw = dw, s.pt = pt, s.pl = pl, s.group = group;
+    if (group <= 0 || s.c % group || s.m % group || static_cast<int64_t>(w.shape(1)) != s.c / group)
+        throw std::invalid_argument("conv2d: channels do not match the weights and group");
+    if (sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || pt < 0 || pl < 0 || pb < 0 || pr < 0)
+        throw std::invalid_argument("conv2d: strides and dilations must be positive, pads non-negative");
+    if (b && static_cast<int64_t>(b->shape(0)) != s.m) throw std::invalid_argument("conv2d: bias size is not M");
+    s.oh = (s.h + pt + pb - (s.kh - 1) * dh - 1) / sh + 1;
+    s.ow = (s.w + pl + pr - (s.kw - 1) * dw - 1) / sw + 1;
+    if (s.oh <= 0 || s.ow <= 0 || s.kh <= 0 || s.kw <= 0)
+        throw std::invalid_argument("conv2d: the kernel is larger than the padded input");
+    const size_t size = static_cast<size_t>(s.n * s.m * s.oh * s.ow);
+    float *y = new float[size ? size : 1];
+    const float *bias = b ? b->data() : nullptr;
+#if ONNX_LIGHT_AVX512
+    {
+        nb::gil_scoped_release release;
+        conv2d_run(s, x.data(), w.data(), bias, relu, y);
+    }
+#else
+    (void)bias, (void)relu;  // unreachable: conv2d_supported() is false
+#endif
+    nb::capsule owner(y, [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
+    return Out4(y, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
+                    static_cast<size_t>(s.ow)},
+                owner);
+}
+
+}  // namespace
+
+void bind_conv(nb::module_ &m) {
+    m.def("conv2d_supported", &conv2d_supported, "True when this CPU runs the native conv2d (AVX-512F)");
+    m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
+          nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
+          nb::arg("relu"));
+}
