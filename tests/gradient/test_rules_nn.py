@@ -135,15 +135,19 @@ POOL = [
     pool("maxpool1d-ceil-asym", "MaxPool", (1, 2, 4), kernel_shape=[3], strides=[2], pads=[0, 2], ceil_mode=1),
     pool("maxpool1d", "MaxPool", (2, 3, 7), kernel_shape=[3], strides=[2], pads=[1, 1]),
     pool("maxpool3d", "MaxPool", (1, 2, 3, 4, 4), kernel_shape=[2, 2, 2], strides=[1, 2, 2]),
-    # windows that tile the input: no Indices (see test_max_pool_tiled_ties for ties)
+    # windows that tile the input: no Indices (see test_max_pool_tiled_ties for ties);
+    # up to 4 cells by prefix pools, larger windows by the rank score
     pool("maxpool2d-tiled-cut", "MaxPool", (2, 3, 5, 7), kernel_shape=[2, 3], strides=[2, 3]),
+    pool("maxpool2d-tiled-2x2-cut", "MaxPool", (2, 3, 5, 7), kernel_shape=[2, 2], strides=[2, 2]),
+    pool("maxpool3d-tiled-4cells", "MaxPool", (1, 2, 4, 3, 6), kernel_shape=[2, 1, 2], strides=[2, 1, 2]),
+    pool("maxpool1d-tiled-4", "MaxPool", (2, 2, 9), kernel_shape=[4], strides=[4]),
     pool("maxpool2d-tiled-ceil-exact", "MaxPool", (1, 2, 4, 6), kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
     pool("maxpool2d-tiled-same", "MaxPool", (1, 2, 4, 6), kernel_shape=[2, 3], strides=[2, 3], auto_pad="SAME_UPPER"),
     pool("maxpool2d-tiled-k1", "MaxPool", (1, 2, 3, 4), kernel_shape=[1, 2], strides=[1, 2]),
     pool("maxpool1d-tiled", "MaxPool", (2, 3, 7), kernel_shape=[3], strides=[3]),
     pool("maxpool3d-tiled", "MaxPool", (1, 2, 4, 5, 6), kernel_shape=[2, 2, 3], strides=[2, 2, 3]),
     # rank map over 2**14 cells: tiled at run time instead of stored
-    pool("maxpool1d-tiled-long", "MaxPool", (1, 1, 16386), kernel_shape=[2], strides=[2]),
+    pool("maxpool1d-tiled-long", "MaxPool", (1, 1, 16390), kernel_shape=[5], strides=[5]),
     pool("avgpool2d", "AveragePool", (2, 2, 4, 4), F32, kernel_shape=[2, 2], strides=[2, 2]),
     pool("avgpool2d-pads-excl", "AveragePool", (1, 2, 5, 4), F32, kernel_shape=[3, 3], pads=[1, 1, 1, 0]),
     pool(
@@ -221,15 +225,20 @@ def test_pool(case: Case) -> None:
 
 
 # MaxPool with tiling windows on inputs full of ties (finite differences do not apply):
-# the Indices-free gradient must route dY to the first maximum in kernel raster order,
-# exactly as the Indices path and onnxruntime's own Indices do.
+# the Indices-free gradients (prefix pools up to 4 cells, the rank score above) must
+# route dY to the first maximum in kernel raster order, exactly as the Indices path and
+# onnxruntime's own Indices do.
 # (name, x shape, attributes, symbolic batch)
 TIES: list[tuple[str, tuple[int, ...], dict[str, Any], bool]] = [
     ("2d", (2, 3, 4, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}, False),
+    ("2d-2x2-cut-dynamic", (3, 2, 5, 7), {"kernel_shape": [2, 2], "strides": [2, 2]}, True),
+    ("2d-1x3", (2, 2, 3, 7), {"kernel_shape": [1, 3], "strides": [1, 3]}, False),
     ("2d-cut", (2, 2, 5, 7), {"kernel_shape": [2, 3], "strides": [2, 3]}, False),
     ("2d-dynamic", (3, 2, 6, 4), {"kernel_shape": [3, 2], "strides": [3, 2]}, True),
     ("1d", (2, 3, 9), {"kernel_shape": [3], "strides": [3]}, False),
+    ("1d-4", (2, 3, 13), {"kernel_shape": [4], "strides": [4]}, False),
     ("3d", (1, 2, 4, 4, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 3]}, False),
+    ("3d-4cells", (2, 2, 4, 3, 5), {"kernel_shape": [2, 1, 2], "strides": [2, 1, 2]}, False),
 ]
 
 
@@ -260,6 +269,9 @@ def test_max_pool_tiled_ties(
     _, bwd_tiled = gradient(tiled)
     _, bwd_indexed = gradient(indexed)
     assert "ScatterElements" not in {n.op_type for n in bwd_tiled.node}
+    pools = sum(n.op_type == "MaxPool" for n in bwd_tiled.node)  # the forward's, then the path's
+    cells = int(np.prod(attrs["kernel_shape"]))
+    assert pools == (cells if cells <= 4 else 2)  # the K - 1 prefix pools, or one score pool
     assert "ScatterElements" in {n.op_type for n in bwd_indexed.node}
 
     opts = ort.SessionOptions()
