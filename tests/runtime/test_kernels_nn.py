@@ -242,6 +242,14 @@ def _conv_transpose_grid() -> list[tuple[str, dict]]:
         items.append((f"2d-output_shape{shape[0]}", dict(nd=2, strides=[2, 2], output_shape=list(shape), g=1)))
     for nd, s, g in itertools.product((1, 3), (1, 2), (1, 2)):
         items.append((f"{nd}d-s{s}-g{g}", dict(nd=nd, strides=[s] * nd, g=g, b=True)))
+    # stride 1 runs as a convolution of the flipped kernel: pads above (k - 1) * d drop input
+    # cells, output_shape crops, output_padding (needs dilation here) adds cells past the input
+    items += [
+        ("2d-s1-wide-pads", dict(nd=2, strides=[1, 1], pads=[3, 2, 1, 4], g=2, b=True)),
+        ("2d-s1-k2x3-pads", dict(nd=2, strides=[1, 1], k=(2, 3), dilations=[2, 1], pads=[0, 3, 2, 1], g=1)),
+        ("2d-s1-output_shape", dict(nd=2, strides=[1, 1], output_shape=[9, 7], g=1, b=True)),
+        ("1d-s1-d3-pads", dict(nd=1, strides=[1], dilations=[3], pads=[5, 1], g=4, b=True)),
+    ]
     return items
 
 

@@ -36,6 +36,9 @@ def test_max_pool2d_matches_twin(k: int, s: int, d: int, order: int, dtype: type
     y2, i2 = _native.max_pool2d_twin(xp, *args)
     np.testing.assert_array_equal(y1, y2)
     np.testing.assert_array_equal(i1, i2)
+    y3, i3 = _native.EXTENSION.max_pool2d(xp, *args[:-1], False)  # type: ignore[union-attr]
+    assert i3 is None
+    np.testing.assert_array_equal(y3, y2)
 
 
 @pytest.mark.parametrize("kh,sh,dh", [(2, 2, 1), (1, 1, 1), (3, 2, 2), (2, 1, 1)])

@@ -239,6 +239,10 @@ def _conv_transpose(
         pb, pe = explicit_pads(in_shape, ksize, strides, dilations, pads, auto_pad)
         begin = pb
         size = [f - p - q for f, p, q in zip(full, pb, pe)]
+    if all(s == 1 for s in strides):
+        y = _conv_transpose_as_conv(x, w, b, dilations, group, begin, size)
+        if y is not None:
+            return y
 
     n, c, mg = x.shape[0], x.shape[1], w.shape[1]
     cg = c // group
@@ -253,6 +257,51 @@ def _conv_transpose(
     if b is not None:
         y += b.reshape((-1,) + (1,) * nd).astype(y.dtype, copy=False)
     return y
+
+
+def _conv_transpose_as_conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    dilations: list[int],
+    group: int,
+    begin: list[int],
+    size: list[int],
+) -> np.ndarray | None:
+    """A stride-1 transposed convolution as the convolution it is (None when an input
+    or output is empty: the general path handles those).
+
+    Output cell t (after cropping ``begin``) is ``sum_k x[begin + t - k*d] w[k]``; with
+    ``k' = K-1-k`` that is ``sum_k' x[t + k'*d - P] w[K-1-k']``, a convolution of x with
+    the spatially flipped kernel (its in/out channel axes swapped per group) under the
+    begin pad ``P = (K-1)*d - begin`` and the end pad that makes ``size`` outputs. A
+    negative pad drops input cells instead (they are never read).
+    """
+    nd = x.ndim - 2
+    c, mg, ksize = w.shape[0], w.shape[1], w.shape[2:]
+    cg = c // group
+    # (C, M/g, *k) -> (M, C/g, *k) per group, flipped along every spatial axis
+    flipped = w.reshape(group, cg, mg, *ksize).swapaxes(1, 2).reshape(group * mg, cg, *ksize)
+    flipped = flipped[(slice(None), slice(None), *[slice(None, None, -1)] * nd)]
+    pad_begin, pad_end, crop = [], [], [slice(None), slice(None)]
+    for i, k, d, b0, n_out in zip(x.shape[2:], ksize, dilations, begin, size):
+        p = (k - 1) * d - b0
+        e = n_out - i + b0
+        crop.append(slice(max(-p, 0), i + min(e, 0)))
+        pad_begin.append(max(p, 0))
+        pad_end.append(max(e, 0))
+        if n_out <= 0 or crop[-1].start >= crop[-1].stop:
+            return None
+    if not x.size or not w.size:
+        return None
+    return conv(
+        x[tuple(crop)],
+        np.ascontiguousarray(flipped),
+        b,
+        dilations=dilations,
+        group=group,
+        pads=pad_begin + pad_end,
+    )
 
 
 @kernel("", "ConvTranspose", since=1)

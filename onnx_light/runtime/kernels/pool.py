@@ -90,13 +90,15 @@ def _max_pool(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     xp = geo.padded(x, _lowest(x.dtype))
-    if with_indices and x.ndim == 4 and x.dtype in (np.float32, np.float64):
-        # the index bookkeeping is a byte loop: native when built (a numpy twin otherwise)
+    if x.ndim == 4 and x.dtype in (np.float32, np.float64):
+        # native when built (a numpy twin otherwise): the index bookkeeping is a byte loop,
+        # and 2-wide stride-2 windows are vectorised
         (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
         y2, idx2 = max_pool2d(
-            xp, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], *x.shape[2:], storage_order, True
+            xp, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], *x.shape[2:], storage_order, with_indices
         )
-        assert idx2 is not None
+        if idx2 is None:
+            return y2
         return y2, idx2
     lead = (slice(None), slice(None))
     y: np.ndarray | None = None
