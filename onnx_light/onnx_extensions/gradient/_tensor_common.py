@@ -44,6 +44,16 @@ def arg_ints(ctx: Any, index: int, attr: str) -> tuple[str, list[int] | None]:
     return ctx.ints(values), values
 
 
+def pad_axes(ctx: Any, x: str, rank: int, axes: list[int], begins: list[int], ends: list[int]) -> str:
+    """``Pad(x)`` by ``begins``/``ends`` on non-negative ``axes``, written as full-rank pads
+    with no ``axes`` input: onnxruntime's transpose optimizer moves a Transpose across a Pad
+    that has ``axes`` without permuting them (wrong shapes, seen on torch's exports)."""
+    pads = [0] * (2 * rank)
+    for a, b, e in zip(axes, begins, ends):
+        pads[a], pads[rank + a] = b, e
+    return ctx.op.Pad(x, ctx.ints(pads))  # type: ignore[no-any-return]
+
+
 def norm_axis(axis: int, rank: int) -> int:
     """``axis`` in ``[0, rank)``."""
     return axis + rank if axis < 0 else axis

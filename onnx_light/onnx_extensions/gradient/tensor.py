@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._table import linear, no_grad, rule
-from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, zeros_of_shape
+from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, pad_axes, zeros_of_shape
 
 no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "NonZero", "OneHot")
 
@@ -204,7 +204,7 @@ def _static_slice_grad(
     out_shape = list(ctx.shape(ctx.output(0)) or [None] * rank)
     reverse: list[int] = []
     strided: list[tuple[int, int, int]] = []  # (axis, count, |step|)
-    pad_axes: list[int] = []
+    padded: list[int] = []
     begins: list[int] = []
     finals: list[int] = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
@@ -223,7 +223,7 @@ def _static_slice_grad(
             strided.append((a, n, k))
         first = min(picked)
         if first or d - first - n * k:
-            pad_axes.append(a)
+            padded.append(a)
             begins.append(first)
             finals.append(d - first - n * k)
         out_shape[a] = n
@@ -234,13 +234,13 @@ def _static_slice_grad(
         m = len(reverse)
         g = ctx.op.Slice(g, ctx.ints([-1] * m), ctx.ints([INT64_MIN] * m), ctx.ints(reverse), ctx.ints([-1] * m))
     for a, n, k in strided:
-        spread = ctx.op.Pad(ctx.op.Unsqueeze(g, ctx.ints([a + 1])), ctx.ints([0, k - 1]), None, ctx.ints([a + 1]))
+        spread = pad_axes(ctx, ctx.op.Unsqueeze(g, ctx.ints([a + 1])), rank + 1, [a + 1], [0], [k - 1])
         out_shape[a] = n * k
         # dims before the axis are copied (0); after it, known or the single unknown (-1)
         target = [0 if i < a else d if isinstance(d, int) else -1 for i, d in enumerate(out_shape)]
         g = ctx.op.Reshape(spread, ctx.ints(target))
-    if pad_axes:
-        g = ctx.op.Pad(g, ctx.ints(begins + finals), None, ctx.ints(pad_axes))
+    if padded:
+        g = pad_axes(ctx, g, rank, padded, begins, finals)
     return g
 
 
@@ -264,11 +264,7 @@ def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
         n = shape[a]
         i = known[0] + n if known[0] < 0 else known[0]
         g = ctx.op.Unsqueeze(dy, ctx.ints([a])) if q == 0 else dy
-        # full-rank pads, no ``axes`` input: onnxruntime's transpose optimizer moves a
-        # Transpose across a Pad with ``axes`` without permuting them (wrong shapes)
-        pads = [0] * (2 * r)
-        pads[a], pads[r + a] = i, n - 1 - i
-        return ctx.op.Pad(g, ctx.ints(pads))
+        return pad_axes(ctx, g, r, [a], [i], [n - 1 - i])
     where = ctx.op.Unsqueeze(_wrap_negative(ctx, idx, lambda: _scalar_dim(ctx, x, a)), ctx.ints([-1]))
     if a == 0:
         return ctx.op.ScatterND(ctx.zeros_like(x), where, dy, reduction="add")
@@ -405,8 +401,14 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
     pads_n, pads = arg_ints(ctx, 1, "pads")
     axes_n, axes = arg_ints(ctx, 3, "axes")
     if mode == "constant":
-        neg = ctx.ints([-p for p in pads]) if pads is not None else ctx.op.Neg(pads_n)
-        dx = ctx.op.Pad(dy, neg, None, axes_n or None)
+        rank = ctx.rank(x)
+        if pads is not None and rank is not None and (not axes_n or axes is not None):
+            at = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+            m = len(at)
+            dx = pad_axes(ctx, dy, rank, at, [-p for p in pads[:m]], [-p for p in pads[m:]])
+        else:
+            neg = ctx.ints([-p for p in pads]) if pads is not None else ctx.op.Neg(pads_n)
+            dx = ctx.op.Pad(dy, neg, None, axes_n or None)
         d_value = None
         if ctx.needs_grad(2):
             d_value = ctx.op.Sub(ctx.op.ReduceSum(dy, keepdims=0), ctx.op.ReduceSum(dx, keepdims=0))
@@ -439,9 +441,10 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
 def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
     """Folds the padded border of ``g`` on axis ``a`` (size d + b + e) back onto size d."""
     ax = ctx.ints([a])
+    rank = ctx.require_rank(ctx.inputs[0])
 
     def place(part: str, before: int, after: int) -> str:
-        return ctx.op.Pad(part, ctx.ints([before, after]), None, ax)
+        return pad_axes(ctx, part, rank, [a], [before], [after])
 
     def reverse(part: str) -> str:
         return ctx.op.Slice(part, ctx.ints([-1]), ctx.ints([INT64_MIN]), ax, ctx.ints([-1]))
