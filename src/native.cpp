@@ -119,10 +119,18 @@ nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, 
                         if (!irow) {
                             if (first) {
                                 for (int64_t j = 0; j < ow; ++j) yrow[j] = tap[j * sw];
+                            } else if (sw == 1) {
+                                // branch-free so that it vectorises: the max, then NaN wins
+                                for (int64_t j = 0; j < ow; ++j) {
+                                    const T v = tap[j], y0 = yrow[j];
+                                    const T m = v > y0 ? v : y0;
+                                    yrow[j] = v != v ? v : m;
+                                }
                             } else {
                                 for (int64_t j = 0; j < ow; ++j) {
-                                    const T v = tap[j * sw];
-                                    yrow[j] = (v > yrow[j] || v != v) ? v : yrow[j];
+                                    const T v = tap[j * sw], y0 = yrow[j];
+                                    const T m = v > y0 ? v : y0;
+                                    yrow[j] = v != v ? v : m;
                                 }
                             }
                             continue;
