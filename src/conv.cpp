@@ -110,6 +110,21 @@ AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t 
                     const __m512 v = _mm512_maskz_loadu_ps(m, row + (first + t0));
                     _mm512_mask_storeu_ps(dst + r.j + t0, m, v);
                 }
+            } else if (s.sw == 2) {
+                // pixel t reads row[first + 2t]: 32 input columns per 16 pixels, even lanes kept
+                const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                const int64_t lo = first >= 0 ? 0 : (1 - first) / 2;
+                const int64_t hi = std::min(r.len, s.w - first > 0 ? (s.w - first + 1) / 2 : 0);
+                for (int64_t t0 = 0; t0 < r.len; t0 += 16) {
+                    const __mmask16 m = bits(lo - t0, hi - t0);
+                    if (!m) continue;
+                    // input lanes u = 2 (t - t0) for valid t: the range [2 (lo - t0), 2 (hi - t0) - 1)
+                    const int64_t ulo = 2 * std::max<int64_t>(lo - t0, 0), uhi = 2 * std::min<int64_t>(hi - t0, 16) - 1;
+                    const float *src = row + (first + 2 * t0);
+                    const __m512 a = _mm512_maskz_loadu_ps(bits(ulo, uhi), src);
+                    const __m512 b = _mm512_maskz_loadu_ps(bits(ulo - 16, uhi - 16), src + 16);
+                    _mm512_mask_storeu_ps(dst + r.j + t0, m, _mm512_permutex2var_ps(a, even, b));
+                }
             } else {
                 for (int64_t t = 0; t < r.len; ++t) {
                     const int64_t iw = first + t * s.sw;

@@ -98,6 +98,42 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 _F32 = np.dtype(np.float32)
 
 
+def _filled(n: int, tile: int = 32) -> float:
+    """The fraction of 32-pixel register tiles that ``n`` pixels fill."""
+    return n / (tile * -(-n // tile))
+
+
+def _native_conv_pays(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    group: int,
+) -> bool:
+    """Whether the native kernel beats im2col + OpenBLAS on this geometry.
+
+    From ``benchmarks/bench_conv.py``: reading in place (column stride 1, output rows that
+    fill 3/4 of the 32-pixel tiles, as ``reads_in_place`` in ``src/conv.cpp``) always wins;
+    packed panels win when the output pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but
+    lose on 7x7 maps (49 pixels in 64 lanes: 4.7 vs 3.6 ms) and for depthwise weights (one of
+    the tile's 8 channel rows used: 0.82 vs 0.69 ms at stride 2); tiny convolutions always win
+    (numpy's fixed cost).
+    """
+    oh, ow = (
+        (size + b + e - (k - 1) * d - 1) // s + 1
+        for size, k, s, d, b, e in zip(x_shape[2:], w_shape[2:], strides, dilations, begin, end)
+    )
+    if oh <= 0 or ow <= 0:
+        return False  # the numpy path reports the geometry error
+    if strides[1] == 1 and _filled(ow) >= 0.75:
+        return True
+    if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:
+        return True  # a few dozen microseconds: numpy's fixed cost dominates
+    return w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85
+
+
 def conv2d_native(
     x: np.ndarray,
     w: np.ndarray,
@@ -129,6 +165,8 @@ def conv2d_native(
     if nd == 1:
         x, w = x[:, :, None, :], w[:, :, None, :]
         strides, dilations, begin, end = [1, *strides], [1, *dilations], [0, *begin], [0, *end]
+    if not _native_conv_pays(x.shape, w.shape, strides, dilations, begin, end, group):
+        return None
     assert NATIVE is not None
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
