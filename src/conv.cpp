@@ -10,7 +10,8 @@
 // matmul kernel in onnx_light/runtime/kernels/conv.py; this one is used only when the
 // CPU has AVX-512F (conv2d_supported()).
 // Stride-1 columns are not even packed: the kernel reads the taps' rows of the (padded)
-// input in place, 32 outputs of one output row at a time.
+// input in place, 32 outputs of one output row at a time. Depthwise weights (one input
+// channel per group) take their own loop (depthwise_run), one FMA per tap per vector.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -223,9 +224,75 @@ bool reads_in_place(const Shape &s) {
     return s.sw == 1 && 4 * s.ow >= 3 * chunks * NR;
 }
 
+// Depthwise weights (one input channel per group, `mult` output channels each): every
+// output plane is its input plane filtered by one kh x kw kernel. Each input plane is
+// copied into the middle of a zero-bordered buffer (borders zeroed once), so every tap
+// is an unmasked load (stride 1), two loads and a permute (stride 2) or a gather; up to
+// 128 columns of an output row accumulate at once (8 independent FMA chains). No im2col
+// and no tile rows left empty.
+AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
+    constexpr int64_t V = 8;  // vectors of 16 columns per block
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
+    const int64_t ow16 = (s.ow + 15) / 16 * 16;
+    const int64_t hp = std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1);
+    const int64_t wp = std::max(s.pl + s.w, ow16 * s.sw + (s.kw - 1) * s.dw + 16);
+    std::unique_ptr<float[]> buf(new float[hp * wp]());
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i steps = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(static_cast<int>(s.sw)));
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t c = 0; c < s.c; ++c) {
+            const float *plane = x + (n * s.c + c) * s.h * s.w;
+            for (int64_t r = 0; r < s.h; ++r)
+                std::memcpy(buf.get() + (r + s.pt) * wp + s.pl, plane + r * s.w, sizeof(float) * s.w);
+            for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
+                const float *k = w + m * taps;
+                float *out = y + (n * s.m + m) * P;
+                const __m512 start = _mm512_set1_ps(bias ? bias[m] : 0.0f);
+                for (int64_t i = 0; i < s.oh; ++i)
+                    for (int64_t jb = 0; jb < s.ow; jb += 16 * V) {
+                        const int64_t vectors = std::min<int64_t>(V, (s.ow - jb + 15) / 16);
+                        __m512 acc[V];
+#pragma GCC unroll 8
+                        for (int64_t v = 0; v < V; ++v) acc[v] = start;
+                        for (int64_t a = 0; a < s.kh; ++a) {
+                            const float *row = buf.get() + (i * s.sh + a * s.dh) * wp;
+                            for (int64_t b = 0; b < s.kw; ++b) {
+                                const __m512 kv = _mm512_set1_ps(k[a * s.kw + b]);
+                                const float *tap = row + jb * s.sw + b * s.dw;  // column of output jb
+#pragma GCC unroll 8
+                                for (int64_t v = 0; v < V; ++v) {
+                                    if (v >= vectors) break;
+                                    const float *src = tap + 16 * v * s.sw;
+                                    __m512 in;
+                                    if (s.sw == 1) {
+                                        in = _mm512_loadu_ps(src);
+                                    } else if (s.sw == 2) {
+                                        in = _mm512_permutex2var_ps(_mm512_loadu_ps(src), even, _mm512_loadu_ps(src + 16));
+                                    } else {
+                                        in = _mm512_i32gather_ps(steps, src, 4);
+                                    }
+                                    acc[v] = _mm512_fmadd_ps(kv, in, acc[v]);
+                                }
+                            }
+                        }
+#pragma GCC unroll 8
+                        for (int64_t v = 0; v < V; ++v) {
+                            if (v >= vectors) break;
+                            const int64_t j0 = jb + 16 * v;
+                            const __m512 r = relu ? _mm512_max_ps(acc[v], zero) : acc[v];
+                            _mm512_mask_storeu_ps(out + i * s.ow + j0, bits(0, s.ow - j0), r);
+                        }
+                    }
+            }
+        }
+}
+
 AVX512 void conv2d_run(const Shape &s, const float *x, const float *w, const float *bias,
                                                    bool relu, float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
+    if (cg == 1 && s.group > 1) return depthwise_run(s, x, w, bias, relu, y);
     const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
     const int64_t blocks = (mg + MR - 1) / MR;
     std::unique_ptr<float[]> wpack(new float[blocks * MR * K]);

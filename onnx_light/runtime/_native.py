@@ -117,9 +117,9 @@ def _native_conv_pays(
     From ``benchmarks/bench_conv.py``: reading in place (column stride 1, output rows that
     fill 3/4 of the 32-pixel tiles, as ``reads_in_place`` in ``src/conv.cpp``) always wins;
     packed panels win when the output pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but
-    lose on 7x7 maps (49 pixels in 64 lanes: 4.7 vs 3.6 ms) and for depthwise weights (one of
-    the tile's 8 channel rows used: 0.82 vs 0.69 ms at stride 2); tiny convolutions always win
-    (numpy's fixed cost).
+    lose on 7x7 maps (49 pixels in 64 lanes: 4.7 vs 3.6 ms) and when only some of the tile's
+    8 channel rows are used (grouped weights with one output channel per group); depthwise
+    weights have their own kernel, and tiny convolutions always win (numpy's fixed cost).
     """
     oh, ow = (
         (size + b + e - (k - 1) * d - 1) // s + 1
@@ -127,6 +127,8 @@ def _native_conv_pays(
     )
     if oh <= 0 or ow <= 0:
         return False  # the numpy path reports the geometry error
+    if w_shape[1] == 1 and group > 1:
+        return True  # depthwise: its own kernel (0.46 vs 2.2 ms at stride 1, 0.26 vs 0.64 at stride 2)
     if strides[1] == 1 and _filled(ow) >= 0.75:
         return True
     if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:

@@ -80,7 +80,8 @@ def _require_conv2d() -> None:
 
 # (n, c, h, w, m, kernel, strides, dilations, pads (top, left, bottom, right), group): in-place
 # reads (stride-1 columns, wide rows) and packed panels (strided, narrow rows), output-row
-# tails, M not a multiple of 8, K above one 384-row block, grouped and depthwise weights
+# tails, M not a multiple of 8, K above one 384-row block, grouped and depthwise weights (two
+# output channels per input channel in one case)
 CONV_CASES = [
     (2, 3, 20, 64, 32, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
     (2, 3, 20, 64, 32, (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 1),
@@ -98,6 +99,10 @@ CONV_CASES = [
     (1, 3, 20, 75, 9, (7, 7), (2, 2), (1, 1), (3, 3, 2, 4), 1),
     (2, 4, 9, 33, 6, (3, 3), (1, 2), (1, 3), (0, 1, 2, 0), 2),
     (1, 2, 5, 8, 3, (1, 1), (3, 2), (1, 1), (0, 5, 0, 6), 1),
+    # depthwise (one input channel per group): column stride 1, 2 (permute), 3 (gather)
+    (1, 5, 6, 40, 5, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 5),
+    (2, 6, 11, 37, 12, (3, 3), (2, 2), (1, 2), (1, 2, 0, 1), 6),
+    (1, 4, 8, 50, 4, (2, 5), (1, 3), (2, 1), (2, 3, 1, 2), 4),
 ]
 
 
