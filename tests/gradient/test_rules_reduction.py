@@ -64,6 +64,15 @@ def red(
     )
 
 
+def with_zeros(*shape: int) -> np.ndarray:
+    """Away from zero but for exact zeros: one in row 0 and two in row 1 of the last axis
+    (ReduceProd is multilinear, so finite differences hold at them)."""
+    x = away_from_zero(*shape)
+    x[..., 0, 1] = 0.0
+    x[..., 1, 0] = x[..., 1, -1] = 0.0
+    return x
+
+
 def family(op: str, gen: Any) -> list[Case]:
     """The axes/keepdims combinations every reduction is checked with."""
     return [
@@ -96,6 +105,10 @@ ROWS = [
     red("ReduceLogSum", positive(3, 2), [], tag="noop", noop_with_empty_axes=1),
     red("ReduceMean", rnd(3, 2, 2), [1, 2], how="input", dynamic=True, tag="input-dynamic", keepdims=0),
     red("ReduceMax", rnd(3, 4), [1], how="input", dynamic=True, tag="input-dynamic"),
+    # exact zeros: one zero in a group, two zeros in a group, and a group without
+    red("ReduceProd", with_zeros(2, 3, 4), [2], tag="zeros"),
+    red("ReduceProd", with_zeros(3, 3), [1], tag="zeros-input", how="input", keepdims=0),
+    red("ReduceProd", with_zeros(3, 4), tag="zeros-all", keepdims=0),
     Case(
         "ArgMax-then-ReduceMax",
         [

@@ -8,7 +8,7 @@ The reduced output is re-expanded the same way where a rule reads it (``y``). Th
     ReduceSum        dX = Expand(g, Shape(X))
     ReduceMean       dX = Expand(g / n, Shape(X)),  n = Size(X) / Size(Y)
     ReduceMax/Min    dX = m · g / Σm,  m = (X == y): ties share the gradient evenly
-    ReduceProd       dX = g · y / X
+    ReduceProd       dX = g · Π_{j≠i} X_j  (y / X without zeros; see below)
     ReduceL1         dX = Sign(X) · g
     ReduceL2         dX = X · g / y
     ReduceSumSquare  dX = 2 X · g
@@ -20,10 +20,13 @@ elementwise transform: |X| for L1, X² for SumSquare, ...); the formulas above h
 unchanged there. Axes computed at run time that turn out empty with keepdims=0 are
 not supported (``Unsqueeze`` with no axes).
 
-Zeros: ReduceProd's ``y / X`` is NaN where X is 0 (the true gradient there is the
-product of the other elements, which no single ONNX op computes); ReduceL2 is NaN
-where the norm is 0 (the norm is not differentiable there); ReduceLogSum is the
-derivative of ``log`` and is infinite where the sum is 0.
+Zeros: ReduceProd's co-product Π_{j≠i} X_j is y / X_i in a group without zeros; in a
+group with one zero it is the product of the group's other elements at that zero and 0
+elsewhere, and with two or more zeros it is 0 everywhere, each written so that its
+derivative is right too (exact zeros, e.g. after a Relu, give the true gradient and
+Hessian, not NaN). ReduceL2 is NaN where the norm is 0 (the norm
+is not differentiable there); ReduceLogSum is the derivative of ``log`` and is infinite
+where the sum is 0.
 """
 
 from __future__ import annotations
@@ -90,9 +93,40 @@ def reduce_extreme_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 @rule("", "ReduceProd")
 def reduce_prod_grad(ctx, dy):  # type: ignore[no-untyped-def]
-    """dX = g · y / X (NaN where X is 0; see the module docstring)."""
+    """dX = g · c, c_i = Π_{j≠i} X_j the co-product, with zeros counted per reduced group.
+
+    With Z = [X == 0], N = Where(Z, 1, X), p = Π N, z = Σ Z and s = Σ Where(Z, X, 0) over
+    the group (s is 0, but carries the zeros' derivative):
+        z = 0:  c = p / N
+        z = 1:  c = p at the zero,  s · p / N elsewhere
+        z = 2:  c = (s - X) · p at each zero (the other zero's value),  0 elsewhere
+        z ≥ 3:  c = 0
+    Every case has c's value and, through s, its derivative (the Hessian of the product),
+    so the backward graph can be differentiated again at exact zeros too.
+    """
     x = ctx.inputs[0]
-    return ctx.op.Div(ctx.op.Mul(_broadcastable(ctx, dy), _broadcastable(ctx, ctx.output(0))), x)
+    zero, one, two = ctx.const(0, like=x), ctx.const(1, like=x), ctx.const(2, like=x)
+    axes_name = arg_ints(ctx, 1, "axes")[0]
+    group = {"keepdims": 1, "noop_with_empty_axes": int(ctx.attr("noop_with_empty_axes", 0))}
+
+    def over_group(op: str, value: str) -> str:
+        return getattr(ctx.op, op)(value, axes_name or None, **group)  # type: ignore[no-any-return]
+
+    is_zero = ctx.op.Equal(x, zero)
+    nonzero = ctx.op.Where(is_zero, one, x)
+    p = over_group("ReduceProd", nonzero)
+    z = over_group("ReduceSum", ctx.op.CastLike(is_zero, x))
+    s = over_group("ReduceSum", ctx.op.Where(is_zero, x, zero))
+
+    def pick(cases: list[tuple[str, str]]) -> str:  # Where(z == count, value, ...) down to 0
+        out = zero
+        for count, value in reversed(cases):
+            out = ctx.op.Where(ctx.op.Equal(z, count), value, out)
+        return out
+
+    at_nonzero = ctx.op.Mul(ctx.op.Div(p, nonzero), pick([(zero, one), (one, s)]))
+    at_zero = ctx.op.Mul(p, pick([(one, one), (two, ctx.op.Sub(s, x))]))
+    return ctx.op.Mul(_broadcastable(ctx, dy), ctx.op.Where(is_zero, at_zero, at_nonzero))
 
 
 @rule("", "ReduceL1")
