@@ -140,6 +140,18 @@ def test_ties_share_the_gradient(op: str) -> None:
     np.testing.assert_allclose(g, [[0, 3, 3, 0], [2, 2, 2, 2]])
 
 
+def test_l2_norm_of_zeros_has_zero_gradient() -> None:
+    # not differentiable at 0: the subgradient 0 (as torch), and the other group unchanged
+    import onnx_light as ol
+
+    x = np.array([[0.0, 0.0, 0.0], [3.0, -4.0, 12.0]])
+    model, bwd = gradient(red("ReduceL2", x, [1], keepdims=0))
+    (g,) = ol.runtime.InferenceSession(bwd).run(
+        None, {"x": x, "a": np.array([1], np.int64), "dy": np.array([5.0, 2.0])}
+    )
+    np.testing.assert_allclose(g, [[0, 0, 0], [6 / 13, -8 / 13, 24 / 13]])
+
+
 def test_keepdims_rows_are_small() -> None:
     def ops(case: Case) -> list[str]:
         return [n.op_type for n in gradient(case)[1].node if n.op_type not in ("Constant", "Identity")]

@@ -10,7 +10,7 @@ The reduced output is re-expanded the same way where a rule reads it (``y``). Th
     ReduceMax/Min    dX = m · g / Σm,  m = (X == y): ties share the gradient evenly
     ReduceProd       dX = g · Π_{j≠i} X_j  (y / X without zeros; see below)
     ReduceL1         dX = Sign(X) · g
-    ReduceL2         dX = X · g / y
+    ReduceL2         dX = X · g / y  (0 where y = 0)
     ReduceSumSquare  dX = 2 X · g
     ReduceLogSumExp  dX = g · Exp(X - y)
     ReduceLogSum     dX = Expand(g / Exp(y), Shape(X))
@@ -24,8 +24,8 @@ Zeros: ReduceProd's co-product Π_{j≠i} X_j is y / X_i in a group without zero
 group with one zero it is the product of the group's other elements at that zero and 0
 elsewhere, and with two or more zeros it is 0 everywhere, each written so that its
 derivative is right too (exact zeros, e.g. after a Relu, give the true gradient and
-Hessian, not NaN). ReduceL2 is NaN where the norm is 0 (the norm
-is not differentiable there); ReduceLogSum is the derivative of ``log`` and is infinite
+Hessian, not NaN). ReduceL2 is not differentiable where the norm is 0; its gradient
+there is 0 (torch's choice). ReduceLogSum is the derivative of ``log`` and is infinite
 where the sum is 0.
 """
 
@@ -137,9 +137,12 @@ def reduce_l1_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 @rule("", "ReduceL2")
 def reduce_l2_grad(ctx, dy):  # type: ignore[no-untyped-def]
-    """dX = X · g / y."""
-    scale = ctx.op.Div(_broadcastable(ctx, dy), _broadcastable(ctx, ctx.output(0)))
-    return ctx.op.Mul(ctx.inputs[0], scale)
+    """dX = X · g / y, and 0 for a group whose norm is 0 (the subgradient torch and
+    numpy-based trainers use; X is all zeros there, so dividing by 1 instead gives it)."""
+    x, y = ctx.inputs[0], _broadcastable(ctx, ctx.output(0))
+    zero, one = ctx.const(0, like=x), ctx.const(1, like=x)
+    norm = ctx.op.Where(ctx.op.Equal(y, zero), one, y)
+    return ctx.op.Mul(x, ctx.op.Div(_broadcastable(ctx, dy), norm))
 
 
 @rule("", "ReduceSumSquare")
