@@ -9,6 +9,10 @@ convolutions of ``bench_runtime.py``'s CNN. The native kernel is ``src/conv.cpp`
 Medians of ``--runs`` alternating calls; every result is checked against onnxruntime.
 
     PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15]
+
+The AVX2 kernel on an AVX-512 machine, against OpenBLAS's AVX2 (Haswell) GEMM:
+
+    ONNX_LIGHT_CONV_ISA=avx2 OPENBLAS_CORETYPE=Haswell PYTHONPATH=. python benchmarks/bench_conv.py
 """
 
 from __future__ import annotations
@@ -74,9 +78,9 @@ def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int) -> str:
     w = (rng.standard_normal((m, c // g, k, k)) * 0.1).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
     sess = _ort_conv(x, w, b, s, p, g)
-    native = _native.EXTENSION.conv2d  # type: ignore[union-attr]
+    native, isa = _native.EXTENSION.conv2d, _native.CONV_ISA  # type: ignore[union-attr]
     fns: dict[str, Callable[[], Any]] = {
-        "native": lambda: native(x, w, b, s, s, 1, 1, p, p, p, p, g, False),
+        "native": lambda: native(x, w, b, s, s, 1, 1, p, p, p, p, g, False, isa),
         "numpy": lambda: _conv_im2col(x, w, b, [s, s], [1, 1], [p, p], [p, p], g),
         "runtime": lambda: conv(x, w, b, pads=[p] * 4, strides=[s, s], group=g),
         "ort": lambda: sess.run(None, {"x": x})[0],
@@ -103,7 +107,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     if not _native.CONV2D:
-        sys.exit("the native conv2d is not available (extension not built, or no AVX-512F)")
+        sys.exit("the native conv2d is not available (extension not built, or no AVX-512F / AVX2)")
+    print(f"# native kernel: {_native.CONV_ISA}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
     print("| geometry | native | numpy | runtime (choice) | onnxruntime | runtime / ORT |")
     print("|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)

@@ -7,15 +7,15 @@
 //     cols[(c, a, b), (i, j)] = x[n, g*Cg + c, i*sh + a*dh - pt, j*sw + b*dw - pl]   (0 outside)
 // The cols panel (K x NR) stays in L1/L2 while every row block of W runs over it, so
 // the full im2col matrix is never written. The pure-Python twin is the numpy im2col +
-// matmul kernel in onnx_light/runtime/kernels/conv.py; this one is used only when the
-// CPU has AVX-512F (conv2d_supported()).
+// matmul kernel in onnx_light/runtime/kernels/conv.py; this one runs when the CPU has
+// AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those.
 // Stride-1 columns are not even packed: the kernel reads the taps' rows of the (padded)
 // input in place, 32 outputs of one output row at a time. Depthwise weights (one input
 // channel per group) take their own loop (depthwise_run), one FMA per tap per vector.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
-
+#include <nanobind/stl/string.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,11 +23,14 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
+#include "conv.h"
 #include "simd.h"
 
 namespace nb = nanobind;
 
+namespace onnx_light_conv {
 namespace {
 
 constexpr int64_t MR = 8;    // output channels per register tile
@@ -37,14 +40,6 @@ constexpr int64_t KC = 384;  // reduction block: a K x NR panel of 48 KiB at mos
 using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
-
-struct Shape {
-    int64_t n, c, h, w;          // input
-    int64_t m, kh, kw;           // weights (m, c / group, kh, kw)
-    int64_t sh, sw, dh, dw;      // strides, dilations
-    int64_t pt, pl;              // begin pads (end pads only shape oh, ow)
-    int64_t oh, ow, group;
-};
 
 #if ONNX_LIGHT_AVX512
 // Where kernel row k = (c, a, b) reads: plane offset c*h*w, and the row / column shift
@@ -289,8 +284,9 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
         }
 }
 
-AVX512 void conv2d_run(const Shape &s, const float *x, const float *w, const float *bias,
-                                                   bool relu, float *y) {
+}  // namespace
+
+AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     if (cg == 1 && s.group > 1) return depthwise_run(s, x, w, bias, relu, y);
     const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
@@ -351,13 +347,22 @@ AVX512 void conv2d_run(const Shape &s, const float *x, const float *w, const flo
     }
 }
 
+#else
+}  // namespace
+void run_avx512(const Shape &, const float *, const float *, const float *, bool, float *) {}
 #endif  // ONNX_LIGHT_AVX512
 
-bool conv2d_supported() { return has_avx512f(); }
+namespace {
+
+// The widest kernel this CPU runs: "avx512", "avx2" (with FMA) or "" (none: numpy's turn).
+const char *best_isa() { return has_avx512f() ? "avx512" : has_avx2_fma() ? "avx2" : ""; }
+bool conv2d_supported() { return *best_isa() != 0; }
 
 Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
-            int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu) {
-    if (!conv2d_supported()) throw std::runtime_error("conv2d: this CPU has no AVX-512F");
+            int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa) {
+    const std::string use = isa.empty() ? best_isa() : isa;
+    if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
+        throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
     Shape s{};
     s.n = x.shape(0), s.c = x.shape(1), s.h = x.shape(2), s.w = x.shape(3);
     s.m = w.shape(0), s.kh = w.shape(2), s.kw = w.shape(3);
@@ -372,27 +377,27 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     if (s.oh <= 0 || s.ow <= 0 || s.kh <= 0 || s.kw <= 0)
         throw std::invalid_argument("conv2d: the kernel is larger than the padded input");
     const size_t size = static_cast<size_t>(s.n * s.m * s.oh * s.ow);
-    float *y = new float[size ? size : 1];
+    std::unique_ptr<float[]> y(new float[size ? size : 1]);
     const float *bias = b ? b->data() : nullptr;
-#if ONNX_LIGHT_AVX512
     {
         nb::gil_scoped_release release;
-        conv2d_run(s, x.data(), w.data(), bias, relu, y);
+        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, relu, y.get());
     }
-#else
-    (void)bias, (void)relu;  // unreachable: conv2d_supported() is false
-#endif
-    nb::capsule owner(y, [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
-    return Out4(y, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
-                    static_cast<size_t>(s.ow)},
+    nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
+    float *data = y.release();
+    return Out4(data, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
+                       static_cast<size_t>(s.ow)},
                 owner);
 }
 
 }  // namespace
+}  // namespace onnx_light_conv
 
 void bind_conv(nb::module_ &m) {
-    m.def("conv2d_supported", &conv2d_supported, "True when this CPU runs the native conv2d (AVX-512F)");
+    using namespace onnx_light_conv;
+    m.def("conv2d_isa", &best_isa, "The widest native conv2d kernel this CPU runs: 'avx512', 'avx2' or ''");
+    m.def("conv2d_supported", &conv2d_supported, "True when this CPU runs a native conv2d (AVX-512F or AVX2 + FMA)");
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
-          nb::arg("relu"));
+          nb::arg("relu"), nb::arg("isa") = "");
 }

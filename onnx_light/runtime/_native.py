@@ -93,14 +93,19 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
     return max_pool2d_twin(*args)
 
 
-#: the native float32 convolution runs (built, selected, and the CPU has AVX-512F)
+#: the native float32 convolution runs (built, selected, and the CPU has AVX-512F or AVX2 + FMA)
 CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
+#: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
+#: ``avx2``; for tests and benchmarks on a machine that has both)
+CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
+#: output pixels per register tile of that kernel
+_TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
 
 
-def _filled(n: int, tile: int = 32) -> float:
-    """The fraction of 32-pixel register tiles that ``n`` pixels fill."""
-    return n / (tile * -(-n // tile))
+def _filled(n: int) -> float:
+    """The fraction of the kernel's register tiles (32 pixels; 16 with AVX2) that ``n`` pixels fill."""
+    return n / (_TILE * -(-n // _TILE))
 
 
 def _native_conv_pays(
@@ -114,8 +119,9 @@ def _native_conv_pays(
 ) -> bool:
     """Whether the native kernel beats im2col + OpenBLAS on this geometry.
 
-    From ``benchmarks/bench_conv.py``: reading in place (column stride 1, output rows that
-    fill 3/4 of the 32-pixel tiles, as ``reads_in_place`` in ``src/conv.cpp``) always wins;
+    From ``benchmarks/bench_conv.py`` (AVX-512; the AVX2 kernel's tiles are 16 pixels wide):
+    reading in place (column stride 1, output rows that fill 3/4 of the tiles, as
+    ``reads_in_place`` in ``src/conv.cpp``) always wins;
     packed panels win when the output pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but
     lose on 7x7 maps (49 pixels in 64 lanes: 4.7 vs 3.6 ms) and when only some of the tile's
     8 channel rows are used (grouped weights with one output channel per group); depthwise
@@ -129,11 +135,14 @@ def _native_conv_pays(
         return False  # the numpy path reports the geometry error
     if w_shape[1] == 1 and group > 1:
         return True  # depthwise: its own kernel (0.46 vs 2.2 ms at stride 1, 0.26 vs 0.64 at stride 2)
-    if strides[1] == 1 and _filled(ow) >= 0.75:
-        return True
     if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:
         return True  # a few dozen microseconds: numpy's fixed cost dominates
-    return w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85
+    in_place = strides[1] == 1 and _filled(ow) >= 0.75
+    if CONV_ISA == "avx2":
+        # against OpenBLAS's AVX2 GEMM the 6x16 tile wins only reading in place with a window
+        # (benchmark CNN 2.4 vs 3.4 and 6.6 vs 8.6 ms; 1x1 2.2 vs 1.4, strided 3.4 vs 3.2)
+        return in_place and w_shape[2] * w_shape[3] > 1
+    return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
 def conv2d_native(
@@ -182,5 +191,6 @@ def conv2d_native(
         end[1],
         group,
         relu,
+        CONV_ISA,
     )
     return y[:, :, 0, :] if nd == 1 else y

@@ -72,10 +72,11 @@ def test_max_pool2d_rejects_bad_geometry() -> None:
         _native.EXTENSION.max_pool2d(xp, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0, True)  # type: ignore[union-attr]
 
 
-def _require_conv2d() -> None:
+def _require_conv2d(isa: str) -> None:
     _require_native()
-    if not _native.EXTENSION.conv2d_supported():  # type: ignore[union-attr]
-        pytest.skip("this CPU has no AVX-512F: the numpy convolution runs instead")
+    runs = {"avx512": ("avx512",), "avx2": ("avx512", "avx2")}[isa]
+    if _native.EXTENSION.conv2d_isa() not in runs:  # type: ignore[union-attr]
+        pytest.skip(f"this CPU has no {isa}: the numpy convolution runs instead")
 
 
 # (n, c, h, w, m, kernel, strides, dilations, pads (top, left, bottom, right), group): in-place
@@ -108,10 +109,11 @@ CONV_CASES = [
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=[str(i) for i in range(len(CONV_CASES))])
 @pytest.mark.parametrize("bias,relu", [(True, False), (False, True), (True, True)])
-def test_conv2d_matches_twin(case: tuple, bias: bool, relu: bool) -> None:
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_conv2d_matches_twin(case: tuple, bias: bool, relu: bool, isa: str) -> None:
     from onnx_light.runtime.kernels.conv import _conv_im2col
 
-    _require_conv2d()
+    _require_conv2d(isa)
     n, c, h, w, m, k, s, d, p, g = case
     rng = np.random.default_rng(len(case) * c + m)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -120,13 +122,13 @@ def test_conv2d_matches_twin(case: tuple, bias: bool, relu: bool) -> None:
     want = _conv_im2col(x, wt, b, list(s), list(d), list(p[:2]), list(p[2:]), g)
     if relu:
         want = np.maximum(want, 0)
-    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, relu)  # type: ignore[union-attr]
+    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, relu, isa)  # type: ignore[union-attr]
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(wt[0].size))
 
 
 def test_conv2d_rejects_bad_arguments() -> None:
-    _require_conv2d()
+    _require_conv2d("avx2")
     conv2d = _native.EXTENSION.conv2d  # type: ignore[union-attr]
     x = np.zeros((1, 4, 5, 5), np.float32)
     with pytest.raises(ValueError, match="group"):
@@ -137,3 +139,5 @@ def test_conv2d_rejects_bad_arguments() -> None:
         conv2d(x, np.zeros((6, 4, 3, 3), np.float32), np.zeros(5, np.float32), 1, 1, 1, 1, 0, 0, 0, 0, 1, False)
     with pytest.raises(ValueError, match="positive"):
         conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 0, 1, 1, 1, 0, 0, 0, 0, 1, False)
+    with pytest.raises(ValueError, match="isa"):
+        conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 1, False, "sse9")

@@ -1,0 +1,282 @@
+// The AVX2 + FMA twin of the AVX-512 convolution in src/conv.cpp, for CPUs without
+// AVX-512: the same algorithm (packed weights, 32-bit lanes, pixel panels read in place
+// for stride-1 columns or packed otherwise, bias and ReLU at store, a depthwise loop)
+// with 8-float vectors, a 6 x 16 register tile and 16-pixel panels.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "conv.h"
+#include "simd.h"
+
+namespace onnx_light_conv {
+
+#if ONNX_LIGHT_AVX512  // x86 with GCC/Clang: the AVX2 code compiles there too
+namespace {
+
+constexpr int64_t MR = 6;    // output channels per register tile
+constexpr int64_t NR = 16;   // output pixels per register tile (two 8-float vectors)
+constexpr int64_t KC = 512;  // reduction block: a K x NR panel of 32 KiB at most
+
+// lanes t of an 8-lane vector with lo <= t < hi, as a maskload/maskstore mask
+AVX2 inline __m256i lanes(int64_t lo, int64_t hi) {
+    const __m256i t = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i from = _mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(lo, -1, 9)));
+    const __m256i to = _mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(hi, -1, 9)));
+    // lo <= t  <=>  t > lo - 1;  t < hi
+    return _mm256_and_si256(_mm256_cmpgt_epi32(t, _mm256_sub_epi32(from, _mm256_set1_epi32(1))),
+                            _mm256_cmpgt_epi32(to, t));
+}
+
+// the even lanes of (a, b): a0 a2 a4 a6 b0 b2 b4 b6
+AVX2 inline __m256 evens(__m256 a, __m256 b) {
+    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// packed[(mb * K + k) * MR + r] = w[mb*MR + r, k], zero for rows past mg.
+void pack_weights(const float *w, int64_t mg, int64_t K, float *packed) {
+    for (int64_t mb = 0; mb * MR < mg; ++mb)
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t r = 0; r < MR; ++r) {
+                const int64_t m = mb * MR + r;
+                packed[(mb * K + k) * MR + r] = m < mg ? w[m * K + k] : 0.0f;
+            }
+}
+
+// C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows; row k of the pixel panel is
+// B + k * NR (packed) or B + koff[k] (read in place: always 16 columns, the padded input
+// is wide enough; columns past `cols` are computed and dropped). `first` adds bias[r]
+// instead of reading C; `relu` clamps at zero when storing. 12 accumulators + 2 panel
+// vectors + 1 weight = 15 of the 16 ymm registers: no masks inside the loop.
+template <bool Direct>
+AVX2 void tile_6x16(int64_t kc, const float *A, const float *B, const int64_t *koff, float *C, int64_t ldc,
+                    int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m256 b0, b1;
+        const float *row = Direct ? B + koff[k] : B + k * NR;
+        b0 = _mm256_loadu_ps(row);
+        b1 = _mm256_loadu_ps(row + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; ++r) {
+            const __m256 a = _mm256_broadcast_ss(A + k * MR + r);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    const __m256i m0 = lanes(0, cols), m1 = lanes(0, cols - 8);
+    const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {  // fully unrolled, so that acc stays in registers
+        if (r >= rows) break;
+        float *c = C + r * ldc;
+        __m256 v0, v1;
+        if (first) {
+            const __m256 add = _mm256_set1_ps(bias ? bias[r] : 0.0f);
+            v0 = _mm256_add_ps(acc[r][0], add);
+            v1 = _mm256_add_ps(acc[r][1], add);
+        } else {
+            v0 = _mm256_add_ps(acc[r][0], _mm256_maskload_ps(c, m0));
+            v1 = _mm256_add_ps(acc[r][1], _mm256_maskload_ps(c + 8, m1));
+        }
+        if (relu) {
+            v0 = _mm256_max_ps(v0, zero);
+            v1 = _mm256_max_ps(v1, zero);
+        }
+        _mm256_maskstore_ps(c, m0, v0);
+        _mm256_maskstore_ps(c + 8, m1, v1);
+    }
+}
+
+// Every row block of the packed weights over one pixel panel, K in KC blocks;
+// `panel(k0, kc)` returns the panel's rows [k0, k0 + kc), packing them if needed.
+template <bool Direct, typename Panel>
+AVX2 inline void run_panel(int64_t K, int64_t mg, const float *wpack, const int64_t *koff, float *C, int64_t ldc,
+                           int64_t cols, const float *bias, bool relu, Panel panel) {
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = std::min(KC, K - k0);
+        const float *B = panel(k0, kc);
+        const bool first = k0 == 0, last = k0 + kc == K;
+        for (int64_t mb = 0; mb * MR < mg; ++mb)
+            tile_6x16<Direct>(kc, wpack + (mb * K + k0) * MR, B, koff ? koff + k0 : nullptr, C + mb * MR * ldc, ldc,
+                              std::min(MR, mg - mb * MR), cols, bias ? bias + mb * MR : nullptr, first,
+                              relu && last);
+    }
+}
+
+// cols[k - k0][0:NR] for the NR pixels from p0 (zeros in the padding and past P), pixels
+// taken in runs along an output row (found once per panel); the tap (c, a, b) of row k
+// advances with k, without divisions. Stride-1 runs are masked vector copies.
+AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols) {
+    struct Run {
+        int64_t j, len, i, j0;
+    } runs[NR];
+    int64_t nruns = 0;
+    const int64_t count = std::min(NR, s.oh * s.ow - p0);
+    for (int64_t j = 0; j < count; ++nruns) {
+        const int64_t p = p0 + j, i = p / s.ow, j0 = p % s.ow, len = std::min(count - j, s.ow - j0);
+        runs[nruns] = {j, len, i, j0};
+        j += len;
+    }
+    const int64_t kk = s.kh * s.kw;
+    int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
+    for (int64_t k = k0; k < k0 + kc; ++k) {
+        float *dst = cols + (k - k0) * NR;
+        _mm256_storeu_ps(dst, _mm256_setzero_ps());
+        _mm256_storeu_ps(dst + 8, _mm256_setzero_ps());
+        const float *plane = x + c * s.h * s.w;
+        const int64_t dy = a * s.dh - s.pt, dx = b * s.dw - s.pl;
+        for (int64_t q = 0; q < nruns; ++q) {
+            const Run &r = runs[q];
+            const int64_t ih = r.i * s.sh + dy;
+            if (ih < 0 || ih >= s.h) continue;
+            const float *row = plane + ih * s.w;
+            const int64_t first = r.j0 * s.sw + dx;  // input column of the run's pixel 0
+            if (s.sw == 1) {
+                const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(r.len, s.w - first);
+                for (int64_t t0 = 0; t0 < r.len; t0 += 8) {
+                    const __m256i m = lanes(lo - t0, hi - t0);
+                    _mm256_maskstore_ps(dst + r.j + t0, m, _mm256_maskload_ps(row + (first + t0), m));
+                }
+            } else {
+                const int64_t lo = first >= 0 ? 0 : (-first + s.sw - 1) / s.sw;
+                const int64_t hi = std::min(r.len, s.w - first > 0 ? (s.w - first + s.sw - 1) / s.sw : 0);
+                for (int64_t t = lo; t < hi; ++t) dst[r.j + t] = row[first + t * s.sw];
+            }
+        }
+        if (++b == s.kw) {
+            b = 0;
+            if (++a == s.kh) a = 0, ++c;
+        }
+    }
+}
+
+// Stride-1 columns read in place when the output rows fill 3/4 of the 16-pixel tiles.
+bool reads_in_place(const Shape &s) { return s.sw == 1 && 4 * s.ow >= 3 * ((s.ow + NR - 1) / NR) * NR; }
+
+// Depthwise weights: each input plane copied into a zero-bordered buffer, one FMA per tap
+// per 8-column vector, up to 64 columns of an output row in independent chains.
+AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
+    constexpr int64_t V = 8;  // vectors of 8 columns per block
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
+    const int64_t ow8 = (s.ow + 7) / 8 * 8;
+    const int64_t hp = std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1);
+    const int64_t wp = std::max(s.pl + s.w, ow8 * s.sw + (s.kw - 1) * s.dw + 8);
+    std::unique_ptr<float[]> buf(new float[hp * wp]());
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256i steps = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                             _mm256_set1_epi32(static_cast<int>(s.sw)));
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t c = 0; c < s.c; ++c) {
+            const float *plane = x + (n * s.c + c) * s.h * s.w;
+            for (int64_t r = 0; r < s.h; ++r)
+                std::memcpy(buf.get() + (r + s.pt) * wp + s.pl, plane + r * s.w, sizeof(float) * s.w);
+            for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
+                const float *k = w + m * taps;
+                float *out = y + (n * s.m + m) * P;
+                const __m256 start = _mm256_set1_ps(bias ? bias[m] : 0.0f);
+                for (int64_t i = 0; i < s.oh; ++i)
+                    for (int64_t jb = 0; jb < s.ow; jb += 8 * V) {
+                        const int64_t vectors = std::min<int64_t>(V, (s.ow - jb + 7) / 8);
+                        __m256 acc[V];
+#pragma GCC unroll 8
+                        for (int64_t v = 0; v < V; ++v) acc[v] = start;
+                        for (int64_t a = 0; a < s.kh; ++a) {
+                            const float *row = buf.get() + (i * s.sh + a * s.dh) * wp;
+                            for (int64_t b = 0; b < s.kw; ++b) {
+                                const __m256 kv = _mm256_set1_ps(k[a * s.kw + b]);
+                                const float *tap = row + jb * s.sw + b * s.dw;
+#pragma GCC unroll 8
+                                for (int64_t v = 0; v < V; ++v) {
+                                    if (v >= vectors) break;
+                                    const float *src = tap + 8 * v * s.sw;
+                                    __m256 in;
+                                    if (s.sw == 1) {
+                                        in = _mm256_loadu_ps(src);
+                                    } else if (s.sw == 2) {
+                                        in = evens(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8));
+                                    } else {
+                                        in = _mm256_i32gather_ps(src, steps, 4);
+                                    }
+                                    acc[v] = _mm256_fmadd_ps(kv, in, acc[v]);
+                                }
+                            }
+                        }
+#pragma GCC unroll 8
+                        for (int64_t v = 0; v < V; ++v) {  // fully unrolled: acc stays in registers
+                            if (v >= vectors) break;
+                            const int64_t j0 = jb + 8 * v;
+                            const __m256 r = relu ? _mm256_max_ps(acc[v], zero) : acc[v];
+                            _mm256_maskstore_ps(out + i * s.ow + j0, lanes(0, s.ow - j0), r);
+                        }
+                    }
+            }
+        }
+}
+
+}  // namespace
+
+AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
+    const int64_t cg = s.c / s.group, mg = s.m / s.group;
+    if (cg == 1 && s.group > 1) return depthwise(s, x, w, bias, relu, y);
+    const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
+    std::unique_ptr<float[]> wpack(new float[(mg + MR - 1) / MR * MR * K]);
+    const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
+    const bool direct = reads_in_place(s);
+    // direct: the padded input of one (sample, group), wide enough for whole 16-column
+    // loads of the last tile of a row, and each tap's offset in it
+    const int64_t hp = std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1);
+    const int64_t wp = std::max(s.pl + s.w, (s.ow + NR - 1) / NR * NR + (s.kw - 1) * s.dw);
+    const bool padded = direct && (hp != s.h || wp != s.w || s.pt || s.pl);
+    std::unique_ptr<float[]> xpad(padded ? new float[cg * hp * wp]() : nullptr);
+    std::unique_ptr<int64_t[]> koff(direct ? new int64_t[K] : nullptr);
+    if (direct) {
+        const int64_t h = padded ? hp : s.h, wd = padded ? wp : s.w, kk = s.kh * s.kw;
+        for (int64_t k = 0; k < K; ++k)
+            koff[k] = (k / kk) * h * wd + ((k % kk) / s.kw) * s.dh * wd + (k % s.kw) * s.dw;
+    }
+    std::unique_ptr<float[]> cols(direct ? nullptr : new float[std::min(K, KC) * NR]);
+    for (int64_t g = 0; g < s.group; ++g) {
+        pack_weights(w + g * mg * K, mg, K, wpack.get());
+        const float *gbias = bias ? bias + g * mg : nullptr;
+        for (int64_t n = 0; n < s.n; ++n) {
+            const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
+            float *yg = y + (n * s.m + g * mg) * P;
+            if (direct) {
+                const float *src = xg;
+                int64_t ld = s.w;
+                if (padded) {  // the borders stay zero; the interior is overwritten each time
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t i = 0; i < s.h; ++i)
+                            std::memcpy(xpad.get() + (c * hp + i + s.pt) * wp + s.pl, xg + (c * s.h + i) * s.w,
+                                        sizeof(float) * s.w);
+                    src = xpad.get();
+                    ld = wp;
+                }
+                for (int64_t i = 0; i < s.oh; ++i)
+                    for (int64_t j0 = 0; j0 < s.ow; j0 += NR) {
+                        const float *base = src + i * s.sh * ld + j0;
+                        run_panel<true>(K, mg, wpack.get(), koff.get(), yg + i * s.ow + j0, P,
+                                        std::min(NR, s.ow - j0), gbias, relu,
+                                        [base](int64_t, int64_t) { return base; });
+                    }
+                continue;
+            }
+            for (int64_t p0 = 0; p0 < P; p0 += NR)
+                run_panel<false>(K, mg, wpack.get(), nullptr, yg + p0, P, std::min(NR, P - p0), gbias, relu,
+                                 [&](int64_t k0, int64_t kc) {
+                                     pack_cols(gs, xg, k0, kc, p0, cols.get());
+                                     return static_cast<const float *>(cols.get());
+                                 });
+        }
+    }
+}
+#else
+void run_avx2(const Shape &, const float *, const float *, const float *, bool, float *) {}
+#endif  // ONNX_LIGHT_AVX512
+
+}  // namespace onnx_light_conv
