@@ -131,17 +131,6 @@ AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t 
     }
 }
 
-// packed[(mb * K + k) * MR + r] = w[g*Mg + mb*MR + r, k], zero for rows past Mg.
-void pack_weights(const float *w, int64_t mg, int64_t K, float *packed) {
-    const int64_t blocks = (mg + MR - 1) / MR;
-    for (int64_t mb = 0; mb < blocks; ++mb)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t r = 0; r < MR; ++r) {
-                const int64_t m = mb * MR + r;
-                packed[(mb * K + k) * MR + r] = m < mg ? w[m * K + k] : 0.0f;
-            }
-}
-
 // C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows, where row k of the pixel
 // panel Bk is B + k * NR (a packed panel) or, when `koff` is given, B + koff[k] (read in
 // place from the padded input). `first` adds bias[r] instead of reading C; `relu` clamps
@@ -229,18 +218,14 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
     constexpr int64_t V = 8;  // vectors of 16 columns per block
     const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
     const int64_t ow16 = (s.ow + 15) / 16 * 16;
-    const int64_t hp = std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1);
-    const int64_t wp = std::max(s.pl + s.w, ow16 * s.sw + (s.kw - 1) * s.dw + 16);
-    std::unique_ptr<float[]> buf(new float[hp * wp]());
+    PaddedPlanes pad(s, 1, ow16 * s.sw + (s.kw - 1) * s.dw + 16, true);
     const __m512 zero = _mm512_setzero_ps();
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i steps = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                              _mm512_set1_epi32(static_cast<int>(s.sw)));
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t c = 0; c < s.c; ++c) {
-            const float *plane = x + (n * s.c + c) * s.h * s.w;
-            for (int64_t r = 0; r < s.h; ++r)
-                std::memcpy(buf.get() + (r + s.pt) * wp + s.pl, plane + r * s.w, sizeof(float) * s.w);
+            const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
             for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
                 const float *k = w + m * taps;
                 float *out = y + (n * s.m + m) * P;
@@ -252,7 +237,7 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
 #pragma GCC unroll 8
                         for (int64_t v = 0; v < V; ++v) acc[v] = start;
                         for (int64_t a = 0; a < s.kh; ++a) {
-                            const float *row = buf.get() + (i * s.sh + a * s.dh) * wp;
+                            const float *row = plane + (i * s.sh + a * s.dh) * pad.wp;
                             for (int64_t b = 0; b < s.kw; ++b) {
                                 const __m512 kv = _mm512_set1_ps(k[a * s.kw + b]);
                                 const float *tap = row + jb * s.sw + b * s.dw;  // column of output jb
@@ -294,41 +279,25 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
     std::unique_ptr<float[]> wpack(new float[blocks * MR * K]);
     const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
     const bool direct = reads_in_place(s);
-    // direct: the padded input of one (sample, group) and each tap's offset in it
-    const int64_t pb = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.pt;
-    const int64_t hp = s.h + s.pt + std::max<int64_t>(pb, 0), wp = s.w + s.pl + std::max<int64_t>(s.ow + (s.kw - 1) * s.dw - s.w - s.pl, 0);
-    const bool padded = direct && (hp != s.h || wp != s.w || s.pt || s.pl);
-    std::unique_ptr<float[]> xpad(padded ? new float[cg * hp * wp] : nullptr);
-    std::unique_ptr<int64_t[]> koff(direct ? new int64_t[K] : nullptr);
-    if (direct) {
-        const int64_t h = padded ? hp : s.h, wd = padded ? wp : s.w, kk = s.kh * s.kw;
-        for (int64_t k = 0; k < K; ++k)
-            koff[k] = (k / kk) * h * wd + ((k % kk) / s.kw) * s.dh * wd + (k % s.kw) * s.dw;
-    }
+    // direct: the padded input of one (sample, group) and each tap's offset in it (masked
+    // loads: no extra width)
+    PaddedPlanes pad(s, direct ? cg : 0, s.ow + (s.kw - 1) * s.dw);
+    std::unique_ptr<int64_t[]> koff(new int64_t[direct ? K : 0]);
+    if (direct) pad.tap_offsets(s, K, koff.get());
     std::unique_ptr<float[]> cols(direct ? nullptr : new float[std::min(K, KC) * NR]);
     const Taps taps(gs, direct ? 0 : K);
     Run runs[NR];
     for (int64_t g = 0; g < s.group; ++g) {
-        pack_weights(w + g * mg * K, mg, K, wpack.get());
+        pack_weights(w + g * mg * K, mg, K, MR, wpack.get());
         const float *gbias = bias ? bias + g * mg : nullptr;
         for (int64_t n = 0; n < s.n; ++n) {
             const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
             float *yg = y + (n * s.m + g * mg) * P;
             if (direct) {
-                const float *src = xg;
-                int64_t ld = s.w;
-                if (padded) {
-                    std::memset(xpad.get(), 0, sizeof(float) * cg * hp * wp);
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t i = 0; i < s.h; ++i)
-                            std::memcpy(xpad.get() + (c * hp + i + s.pt) * wp + s.pl, xg + (c * s.h + i) * s.w,
-                                        sizeof(float) * s.w);
-                    src = xpad.get();
-                    ld = wp;
-                }
+                const float *src = pad.fill(s, xg, cg);
                 for (int64_t i = 0; i < s.oh; ++i)
                     for (int64_t j0 = 0; j0 < s.ow; j0 += NR) {
-                        const float *base = src + i * s.sh * ld + j0;
+                        const float *base = src + i * s.sh * pad.wp + j0;
                         run_panel<true>(K, mg, wpack.get(), koff.get(), yg + i * s.ow + j0, P,
                                         std::min(NR, s.ow - j0), gbias, relu,
                                         [base](int64_t, int64_t) { return base; });

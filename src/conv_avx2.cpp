@@ -35,16 +35,6 @@ AVX2 inline __m256 evens(__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// packed[(mb * K + k) * MR + r] = w[mb*MR + r, k], zero for rows past mg.
-void pack_weights(const float *w, int64_t mg, int64_t K, float *packed) {
-    for (int64_t mb = 0; mb * MR < mg; ++mb)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t r = 0; r < MR; ++r) {
-                const int64_t m = mb * MR + r;
-                packed[(mb * K + k) * MR + r] = m < mg ? w[m * K + k] : 0.0f;
-            }
-}
-
 // C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows; row k of the pixel panel is
 // B + k * NR (packed) or B + koff[k] (read in place: always 16 columns, the padded input
 // is wide enough; columns past `cols` are computed and dropped). `first` adds bias[r]
@@ -164,17 +154,13 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
     constexpr int64_t V = 8;  // vectors of 8 columns per block
     const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
     const int64_t ow8 = (s.ow + 7) / 8 * 8;
-    const int64_t hp = std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1);
-    const int64_t wp = std::max(s.pl + s.w, ow8 * s.sw + (s.kw - 1) * s.dw + 8);
-    std::unique_ptr<float[]> buf(new float[hp * wp]());
+    PaddedPlanes pad(s, 1, ow8 * s.sw + (s.kw - 1) * s.dw + 8, true);
     const __m256 zero = _mm256_setzero_ps();
     const __m256i steps = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                              _mm256_set1_epi32(static_cast<int>(s.sw)));
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t c = 0; c < s.c; ++c) {
-            const float *plane = x + (n * s.c + c) * s.h * s.w;
-            for (int64_t r = 0; r < s.h; ++r)
-                std::memcpy(buf.get() + (r + s.pt) * wp + s.pl, plane + r * s.w, sizeof(float) * s.w);
+            const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
             for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
                 const float *k = w + m * taps;
                 float *out = y + (n * s.m + m) * P;
@@ -186,7 +172,7 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
 #pragma GCC unroll 8
                         for (int64_t v = 0; v < V; ++v) acc[v] = start;
                         for (int64_t a = 0; a < s.kh; ++a) {
-                            const float *row = buf.get() + (i * s.sh + a * s.dh) * wp;
+                            const float *row = plane + (i * s.sh + a * s.dh) * pad.wp;
                             for (int64_t b = 0; b < s.kw; ++b) {
                                 const __m256 kv = _mm256_set1_ps(k[a * s.kw + b]);
                                 const float *tap = row + jb * s.sw + b * s.dw;
@@ -229,37 +215,21 @@ AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *
     const bool direct = reads_in_place(s);
     // direct: the padded input of one (sample, group), wide enough for whole 16-column
     // loads of the last tile of a row, and each tap's offset in it
-    const int64_t hp = std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1);
-    const int64_t wp = std::max(s.pl + s.w, (s.ow + NR - 1) / NR * NR + (s.kw - 1) * s.dw);
-    const bool padded = direct && (hp != s.h || wp != s.w || s.pt || s.pl);
-    std::unique_ptr<float[]> xpad(padded ? new float[cg * hp * wp]() : nullptr);
-    std::unique_ptr<int64_t[]> koff(direct ? new int64_t[K] : nullptr);
-    if (direct) {
-        const int64_t h = padded ? hp : s.h, wd = padded ? wp : s.w, kk = s.kh * s.kw;
-        for (int64_t k = 0; k < K; ++k)
-            koff[k] = (k / kk) * h * wd + ((k % kk) / s.kw) * s.dh * wd + (k % s.kw) * s.dw;
-    }
+    PaddedPlanes pad(s, direct ? cg : 0, (s.ow + NR - 1) / NR * NR + (s.kw - 1) * s.dw);
+    std::unique_ptr<int64_t[]> koff(new int64_t[direct ? K : 0]);
+    if (direct) pad.tap_offsets(s, K, koff.get());
     std::unique_ptr<float[]> cols(direct ? nullptr : new float[std::min(K, KC) * NR]);
     for (int64_t g = 0; g < s.group; ++g) {
-        pack_weights(w + g * mg * K, mg, K, wpack.get());
+        pack_weights(w + g * mg * K, mg, K, MR, wpack.get());
         const float *gbias = bias ? bias + g * mg : nullptr;
         for (int64_t n = 0; n < s.n; ++n) {
             const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
             float *yg = y + (n * s.m + g * mg) * P;
             if (direct) {
-                const float *src = xg;
-                int64_t ld = s.w;
-                if (padded) {  // the borders stay zero; the interior is overwritten each time
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t i = 0; i < s.h; ++i)
-                            std::memcpy(xpad.get() + (c * hp + i + s.pt) * wp + s.pl, xg + (c * s.h + i) * s.w,
-                                        sizeof(float) * s.w);
-                    src = xpad.get();
-                    ld = wp;
-                }
+                const float *src = pad.fill(s, xg, cg);
                 for (int64_t i = 0; i < s.oh; ++i)
                     for (int64_t j0 = 0; j0 < s.ow; j0 += NR) {
-                        const float *base = src + i * s.sh * ld + j0;
+                        const float *base = src + i * s.sh * pad.wp + j0;
                         run_panel<true>(K, mg, wpack.get(), koff.get(), yg + i * s.ow + j0, P,
                                         std::min(NR, s.ow - j0), gbias, relu,
                                         [base](int64_t, int64_t) { return base; });
