@@ -84,8 +84,8 @@ AVX512 inline __mmask16 bits(int64_t lo, int64_t hi) {
 
 // cols[k - k0][j] for k in [k0, k0 + kc) and the panel's pixels (zeros past the last
 // pixel and where the tap falls in the padding). Stride-1 runs are masked vector copies.
-AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t k0,
-                                                  int64_t kc, const Run *runs, int64_t nruns, float *cols) {
+AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t k0, int64_t kc, const Run *runs,
+                      int64_t nruns, float *cols) {
     for (int64_t k = k0; k < k0 + kc; ++k) {
         float *dst = cols + (k - k0) * NR;
         _mm512_storeu_ps(dst, _mm512_setzero_ps());
@@ -115,7 +115,8 @@ AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t 
                     const __mmask16 m = bits(lo - t0, hi - t0);
                     if (!m) continue;
                     // input lanes u = 2 (t - t0) for valid t: the range [2 (lo - t0), 2 (hi - t0) - 1)
-                    const int64_t ulo = 2 * std::max<int64_t>(lo - t0, 0), uhi = 2 * std::min<int64_t>(hi - t0, 16) - 1;
+                    const int64_t ulo = 2 * std::max<int64_t>(lo - t0, 0);
+                    const int64_t uhi = 2 * std::min<int64_t>(hi - t0, 16) - 1;
                     const float *src = row + (first + 2 * t0);
                     const __m512 a = _mm512_maskz_loadu_ps(bits(ulo, uhi), src);
                     const __m512 b = _mm512_maskz_loadu_ps(bits(ulo - 16, uhi - 16), src + 16);
@@ -136,9 +137,8 @@ AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t 
 // place from the padded input). `first` adds bias[r] instead of reading C; `relu` clamps
 // at zero when storing.
 template <bool Direct>
-AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t *koff,
-                                                  float *C, int64_t ldc, int64_t rows, int64_t cols,
-                                                  const float *bias, bool first, bool relu) {
+AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t *koff, float *C, int64_t ldc,
+                      int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
     const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
     const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
     __m512 acc[MR][2];
@@ -187,9 +187,8 @@ AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t 
 // Runs every row block of the packed weights over one pixel panel, K in KC blocks.
 // `panel(k0, kc)` returns the panel's rows [k0, k0 + kc) (and packs them if needed).
 template <bool Direct, typename Panel>
-AVX512 inline void run_panel(int64_t K, int64_t mg, const float *wpack, const int64_t *koff,
-                                                         float *C, int64_t ldc, int64_t cols, const float *bias,
-                                                         bool relu, Panel panel) {
+AVX512 inline void run_panel(int64_t K, int64_t mg, const float *wpack, const int64_t *koff, float *C, int64_t ldc,
+                             int64_t cols, const float *bias, bool relu, Panel panel) {
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         const int64_t kc = std::min(KC, K - k0);
         const float *B = panel(k0, kc);
@@ -249,7 +248,8 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
                                     if (s.sw == 1) {
                                         in = _mm512_loadu_ps(src);
                                     } else if (s.sw == 2) {
-                                        in = _mm512_permutex2var_ps(_mm512_loadu_ps(src), even, _mm512_loadu_ps(src + 16));
+                                        in = _mm512_permutex2var_ps(_mm512_loadu_ps(src), even,
+                                                                    _mm512_loadu_ps(src + 16));
                                     } else {
                                         in = _mm512_i32gather_ps(steps, src, 4);
                                     }

@@ -5,7 +5,6 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -37,9 +36,8 @@ AVX512 inline __m512 max_nan(__m512 a, __m512 b) {
 // pool, any window height), float32, no indices: per output row, the maximum over the
 // window's rows is taken 32 input columns at a time, then the even and odd columns are
 // split apart with two permutes and compared.
-AVX512 void max_pool_w2s2(const float *x, float *y, int64_t planes, int64_t hp,
-                                                      int64_t wp, int64_t kh, int64_t sh, int64_t dh, int64_t oh,
-                                                      int64_t ow) {
+AVX512 void max_pool_w2s2(const float *x, float *y, int64_t planes, int64_t hp, int64_t wp, int64_t kh, int64_t sh,
+                          int64_t dh, int64_t oh, int64_t ow) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int64_t p = 0; p < planes; ++p) {
@@ -70,9 +68,9 @@ AVX512 void max_pool_w2s2(const float *x, float *y, int64_t planes, int64_t hp,
 
 // 2-D max pooling over an already padded NCHW input. A NaN in a window makes its maximum
 // NaN (as numpy's maximum); the index stays that of the largest number before it. Ties
-// keep the first maximum in kernel order (as onnxruntime does). idx holds the flat index of the maximum inside
-// the unpadded (n, c) plane, row-major (storage_order 0) or column-major (1), plus
-// the plane offset, as MaxPool's Indices output defines it.
+// keep the first maximum in kernel order (as onnxruntime does). idx holds the flat index
+// of the maximum inside the unpadded (n, c) plane, row-major (storage_order 0) or
+// column-major (1), plus the plane offset, as MaxPool's Indices output defines it.
 template <typename T>
 nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
                      int64_t oh, int64_t ow, int64_t pad_top, int64_t pad_left, int64_t height, int64_t width,
@@ -119,14 +117,8 @@ nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, 
                         if (!irow) {
                             if (first) {
                                 for (int64_t j = 0; j < ow; ++j) yrow[j] = tap[j * sw];
-                            } else if (sw == 1) {
-                                // branch-free so that it vectorises: the max, then NaN wins
-                                for (int64_t j = 0; j < ow; ++j) {
-                                    const T v = tap[j], y0 = yrow[j];
-                                    const T m = v > y0 ? v : y0;
-                                    yrow[j] = v != v ? v : m;
-                                }
                             } else {
+                                // branch-free: the max, then NaN wins
                                 for (int64_t j = 0; j < ow; ++j) {
                                     const T v = tap[j * sw], y0 = yrow[j];
                                     const T m = v > y0 ? v : y0;

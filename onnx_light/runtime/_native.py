@@ -121,11 +121,11 @@ def _native_conv_pays(
 
     From ``benchmarks/bench_conv.py`` (AVX-512; the AVX2 kernel's tiles are 16 pixels wide):
     reading in place (column stride 1, output rows that fill 3/4 of the tiles, as
-    ``reads_in_place`` in ``src/conv.cpp``) always wins;
-    packed panels win when the output pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but
-    lose on 7x7 maps (49 pixels in 64 lanes: 4.7 vs 3.6 ms) and when only some of the tile's
-    8 channel rows are used (grouped weights with one output channel per group); depthwise
-    weights have their own kernel, and tiny convolutions always win (numpy's fixed cost).
+    ``reads_in_place`` in ``src/conv.cpp``) always wins; packed panels win when the output
+    pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but lose on 7x7 maps (49 pixels in
+    64 lanes: 4.7 vs 3.6 ms) and when only some of the tile's 8 channel rows are used
+    (grouped weights with one output channel per group); depthwise weights have their own
+    kernel, and tiny convolutions always win (numpy's fixed cost).
     """
     oh, ow = (
         (size + b + e - (k - 1) * d - 1) // s + 1
