@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from onnx_light.runtime import _native
 
@@ -141,3 +143,52 @@ def test_conv2d_rejects_bad_arguments() -> None:
         conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 0, 1, 1, 1, 0, 0, 0, 0, 1, False)
     with pytest.raises(ValueError, match="isa"):
         conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 1, False, "sse9")
+
+
+@st.composite
+def _geometries(draw: st.DrawFn) -> tuple:
+    """A small random convolution: strides, dilations, asymmetric pads, groups (depthwise
+    included), bias, ReLU; the kernel never larger than the padded input."""
+    group = draw(st.sampled_from([1, 1, 2, 3]))
+    cg, mg = draw(st.integers(1, 5)), draw(st.integers(1, 10))
+    if draw(st.booleans()):
+        cg = 1  # depthwise when group > 1
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, (kh - 1) * dh + 1 - pads[0] - pads[2]), 12))
+    w = draw(st.integers(max(1, (kw - 1) * dw + 1 - pads[1] - pads[3]), 70))
+    n = draw(st.integers(1, 2))
+    return (n, cg * group, h, w, mg * group, (kh, kw), (sh, sw), (dh, dw), pads, group)
+
+
+def test_conv2d_matches_twin_on_random_geometries() -> None:
+    _require_conv2d("avx2")
+    best = _native.EXTENSION.conv2d_isa()  # type: ignore[union-attr]
+    _random_geometries_match(["avx512", "avx2"] if best == "avx512" else ["avx2"])
+
+
+def _random_geometries_match(isas: list[str]) -> None:
+    @given(case=_geometries(), bias=st.booleans(), relu=st.booleans(), isa=st.sampled_from(isas))
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    def check(case: tuple, bias: bool, relu: bool, isa: str) -> None:
+        _check_random_geometry(case, bias, relu, isa)
+
+    check()
+
+
+def _check_random_geometry(case: tuple, bias: bool, relu: bool, isa: str) -> None:
+    from onnx_light.runtime.kernels.conv import _conv_im2col
+
+    n, c, h, w, m, k, s, d, p, g = case
+    rng = np.random.default_rng(h * 1000 + w)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c // g, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    want = _conv_im2col(x, wt, b, list(s), list(d), list(p[:2]), list(p[2:]), g)
+    if relu:
+        want = np.maximum(want, 0)
+    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, relu, isa)  # type: ignore[union-attr]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(wt[0].size))
