@@ -273,7 +273,8 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
-    if (cg == 1 && s.group > 1) return depthwise_run(s, x, w, bias, relu, y);
+    // one input channel per group and few outputs each (more fill the register tile's rows)
+    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, relu, y);
     const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
     const int64_t blocks = (mg + MR - 1) / MR;
     std::unique_ptr<float[]> wpack(new float[blocks * MR * K]);

@@ -208,7 +208,8 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
 
 AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
-    if (cg == 1 && s.group > 1) return depthwise(s, x, w, bias, relu, y);
+    // one input channel per group and few outputs each (more fill the register tile's rows)
+    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, relu, y);
     const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
     std::unique_ptr<float[]> wpack(new float[(mg + MR - 1) / MR * MR * K]);
     const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};

@@ -124,8 +124,10 @@ def _native_conv_pays(
     ``reads_in_place`` in ``src/conv.cpp``) always wins; packed panels win when the output
     pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but lose on 7x7 maps (49 pixels in
     64 lanes: 4.7 vs 3.6 ms) and when only some of the tile's 8 channel rows are used
-    (grouped weights with one output channel per group); depthwise weights have their own
-    kernel, and tiny convolutions always win (numpy's fixed cost).
+    (grouped weights with one output channel per group); depthwise weights (one input and
+    one output channel per group) have their own kernel, and tiny convolutions always win
+    (numpy's fixed cost). Several outputs per input channel (the one-hot im2col Conv of the
+    Conv gradient: 9) follow the general rules.
     """
     oh, ow = (
         (size + b + e - (k - 1) * d - 1) // s + 1
@@ -133,7 +135,7 @@ def _native_conv_pays(
     )
     if oh <= 0 or ow <= 0:
         return False  # the numpy path reports the geometry error
-    if w_shape[1] == 1 and group > 1:
+    if w_shape[1] == 1 and w_shape[0] == group > 1:
         return True  # depthwise: its own kernel (0.46 vs 2.2 ms at stride 1, 0.26 vs 0.64 at stride 2)
     if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:
         return True  # a few dozen microseconds: numpy's fixed cost dominates

@@ -106,6 +106,9 @@ CONV_CASES = [
     (1, 5, 6, 40, 5, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 5),
     (2, 6, 11, 37, 12, (3, 3), (2, 2), (1, 2), (1, 2, 0, 1), 6),
     (1, 4, 8, 50, 4, (2, 5), (1, 3), (2, 1), (2, 3, 1, 2), 4),
+    # one input channel per group but 9 outputs each (the Conv gradient's one-hot im2col):
+    # the register tile, not the depthwise loop
+    (2, 3, 9, 20, 27, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3),
 ]
 
 
