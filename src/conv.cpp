@@ -42,38 +42,6 @@ using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
 
 #if ONNX_LIGHT_AVX512
-// Where kernel row k = (c, a, b) reads: plane offset c*h*w, and the row / column shift
-// a*dh - pt, b*dw - pl of the input cell relative to the output pixel times the strides.
-struct Taps {
-    std::unique_ptr<int64_t[]> plane, dy, dx;
-    explicit Taps(const Shape &s, int64_t K) : plane(new int64_t[K]), dy(new int64_t[K]), dx(new int64_t[K]) {
-        const int64_t kk = s.kh * s.kw;
-        for (int64_t k = 0; k < K; ++k) {
-            plane[k] = (k / kk) * s.h * s.w;
-            dy[k] = ((k % kk) / s.kw) * s.dh - s.pt;
-            dx[k] = (k % s.kw) * s.dw - s.pl;
-        }
-    }
-};
-
-// One run of output pixels on the same output row: panel columns [j, j + len), output
-// row i, first output column j0.
-struct Run {
-    int64_t j, len, i, j0;
-};
-
-int64_t panel_runs(const Shape &s, int64_t p0, Run *runs) {
-    const int64_t count = std::min(NR, s.oh * s.ow - p0);
-    int64_t n = 0;
-    for (int64_t j = 0; j < count; ++n) {
-        const int64_t p = p0 + j, i = p / s.ow, j0 = p % s.ow;
-        const int64_t len = std::min(count - j, s.ow - j0);
-        runs[n] = {j, len, i, j0};
-        j += len;
-    }
-    return n;
-}
-
 AVX512 inline __mmask16 bits(int64_t lo, int64_t hi) {
     // lanes t of a 16-lane chunk with lo <= t < hi (lo, hi already relative to the chunk)
     lo = std::max<int64_t>(lo, 0);
@@ -82,21 +50,26 @@ AVX512 inline __mmask16 bits(int64_t lo, int64_t hi) {
     return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
-// cols[k - k0][j] for k in [k0, k0 + kc) and the panel's pixels (zeros past the last
-// pixel and where the tap falls in the padding). Stride-1 runs are masked vector copies.
-AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t k0, int64_t kc, const Run *runs,
-                      int64_t nruns, float *cols) {
+// TileKernel::pack for this tile: the panel's pixels in runs along an output row; the tap
+// (c, a, b) of row k advances with k. Stride-1 runs are masked vector copies, stride-2 runs
+// two masked loads and a permute per 16 pixels.
+AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols) {
+    Run runs[NR];
+    const int64_t nruns = panel_runs(s, p0, NR, runs), kk = s.kh * s.kw;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
     for (int64_t k = k0; k < k0 + kc; ++k) {
         float *dst = cols + (k - k0) * NR;
         _mm512_storeu_ps(dst, _mm512_setzero_ps());
         _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
-        const float *plane = x + taps.plane[k];
+        const float *plane = x + c * s.h * s.w;
+        const int64_t dy = a * s.dh - s.pt, dx = b * s.dw - s.pl;
         for (int64_t q = 0; q < nruns; ++q) {
             const Run &r = runs[q];
-            const int64_t ih = r.i * s.sh + taps.dy[k];
+            const int64_t ih = r.i * s.sh + dy;
             if (ih < 0 || ih >= s.h) continue;
             const float *row = plane + ih * s.w;
-            const int64_t first = r.j0 * s.sw + taps.dx[k];  // input column of the run's pixel 0
+            const int64_t first = r.j0 * s.sw + dx;  // input column of the run's pixel 0
             if (s.sw == 1) {
                 // pixel t of the run reads row[first + t]; valid for 0 <= first + t < w
                 const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(r.len, s.w - first);
@@ -108,7 +81,6 @@ AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t 
                 }
             } else if (s.sw == 2) {
                 // pixel t reads row[first + 2t]: 32 input columns per 16 pixels, even lanes kept
-                const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
                 const int64_t lo = first >= 0 ? 0 : (1 - first) / 2;
                 const int64_t hi = std::min(r.len, s.w - first > 0 ? (s.w - first + 1) / 2 : 0);
                 for (int64_t t0 = 0; t0 < r.len; t0 += 16) {
@@ -118,16 +90,17 @@ AVX512 void pack_cols(const Shape &s, const Taps &taps, const float *x, int64_t 
                     const int64_t ulo = 2 * std::max<int64_t>(lo - t0, 0);
                     const int64_t uhi = 2 * std::min<int64_t>(hi - t0, 16) - 1;
                     const float *src = row + (first + 2 * t0);
-                    const __m512 a = _mm512_maskz_loadu_ps(bits(ulo, uhi), src);
-                    const __m512 b = _mm512_maskz_loadu_ps(bits(ulo - 16, uhi - 16), src + 16);
-                    _mm512_mask_storeu_ps(dst + r.j + t0, m, _mm512_permutex2var_ps(a, even, b));
+                    const __m512 va = _mm512_maskz_loadu_ps(bits(ulo, uhi), src);
+                    const __m512 vb = _mm512_maskz_loadu_ps(bits(ulo - 16, uhi - 16), src + 16);
+                    _mm512_mask_storeu_ps(dst + r.j + t0, m, _mm512_permutex2var_ps(va, even, vb));
                 }
             } else {
-                for (int64_t t = 0; t < r.len; ++t) {
-                    const int64_t iw = first + t * s.sw;
-                    if (iw >= 0 && iw < s.w) dst[r.j + t] = row[iw];
-                }
+                copy_strided(row, first, r.len, s.sw, s.w, dst + r.j);
             }
+        }
+        if (++b == s.kw) {
+            b = 0;
+            if (++a == s.kh) a = 0, ++c;
         }
     }
 }
@@ -182,29 +155,6 @@ AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t 
         _mm512_mask_storeu_ps(c, m0, v0);
         _mm512_mask_storeu_ps(c + 16, m1, v1);
     }
-}
-
-// Runs every row block of the packed weights over one pixel panel, K in KC blocks.
-// `panel(k0, kc)` returns the panel's rows [k0, k0 + kc) (and packs them if needed).
-template <bool Direct, typename Panel>
-AVX512 inline void run_panel(int64_t K, int64_t mg, const float *wpack, const int64_t *koff, float *C, int64_t ldc,
-                             int64_t cols, const float *bias, bool relu, Panel panel) {
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-        const int64_t kc = std::min(KC, K - k0);
-        const float *B = panel(k0, kc);
-        const bool first = k0 == 0, last = k0 + kc == K;
-        for (int64_t mb = 0; mb * MR < mg; ++mb)
-            tile_8x32<Direct>(kc, wpack + (mb * K + k0) * MR, B, koff ? koff + k0 : nullptr, C + mb * MR * ldc, ldc,
-                              std::min(MR, mg - mb * MR), cols, bias ? bias + mb * MR : nullptr, first, relu && last);
-    }
-}
-
-// Stride-1 columns read the input in place: output row i, columns [j0, j0 + 32) see, for
-// tap k, the contiguous input cells xpad[koff[k] + i*sh*wp + j0 + t]. Worth it when the
-// output rows fill most of the 32-pixel tiles; otherwise panels are packed.
-bool reads_in_place(const Shape &s) {
-    const int64_t chunks = (s.ow + NR - 1) / NR;
-    return s.sw == 1 && 4 * s.ow >= 3 * chunks * NR;
 }
 
 // Depthwise weights (one input channel per group, `mult` output channels each): every
@@ -275,52 +225,60 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, relu, y);
-    const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
-    const int64_t blocks = (mg + MR - 1) / MR;
-    std::unique_ptr<float[]> wpack(new float[blocks * MR * K]);
-    const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
-    const bool direct = reads_in_place(s);
-    // direct: the padded input of one (sample, group) and each tap's offset in it (masked
-    // loads: no extra width)
-    PaddedPlanes pad(s, direct ? cg : 0, s.ow + (s.kw - 1) * s.dw);
-    std::unique_ptr<int64_t[]> koff(new int64_t[direct ? K : 0]);
-    if (direct) pad.tap_offsets(s, K, koff.get());
-    std::unique_ptr<float[]> cols(direct ? nullptr : new float[std::min(K, KC) * NR]);
-    const Taps taps(gs, direct ? 0 : K);
-    Run runs[NR];
-    for (int64_t g = 0; g < s.group; ++g) {
-        pack_weights(w + g * mg * K, mg, K, MR, wpack.get());
-        const float *gbias = bias ? bias + g * mg : nullptr;
-        for (int64_t n = 0; n < s.n; ++n) {
-            const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
-            float *yg = y + (n * s.m + g * mg) * P;
-            if (direct) {
-                const float *src = pad.fill(s, xg, cg);
-                for (int64_t i = 0; i < s.oh; ++i)
-                    for (int64_t j0 = 0; j0 < s.ow; j0 += NR) {
-                        const float *base = src + i * s.sh * pad.wp + j0;
-                        run_panel<true>(K, mg, wpack.get(), koff.get(), yg + i * s.ow + j0, P,
-                                        std::min(NR, s.ow - j0), gbias, relu,
-                                        [base](int64_t, int64_t) { return base; });
-                    }
-                continue;
-            }
-            for (int64_t p0 = 0; p0 < P; p0 += NR) {
-                const int64_t nruns = panel_runs(gs, p0, runs);
-                run_panel<false>(K, mg, wpack.get(), nullptr, yg + p0, P, std::min(NR, P - p0), gbias, relu,
-                                 [&](int64_t k0, int64_t kc) {
-                                     pack_cols(gs, taps, xg, k0, kc, runs, nruns, cols.get());
-                                     return static_cast<const float *>(cols.get());
-                                 });
-            }
-        }
-    }
+    // in-place reads mask the tile's tail columns: no widened input
+    static const TileKernel kernel{MR, NR, KC, false, tile_8x32<true>, tile_8x32<false>, pack_cols};
+    run_tiled(kernel, s, x, w, bias, relu, y);
 }
-
 #else
 }  // namespace
 void run_avx512(const Shape &, const float *, const float *, const float *, bool, float *) {}
 #endif  // ONNX_LIGHT_AVX512
+
+void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias, bool relu,
+               float *y) {
+    const int64_t cg = s.c / s.group, mg = s.m / s.group;
+    const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
+    std::unique_ptr<float[]> wpack(new float[(mg + t.mr - 1) / t.mr * t.mr * K]);
+    const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
+    const int64_t row_tiles = (s.ow + t.nr - 1) / t.nr;
+    const bool in_place = s.sw == 1 && 4 * s.ow >= 3 * row_tiles * t.nr;
+    // in place: output row i, columns [j0, j0 + nr) read, for tap k, the contiguous cells
+    // src[koff[k] + i*sh*wp + j0 + t] of the padded input of one (sample, group)
+    PaddedPlanes pad(s, in_place ? cg : 0, (t.whole_loads ? row_tiles * t.nr : s.ow) + (s.kw - 1) * s.dw);
+    std::unique_ptr<int64_t[]> koff(new int64_t[in_place ? K : 0]);
+    if (in_place) pad.tap_offsets(s, K, koff.get());
+    std::unique_ptr<float[]> cols(new float[in_place ? 0 : std::min(K, t.kc) * t.nr]);
+    // every weight row block over one panel (in place from `src`, else packed from xg's p0)
+    const auto panel = [&](const float *src, const float *xg, int64_t p0, float *C, int64_t ncols, const float *gbias) {
+        for (int64_t k0 = 0; k0 < K; k0 += t.kc) {
+            const int64_t kc = std::min(t.kc, K - k0);
+            if (!in_place) t.pack(gs, xg, k0, kc, p0, cols.get());
+            const bool first = k0 == 0, last = k0 + kc == K;
+            for (int64_t mb = 0; mb * t.mr < mg; ++mb)
+                (in_place ? t.in_place : t.packed)(kc, wpack.get() + (mb * K + k0) * t.mr, in_place ? src : cols.get(),
+                                                   in_place ? koff.get() + k0 : nullptr, C + mb * t.mr * P, P,
+                                                   std::min(t.mr, mg - mb * t.mr), ncols,
+                                                   gbias ? gbias + mb * t.mr : nullptr, first, relu && last);
+        }
+    };
+    for (int64_t g = 0; g < s.group; ++g) {
+        pack_weights(w + g * mg * K, mg, K, t.mr, wpack.get());
+        const float *gbias = bias ? bias + g * mg : nullptr;
+        for (int64_t n = 0; n < s.n; ++n) {
+            const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
+            float *yg = y + (n * s.m + g * mg) * P;
+            if (in_place) {
+                const float *src = pad.fill(s, xg, cg);
+                for (int64_t i = 0; i < s.oh; ++i)
+                    for (int64_t j0 = 0; j0 < s.ow; j0 += t.nr)
+                        panel(src + i * s.sh * pad.wp + j0, xg, 0, yg + i * s.ow + j0, std::min(t.nr, s.ow - j0),
+                              gbias);
+            } else {
+                for (int64_t p0 = 0; p0 < P; p0 += t.nr) panel(nullptr, xg, p0, yg + p0, std::min(t.nr, P - p0), gbias);
+            }
+        }
+    }
+}
 
 namespace {
 

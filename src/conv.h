@@ -1,5 +1,7 @@
-// The geometry shared by the ISA-specific convolution kernels (src/conv.cpp: AVX-512 and
-// the Python binding; src/conv_avx2.cpp: AVX2 + FMA).
+// What the ISA-specific convolution kernels share (src/conv.cpp: AVX-512, the tiled
+// driver and the Python binding; src/conv_avx2.cpp: AVX2 + FMA): the geometry, weight
+// packing, the zero-bordered input buffer, pixel runs, and the driver that walks pixel
+// panels and weight row blocks around one ISA's register tile.
 #pragma once
 
 #include <algorithm>
@@ -56,6 +58,53 @@ struct PaddedPlanes {
             koff[k] = (k / kk) * hp * wp + ((k % kk) / s.kw) * s.dh * wp + (k % s.kw) * s.dw;
     }
 };
+
+// One run of output pixels on the same output row: panel columns [j, j + len), output
+// row i, first output column j0.
+struct Run {
+    int64_t j, len, i, j0;
+};
+
+// The runs of the (at most nr) pixels from flat output pixel p0; returns their number.
+inline int64_t panel_runs(const Shape &s, int64_t p0, int64_t nr, Run *runs) {
+    const int64_t count = std::min(nr, s.oh * s.ow - p0);
+    int64_t n = 0;
+    for (int64_t j = 0; j < count; ++n) {
+        const int64_t p = p0 + j, i = p / s.ow, j0 = p % s.ow, len = std::min(count - j, s.ow - j0);
+        runs[n] = {j, len, i, j0};
+        j += len;
+    }
+    return n;
+}
+
+// dst[t] = row[first + t * sw] for the t < len whose column lies in [0, w) (others untouched).
+inline void copy_strided(const float *row, int64_t first, int64_t len, int64_t sw, int64_t w, float *dst) {
+    const int64_t lo = first >= 0 ? 0 : (-first + sw - 1) / sw;
+    const int64_t hi = std::min(len, w - first > 0 ? (w - first + sw - 1) / sw : 0);
+    for (int64_t t = lo; t < hi; ++t) dst[t] = row[first + t * sw];
+}
+
+// One ISA's register tile: C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows, where
+// A is a packed block of mr weight rows and row k of the pixel panel is B + koff[k] (read in
+// place from the padded input) or B + k * nr (a packed panel); `first` adds bias[r] instead
+// of reading C, `relu` clamps at zero when storing.
+struct TileKernel {
+    using Tile = void (*)(int64_t kc, const float *A, const float *B, const int64_t *koff, float *C, int64_t ldc,
+                          int64_t rows, int64_t cols, const float *bias, bool first, bool relu);
+    int64_t mr, nr, kc;  // tile rows and columns, reduction block
+    bool whole_loads;    // reading in place loads whole tiles: widen the padded input to them
+    Tile in_place, packed;
+    // rows [k0, k0 + kc) of the packed panel of the nr pixels from p0 (zeros where a tap
+    // falls in the padding and past the last pixel), nr floats per row
+    void (*pack)(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols);
+};
+
+// Conv(x, w, bias) (+ ReLU) with `kernel`'s register tile: for each group and sample, the
+// output pixels in panels of nr, every weight row block over each panel, K in kc blocks.
+// Stride-1 columns read the taps' rows of the (padded) input in place when output rows fill
+// 3/4 of the tiles; otherwise each panel is packed, so the im2col matrix is never written.
+void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const float *w, const float *bias, bool relu,
+               float *y);
 
 // y = Conv(x, w, bias) (+ ReLU) for float32 NCHW; y holds n * m * oh * ow floats.
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y);

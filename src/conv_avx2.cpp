@@ -1,11 +1,8 @@
 // The AVX2 + FMA twin of the AVX-512 convolution in src/conv.cpp, for CPUs without
-// AVX-512: the same algorithm (packed weights, 32-bit lanes, pixel panels read in place
-// for stride-1 columns or packed otherwise, bias and ReLU at store, a depthwise loop)
-// with 8-float vectors, a 6 x 16 register tile and 16-pixel panels.
+// AVX-512: the register tile and panel packing the shared driver (run_tiled, conv.h)
+// runs, with 8-float vectors, a 6 x 16 tile and 16-pixel panels, and the depthwise loop.
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <memory>
 
 #include "conv.h"
 #include "simd.h"
@@ -82,37 +79,11 @@ AVX2 void tile_6x16(int64_t kc, const float *A, const float *B, const int64_t *k
     }
 }
 
-// Every row block of the packed weights over one pixel panel, K in KC blocks;
-// `panel(k0, kc)` returns the panel's rows [k0, k0 + kc), packing them if needed.
-template <bool Direct, typename Panel>
-AVX2 inline void run_panel(int64_t K, int64_t mg, const float *wpack, const int64_t *koff, float *C, int64_t ldc,
-                           int64_t cols, const float *bias, bool relu, Panel panel) {
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-        const int64_t kc = std::min(KC, K - k0);
-        const float *B = panel(k0, kc);
-        const bool first = k0 == 0, last = k0 + kc == K;
-        for (int64_t mb = 0; mb * MR < mg; ++mb)
-            tile_6x16<Direct>(kc, wpack + (mb * K + k0) * MR, B, koff ? koff + k0 : nullptr, C + mb * MR * ldc, ldc,
-                              std::min(MR, mg - mb * MR), cols, bias ? bias + mb * MR : nullptr, first,
-                              relu && last);
-    }
-}
-
-// cols[k - k0][0:NR] for the NR pixels from p0 (zeros in the padding and past P), pixels
-// taken in runs along an output row (found once per panel); the tap (c, a, b) of row k
-// advances with k, without divisions. Stride-1 runs are masked vector copies.
+// TileKernel::pack for this tile: the panel's pixels in runs along an output row; the tap
+// (c, a, b) of row k advances with k. Stride-1 runs are masked vector copies.
 AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols) {
-    struct Run {
-        int64_t j, len, i, j0;
-    } runs[NR];
-    int64_t nruns = 0;
-    const int64_t count = std::min(NR, s.oh * s.ow - p0);
-    for (int64_t j = 0; j < count; ++nruns) {
-        const int64_t p = p0 + j, i = p / s.ow, j0 = p % s.ow, len = std::min(count - j, s.ow - j0);
-        runs[nruns] = {j, len, i, j0};
-        j += len;
-    }
-    const int64_t kk = s.kh * s.kw;
+    Run runs[NR];
+    const int64_t nruns = panel_runs(s, p0, NR, runs), kk = s.kh * s.kw;
     int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
     for (int64_t k = k0; k < k0 + kc; ++k) {
         float *dst = cols + (k - k0) * NR;
@@ -133,9 +104,7 @@ AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int6
                     _mm256_maskstore_ps(dst + r.j + t0, m, _mm256_maskload_ps(row + (first + t0), m));
                 }
             } else {
-                const int64_t lo = first >= 0 ? 0 : (-first + s.sw - 1) / s.sw;
-                const int64_t hi = std::min(r.len, s.w - first > 0 ? (s.w - first + s.sw - 1) / s.sw : 0);
-                for (int64_t t = lo; t < hi; ++t) dst[r.j + t] = row[first + t * s.sw];
+                copy_strided(row, first, r.len, s.sw, s.w, dst + r.j);
             }
         }
         if (++b == s.kw) {
@@ -144,9 +113,6 @@ AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int6
         }
     }
 }
-
-// Stride-1 columns read in place when the output rows fill 3/4 of the 16-pixel tiles.
-bool reads_in_place(const Shape &s) { return s.sw == 1 && 4 * s.ow >= 3 * ((s.ow + NR - 1) / NR) * NR; }
 
 // Depthwise weights: each input plane copied into a zero-bordered buffer, one FMA per tap
 // per 8-column vector, up to 64 columns of an output row in independent chains.
@@ -210,41 +176,9 @@ AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, relu, y);
-    const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
-    std::unique_ptr<float[]> wpack(new float[(mg + MR - 1) / MR * MR * K]);
-    const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
-    const bool direct = reads_in_place(s);
-    // direct: the padded input of one (sample, group), wide enough for whole 16-column
-    // loads of the last tile of a row, and each tap's offset in it
-    PaddedPlanes pad(s, direct ? cg : 0, (s.ow + NR - 1) / NR * NR + (s.kw - 1) * s.dw);
-    std::unique_ptr<int64_t[]> koff(new int64_t[direct ? K : 0]);
-    if (direct) pad.tap_offsets(s, K, koff.get());
-    std::unique_ptr<float[]> cols(direct ? nullptr : new float[std::min(K, KC) * NR]);
-    for (int64_t g = 0; g < s.group; ++g) {
-        pack_weights(w + g * mg * K, mg, K, MR, wpack.get());
-        const float *gbias = bias ? bias + g * mg : nullptr;
-        for (int64_t n = 0; n < s.n; ++n) {
-            const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
-            float *yg = y + (n * s.m + g * mg) * P;
-            if (direct) {
-                const float *src = pad.fill(s, xg, cg);
-                for (int64_t i = 0; i < s.oh; ++i)
-                    for (int64_t j0 = 0; j0 < s.ow; j0 += NR) {
-                        const float *base = src + i * s.sh * pad.wp + j0;
-                        run_panel<true>(K, mg, wpack.get(), koff.get(), yg + i * s.ow + j0, P,
-                                        std::min(NR, s.ow - j0), gbias, relu,
-                                        [base](int64_t, int64_t) { return base; });
-                    }
-                continue;
-            }
-            for (int64_t p0 = 0; p0 < P; p0 += NR)
-                run_panel<false>(K, mg, wpack.get(), nullptr, yg + p0, P, std::min(NR, P - p0), gbias, relu,
-                                 [&](int64_t k0, int64_t kc) {
-                                     pack_cols(gs, xg, k0, kc, p0, cols.get());
-                                     return static_cast<const float *>(cols.get());
-                                 });
-        }
-    }
+    // in-place reads load whole 16-column rows: the padded input is widened to them
+    static const TileKernel kernel{MR, NR, KC, true, tile_6x16<true>, tile_6x16<false>, pack_cols};
+    run_tiled(kernel, s, x, w, bias, relu, y);
 }
 #else
 void run_avx2(const Shape &, const float *, const float *, const float *, bool, float *) {}
