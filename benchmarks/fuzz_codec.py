@@ -63,16 +63,6 @@ def seed_models() -> list[bytes]:
     return [model.SerializeToString(), small.SerializeToString()]
 
 
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def mutate(rng: random.Random, data: bytes) -> bytes:
     """One to four random edits: bit flips, truncation, insertion, deletion, bad lengths."""
     buf = bytearray(data)
@@ -91,7 +81,7 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
             buf[pos] = rng.randrange(256)
         elif kind == 5:
             n = rng.choice([len(buf), len(buf) - pos + 1, 1 << 31, 1 << 62, (1 << 64) - 1])
-            buf[pos:pos] = bytes([rng.choice([0x0A, 0x12, 0x2A, 0x3A, 0x4A])]) + _varint(n)
+            buf[pos:pos] = bytes([rng.choice([0x0A, 0x12, 0x2A, 0x3A, 0x4A])]) + _wire._varint(n)
         else:
             # duplicate a slice: repeated fields, merged singular messages
             a = rng.randrange(len(buf) + 1)
