@@ -1,0 +1,11 @@
+"""The op-schema layer: per op and opset range its signature, inference, upgrade and traits.
+
+Everything else (the gradient pass, the runtime's planner, the checker, shape inference and
+the version converter) asks this layer about ops instead of naming them.
+"""
+
+from __future__ import annotations
+
+from ._table import DEFAULT_DOMAIN, Entry, MissingEntry, OpTable, normalise_domain, op_label
+
+__all__ = ["OpTable", "Entry", "MissingEntry", "normalise_domain", "op_label", "DEFAULT_DOMAIN"]
