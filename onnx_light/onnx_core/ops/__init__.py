@@ -6,6 +6,37 @@ the version converter) asks this layer about ops instead of naming them.
 
 from __future__ import annotations
 
+from ._schema import (
+    OPTIONAL,
+    SINGLE,
+    VARIADIC,
+    AttributeSpec,
+    FormalParameter,
+    OpSchema,
+    SchemaError,
+    TypeConstraint,
+    get_schema,
+    has_schema,
+    schema_table,
+)
 from ._table import DEFAULT_DOMAIN, Entry, MissingEntry, OpTable, normalise_domain, op_label
 
-__all__ = ["OpTable", "Entry", "MissingEntry", "normalise_domain", "op_label", "DEFAULT_DOMAIN"]
+__all__ = [
+    "OpTable",
+    "Entry",
+    "MissingEntry",
+    "normalise_domain",
+    "op_label",
+    "DEFAULT_DOMAIN",
+    "OpSchema",
+    "FormalParameter",
+    "AttributeSpec",
+    "TypeConstraint",
+    "SINGLE",
+    "OPTIONAL",
+    "VARIADIC",
+    "get_schema",
+    "has_schema",
+    "schema_table",
+    "SchemaError",
+]
