@@ -54,6 +54,12 @@ def _dummy_input(vi: Any) -> np.ndarray:
     return (np.arange(n).reshape(shape) / n).astype(np.float32)
 
 
+def _tied_up_to_rounding(logits: np.ndarray) -> bool:
+    """True when the logits are not all equal but differ by at most a few float32 ulps."""
+    spread = float(logits.max()) - float(logits.min())
+    return 0.0 < spread <= 16 * float(np.spacing(np.abs(logits).max().astype(np.float32)))
+
+
 def _probes(model: ol.ModelProto) -> list[str]:
     """The final node's inputs (the logits) and values spread evenly over the graph."""
     nodes = [n for n in model.graph.node if n.op_type not in ("Constant", "ConstantOfShape")]
@@ -87,7 +93,18 @@ def test_light_model_matches_expected_output(name: str) -> None:
         del model.graph.output[n_outputs:]
     got = session.run(None, feeds)
     assert got[0].shape == expected.shape and got[0].dtype == expected.dtype
-    np.testing.assert_allclose(got[0], expected, rtol=1e-3, atol=1e-7)
+    last = _load(name)[0].graph.node[-1]
+    if last.op_type == "Softmax" and _tied_up_to_rounding(got[1]):
+        # Logits equal up to float32 rounding (SqueezeNet's are ~9.5e9 and differ by one ulp):
+        # the flat expected output then depends on the GEMM's summation order, which differs
+        # between BLAS kernels (AVX-512 vs AVX2 machines). Check the Softmax against float64 on
+        # our logits instead; the logits themselves are compared with onnxruntime below.
+        flat = got[1].astype(np.float64).reshape(got[1].shape[0], -1)
+        e = np.exp(flat - flat.max(axis=1, keepdims=True))
+        want_out = (e / e.sum(axis=1, keepdims=True)).reshape(got[0].shape)
+        np.testing.assert_allclose(got[0], want_out, rtol=1e-5, atol=1e-7, err_msg=f"{name}: {last.op_type}")
+    else:
+        np.testing.assert_allclose(got[0], expected, rtol=1e-3, atol=1e-7)
 
     # the intermediate values, against onnxruntime on the same input
     import onnx
