@@ -359,8 +359,18 @@ class _GradientPass:
         )
 
     def run(self) -> FunctionProto:
+        """The phases of the module docstring, in order; returns the backward function."""
         self._validate_names()
-        nodes = self.nodes
+        producer = self._index_producers()
+        order = sorted(self._ancestors([self.y], producer))
+        self._infer(order, producer)
+        reach, diff = self._dependence(order)
+        self._check_xs(reach)
+        grads = self._reverse_walk(order, diff)
+        return self._assemble(producer, self._name_gradients(grads))
+
+    def _index_producers(self) -> dict[str, int]:
+        """Maps each forward value to the index of its node; fills ``self._reads``."""
         fields = self._fields
         producer: dict[str, int] = {}
         for i, f in enumerate(fields):
@@ -371,18 +381,22 @@ class _GradientPass:
                     producer[out] = i
         #: the names each forward node reads (inputs, then its subgraphs' outer-scope names)
         self._reads = [
-            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(nodes, fields)
+            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(self.nodes, fields)
         ]
         self._producer = producer
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
                 f"y={self.y!r} is not produced by any node nor an input; outputs available: {sorted(producer)[:20]}"
             )
-        ancestors = self._ancestors([self.y], producer)
-        order = sorted(ancestors)
+        return producer
+
+    def _infer(self, order: list[int], producer: dict[str, int]) -> None:
+        """Infers the types and shapes of the values of the nodes in ``order`` (the ancestors of y)."""
+        fields = self._fields
         if self._declared:
             # inference types every output of `order` (`nodes` are in topological order),
             # reading a declared type only where it cannot tell; the other values now
+            ancestors = set(order)
             self._read_declared(self.types, [n for n in self._declared if producer.get(n) not in ancestors])
         infos: list[NodeInfo] = []
         attrs_of = self._attrs  # (what _node_attrs reads and fills, inline)
@@ -399,7 +413,7 @@ class _GradientPass:
                 infos.append((op_type, domain, inputs, outputs, None))
         declared = self._declared
         self.types, self.constants = infer_types(
-            [nodes[i] for i in order],
+            [self.nodes[i] for i in order],
             self.types,
             self.constants,
             self.opset,
@@ -408,7 +422,9 @@ class _GradientPass:
             if declared
             else None,
         )
-        reach, diff = self._dependence(order)
+
+    def _check_xs(self, reach: dict[str, int]) -> None:
+        """Every x reaches y (unless ``allow_unused``) and has a floating-point type."""
         y_reach = reach.get(self.y, 0)
         for k, x in enumerate(self.xs):
             if not (y_reach >> k) & 1 and not self.allow_unused:
@@ -422,10 +438,15 @@ class _GradientPass:
                     f"x={x!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                     "differentiate with respect to a floating-point value"
                 )
+
+    def _reverse_walk(self, order: list[int], diff: dict[str, int]) -> dict[str, list[str]]:
+        """Runs the rules of the nodes in ``order``, last first; returns the contributions by value."""
+        nodes = self.nodes
+        fields = self._fields
         self.types[DY] = self.types.get(self.y, UNKNOWN)
         grads: dict[str, list[str]] = {self.y: [DY]}
-        # the reverse walk: a node whose outputs carry no gradient (none depends on an x
-        # differentiably, or nothing flowed back to them) is passed over
+        # a node whose outputs carry no gradient (none depends on an x differentiably,
+        # or nothing flowed back to them) is passed over
         # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
         for i in reversed(order):
             outs = fields[i][3]
@@ -444,6 +465,10 @@ class _GradientPass:
                     continue
             needs = [bool(n) and n in diff for n in fields[i][2]]
             self._apply(nodes[i], out_grads, needs, grads, i)
+        return grads
+
+    def _name_gradients(self, grads: dict[str, list[str]]) -> list[str]:
+        """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
         outputs = []
         for x in self.xs:
             g = self._collect(grads, x)
@@ -452,7 +477,7 @@ class _GradientPass:
             named = [f"grad_{x}"]
             self._push(new_node("Identity", [g], named), [g], named, "")
             outputs.append(named[0])
-        return self._assemble(producer, outputs)
+        return outputs
 
     def _read_declared(self, types: dict[str, ValueType], names: Iterable[str]) -> None:
         """Reads into ``types`` the unread declarations of ``names`` (those that have one)."""
