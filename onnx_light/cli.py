@@ -30,7 +30,7 @@ def _grad(args: argparse.Namespace) -> int:
     model = load(args.model)
     xs = _names(args.wrt)
     bwd = GradientOfFunction(model, xs, args.of, allow_unused=args.allow_unused)
-    types = input_types(model, args.of, list(bwd.input))
+    types = input_types(model, args.of, list(bwd.input), seed=bwd.input[-1])
     out = backward_model(bwd, types, inline=args.inline)
     save(out, args.output)
     print(
@@ -67,18 +67,16 @@ def _check_grad(args: argparse.Namespace) -> int:
     xs = _names(args.wrt)
     rng = np.random.default_rng(args.seed)
     bwd = GradientOfFunction(model, xs, args.of)
-    types = input_types(model, args.of, list(bwd.input))
+    types = input_types(model, args.of, list(bwd.input), seed=bwd.input[-1])
     inits = {t.name: np.array(numpy_helper.to_array(t)) for t in model.graph.initializer}
     feeds: dict[str, np.ndarray] = {}
-    for name in bwd.input:
-        if name == "dy":
-            continue
+    for name in bwd.input[:-1]:  # the last input is the seed ("dy" unless a model input has that name)
         feeds[name] = inits[name] if name in inits else _random_feed(types[name], rng, {})
     forward = InferenceSession(_with_initializers_as_inputs(model))
     fwd_inputs = {i.name for i in forward.get_inputs()} | set(inits)
     y0 = forward.run([args.of], {k: v for k, v in feeds.items() if k in fwd_inputs})[0]
     dy = rng.standard_normal(np.shape(y0)).astype(y0.dtype)
-    grads = InferenceSession(bwd).run(None, {**feeds, "dy": dy})
+    grads = InferenceSession(bwd).run(None, {**feeds, bwd.input[-1]: dy})
     worst = 0.0
     print(f"{'variable':24s} {'backward':>14s} {'finite diff':>14s} {'rel. error':>10s}")
     for x, g in zip(xs, grads):

@@ -118,9 +118,12 @@ def run_forward(model: Any, feeds: dict[str, np.ndarray], y: str) -> np.ndarray:
 def backward_feeds(bwd: Any, feeds: dict[str, np.ndarray], dy: np.ndarray, model: Any = None) -> dict[str, np.ndarray]:
     """The backward function's feeds; inputs that are forward values (outputs of random ops,
     which the pass does not recompute) are taken from one forward run of ``model``."""
-    missing = [n for n in bwd.input if n != "dy" and n not in feeds]
+    seed = bwd.input[-1]  # "dy", unless the forward graph has an input of that name
+    missing = [n for n in bwd.input[:-1] if n not in feeds]
     produced = forward_values(model, feeds, missing) if missing and model is not None else {}
-    return {name: dy if name == "dy" else feeds[name] if name in feeds else produced[name] for name in bwd.input}
+    out = {name: feeds[name] if name in feeds else produced[name] for name in bwd.input[:-1]}
+    out[seed] = dy
+    return out
 
 
 def forward_values(model: Any, feeds: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
@@ -238,12 +241,11 @@ def check_second_order(case: Case, seed: int = 0) -> None:
     # allow_unused: for an op linear in x, grad_x does not depend on x (H = 0)
     second = ol.GradientOfFunction(bwd, [x], f"grad_{x}", allow_unused=True)
     dy2 = rng.standard_normal(feeds[x].shape).astype(feeds[x].dtype)
-    # the first function's "dy" input is a free input of the second, renamed there
-    outer_dy = [n for n in second.input[1:-1] if n not in base]
-    feeds2 = {n: base[n] for n in second.input if n in base and n != "dy"}
-    for n in outer_dy:
-        feeds2[n] = dy
-    feeds2["dy"] = dy2
+    # the first function's seed is a free input of the second, under its own name;
+    # the second's seed (its last input) then gets another
+    assert second.input[-1] not in base, f"{case.name}: the second seed collides with {second.input[-1]!r}"
+    feeds2 = {n: base[n] for n in second.input[:-1]}
+    feeds2[second.input[-1]] = dy2
     assert set(feeds2) == set(second.input), f"{case.name}: unexpected inputs {second.input}"
     (hv,) = ol.runtime.InferenceSession(second).run([f"grad_{x}"], feeds2)
     u = rng.standard_normal(feeds[x].shape)

@@ -80,6 +80,13 @@ CASES: list[Case] = [
     einsum("Einsum-ellipsis-other-side", "ij,...jk->...ik", (3, 4), (2, 4, 5)),
     einsum("Einsum-dynamic", "bij,jk->bik", (5, 3, 4), (4, 2), dynamic=["x0"]),
     einsum("Einsum-ellipsis-dynamic", "...ij,jk->...ik", (5, 3, 4), (4, 2), dynamic=["x0"]),
+    # a broadcast label (size 1 in one operand, more in another), as numpy allows
+    einsum("Einsum-broadcast-label", "ij,jk->ik", (1, 1), (4, 1)),
+    einsum("Einsum-broadcast-label-mixed", "ij,jk->ik", (3, 1), (4, 2)),
+    einsum("Einsum-broadcast-label-batch", "bij,bjk->bik", (1, 2, 3), (4, 3, 2)),
+    einsum("Einsum-broadcast-label-summed", "ij,j->i", (3, 1), (4,)),
+    einsum("Einsum-broadcast-label-ellipsis", "...ij,jk->...ik", (2, 3, 1), (4, 2)),
+    einsum("Einsum-broadcast-label-dynamic", "bij,jk->bik", (2, 3, 1), (4, 2), dynamic=["x0"]),
     Case(
         "Einsum-same-input",
         [oh.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->ik")],

@@ -14,7 +14,7 @@ import numpy as np
 import onnx  # noqa: F401  (a test extra)
 import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-from gradcheck import Case, check_gradient, gradient  # noqa: E402
+from gradcheck import Case, build_model, check_gradient, gradient  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
 import onnx_light as ol  # noqa: E402
@@ -230,14 +230,21 @@ GATHER = [
 ]
 
 
-def scatter(name: str, op: str, data: tuple[int, ...], idx: np.ndarray, upd: tuple[int, ...], **attrs: Any) -> Case:
+def scatter(
+    name: str, op: str, data: tuple[int, ...], idx: np.ndarray, upd: tuple[int, ...], const: bool = True, **attrs: Any
+) -> Case:
+    """A Scatter* row; ``const=False`` feeds the indices at run time (the mask is then computed)."""
     return Case(
         name,
         [node(op, ["d", "i", "u"], **attrs)],
         {"d": rnd(*data), "i": idx, "u": rnd(*upd)},
         ["d", "u"],
-        initializers=["i"],
+        initializers=["i"] if const else [],
     )
+
+
+def i32(*v: Any) -> np.ndarray:
+    return np.array(v, np.int32)
 
 
 SCATTER = [
@@ -246,6 +253,28 @@ SCATTER = [
     scatter("scatter-nd", "ScatterND", (4, 3), i64([1], [3]), (2, 3)),
     scatter("scatter-nd-elems", "ScatterND", (3, 3), i64([0, 1], [2, 2]), (2,)),
     scatter("scatter-nd-add-dup", "ScatterND", (4, 2), i64([1], [1], [0]), (3, 2), reduction="add"),
+    # reduction "none" with colliding indices: only the last update written to a target gets dY
+    scatter("scatter-elements-dup", "ScatterElements", (3,), i64(0, 0), (2,)),
+    scatter("scatter-elements-dup-neg-axis1", "ScatterElements", (2, 4), i64([1, -3, 0], [2, 2, 2]), (2, 3), axis=1),
+    scatter(
+        "scatter-elements-dup-runtime", "ScatterElements", (2, 4), i64([1, -3, 0], [2, 2, 2]), (2, 3), False, axis=1
+    ),
+    scatter("scatter-elements-dup-int32", "ScatterElements", (3, 2), i32([2, 0], [2, 1], [-1, 0]), (3, 2)),
+    scatter("scatter-elements-add-int32", "ScatterElements", (3, 2), i32([0, 1], [0, 1]), (2, 2), reduction="add"),
+    Case(  # the deprecated Scatter (upgraded to ScatterElements)
+        "scatter-opset10-dup",
+        [node("Scatter", ["d", "i", "u"], axis=1)],
+        {"d": rnd(2, 3), "i": i64([0, 0], [2, 1]), "u": rnd(2, 2)},
+        ["d", "u"],
+        initializers=["i"],
+        opset=10,
+    ),
+    scatter("scatter-nd-dup", "ScatterND", (4, 2), i64([1], [3], [-3]), (3, 2)),
+    scatter("scatter-nd-dup-elems", "ScatterND", (3, 3), i64([0, 1], [2, 2], [0, 1]), (3,)),
+    scatter("scatter-nd-dup-runtime", "ScatterND", (4, 2), i64([1], [3], [-3]), (3, 2), False),
+    scatter(
+        "scatter-nd-dup-elems-runtime", "ScatterND", (3, 3), i64([[0, 1], [2, 2]], [[0, 1], [1, 0]]), (2, 2), False
+    ),
 ]
 
 
@@ -287,6 +316,23 @@ ROWS = SHAPE + SLICE + GATHER + SCATTER + PAD
 @pytest.mark.parametrize("case", ROWS, ids=[c.name for c in ROWS])
 def test_rule(case: Case) -> None:
     check_gradient(case)
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["static-mask", "runtime-mask"])
+def test_scatter_none_duplicates_only_the_winner_gets_dy(const: bool) -> None:
+    """ScatterElements(x[3], idx=[0, 0], u[2]): y[0] = u[1], so grad_u = [0, dy0], grad_x = [0, dy1, dy2]."""
+    case = scatter("dup", "ScatterElements", (3,), i64(0, 0), (2,), const)
+    model, bwd = gradient(case)
+    ref = onnxruntime.InferenceSession(
+        onnx.shape_inference.infer_shapes(build_model(case, np.float64)).SerializeToString(),
+        providers=["CPUExecutionProvider"],
+    )
+    y = ref.run(None, {k: v for k, v in case.inputs.items() if const is False or k != "i"})[0]
+    assert y[0] == case.inputs["u"][1]  # the reference writes the last update
+    dy = np.array([1.0, 2.0, 3.0])
+    feeds = {**case.inputs, bwd.input[-1]: dy}
+    gd, gu = ol.runtime.InferenceSession(bwd).run(None, {n: feeds[n] for n in bwd.input})
+    assert gu.tolist() == [0.0, 1.0] and gd.tolist() == [0.0, 2.0, 3.0]
 
 
 def test_gather_duplicates_accumulate() -> None:

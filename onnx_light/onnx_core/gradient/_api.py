@@ -81,10 +81,13 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         name: the FunctionProto's name.
 
     Returns:
-        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
+        A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``; the
+        seed is ``dy`` unless an input of ``nodes`` has that name (see GradientOfFunction),
+        and an intermediate ``x`` is an input, not recomputed.
 
     Raises:
-        GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
+        GradientError: an unreachable ``x``, a missing ``y``, a non-float ``x`` or ``y``,
+            a cycle, an op without a rule, ...
     """
     nodes = list(nodes)
     types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
@@ -127,9 +130,15 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
 
     The forward values the rules read are recomputed inside the result, except the
     outputs of random ops without a ``seed`` (training-mode Dropout, RandomNormal,
-    ...): those become inputs, to be fed with the values of the forward run. A free
-    input called ``dy`` (when differentiating a backward function again) is renamed
-    inside the result (``dy_grad<n>``), since ``dy`` names the output gradient.
+    ...): those become inputs, to be fed with the values of the forward run. An ``x``
+    that is an intermediate value is a cut point (as torch treats a non-leaf): the
+    result takes it as an input and does not recompute it; the gradients flow on from
+    it to any other ``x`` it is computed from.
+
+    The seed (the output gradient) is the last input, called ``dy``; when the source has
+    an input called ``dy`` (say, a backward function differentiated again), the seed is
+    called ``dy_grad<n>`` instead, the first such name free in the source, and that
+    input keeps its name.
 
     Args:
         fn: what to differentiate.
@@ -141,7 +150,11 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
 
     Returns:
-        A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
+        A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``.
+
+    Raises:
+        GradientError: an unreachable ``x``, a non-float ``x`` or ``y``, a cycle, an op
+            without a rule, ...
     """
     registry = _default_registry(registry)
     functions: list[FunctionProto] = []

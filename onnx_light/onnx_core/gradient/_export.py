@@ -47,10 +47,11 @@ def backward_model(
     return make_model(graph, opset_imports=imports, functions=[bwd], ir_version=ir_version)
 
 
-def input_types(model: ModelProto, y: str, names: Sequence[str]) -> dict[str, ValueType]:
-    """Types of a backward function's inputs, read from the forward model (``dy`` typed like ``y``)."""
+def input_types(model: ModelProto, y: str, names: Sequence[str], *, seed: str = "dy") -> dict[str, ValueType]:
+    """Types of a backward function's inputs ``names``, read from the forward model, and of
+    its seed, typed like ``y`` (``bwd.input[-1]``: ``dy``, or another name when the model
+    has an input called ``dy``)."""
     from ._fastpath import value_type as _value_type
-    from ._names import DY
     from ._types import infer_types
 
     graph = model.graph
@@ -65,5 +66,5 @@ def input_types(model: ModelProto, y: str, names: Sequence[str]) -> dict[str, Va
     types, _ = infer_types(list(graph.node), known, {}, opset)
     out = {n: types[n] for n in names if n in types}
     if y in types:
-        out[DY] = types[y]
+        out[seed] = types[y]
     return out

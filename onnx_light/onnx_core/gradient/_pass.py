@@ -110,13 +110,20 @@ class _GradientPass:
         for f in fields:
             names.update(f[2])
             names.update(f[3])
-        # a source value called "dy" (say, when differentiating a backward function
-        # again) or "grad_<x>" is renamed inside the result: those names are the contract's
-        reserved = {DY, *(f"grad_{x}" for x in self.xs)} - set(self.xs)
+        # the seed is called "dy" unless an input of the source is (say, when
+        # differentiating a backward function again): then it gets a fresh name, since
+        # the caller feeds that input by its own name. An intermediate value called "dy"
+        # or "grad_<x>" is renamed inside the result: those names are the contract's
+        seed_renamed = DY in free_order or DY in self.xs or (self.zs is not None and DY in self.zs)
+        reserved = {*(f"grad_{x}" for x in self.xs), *(() if seed_renamed else (DY,))} - set(self.xs)
         clash = reserved & names
-        names |= {DY, *(f"grad_{x}" for x in self.xs), *free_order}
+        names |= {*(f"grad_{x}" for x in self.xs), *free_order}
+        if not seed_renamed:
+            names.add(DY)
         self.counter = GradCounter()
         self.counter.taken = names  # every name in the source (owned: no copy of a large set)
+        #: the name of the output-gradient input (the function's last input)
+        self.dy = self.new_name(DY) if seed_renamed else DY
         #: value_info entries not read yet, by name (see _api._graph_types); each is read
         #: before anything can look its type up
         self._declared = declared or {}
@@ -359,8 +366,20 @@ class _GradientPass:
         )
 
     def run(self) -> FunctionProto:
+        """The phases of the module docstring, in order; returns the backward function."""
         self._validate_names()
-        nodes = self.nodes
+        producer = self._index_producers()
+        order = sorted(self._ancestors([self.y], producer))
+        self._check_order(order, producer)
+        self._infer(order, producer)
+        reach, diff = self._dependence(order)
+        self._check_xs(reach)
+        self._check_rules(order, diff)
+        grads = self._reverse_walk(order, diff)
+        return self._assemble(producer, self._name_gradients(grads))
+
+    def _index_producers(self) -> dict[str, int]:
+        """Maps each forward value to the index of its node; fills ``self._reads``."""
         fields = self._fields
         producer: dict[str, int] = {}
         for i, f in enumerate(fields):
@@ -371,18 +390,22 @@ class _GradientPass:
                     producer[out] = i
         #: the names each forward node reads (inputs, then its subgraphs' outer-scope names)
         self._reads = [
-            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(nodes, fields)
+            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(self.nodes, fields)
         ]
         self._producer = producer
         if self.y not in producer and self.y not in self.xs and self.y not in self.free_order:
             raise GradientError(
                 f"y={self.y!r} is not produced by any node nor an input; outputs available: {sorted(producer)[:20]}"
             )
-        ancestors = self._ancestors([self.y], producer)
-        order = sorted(ancestors)
+        return producer
+
+    def _infer(self, order: list[int], producer: dict[str, int]) -> None:
+        """Infers the types and shapes of the values of the nodes in ``order`` (the ancestors of y)."""
+        fields = self._fields
         if self._declared:
             # inference types every output of `order` (`nodes` are in topological order),
             # reading a declared type only where it cannot tell; the other values now
+            ancestors = set(order)
             self._read_declared(self.types, [n for n in self._declared if producer.get(n) not in ancestors])
         infos: list[NodeInfo] = []
         attrs_of = self._attrs  # (what _node_attrs reads and fills, inline)
@@ -399,7 +422,7 @@ class _GradientPass:
                 infos.append((op_type, domain, inputs, outputs, None))
         declared = self._declared
         self.types, self.constants = infer_types(
-            [nodes[i] for i in order],
+            [self.nodes[i] for i in order],
             self.types,
             self.constants,
             self.opset,
@@ -408,7 +431,15 @@ class _GradientPass:
             if declared
             else None,
         )
-        reach, diff = self._dependence(order)
+
+    def _check_xs(self, reach: dict[str, int]) -> None:
+        """y has a floating-point type; every x reaches y (unless ``allow_unused``) and has one too."""
+        dt = self.types.get(self.y, UNKNOWN).dtype
+        if dt and dt not in FLOAT_TYPES:
+            raise GradientError(
+                f"y={self.y!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
+                "differentiate a floating-point output (Cast it to float in the model if it is a count)"
+            )
         y_reach = reach.get(self.y, 0)
         for k, x in enumerate(self.xs):
             if not (y_reach >> k) & 1 and not self.allow_unused:
@@ -422,10 +453,104 @@ class _GradientPass:
                     f"x={x!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                     "differentiate with respect to a floating-point value"
                 )
-        self.types[DY] = self.types.get(self.y, UNKNOWN)
-        grads: dict[str, list[str]] = {self.y: [DY]}
-        # the reverse walk: a node whose outputs carry no gradient (none depends on an x
-        # differentiably, or nothing flowed back to them) is passed over
+
+    def _check_order(self, order: list[int], producer: dict[str, int]) -> None:
+        """The nodes of ``order`` read only values produced before them: no cycle, and the
+        topological order the sweeps rely on."""
+        reads = self._reads
+        get = producer.get
+        for i in order:
+            for name in reads[i]:
+                j = get(name)
+                if j is not None and j >= i:
+                    node = self.nodes[i]
+                    if j == i or i in self._ancestors([o for o in self._fields[j][3] if o], producer):
+                        other = (
+                            "" if j == i else f" and node {j} ({self._fields[j][1] or 'ai.onnx'}::{self._fields[j][0]})"
+                        )
+                        raise self.node_error(
+                            node,
+                            f"the graph has a cycle through this node (node {i}){other}: it reads {name!r}, "
+                            "which is computed from its own output; an ONNX graph must be acyclic",
+                        )
+                    raise self.node_error(
+                        node,
+                        f"node {i} reads {name!r}, produced by the later node {j}: the nodes are not in "
+                        "topological order; sort them (every value produced before it is read)",
+                    )
+
+    def _lookup(self, domain: str, op_type: str) -> GradRule | None:
+        """The rule of ``domain::op_type`` at the pass's opset (cached)."""
+        key = (domain, op_type)
+        try:
+            return self._rule_cache[key]
+        except KeyError:
+            rule = self._rule_cache[key] = self.registry.lookup(domain, op_type, self.opset)
+            return rule
+
+    def _no_rule_error(self, i: int, diff: dict[str, int] | None = None) -> GradientError:
+        """The error for forward node ``i``, which has no rule; names the xs that reach it
+        only through its subgraphs when ``diff`` tells which."""
+        op_type, domain, inputs, _, attributes = self._fields[i]
+        node = self.nodes[i]
+        versions = self.registry.versions(domain, op_type)
+        have = f" (rules exist for opset ranges {versions})" if versions else ""
+        register = (
+            f"Register one: onnx_light.RegisterGradientFunction({domain!r}, {op_type!r}, rule, "
+            "registry=reg) and pass registry=reg"
+        )
+        if diff is not None and len(self._reads[i]) > len(inputs):
+            direct = 0
+            for name in inputs:
+                direct |= diff.get(name, 0)
+            inner = 0
+            for name in self._reads[i][len(inputs) :]:
+                inner |= diff.get(name, 0)
+            only = [x for k, x in enumerate(self.xs) if (inner & ~direct) >> k & 1]
+            if only:
+                label = repr(node.name) if node.name else f"{i}"
+                return self.node_error(
+                    node,
+                    f"x={only[0]!r} reaches y={self.y!r} only through the subgraph of node {label} "
+                    f"({op_type}), which has no gradient rule{have}. {register}",
+                )
+        return self.node_error(node, f"no gradient rule for {domain or 'ai.onnx'}::{op_type}{have}. {register}")
+
+    def _check_rules(self, order: list[int], diff: dict[str, int]) -> None:
+        """Raises, before any rule runs, the error of a node on the reverse walk's way that has
+        no rule: a rule nearer y would otherwise fail first on a shape that node left unknown.
+
+        Follows the walk: from y back through the nodes with a gradient, into the inputs
+        their rules must differentiate (a ``nondiff`` input may get none: not followed).
+        """
+        live = {self.y}
+        fields = self._fields
+        reads = self._reads
+        for i in reversed(order):
+            op_type, domain, inputs, outs, _ = fields[i]
+            if len(outs) == 1:
+                if outs[0] not in live or outs[0] not in diff:
+                    continue
+            elif not any(o and o in live and o in diff for o in outs):
+                continue
+            rule = self._lookup(domain, op_type)
+            if rule is None:
+                raise self._no_rule_error(i, diff)
+            if rule.no_grad:
+                continue
+            nondiff = rule.nondiff
+            for k, name in enumerate(reads[i] if rule.seed_form else inputs):
+                if name in diff and k not in nondiff:
+                    live.add(name)
+
+    def _reverse_walk(self, order: list[int], diff: dict[str, int]) -> dict[str, list[str]]:
+        """Runs the rules of the nodes in ``order``, last first; returns the contributions by value."""
+        nodes = self.nodes
+        fields = self._fields
+        self.types[self.dy] = self.types.get(self.y, UNKNOWN)
+        grads: dict[str, list[str]] = {self.y: [self.dy]}
+        # a node whose outputs carry no gradient (none depends on an x differentiably,
+        # or nothing flowed back to them) is passed over
         # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
         for i in reversed(order):
             outs = fields[i][3]
@@ -444,6 +569,10 @@ class _GradientPass:
                     continue
             needs = [bool(n) and n in diff for n in fields[i][2]]
             self._apply(nodes[i], out_grads, needs, grads, i)
+        return grads
+
+    def _name_gradients(self, grads: dict[str, list[str]]) -> list[str]:
+        """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
         outputs = []
         for x in self.xs:
             g = self._collect(grads, x)
@@ -452,7 +581,7 @@ class _GradientPass:
             named = [f"grad_{x}"]
             self._push(new_node("Identity", [g], named), [g], named, "")
             outputs.append(named[0])
-        return self._assemble(producer, outputs)
+        return outputs
 
     def _read_declared(self, types: dict[str, ValueType], names: Iterable[str]) -> None:
         """Reads into ``types`` the unread declarations of ``names`` (those that have one)."""
@@ -474,8 +603,6 @@ class _GradientPass:
             raise GradientError("xs is empty: name at least one value to differentiate with respect to")
         if len(set(self.xs)) != len(self.xs):
             raise GradientError(f"xs has repeated names: {self.xs}")
-        if DY in self.xs or (self.zs and DY in self.zs):
-            raise GradientError(f"{DY!r} is reserved for the output gradient; rename that input")
 
     def _ancestors(self, roots: Iterable[str], producer: dict[str, int], stop: set[int] | None = None) -> set[int]:
         """Indices of the nodes ``roots`` are computed from (not crossing the nodes in ``stop``)."""
@@ -504,6 +631,8 @@ class _GradientPass:
         for k, x in enumerate(self.xs):
             reach[x] = reach.get(x, 0) | (1 << k)
             diff[x] = diff.get(x, 0) | (1 << k)
+        #: intermediate xs (cut points): their bit survives their producer's write
+        cut = {x: 1 << k for k, x in enumerate(self.xs) if x in self._producer}
         reach_get = reach.get
         diff_get = diff.get
         types_get = self.types.get
@@ -526,6 +655,10 @@ class _GradientPass:
                 passes = passes_by_op[key] = not (rule is not None and rule.no_grad)
             for out in outputs:
                 if not out:
+                    continue
+                if cut and out in cut:
+                    reach[out] = r | cut[out]
+                    diff[out] = diff_get(out, 0) | (d if passes else 0)
                     continue
                 reach[out] = r
                 dt = types_get(out, UNKNOWN).dtype
@@ -550,20 +683,9 @@ class _GradientPass:
     ) -> None:
         """Runs the rule of forward node ``i`` (``node``) and records its contributions."""
         op_type, domain = self._fields[i][:2]
-        key = (domain, op_type)
-        try:
-            rule = self._rule_cache[key]
-        except KeyError:
-            rule = self._rule_cache[key] = self.registry.lookup(domain, op_type, self.opset)
+        rule = self._lookup(domain, op_type)
         if rule is None:
-            versions = self.registry.versions(domain, op_type)
-            have = f" (rules exist for opset ranges {versions})" if versions else ""
-            raise self.node_error(
-                node,
-                f"no gradient rule for {domain or 'ai.onnx'}::{op_type}{have}. "
-                f"Register one: onnx_light.RegisterGradientFunction({domain!r}, {op_type!r}, rule, "
-                "registry=reg) and pass registry=reg",
-            )
+            raise self._no_rule_error(i)
         if rule.no_grad:
             return
         if rule.seed_form:
@@ -637,10 +759,12 @@ class _GradientPass:
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
         random = {i for i, f in enumerate(self._fields) if f[0] in _MAYBE_RANDOM and _is_random(self.nodes[i])}
-        roots = [n for n in read if n in producer and producer[n] not in random]
-        needed = sorted(self._ancestors(roots, producer, random))
+        # nor is the producer of an intermediate x (a cut point): x is an input
+        stop = random | {producer[x] for x in self.xs if x in producer}
+        roots = [n for n in read if n in producer and producer[n] not in stop]
+        needed = sorted(self._ancestors(roots, producer, stop))
         # the free values in first-use order, and the domains used
-        defined = {DY} | set(self.xs)  # also every free value once seen
+        defined = {self.dy} | set(self.xs)  # also every free value once seen
         free: list[str] = []
         domains = {"": self.opset}
         fields = self._fields
@@ -679,7 +803,7 @@ class _GradientPass:
                 )
             zs = self.zs
         fn = FunctionProto(name=self.name, domain="onnx_light.gradient")
-        fn.input[:] = [*self.xs, *zs, DY]
+        fn.input[:] = [*self.xs, *zs, self.dy]
         fn.output[:] = outputs
         if extra_outputs:
             forward = self.nodes

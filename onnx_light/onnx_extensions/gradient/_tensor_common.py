@@ -6,10 +6,20 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core import TensorProto
 from ...onnx_core.helper import tensor_dtype_to_np_dtype
 from ...onnx_core.numpy_helper import from_array
 
-__all__ = ["INT64_MAX", "INT64_MIN", "const_ints", "arg_ints", "norm_axis", "zeros_of_shape", "dim_of"]
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "const_ints",
+    "arg_ints",
+    "norm_axis",
+    "zeros_of_shape",
+    "dim_of",
+    "index64",
+]
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -77,3 +87,11 @@ def dim_of(ctx: Any, name: str, axis: int) -> str:
     if shape is not None and axis < len(shape) and isinstance(shape[axis], int):
         return ctx.ints([shape[axis]])
     return ctx.op.Shape(name, start=axis, end=axis + 1)
+
+
+def index64(ctx: Any, name: str) -> str:
+    """``name`` (indices of int32 or int64) as int64: the index arithmetic rules emit (Add,
+    Less, Concat with int64 constants) and ScatterND/GatherND take int64 only."""
+    if ctx.dtype(name) == TensorProto.INT64:
+        return name
+    return str(ctx.op.Cast(name, to=TensorProto.INT64))

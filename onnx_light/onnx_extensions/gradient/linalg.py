@@ -116,13 +116,16 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
     An index of t_i found neither in the output nor in another operand was summed
     over X_i alone: its gradient is constant along it, so a ones tensor shaped like X_i
     joins the operands to supply that axis. Broadcast ``...`` dims are summed back (all of
-    them for an operand without ``...``).
+    them for an operand without ``...``). A broadcast letter (size 1 in X_i, more in
+    another operand, as numpy allows) is summed back to 1; one the others broadcast
+    (size 1 there, more in X_i) is expanded to X_i's size.
     Refused: a repeated index within one term (a diagonal, e.g. "ii->i"), and ``...``
     in the inputs but not in the output.
     """
     equation = ctx.attr("equation")
     terms, out = _parse_einsum(ctx, equation)
     y = ctx.output(0)
+    dims = [_letter_dims(ctx.shape(x), t) for x, t in zip(ctx.inputs, terms)]
     grads = []
     for i, (x, t) in enumerate(zip(ctx.inputs, terms)):
         if not ctx.needs_grad(i):
@@ -139,27 +142,75 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
                 f"the equation {equation!r} sums over '...' dims (absent from the output); its gradient "
                 "is not implemented: name those dims with letters"
             )
-        others = [(n, s) for j, (n, s) in enumerate(zip(ctx.inputs, terms)) if j != i]
-        known = set(out.replace("...", "")).union(*(set(s) for _, s in others))
-        operands = [dy, *(n for n, _ in others)]
-        subs = [out, *(s for _, s in others)]
+        others = [j for j in range(len(terms)) if j != i]
+        known = set(out.replace("...", "")).union(*(set(terms[j]) for j in others))
+        operands = [dy, *(ctx.inputs[j] for j in others)]
+        subs = [out, *(terms[j] for j in others)]
+        # each letter's size in the gradient Einsum: Y's (all inputs broadcast) or the others'
+        sizes = {ch: _broadcast_dim([d[ch] for d in dims if ch in d]) for ch in out if ch != "."}
+        for j in others:
+            for ch, d in dims[j].items():
+                sizes[ch] = _broadcast_dim([sizes[ch], d]) if ch in sizes else d
         if any(ch not in known for ch in letters):
             operands.append(ctx.op.Expand(ctx.const(1.0, like=x), ctx.shape_of(x)))
             subs.append(t)
+            for ch in letters:
+                sizes.setdefault(ch, dims[i].get(ch))
         # without '...' of its own, X_i still gets Y's '...' dims, to be summed away
         t_grad = t if "..." in t or "..." not in out else "..." + t
         g = ctx.op.Einsum(*operands, equation=",".join(subs) + "->" + t_grad)
-        if "..." in t_grad:
-            g = _sum_to(ctx, g, _einsum_grad_shape(ctx, x, letters, y, out), x)
-        grads.append(g)
+        grads.append(_fit_letters(ctx, g, x, t, t_grad, [sizes.get(ch) for ch in letters], y, out))
     return tuple(grads)
 
 
-def _einsum_grad_shape(ctx, x, letters, y, out):  # type: ignore[no-untyped-def]
-    """The shape of X's gradient Einsum: Y's ``...`` dims followed by X's lettered dims."""
-    xs, ys = ctx.shape(x), ctx.shape(y)
-    if xs is None or ys is None:
-        return None
-    n_out = len(out.replace("...", ""))
-    ell_x = len(xs) - len(letters)
-    return (*ys[: len(ys) - n_out], *xs[ell_x:])
+def _letter_dims(shape, term):  # type: ignore[no-untyped-def]
+    """The dim of each letter of ``term`` in an operand of ``shape`` (None: rank unknown)."""
+    if shape is None:
+        return {}
+    pre, _, post = term.partition("...")
+    out = dict(zip(pre, shape))
+    if post:
+        out.update(zip(post, shape[len(shape) - len(post) :]))
+    return out
+
+
+def _broadcast_dim(dims):  # type: ignore[no-untyped-def]
+    """The size a letter takes over operands whose dims for it are ``dims`` (1 broadcasts;
+    None when a symbolic or unknown dim leaves it open)."""
+    sizes = {d for d in dims if d != 1}
+    if not sizes:
+        return 1 if dims else None
+    if len(sizes) == 1 and None not in sizes:
+        return sizes.pop()
+    return None
+
+
+def _fit_letters(ctx, g, x, t, t_grad, g_letters, y, out):  # type: ignore[no-untyped-def]
+    """``g`` (X's gradient Einsum, lettered dims ``g_letters``) brought to X's shape: summed
+    over a letter X broadcasts (size 1 in X, more in the others), expanded along a letter
+    the others broadcast (more in X, size 1 in the gradient), ``...`` dims summed back."""
+    xs = ctx.shape(x)
+    letters = t.replace("...", "")
+    x_letters = [None] * len(letters) if xs is None else list(_letter_dims(xs, t).get(ch) for ch in letters)
+    if "..." in t_grad:
+        ys = ctx.shape(y)
+        shape = None
+        if ys is not None and xs is not None:
+            shape = (*ys[: len(ys) - len(out.replace("...", ""))], *g_letters)
+        g = _sum_to(ctx, g, shape, x)  # sums the letters X broadcasts too
+        summed = True
+    else:
+        summed = False
+    known = xs is not None and all(isinstance(d, int) for d in (*x_letters, *g_letters))
+    if not known and any(a != b or a is None for a, b in zip(x_letters, g_letters)):
+        if not summed:
+            g = _sum_to(ctx, g, None, x)  # axes found at run time
+        return ctx.op.Expand(g, ctx.shape_of(x))
+    if not summed:
+        lead = len(xs) - len(letters) if xs is not None else 0
+        axes = [lead + k for k, (a, b) in enumerate(zip(x_letters, g_letters)) if a == 1 and b != 1]
+        if axes:
+            g = ctx.op.ReduceSum(g, ctx.ints(axes), keepdims=1)
+    if any(b == 1 and a != 1 for a, b in zip(x_letters, g_letters)):
+        g = ctx.op.Expand(g, ctx.shape_of(x))
+    return g

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core.numpy_helper import from_array
 from ._table import linear, no_grad, rule
 from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, pad_axes, zeros_of_shape
 
@@ -346,31 +347,101 @@ def _check_reduction(ctx: Any) -> str:
 @rule("", "ScatterElements")
 def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """dData = dY with the scattered positions zeroed ('none') or dY ('add');
-    dUpdates = GatherElements(dY, indices, axis).
-
-    With 'none' and repeated indices the forward result is unspecified, and so is this.
+    dUpdates = GatherElements(dY, indices, axis), masked for 'none' to the updates that
+    win a collision (the last written, see ``_winners``): the others left no trace in Y.
     """
     data, idx, updates = ctx.inputs[:3]
     axis = int(ctx.attr("axis", 0))
     reduction = _check_reduction(ctx)
-    d_data = None
+    d_data = d_updates = None
     if ctx.needs_grad(0):
         d_data = dy if reduction == "add" else ctx.op.ScatterElements(dy, idx, ctx.zeros_like(updates), axis=axis)
-    d_updates = ctx.op.GatherElements(dy, idx, axis=axis) if ctx.needs_grad(2) else None
+    if ctx.needs_grad(2):
+        d_updates = ctx.op.GatherElements(dy, idx, axis=axis)
+        if reduction == "none":
+            d_updates = _winners(ctx, d_updates, _element_targets, axis)
     return d_data, None, d_updates
 
 
 @rule("", "ScatterND")
 def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """dData = dY with the scattered positions zeroed ('none') or dY ('add');
-    dUpdates = GatherND(dY, indices)."""
+    dUpdates = GatherND(dY, indices), masked for 'none' to the updates that win a
+    collision (the last written, see ``_winners``)."""
     data, idx, updates = ctx.inputs[:3]
     reduction = _check_reduction(ctx)
-    d_data = None
+    d_data = d_updates = None
     if ctx.needs_grad(0):
         d_data = dy if reduction == "add" else ctx.op.ScatterND(dy, idx, ctx.zeros_like(updates))
-    d_updates = ctx.op.GatherND(dy, idx) if ctx.needs_grad(2) else None
+    if ctx.needs_grad(2):
+        d_updates = ctx.op.GatherND(dy, idx)
+        if reduction == "none":
+            d_updates = _winners(ctx, d_updates, _nd_targets, None)
     return d_data, None, d_updates
+
+
+def _winners(ctx: Any, g: str, targets: Callable[..., list[tuple[int, ...]] | None], axis: int | None) -> str:
+    """``g`` (dUpdates) zeroed where another update overwrote this one's target.
+
+    Updates are written in index order, so the last one to a target wins (as onnxruntime
+    and the spec's reference write them). With indices known when the pass runs, the mask
+    is a constant (none when nothing collides). Otherwise the update positions
+    themselves are scattered like the updates, gathered back, and compared: an update
+    wins where it reads back its own position.
+    """
+    data, idx, updates = ctx.inputs[:3]
+    known, shape = ctx.value(idx), ctx.static_shape(data)
+    if known is not None and shape is not None:
+        where = targets(np.asarray(known), shape, axis)
+        if where is not None:
+            last = {t: k for k, t in enumerate(where)}
+            win = np.array([last[t] == k for k, t in enumerate(where)])
+            if win.all():
+                return g
+            mask = win.reshape(np.asarray(known).shape[: None if axis is not None else -1])
+            if axis is None:  # one flag per index tuple, broadcast over the slice it writes
+                mask = mask.reshape(mask.shape + (1,) * (len(shape) - np.asarray(known).shape[-1]))
+            return ctx.op.Mul(g, ctx.const(mask.astype(np.float64), like=g))
+    if axis is not None:  # ScatterElements: one position per update element
+        count, pos_shape = ctx.op.Size(updates), ctx.shape_of(updates)
+        table = ctx.op.ConstantOfShape(ctx.shape_of(data), value=_int64_fill(-1))
+    else:  # ScatterND: one position per index tuple
+        pos_shape = ctx.op.Shape(idx, end=-1)
+        count = ctx.op.ReduceProd(pos_shape, keepdims=0)
+        k = ctx.op.Shape(idx, start=-1)
+        table = ctx.op.ConstantOfShape(ctx.op.Slice(ctx.shape_of(data), ctx.ints([0]), k), value=_int64_fill(-1))
+    pos = ctx.op.Reshape(ctx.op.Range(ctx.ints(0), count, ctx.ints(1)), pos_shape)
+    if axis is not None:
+        back = ctx.op.GatherElements(ctx.op.ScatterElements(table, idx, pos, axis=axis), idx, axis=axis)
+        mask = ctx.op.Equal(back, pos)
+    else:
+        back = ctx.op.GatherND(ctx.op.ScatterND(table, idx, pos), idx)
+        # [1] * (rank(data) - k): the slice each tuple writes
+        tail = ctx.op.ConstantOfShape(ctx.op.Sub(ctx.op.Size(ctx.shape_of(data)), k), value=_int64_fill(1))
+        mask = ctx.op.Reshape(ctx.op.Equal(back, pos), ctx.op.Concat(pos_shape, tail, axis=0))
+    return ctx.op.Where(mask, g, ctx.const(0.0, like=g))
+
+
+def _int64_fill(value: int) -> Any:
+    """The ``value`` attribute of an int64 ConstantOfShape."""
+    return from_array(np.array([value], np.int64))
+
+
+def _element_targets(idx: np.ndarray, shape: tuple[int, ...], axis: int) -> list[tuple[int, ...]] | None:
+    """The element of data each ScatterElements update writes, in write order."""
+    a = norm_axis(axis, len(shape))
+    out = []
+    for u in np.ndindex(*idx.shape):
+        i = int(idx[u])
+        out.append(u[:a] + (i + shape[a] if i < 0 else i,) + u[a + 1 :])
+    return out
+
+
+def _nd_targets(idx: np.ndarray, shape: tuple[int, ...], _axis: None) -> list[tuple[int, ...]] | None:
+    """The slice of data (its leading index tuple) each ScatterND index tuple writes, in write order."""
+    k = idx.shape[-1]
+    flat = idx.reshape(-1, k)
+    return [tuple(int(i) + d if i < 0 else int(i) for i, d in zip(row, shape)) for row in flat]
 
 
 @rule("", "TopK")

@@ -17,8 +17,14 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
 
 @kernel("", "GatherElements", since=(11, 13))
 def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
-    """GatherElements: ``out[i][j] = data[indices[i][j]][j]`` for ``axis`` 0 (and so on)."""
-    return np.take_along_axis(data, indices.astype(np.int64), axis=axis)
+    """GatherElements: ``out[i][j] = data[indices[i][j]][j]`` for ``axis`` 0 (and so on).
+
+    The output has ``indices``' shape, which may be smaller than ``data``'s on the other
+    axes: ``data`` is cut to it there first (numpy would broadcast instead).
+    """
+    axis = axis % data.ndim
+    cut = tuple(slice(None) if a == axis else slice(0, n) for a, n in enumerate(indices.shape))
+    return np.take_along_axis(data[cut], indices.astype(np.int64), axis=axis)
 
 
 def _gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> np.ndarray:
@@ -63,6 +69,12 @@ def _scatter_elements(
     idx = indices.astype(np.int64)
     index[axis] = np.where(idx < 0, idx + data.shape[axis], idx)
     return _scatter(data.copy(), tuple(index), updates, reduction)
+
+
+@kernel("", "Scatter", since=9)
+def scatter_9(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0) -> np.ndarray:
+    """Scatter-9 (deprecated at 11): ScatterElements-11 under its old name."""
+    return _scatter_elements(data, indices, updates, axis, "none")
 
 
 @kernel("", "ScatterElements", since=(11, 13))
