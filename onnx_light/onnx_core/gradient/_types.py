@@ -34,6 +34,7 @@ __all__ = [
     "attribute_values",
     "NodeInfo",
     "UNKNOWN",
+    "merge_types",
 ]
 
 Dim = int | str | None
@@ -169,6 +170,33 @@ def _same_unfolded(
     return True
 
 
+def _merge_dim(inferred: Dim, given: Dim) -> Dim:
+    """The more precise of two views of one dim: a known int over a name over None
+    (inference wins when both are ints)."""
+    if isinstance(inferred, int):
+        return inferred
+    if isinstance(given, int):
+        return given
+    return inferred if inferred is not None else given
+
+
+def merge_types(inferred: ValueType, given: ValueType) -> ValueType:
+    """An inferred type completed from a declared one (value_info, a graph input or
+    output), dimension by dimension: a known int beats a symbol, a symbol beats None.
+
+    Where the ranks disagree the inferred shape is kept; the dtype is the inferred one
+    when known.
+    """
+    a, b = inferred.shape, given.shape
+    if a is None:
+        shape = b
+    elif b is None or len(a) != len(b):
+        shape = a
+    else:
+        shape = tuple([_merge_dim(x, y) for x, y in zip(a, b)])
+    return ValueType(inferred.dtype or given.dtype, shape)
+
+
 #: what :func:`infer_types` reads of a node: ``(op_type, domain, inputs, outputs, attrs)``
 #: (``attrs`` as :func:`attribute_values` gives them, or None to have them read)
 NodeInfo = tuple[str, str, "list[str]", "list[str]", "dict[str, Any] | None"]
@@ -193,7 +221,9 @@ def infer_types(
         infos: the nodes' fields, one :data:`NodeInfo` per node, when the caller has
             read them already (the gradient pass does, once for all its phases).
         declared: the declared type of a node output missing from ``known``, looked up
-            only where inference cannot tell (the gradient pass reads value_info lazily).
+            only where inference leaves a dim unknown or symbolic (the gradient pass reads
+            value_info lazily). A declared (or known) type completes the inferred one
+            dimension by dimension (:func:`merge_types`).
 
     Returns:
         ``(types, constants)`` extended with every node output.
@@ -306,12 +336,13 @@ class _InferState:
             if not name:
                 continue
             t = outs[i] if i < n_outs else UNKNOWN
-            if t.shape is None or t.dtype == 0:
+            shape = t.shape
+            if shape is None or t.dtype == 0 or not all(type(d) is int for d in shape):
                 given = known_get(name)
                 if given is None and declared is not None:
                     given = declared(name)
                 if given is not None:
-                    t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
+                    t = merge_types(t, given)
             types[name] = t
             v = vals[i] if i < n_vals else None
             if v is not None:
