@@ -111,7 +111,8 @@ def _pads(
     if auto_pad == "VALID":
         return [0] * nd, [0] * nd
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
+        begin: list[Any] = []
+        end: list[Any] = []
         for d, k, s, dil in zip(size, kernel, strides, dilations):
             if not isinstance(d, int) and s != 1:
                 begin.append(None)  # depends on d mod s: see _need_static_begin

@@ -229,7 +229,7 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     if not isinstance(channels, int):
         raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
     if not geo.is_static:
-        scaled = ctx.op.Mul(dy, _inverse_counts(ctx, geo))
+        scaled = ctx.op.Mul(dy, _inverse_counts(ctx, geo, dy))
         weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
         return (transpose_into(ctx, scaled, weights, geo, channels),)
     # valid(o): window cells inside the unpadded input, per spatial axis then outer product
@@ -253,12 +253,14 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (transpose_into(ctx, scaled, weights, geo, channels),)
 
 
-def _inverse_counts(ctx, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
+def _inverse_counts(ctx, geo: Geometry, dy: str) -> str:  # type: ignore[no-untyped-def]
     """1 / count(o), shaped (1, 1, o...), computed at run time on a ones plane P (1, 1, X's spatial).
 
     valid(o) = Conv(P, ones(1, 1, k...)) with the forward's strides, dilations and pads
     (with ``ceil_mode`` the end pads grow by s - 1 for the extra windows, and the result is
-    cropped to dY's spatial dims); without ``count_include_pad`` count = valid, with it
+    cropped to dY's spatial dims, which are Y's: onnx's shape inference of Y keeps a last
+    window that starts in the end padding, which the kernels drop, and onnxruntime folds
+    ``Shape(Y)`` from that inference); without ``count_include_pad`` count = valid, with it
     1/count = AveragePool(P) / valid as in the static rule.
     """
     x, nd = ctx.input(0), geo.nd
@@ -274,11 +276,17 @@ def _inverse_counts(ctx, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
         pads=geo.begin + end,
     )
     if ceil_mode:
-        spatial = ctx.op.Shape(ctx.output(0), start=2)
-        valid = ctx.op.Slice(valid, ctx.ints([0] * nd), spatial, ctx.ints(list(range(2, 2 + nd))))
+        spatial = ctx.op.Shape(dy, start=2)
+        starts, axes = ctx.ints([0] * nd), ctx.ints(list(range(2, 2 + nd)))
+        valid = ctx.op.Slice(valid, starts, spatial, axes)
     if not bool(ctx.attr("count_include_pad", 0)):
         return ctx.op.Reciprocal(valid)  # type: ignore[no-any-return]
-    return ctx.op.Div(ctx.op.AveragePool(plane, **ctx.attrs), valid)  # type: ignore[no-any-return]
+    pooled = ctx.op.AveragePool(plane, **ctx.attrs)
+    if ceil_mode:
+        # a no-op at run time, but onnxruntime's load-time inference of this pool keeps
+        # the window the kernel drops (see above) and would reject the Div
+        pooled = ctx.op.Slice(pooled, starts, spatial, axes)
+    return ctx.op.Div(pooled, valid)  # type: ignore[no-any-return]
 
 
 @rule("", "GlobalAveragePool")
