@@ -21,6 +21,10 @@ from ._types import ValueType
 
 __all__ = ["GradientOfNodes", "GradientOfFunction"]
 
+#: integer initializers folded for inference (small int32 and int64 tensors: shapes, axes,
+#: Slice bounds; exporters write either)
+_FOLDED_INT_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64})
+
 
 def _default_registry(registry: GradRegistry | None) -> GradRegistry:
     if registry is not None:
@@ -181,7 +185,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         declared = _graph_types(graph, types)
         for init in graph.initializer:
             types[init.name] = ValueType(init.data_type, tuple(init.dims))
-            if init.data_type == TensorProto.INT64 and int(np.prod(init.dims)) <= FOLD_MAX:
+            if init.data_type in _FOLDED_INT_TYPES and int(np.prod(init.dims)) <= FOLD_MAX:
                 constants[init.name] = to_array(init)
         free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
     else:

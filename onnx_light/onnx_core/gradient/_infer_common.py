@@ -27,6 +27,7 @@ __all__ = [
     "value",
     "ints_of",
     "partial",
+    "partial_or_unknown",
     "dims_value",
     "finish",
     "broadcast_dim",
@@ -91,6 +92,24 @@ def partial(ctx: InferContext, i: int) -> np.ndarray | None:
     if parts and i < len(parts) and has_input(ctx, i):
         return parts[i]
     return None
+
+
+def partial_or_unknown(ctx: InferContext, i: int) -> np.ndarray | None:
+    """What :func:`partial` gives, else, for an integer input of a small static shape whose
+    value is unknown (a dim read from a symbolic shape), an object array of None entries,
+    so that the known entries next to it survive a Concat."""
+    p = partial(ctx, i)
+    if p is not None or not has_input(ctx, i):
+        return p
+    t = in_type(ctx, i)
+    if t.dtype not in _INDEX_TYPES or not t.is_static or len(t.shape) > 1:  # type: ignore[arg-type]
+        return None
+    n = int(np.prod(t.shape))  # type: ignore[arg-type]
+    return np.full(t.shape, None, dtype=object) if n <= FOLD_LIMIT else None  # type: ignore[arg-type]
+
+
+#: the element types of shape-like values (int32, int64)
+_INDEX_TYPES = frozenset({6, INT64})
 
 
 def dims_value(ctx: InferContext, i: int) -> list[Dim] | None:

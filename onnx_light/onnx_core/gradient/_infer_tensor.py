@@ -26,6 +26,7 @@ from ._infer_common import (
     merge_dim,
     norm_axis,
     partial,
+    partial_or_unknown,
     small,
     tensor_dtype,
     value,
@@ -174,13 +175,18 @@ def unsqueeze(ctx: InferContext) -> Result:
 
 
 @infer("Transpose")
-def transpose(ctx: InferContext) -> list[ValueType]:
-    """Dims permuted by ``perm`` (reversed by default)."""
+def transpose(ctx: InferContext) -> Result:
+    """Dims permuted by ``perm`` (reversed by default); folds known and partly known values."""
     x = in_type(ctx, 0)
     if x.shape is None:
-        return [ValueType(x.dtype, None)]
-    perm = ctx.attr("perm") or list(range(len(x.shape)))[::-1]
-    return [ValueType(x.dtype, tuple(x.shape[int(p)] for p in perm))]
+        return [ValueType(x.dtype, None)], [None]
+    perm = [int(p) for p in ctx.attr("perm") or list(range(len(x.shape)))[::-1]]
+    out: np.ndarray | None = None
+    if x.dtype in (6, INT64):  # shape-like values (pads computed from shapes are transposed)
+        v = value(ctx, 0)
+        p = v if v is not None and small(v) else (partial(ctx, 0) if v is None else None)
+        out = finish(np.transpose(p, perm), p.dtype if p.dtype != object else np.int64) if p is not None else None
+    return [ValueType(x.dtype, tuple(x.shape[i] for i in perm))], [out]
 
 
 @infer("Concat")
@@ -208,7 +214,7 @@ def concat(ctx: InferContext) -> Result:
     if all(v is not None for v in vals) and small(*vals):
         out = np.concatenate(vals, axis=axis)  # type: ignore[arg-type]
     elif rank == 1:
-        parts = [partial(ctx, i) for i in range(len(ctx.inputs)) if has_input(ctx, i)]
+        parts = [partial_or_unknown(ctx, i) for i in range(len(ctx.inputs)) if has_input(ctx, i)]
         if all(p is not None for p in parts):
             out = finish(np.concatenate(parts))  # type: ignore[arg-type]
     return [ValueType(dtype, tuple(shape))], [out]
@@ -361,8 +367,9 @@ def pad(ctx: InferContext) -> list[ValueType]:
     if x.shape is None:
         return [ValueType(x.dtype, None)]
     rank = len(x.shape)
-    pads = ctx.attr("pads", ctx.attr("paddings"))
-    pads = [int(p) for p in pads] if pads is not None else ints_of(ctx, 1)
+    attr = ctx.attr("pads", ctx.attr("paddings"))
+    # pads computed from shapes are often partly known: the axes they leave alone keep their dims
+    pads: list[Dim] | None = [int(p) for p in attr] if attr is not None else dims_value(ctx, 1)
     axes = ints_of(ctx, 3) if has_input(ctx, 3) else list(range(rank))
     if pads is None or axes is None:
         return [ValueType(x.dtype, (None,) * rank)]
@@ -370,8 +377,11 @@ def pad(ctx: InferContext) -> list[ValueType]:
     k = len(axes)
     for j, a in enumerate(axes):
         i = norm_axis(a, rank)
-        d = shape[i]
-        total = pads[j] + pads[j + k]
+        d, begin, end = shape[i], pads[j], pads[j + k]
+        if not isinstance(begin, int) or not isinstance(end, int):
+            shape[i] = None
+            continue
+        total = begin + end
         shape[i] = d + total if isinstance(d, int) else (d if total == 0 else None)
     return [ValueType(x.dtype, tuple(shape))]
 

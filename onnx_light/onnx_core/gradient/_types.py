@@ -34,6 +34,7 @@ __all__ = [
     "attribute_values",
     "NodeInfo",
     "UNKNOWN",
+    "merge_types",
 ]
 
 Dim = int | str | None
@@ -169,6 +170,33 @@ def _same_unfolded(
     return True
 
 
+def _merge_dim(inferred: Dim, given: Dim) -> Dim:
+    """The more precise of two views of one dim: a known int over a name over None
+    (inference wins when both are ints)."""
+    if isinstance(inferred, int):
+        return inferred
+    if isinstance(given, int):
+        return given
+    return inferred if inferred is not None else given
+
+
+def merge_types(inferred: ValueType, given: ValueType) -> ValueType:
+    """An inferred type completed from a declared one (value_info, a graph input or
+    output), dimension by dimension: a known int beats a symbol, a symbol beats None.
+
+    Where the ranks disagree the inferred shape is kept; the dtype is the inferred one
+    when known.
+    """
+    a, b = inferred.shape, given.shape
+    if a is None:
+        shape = b
+    elif b is None or len(a) != len(b):
+        shape = a
+    else:
+        shape = tuple([_merge_dim(x, y) for x, y in zip(a, b)])
+    return ValueType(inferred.dtype or given.dtype, shape)
+
+
 #: what :func:`infer_types` reads of a node: ``(op_type, domain, inputs, outputs, attrs)``
 #: (``attrs`` as :func:`attribute_values` gives them, or None to have them read)
 NodeInfo = tuple[str, str, "list[str]", "list[str]", "dict[str, Any] | None"]
@@ -193,7 +221,9 @@ def infer_types(
         infos: the nodes' fields, one :data:`NodeInfo` per node, when the caller has
             read them already (the gradient pass does, once for all its phases).
         declared: the declared type of a node output missing from ``known``, looked up
-            only where inference cannot tell (the gradient pass reads value_info lazily).
+            only where inference leaves a dim unknown or symbolic (the gradient pass reads
+            value_info lazily). A declared (or known) type completes the inferred one
+            dimension by dimension (:func:`merge_types`).
 
     Returns:
         ``(types, constants)`` extended with every node output.
@@ -201,13 +231,8 @@ def infer_types(
     nodes = list(nodes)
     if infos is None:
         infos = [(n.op_type, n.domain, list(n.input), list(n.output), None) for n in nodes]
-    types = dict(known)
-    consts = dict(constants)
-    partial: dict[str, np.ndarray] = {}
-    infer_get = INFER.get
-    types_get = types.get
-    consts_get = consts.get
-    known_get = known.get
+    state = _InferState(known, constants, opset, declared)
+    types_get = state.types.get
     for node, (op_type, domain, inputs, outputs, attrs) in zip(nodes, infos):
         if op_type in SAME_TYPE and len(outputs) == 1 and inputs and (not domain or domain == "ai.onnx"):
             # the elementwise ops that make up most of a graph, answered without an
@@ -217,12 +242,41 @@ def infer_types(
                 t is not None
                 and t.dtype
                 and t.shape is not None
-                and _same_unfolded(inputs, t, types_get, consts, partial)
+                and _same_unfolded(inputs, t, types_get, state.consts, state.partial)
             ):
                 if outputs[0]:
-                    types[outputs[0]] = t
+                    state.types[outputs[0]] = t
                 continue
-        fn = infer_get(op_type) if not domain or domain == "ai.onnx" else None
+        outs, vals = state.infer_node(node, op_type, domain, inputs, attrs)
+        state.store(outputs, outs, vals)
+    return state.types, state.consts
+
+
+class _InferState:
+    """The values :func:`infer_types` has typed or folded so far, and its two phases per
+    node: inferring the outputs (:meth:`infer_node`) and recording them (:meth:`store`)."""
+
+    __slots__ = ("types", "consts", "partial", "opset", "known_get", "declared")
+
+    def __init__(
+        self,
+        known: dict[str, ValueType],
+        constants: dict[str, np.ndarray],
+        opset: int,
+        declared: Callable[[str], ValueType | None] | None,
+    ) -> None:
+        self.types = dict(known)
+        self.consts = dict(constants)
+        self.partial: dict[str, np.ndarray] = {}
+        self.opset = opset
+        self.known_get = known.get
+        self.declared = declared
+
+    def infer_node(
+        self, node: NodeProto, op_type: str, domain: str, inputs: list[str], attrs: dict[str, Any] | None
+    ) -> tuple[list[ValueType], list[np.ndarray | None]]:
+        """The node's output types and known output values (empty lists when unknown)."""
+        fn = INFER.get(op_type) if not domain or domain == "ai.onnx" else None
         outs: list[ValueType] = []
         vals: list[np.ndarray | None] = []
         if fn is _CONSTANT and attrs is not None and "value" in attrs and "sparse_value" not in attrs:
@@ -234,30 +288,7 @@ def infer_types(
             except Exception:  # as below: unknown, never wrong
                 pass
         elif fn is not None:
-            # each input's type, known value and partly known value, in one loop
-            in_types = []
-            in_values: list[np.ndarray | None] = []
-            in_partial: list[np.ndarray | None] = []
-            partial_get = partial.get
-            for n in inputs:
-                if not n:
-                    in_types.append(UNKNOWN)
-                    in_values.append(None)
-                    in_partial.append(None)
-                    continue
-                t = types_get(n)  # _type_of, inlined for the common case of a fully known type
-                in_types.append(t if t is not None and t.shape is not None and t.dtype else _type_of(n, types, consts))
-                in_values.append(consts_get(n))
-                in_partial.append(partial_get(n))
-            ctx = InferContext(
-                node,
-                in_types,
-                in_values,
-                attribute_values(node.attribute) if attrs is None else attrs,
-                opset,
-                in_partial,
-                inputs,
-            )
+            ctx = self._context(node, inputs, attrs)
             try:
                 result = fn(ctx)
             except Exception:  # inference is best effort: unknown, never wrong
@@ -266,18 +297,52 @@ def infer_types(
                 outs, vals = result
             else:
                 outs = result
+        return outs, vals
+
+    def _context(self, node: NodeProto, inputs: list[str], attrs: dict[str, Any] | None) -> InferContext:
+        """The InferContext of a node: each input's type, known value and partly known value."""
+        types, consts = self.types, self.consts
+        types_get, consts_get, partial_get = types.get, consts.get, self.partial.get
+        in_types = []
+        in_values: list[np.ndarray | None] = []
+        in_partial: list[np.ndarray | None] = []
+        for n in inputs:
+            if not n:
+                in_types.append(UNKNOWN)
+                in_values.append(None)
+                in_partial.append(None)
+                continue
+            t = types_get(n)  # _type_of, inlined for the common case of a fully known type
+            in_types.append(t if t is not None and t.shape is not None and t.dtype else _type_of(n, types, consts))
+            in_values.append(consts_get(n))
+            in_partial.append(partial_get(n))
+        return InferContext(
+            node,
+            in_types,
+            in_values,
+            attribute_values(node.attribute) if attrs is None else attrs,
+            self.opset,
+            in_partial,
+            inputs,
+        )
+
+    def store(self, outputs: list[str], outs: list[ValueType], vals: list[np.ndarray | None]) -> None:
+        """Records each output's type (completed from its declared type) and known value."""
+        types, consts, partial = self.types, self.consts, self.partial
+        known_get, declared = self.known_get, self.declared
         n_outs = len(outs)
         n_vals = len(vals)
         for i, name in enumerate(outputs):
             if not name:
                 continue
             t = outs[i] if i < n_outs else UNKNOWN
-            if t.shape is None or t.dtype == 0:
+            shape = t.shape
+            if shape is None or t.dtype == 0 or not all(type(d) is int for d in shape):
                 given = known_get(name)
                 if given is None and declared is not None:
                     given = declared(name)
                 if given is not None:
-                    t = ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
+                    t = merge_types(t, given)
             types[name] = t
             v = vals[i] if i < n_vals else None
             if v is not None:
@@ -285,7 +350,6 @@ def infer_types(
                     partial[name] = v
                 else:
                     consts[name] = v
-    return types, consts
 
 
 from . import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)

@@ -23,17 +23,36 @@ from ._table import rule
 
 
 def _mask(ctx: Any, labels: str, scores: str) -> str:
-    """``M[i, c] = [c == l_i]`` in the scores' type, zero rows where ``l_i == ignore_index``."""
+    """``M[i, c] = [c == l_i]`` in the scores' type, zero rows where ``l_i == ignore_index``.
+
+    The class ids are a constant when the class count is static, else ``Range(0,
+    Shape(scores)[1])`` at run time.
+    """
     shape = ctx.shape(scores)
-    if shape is None or len(shape) < 2 or not isinstance(shape[1], int):
-        raise ctx.error(f"needs the class count: dim 1 of {scores!r} (got {shape}) must be static")
-    rank = len(shape)
+    rank = len(shape) if shape is not None else ctx.rank(labels)
+    if rank is None:
+        raise ctx.error(
+            f"needs the rank of {scores!r} or of the labels {labels!r}, which shape inference could not "
+            "determine; declare the graph input's shape (its dims may be symbolic)"
+        )
+    if shape is None:
+        rank += 1  # scores are (N, C, D...) for labels (N, D...)
     int32 = ctx.dtype(labels) == 6
-    classes = np.arange(shape[1], dtype=np.int32 if int32 else np.int64)
     ignore = ctx.attr("ignore_index")
-    if ignore is not None and 0 <= int(ignore) < shape[1]:
-        classes[int(ignore)] = -(2**31) if int32 else -(2**62)  # a value no kept label can have
-    hit = ctx.op.Equal(ctx.op.Unsqueeze(labels, ctx.ints([1])), classes.reshape((1, -1) + (1,) * (rank - 2)))
+    count = shape[1] if shape is not None and isinstance(shape[1], int) else None
+    if count is not None:
+        values = np.arange(count, dtype=np.int32 if int32 else np.int64)
+        if ignore is not None and 0 <= int(ignore) < count:
+            values[int(ignore)] = -(2**31) if int32 else -(2**62)  # a value no kept label can have
+        classes = values.reshape((1, -1) + (1,) * (rank - 2))
+    else:  # a symbolic class count: the class ids from Shape(scores)[1] at run time
+        ids = ctx.op.Range(ctx.ints(0), ctx.op.Squeeze(ctx.op.Shape(scores, start=1, end=2)), ctx.ints(1))
+        if ignore is not None and int(ignore) >= 0:  # (a negative one is no class id)
+            ids = ctx.op.Where(ctx.op.Equal(ids, ctx.ints(int(ignore))), ctx.ints(-(2**31)), ids)
+        if int32:
+            ids = ctx.op.Cast(ids, to=6)
+        classes = ctx.op.Reshape(ids, ctx.ints([1, -1] + [1] * (rank - 2)))
+    hit = ctx.op.Equal(ctx.op.Unsqueeze(labels, ctx.ints([1])), classes)
     return ctx.op.CastLike(hit, scores)
 
 
@@ -112,7 +131,7 @@ def _unweighted_scores_grad(ctx: Any, dy: str, scores: str, labels: str, logp: s
         coef = ctx.op.Unsqueeze(dy, ctx.ints([1]))
     elif reduction == "sum":
         coef = dy
-    elif not can_ignore and all(isinstance(d, int) for d in shape):
+    elif not can_ignore and shape is not None and all(isinstance(d, int) for d in shape):
         coef = ctx.op.Div(dy, ctx.const(float(np.prod(shape)) / shape[1], like=scores))
     else:
         coef = ctx.op.Div(dy, ctx.op.ReduceSum(mask, keepdims=0))

@@ -11,7 +11,13 @@ Both ops are linear in each operand, so each gradient is one more convolution:
   batched MatMul, which onnxruntime runs faster;
 * ``dB = ReduceSum(dy, [0, 2, 3, ...])``.
 
-Spatial dimensions must be known when the pass runs (the batch may be symbolic).
+Spatial dimensions may be symbolic: the weights' shape and the attributes fix
+everything but the cells a stride leaves over at the end of an axis, so where a size
+is only known at run time ``dX`` of a strided Conv is a ConvTranspose with the
+largest ``output_padding`` cropped to ``Shape(X)``, and the correlations take the
+forward's end pads and crop their output to the kernel. ``auto_pad=SAME_*`` with
+strides > 1 on a symbolic axis puts a size-dependent pad at the begin; those are
+refused with a clear error.
 """
 
 from __future__ import annotations
@@ -31,19 +37,20 @@ class Geometry:
     Attributes:
         size: input spatial dims. kernel: kernel dims. out: output spatial dims.
         strides, dilations: per axis. begin, end: pads.
+        ``size`` and ``out`` hold None (or a symbol) where a dim is only known at run time.
     """
 
     __slots__ = ("size", "kernel", "strides", "dilations", "begin", "end", "out")
 
     def __init__(
         self,
-        size: list[int],
+        size: list[Any],
         kernel: list[int],
         strides: list[int],
         dilations: list[int],
         begin: list[int],
         end: list[int],
-        out: list[int],
+        out: list[Any],
     ) -> None:
         self.size, self.kernel, self.strides, self.dilations = size, kernel, strides, dilations
         self.begin, self.end, self.out = begin, end, out
@@ -53,15 +60,40 @@ class Geometry:
         """The number of spatial axes."""
         return len(self.size)
 
+    @property
+    def is_static(self) -> bool:
+        """True when every input and output spatial dim is known when the pass runs."""
+        return all(isinstance(d, int) for d in self.size) and all(isinstance(d, int) for d in self.out)
+
 
 def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
+    """The static shape of a convolution's weight ``name``."""
     shape = ctx.shape(name)
-    if shape is None or len(shape) < 3 or not all(isinstance(d, int) for d in shape[1:]):
+    if shape is None or len(shape) < 3 or not all(isinstance(d, int) for d in shape):
         raise ctx.error(
-            f"needs the channel and spatial dims of {what} {name!r} (got {shape}); "
-            "give the graph input a static shape (the batch may stay symbolic)"
+            f"needs the shape of {what} {name!r} (got {shape}); give it a static shape "
+            "(an initializer, or a graph input with fixed dims)"
         )
     return tuple(shape)
+
+
+def _input_dims(ctx: Any, name: str, nd: int) -> list[Any]:
+    """The ``nd`` spatial dims of input ``name`` (None where unknown, e.g. symbolic)."""
+    shape = ctx.shape(name)
+    if shape is None or len(shape) != nd + 2:
+        return [None] * nd
+    return [d if isinstance(d, int) else None for d in shape[2:]]
+
+
+def _need_static_begin(ctx: Any, begin: list[Any], what: str) -> list[int]:
+    """``begin`` when every pad is known; else a clear error (SAME with strides > 1)."""
+    if all(isinstance(b, int) for b in begin):
+        return begin
+    raise ctx.error(
+        f"{what}: auto_pad={ctx.attr('auto_pad')} with strides > 1 pads the begin of a symbolic "
+        "spatial axis by an amount that depends on its size; export with explicit pads, "
+        "or give the input static spatial dims"
+    )
 
 
 def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
@@ -70,17 +102,24 @@ def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
 
 
 def _pads(
-    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
-) -> tuple[list[int], list[int]]:
-    """Begin and end pads of a Conv / pooling window after resolving ``auto_pad``."""
+    ctx: Any, size: list[Any], kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[list[Any], list[Any]]:
+    """Begin and end pads of a Conv / pooling window after resolving ``auto_pad`` (None
+    where they depend on a size only known at run time)."""
     nd = len(size)
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     if auto_pad == "VALID":
         return [0] * nd, [0] * nd
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
+        begin: list[Any] = []
+        end: list[Any] = []
         for d, k, s, dil in zip(size, kernel, strides, dilations):
-            total = max(0, (-(-d // s) - 1) * s + (k - 1) * dil + 1 - d)
+            if not isinstance(d, int) and s != 1:
+                begin.append(None)  # depends on d mod s: see _need_static_begin
+                end.append(None)
+                continue
+            # (stride 1: the total is (k - 1) * dil whatever the size)
+            total = max(0, (-(-d // s) - 1) * s + (k - 1) * dil + 1 - d) if isinstance(d, int) else (k - 1) * dil
             begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
             end.append(total - begin[-1])
         return begin, end
@@ -89,42 +128,63 @@ def _pads(
 
 
 def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geometry:
-    """The geometry of a Conv or pooling node (input 0 must have static spatial dims).
+    """The geometry of a Conv or pooling node (``kernel`` fixes the number of spatial axes).
 
     The output dims are computed here, as onnxruntime does: with ``ceil_mode`` a last
-    window that would start in the end padding is dropped.
+    window that would start in the end padding is dropped. Input and output dims are
+    None where the input's are not known when the pass runs.
     """
-    x_shape = _spatial(ctx, ctx.input(0), "input")
-    size = list(x_shape[2:])
-    nd = len(size)
+    nd = len(kernel)
+    size = _input_dims(ctx, ctx.input(0), nd)
     strides = _int_list(ctx, "strides", [1] * nd)
     dilations = _int_list(ctx, "dilations", [1] * nd)
     begin, end = _pads(ctx, size, kernel, strides, dilations)
-    out = []
+    begin = _need_static_begin(ctx, begin, "the window geometry")
+    out: list[Any] = []
     for n, k, s, d, b, e in zip(size, kernel, strides, dilations, begin, end):
+        if not isinstance(n, int):
+            out.append(None)
+            continue
         room = n + b + e - (k - 1) * d - 1
         o = (-(-room // s) if ceil_mode else room // s) + 1
         out.append(o - 1 if ceil_mode and (o - 1) * s >= n + b else o)
     return Geometry(size, kernel, strides, dilations, begin, end, out)
 
 
-def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int) -> str:
+def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int, like: str | None = None) -> str:
     """The adjoint of ``Conv(·, w)`` with geometry ``geo`` applied to ``dy``: one ConvTranspose.
 
     The end pad is what makes the last window end exactly at the input's end; when the
     input has cells no window reads, the end pad is 0 and ``output_padding`` adds them.
+    On a symbolic axis with stride 1 that end pad is the forward's; with stride s > 1
+    the cells left over are known only at run time, so the ConvTranspose takes end pad 0
+    and ``output_padding`` s - 1 (at least the input's size) and is cropped to
+    ``Shape(like)`` (default: the node's input 0).
     """
     end, extra = [], []
-    for d, k, s, dil, b, o in zip(geo.size, geo.kernel, geo.strides, geo.dilations, geo.begin, geo.out):
-        e = (o - 1) * s + (k - 1) * dil + 1 - d - b
-        end.append(max(e, 0))
-        extra.append(max(-e, 0))
+    crop = False
+    for d, k, s, dil, b, o, e_fwd in zip(geo.size, geo.kernel, geo.strides, geo.dilations, geo.begin, geo.out, geo.end):
+        if isinstance(d, int) and isinstance(o, int):
+            e = (o - 1) * s + (k - 1) * dil + 1 - d - b
+            end.append(max(e, 0))
+            extra.append(max(-e, 0))
+        elif s == 1:
+            end.append(e_fwd)
+            extra.append(0)
+        else:
+            end.append(0)
+            extra.append(s - 1)
+            crop = True
     attrs: dict[str, Any] = {"strides": geo.strides, "dilations": geo.dilations, "pads": geo.begin + end}
     if any(extra):
         attrs["output_padding"] = extra
     if group != 1:
         attrs["group"] = group
-    return ctx.op.ConvTranspose(dy, w, **attrs)
+    dx = ctx.op.ConvTranspose(dy, w, **attrs)
+    if crop:
+        spatial = ctx.op.Shape(like or ctx.input(0), start=2)
+        dx = ctx.op.Slice(dx, ctx.ints([0] * geo.nd), spatial, ctx.ints(list(range(2, 2 + geo.nd))))
+    return dx
 
 
 def correlate(
@@ -132,49 +192,76 @@ def correlate(
     inp: str,
     wt: str,
     *,
-    size: list[int],
-    wsize: list[int],
-    out: list[int],
+    size: list[Any],
+    wsize: list[Any],
+    out: list[Any],
     strides: list[int],
     dilations: list[int],
     begin: list[int],
     group: int,
+    end: list[int] | None = None,
+    crop: bool = False,
 ) -> str:
     """``Conv(inp, wt)`` whose spatial output is exactly ``out`` for begin pads ``begin``.
 
-    The end pads follow from ``out``; negative pads become a Slice of ``inp``.
+    The end pads follow from ``out``, or are given as ``end`` where ``size`` or ``wsize``
+    are symbolic: the exact pads, or with ``crop`` pads large enough and the output then
+    cropped to ``out``. Negative pads become a Slice of ``inp``.
     """
-    end = [
-        (o - 1) * s + (k - 1) * d + 1 - n - b for o, s, k, d, n, b in zip(out, strides, wsize, dilations, size, begin)
-    ]
+    nd = len(size)
+    if end is None:
+        end = [
+            (o - 1) * s + (k - 1) * d + 1 - n - b
+            for o, s, k, d, n, b in zip(out, strides, wsize, dilations, size, begin)
+        ]
     if any(b < 0 for b in begin) or any(e < 0 for e in end):
-        nd = len(size)
         starts = [max(-b, 0) for b in begin]
-        ends = [n - max(-e, 0) for n, e in zip(size, end)]
+        # an end cut of c cells is the index -c, whatever the size (INT64_MAX: no cut)
+        ends = [n - max(-e, 0) if isinstance(n, int) else (e if e < 0 else _INT64_MAX) for n, e in zip(size, end)]
         inp = ctx.op.Slice(inp, ctx.ints(starts), ctx.ints(ends), ctx.ints(list(range(2, 2 + nd))))
         begin = [max(b, 0) for b in begin]
         end = [max(e, 0) for e in end]
     attrs: dict[str, Any] = {"strides": strides, "dilations": dilations, "pads": begin + end}
     if group != 1:
         attrs["group"] = group
-    return ctx.op.Conv(inp, wt, **attrs)
+    result = ctx.op.Conv(inp, wt, **attrs)
+    if crop:
+        result = ctx.op.Slice(result, ctx.ints([0] * nd), ctx.ints(out), ctx.ints(list(range(2, 2 + nd))))
+    return result
+
+
+_INT64_MAX = (1 << 63) - 1
 
 
 def _swap01(ctx: Any, t: str, rank: int) -> str:
     return ctx.op.Transpose(t, perm=[1, 0, *range(2, rank)])
 
 
-def _group_major(ctx: Any, t: str, channels: int, group: int, spatial: list[int]) -> str:
-    """``(N, g*Cg, S...)`` -> ``(Cg, g*N, S...)``: channels per group become the batch."""
+def _group_major(ctx: Any, t: str, channels: int, group: int, spatial: list[Any]) -> str:
+    """``(N, g*Cg, S...)`` -> ``(Cg, g*N, S...)``: channels per group become the batch.
+
+    Symbolic spatial dims travel flattened into one axis and come back from ``Shape(t)``.
+    """
     rank = 2 + len(spatial)
     if group == 1:
         return _swap01(ctx, t, rank)
     per = channels // group
+    static = all(isinstance(d, int) for d in spatial)
+
+    def target(lead: list[int]) -> str:
+        if static:
+            return ctx.ints([*lead, *spatial])
+        return ctx.op.Concat(ctx.ints(lead), ctx.op.Shape(t, start=2), axis=0)
+
     if per == 1:
-        return ctx.op.Reshape(_swap01(ctx, t, rank), ctx.ints([1, -1, *spatial]))
-    split = ctx.op.Reshape(t, ctx.ints([0, group, per, *spatial]))
-    moved = ctx.op.Transpose(split, perm=[2, 1, 0, *range(3, rank + 1)])
-    return ctx.op.Reshape(moved, ctx.ints([per, -1, *spatial]))
+        return ctx.op.Reshape(_swap01(ctx, t, rank), target([1, -1]))
+    if static:
+        split = ctx.op.Reshape(t, ctx.ints([0, group, per, *spatial]))
+        moved = ctx.op.Transpose(split, perm=[2, 1, 0, *range(3, rank + 1)])
+    else:
+        split = ctx.op.Reshape(t, ctx.ints([0, group, per, -1]))
+        moved = ctx.op.Transpose(split, perm=[2, 1, 0, 3])
+    return ctx.op.Reshape(moved, target([per, -1]))
 
 
 def _bias_grad(ctx: Any, dy: str, rank: int) -> str:
@@ -249,6 +336,9 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
             dilations=geo.strides,
             begin=geo.begin,
             group=group,
+            # symbolic sizes: the forward's end pads reach every kernel cell; crop to the kernel
+            end=None if geo.is_static else geo.end,
+            crop=not geo.is_static,
         )
         dw = _swap01(ctx, corr, rank)
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
@@ -256,28 +346,41 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 def _transpose_begin(
-    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
-) -> tuple[list[int], list[int]]:
-    """ConvTranspose's begin pads and output spatial dims, per the opset-11+ rules."""
+    ctx: Any, size: list[Any], kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[list[int], list[Any], list[int]]:
+    """ConvTranspose's begin pads, output spatial dims and end pads, per the opset-11+ rules.
+
+    The full output (n - 1) * s + (k - 1) * d + 1 + output_padding loses begin + end
+    cells; with ``auto_pad=SAME_*`` the output is n * s, so the pads total
+    (k - 1) * d + 1 + output_padding - s whatever n. Output dims are None where n is.
+    """
     nd = len(size)
     extra = _int_list(ctx, "output_padding", [0] * nd)
-    full = [(n - 1) * s + (k - 1) * d + 1 + e for n, s, k, d, e in zip(size, strides, kernel, dilations, extra)]
+    full = [
+        (n - 1) * s + (k - 1) * d + 1 + e if isinstance(n, int) else None
+        for n, s, k, d, e in zip(size, strides, kernel, dilations, extra)
+    ]
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     output_shape = ctx.attr("output_shape")
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         if output_shape is not None:
-            out = [int(v) for v in output_shape][-nd:]
+            if not all(isinstance(f, int) for f in full):
+                raise ctx.error(
+                    f"output_shape={list(output_shape)} on an input with symbolic spatial dims "
+                    f"{size}: the pads depend on the input's size; give the input static spatial dims"
+                )
+            out: list[Any] = [int(v) for v in output_shape][-nd:]
+            totals = [f - t for f, t in zip(full, out)]
         else:
-            out = [n * s for n, s in zip(size, strides)]
-        begin = []
-        for f, t in zip(full, out):
-            total = f - t
-            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-        return begin, out
+            out = [n * s if isinstance(n, int) else None for n, s in zip(size, strides)]
+            totals = [(k - 1) * d + 1 + e - s for s, k, d, e in zip(strides, kernel, dilations, extra)]
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals]
+        return begin, out, [t - b for t, b in zip(totals, begin)]
     if auto_pad == "VALID":
-        return [0] * nd, full
+        return [0] * nd, full, [0] * nd
     pads = _int_list(ctx, "pads", [0] * 2 * nd)
-    return pads[:nd], [f - pads[i] - pads[i + nd] for i, f in enumerate(full)]
+    out = [f - pads[i] - pads[i + nd] if isinstance(f, int) else None for i, f in enumerate(full)]
+    return pads[:nd], out, pads[nd:]
 
 
 @rule("", "ConvTranspose")
@@ -289,19 +392,33 @@ def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
          strides=dilations, dilations=strides));  dB = ReduceSum(dY, [0, 2, ...]).
     """
     x, w = ctx.input(0), ctx.input(1)
-    x_shape = _spatial(ctx, x, "input")
     w_shape = _spatial(ctx, w, "weight")
     group = int(ctx.attr("group", 1))
-    size, kernel = list(x_shape[2:]), list(w_shape[2:])
-    nd = len(size)
+    kernel = list(w_shape[2:])
+    nd = len(kernel)
+    size = _input_dims(ctx, x, nd)
     rank = nd + 2
     strides = _int_list(ctx, "strides", [1] * nd)
     dilations = _int_list(ctx, "dilations", [1] * nd)
-    begin, out = _transpose_begin(ctx, size, kernel, strides, dilations)
+    begin, out, end = _transpose_begin(ctx, size, kernel, strides, dilations)
+    # both correlations below end exactly e - output_padding past Y's last cell (Y's size
+    # is (n - 1) * s + (k - 1) * d + 1 + output_padding - begin - e), whatever n
+    extra = _int_list(ctx, "output_padding", [0] * nd)
+    corr_end = [e - p for e, p in zip(end, extra)]
     dx = None
     if ctx.needs_grad(0):
         dx = correlate(
-            ctx, dy, w, size=out, wsize=kernel, out=size, strides=strides, dilations=dilations, begin=begin, group=group
+            ctx,
+            dy,
+            w,
+            size=out,
+            wsize=kernel,
+            out=size,
+            strides=strides,
+            dilations=dilations,
+            begin=begin,
+            group=group,
+            end=corr_end,
         )
     dw = None
     if ctx.needs_grad(1):
@@ -316,6 +433,7 @@ def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
             dilations=strides,
             begin=begin,
             group=group,
+            end=corr_end,
         )
         dw = _swap01(ctx, corr, rank)
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None

@@ -47,8 +47,12 @@ def _flat_scatter(ctx, x: str, index: str, dy: str, column_major: bool) -> str: 
     summed = ctx.op.ScatterElements(zeros, ctx.op.Reshape(index, flat), ctx.op.Reshape(dy, flat), reduction="add")
     if not column_major:
         return ctx.op.Reshape(summed, ctx.shape_of(x))
-    rank = len(shape)  # conv_geometry has checked the channel and spatial dims
-    view = ctx.op.Reshape(summed, ctx.ints([-1, shape[1], *reversed(shape[2:])]))
+    rank = 2 + len(ctx.attr("kernel_shape"))
+    if shape is not None and all(isinstance(d, int) for d in shape[1:]):
+        view_shape = ctx.ints([-1, shape[1], *reversed(shape[2:])])
+    else:  # (N, C, W, ..., H) read from Shape(X) at run time
+        view_shape = ctx.op.Gather(ctx.shape_of(x), ctx.ints([0, 1, *range(rank - 1, 1, -1)]))
+    view = ctx.op.Reshape(summed, view_shape)
     return ctx.op.Transpose(view, perm=[0, 1, *range(rank - 1, 1, -1)])
 
 
@@ -204,8 +208,6 @@ def max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
         if geo is not None:
             return (_in_windows(ctx, dy, geo, _tiled_max_pool_grad),)
     column_major = int(ctx.attr("storage_order", 0)) == 1
-    if column_major:
-        conv_geometry(ctx, [int(k) for k in ctx.attr("kernel_shape")])  # static dims, or a clear error
     return (_flat_scatter(ctx, ctx.input(0), ctx.forward_output(1), dy, column_major),)
 
 
@@ -216,11 +218,20 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
     With ``count_include_pad`` and ``ceil_mode`` the count of a window that overhangs the
     padding is read from the forward op itself: 1/count = AveragePool(ones) / valid(o).
+    Symbolic spatial dims take the counts from the same ops run on a ones plane shaped
+    like X (``_inverse_counts``).
     """
     x = ctx.input(0)
     kernel = [int(k) for k in ctx.attr("kernel_shape")]
     geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
-    channels = ctx.shape(x)[1]
+    shape = ctx.shape(x)
+    channels = shape[1] if shape is not None and len(shape) == 2 + len(kernel) else None
+    if not isinstance(channels, int):
+        raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
+    if not geo.is_static:
+        scaled = ctx.op.Mul(dy, _inverse_counts(ctx, geo, dy))
+        weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
+        return (transpose_into(ctx, scaled, weights, geo, channels),)
     # valid(o): window cells inside the unpadded input, per spatial axis then outer product
     valid = np.ones((), dtype=np.int64)
     overhang = False
@@ -240,6 +251,42 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
         scaled = ctx.op.Mul(dy, inverse_count)
     weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
     return (transpose_into(ctx, scaled, weights, geo, channels),)
+
+
+def _inverse_counts(ctx, geo: Geometry, dy: str) -> str:  # type: ignore[no-untyped-def]
+    """1 / count(o), shaped (1, 1, o...), computed at run time on a ones plane P (1, 1, X's spatial).
+
+    valid(o) = Conv(P, ones(1, 1, k...)) with the forward's strides, dilations and pads
+    (with ``ceil_mode`` the end pads grow by s - 1 for the extra windows, and the result is
+    cropped to dY's spatial dims, which are Y's: onnx's shape inference of Y keeps a last
+    window that starts in the end padding, which the kernels drop, and onnxruntime folds
+    ``Shape(Y)`` from that inference); without ``count_include_pad`` count = valid, with it
+    1/count = AveragePool(P) / valid as in the static rule.
+    """
+    x, nd = ctx.input(0), geo.nd
+    plane_shape = ctx.op.Concat(ctx.ints([1, 1]), ctx.op.Shape(x, start=2), axis=0)
+    plane = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=x), plane_shape)
+    ceil_mode = bool(ctx.attr("ceil_mode", 0))
+    end = [e + s - 1 for e, s in zip(geo.end, geo.strides)] if ceil_mode else geo.end
+    valid = ctx.op.Conv(
+        plane,
+        ctx.const(np.ones((1, 1, *geo.kernel)), like=x),
+        strides=geo.strides,
+        dilations=geo.dilations,
+        pads=geo.begin + end,
+    )
+    if ceil_mode:
+        spatial = ctx.op.Shape(dy, start=2)
+        starts, axes = ctx.ints([0] * nd), ctx.ints(list(range(2, 2 + nd)))
+        valid = ctx.op.Slice(valid, starts, spatial, axes)
+    if not bool(ctx.attr("count_include_pad", 0)):
+        return ctx.op.Reciprocal(valid)  # type: ignore[no-any-return]
+    pooled = ctx.op.AveragePool(plane, **ctx.attrs)
+    if ceil_mode:
+        # a no-op at run time, but onnxruntime's load-time inference of this pool keeps
+        # the window the kernel drops (see above) and would reject the Div
+        pooled = ctx.op.Slice(pooled, starts, spatial, axes)
+    return ctx.op.Div(pooled, valid)  # type: ignore[no-any-return]
 
 
 @rule("", "GlobalAveragePool")

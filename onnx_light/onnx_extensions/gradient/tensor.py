@@ -465,7 +465,9 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
     edge / reflect / wrap (known non-negative pads and sizes): per padded axis, dX is
     the centre of dY plus its borders folded back onto the positions they copied:
     summed onto the first/last element (edge), reversed onto positions 1..p / n-1-p..n-2
-    (reflect), or placed at the other end (wrap).
+    (reflect), or placed at the other end (wrap). Pads or sizes known only at run time
+    (pads computed from ``Shape``) route dY through the padded source index
+    (``_pad_by_source_index``).
     """
     x = ctx.inputs[0]
     mode = ctx.attr("mode", "constant")
@@ -487,26 +489,57 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
                 d_value = ctx.op.Reshape(d_value, ctx.shape_of(ctx.inputs[2]))
         return (dx, None, d_value)[: len(ctx.inputs)]
     if mode not in ("edge", "reflect", "wrap"):
-        raise ctx.error(f"unknown pad mode {mode!r}")
-    rank = ctx.require_rank(x)
-    if pads is None or (axes_n and axes is None):
-        raise ctx.error(f"mode={mode!r} is differentiated only with pads (and axes) known when the pass runs")
-    axes = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
-    shape = ctx.shape(x)
-    m = len(axes)
+        raise ctx.error(f"unknown pad mode {mode!r}; the modes are constant, reflect, edge and wrap")
+    folds = _border_folds(ctx, pads, axes_n, axes, mode)
+    if folds is None:
+        return _pad_by_source_index(ctx, dy, pads_n, axes_n)
     g = dy
-    for i, a in enumerate(axes):
+    for a, d, b, e in folds:
+        g = _fold_border(ctx, g, mode, a, d, b, e)
+    return g
+
+
+def _border_folds(
+    ctx: Any, pads: list[int] | None, axes_n: str, axes: list[int] | None, mode: str
+) -> list[tuple[int, int, int, int]] | None:
+    """(axis, size, begin, end) of each padded axis when pads, axes and the padded sizes
+    are known when the pass runs and the pads are non-negative and within reach of the
+    border folds; else None (the gradient then goes through the source index)."""
+    rank = ctx.rank(ctx.inputs[0])
+    if pads is None or rank is None or (axes_n and axes is None):
+        return None
+    at = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+    shape = ctx.shape(ctx.inputs[0])
+    m = len(at)
+    folds = []
+    for i, a in enumerate(at):
         b, e = pads[i], pads[i + m]
         if b == 0 and e == 0:
             continue
-        d = shape[a] if shape is not None else None
-        if not isinstance(d, int) or b < 0 or e < 0:
-            raise ctx.error(f"mode={mode!r} needs non-negative pads and a known size on padded axis {a}")
-        limit = d - 1 if mode == "reflect" else d
-        if b > limit or e > limit:
-            raise ctx.error(f"mode={mode!r} with pads ({b}, {e}) larger than {limit} on axis {a} is not supported")
-        g = _fold_border(ctx, g, mode, a, d, b, e)
-    return g
+        d = shape[a]
+        limit = d - 1 if isinstance(d, int) and mode == "reflect" else d
+        if not isinstance(d, int) or b < 0 or e < 0 or b > limit or e > limit:
+            return None
+        folds.append((a, d, b, e))
+    return folds
+
+
+def _pad_by_source_index(ctx: Any, dy: str, pads: str, axes: str) -> str:
+    """dX = ScatterElements-add of dY into zeros(X) at J = Pad(I, pads, mode) (flattened),
+    with I[p] = p the flat position of each element of X.
+
+    Pad moves indices as it moves values, so J names for every output cell the input
+    cell it copies; this holds for pads and sizes known only at run time, negative pads
+    (crops) and any mode.
+    """
+    x = ctx.inputs[0]
+    shape = ctx.shape_of(x)
+    flat = ctx.ints([-1])
+    positions = ctx.op.Reshape(ctx.op.Range(ctx.ints(0), ctx.op.Size(x), ctx.ints(1)), shape)
+    source = ctx.op.Pad(positions, pads, None, axes or None, mode=ctx.attr("mode"))
+    zeros = ctx.op.Reshape(ctx.zeros_like(x), flat)
+    summed = ctx.op.ScatterElements(zeros, ctx.op.Reshape(source, flat), ctx.op.Reshape(dy, flat), reduction="add")
+    return ctx.op.Reshape(summed, shape)  # type: ignore[no-any-return]
 
 
 def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
