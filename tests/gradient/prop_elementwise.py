@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ def unary(values: Values = _normal, attrs: Any = None, opset: int = 21) -> Any:
 
 def _named(table: dict[str, Any]) -> dict[str, Gen]:
     """Binds each op name into its generator (a table entry takes (draw, rng, op))."""
-    return {op: (lambda f, o: lambda draw, rng: f(draw, rng, o))(f, op) for op, f in table.items()}
+    return {op: functools.partial(f, op=op) for op, f in table.items()}
 
 
 # -- math -------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def _variadic(draw: Draw, rng: np.random.Generator, op: str) -> Case:
 
 def _where(draw: Draw, rng: np.random.Generator, op: str) -> Case:
     c, a, b = broadcast_shapes(draw, 3)
-    inputs = {"c": rng.random(c) > 0.5, "a": normal(rng, a), "b": normal(rng, b)}
+    inputs = {"c": np.asarray(rng.random(c) > 0.5), "a": normal(rng, a), "b": normal(rng, b)}
     return make_case(op, inputs, subset(draw, ["a", "b"]))
 
 

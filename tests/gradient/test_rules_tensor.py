@@ -275,6 +275,8 @@ PAD = [
         initializers=["p"],
     ),
     pad("pad-edge", rnd(3, 4), [1, 2, 2, 1], mode="edge"),
+    # found by the property tests: edge pads wider than the input were refused
+    pad("pad-edge-wider-than-input", rnd(1, 2), [3, 0, 2, 5], mode="edge"),
     pad("pad-reflect", rnd(4, 3), [2, 1, 3, 2], mode="reflect"),
     pad("pad-wrap", rnd(3, 4), [1, 3, 2, 0], mode="wrap"),
     pad("pad-reflect-axes-dynamic", rnd(2, 5), [2, 4], axes=[1], dynamic=True, mode="reflect"),
