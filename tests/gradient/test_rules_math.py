@@ -379,3 +379,12 @@ def test_no_grad_ops_pass_nothing() -> None:
     _, bwd = gradient(case)
     (g,) = ol.runtime.InferenceSession(bwd).run(None, {"x": case.inputs["x"], "dy": np.ones(3)})
     np.testing.assert_allclose(g, np.ones(3))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize(("opset", "attrs"), [(11, {}), (13, {"axis": 1}), (21, {"axis": -2})])
+def test_softmax_axis_out_of_range_is_refused(op: str, opset: int, attrs: dict[str, int]) -> None:
+    """Found by the property tests: a rank-1 input at opset 11 (default axis 1) gave a zero gradient."""
+    case = Case(op, [node(op, ["x"], **attrs)], {"x": normal(2)}, ["x"], opset=opset)
+    with pytest.raises(ol.GradientError, match=rf"ai.onnx::{op}.*axis -?\d is outside \[-1, 0\]"):
+        gradient(case)

@@ -262,6 +262,8 @@ def _softmax(u: _Upgrader, node: NodeProto) -> None:
     axis = int(_attr_value(node, "axis", 1))
     shape = u.shape(x)
     rank = None if shape is None else len(shape)
+    if rank is not None and not -rank <= axis < rank:
+        raise u.error(node, f"axis {axis} is outside [{-rank}, {rank - 1}] for an input of rank {rank}")
     if rank is not None and (axis + rank if axis < 0 else axis) == rank - 1:
         u.out.append(_clone(node, axis=-1))
         return

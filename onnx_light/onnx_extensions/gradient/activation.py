@@ -152,11 +152,20 @@ elementwise("", "Gelu", _gelu, since=20)
 elementwise("", "Mish", _mish)
 
 
+def _softmax_axes(ctx):  # type: ignore[no-untyped-def]
+    """The ``axis`` attribute (default -1) as a 1-D Constant; refused outside [-rank, rank - 1]."""
+    axis = int(ctx.attr("axis", -1))
+    rank = ctx.rank(ctx.input(0))
+    if rank is not None and not -rank <= axis < rank:
+        raise ctx.error(f"axis {axis} is outside [{-rank}, {rank - 1}] for an input of rank {rank}")
+    return ctx.ints([axis])
+
+
 @rule("", "Softmax", since=13)
 def softmax_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """dX = Y * (dY - sum(dY * Y, axis))   (axis default -1, opset 13 semantics)."""
     y = ctx.output(0)
-    axes = ctx.ints([ctx.attr("axis", -1)])
+    axes = _softmax_axes(ctx)
     return (ctx.op.Mul(y, ctx.op.Sub(dy, ctx.op.ReduceSum(ctx.op.Mul(dy, y), axes, keepdims=1))),)
 
 
@@ -164,5 +173,5 @@ def softmax_grad(ctx, dy):  # type: ignore[no-untyped-def]
 def log_softmax_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """dX = dY - exp(Y) * sum(dY, axis)   (axis default -1, opset 13 semantics)."""
     y = ctx.output(0)
-    axes = ctx.ints([ctx.attr("axis", -1)])
+    axes = _softmax_axes(ctx)
     return (ctx.op.Sub(dy, ctx.op.Mul(ctx.op.Exp(y), ctx.op.ReduceSum(dy, axes, keepdims=1))),)
