@@ -7,21 +7,23 @@ B ``[D, 2*G*H]`` (the W biases, then the R biases), initial states ``[D, N, H]``
 (i, o, f, c). D is 2 for ``direction="bidirectional"``, else 1.
 
 The input projection of all steps is one GEMM per direction (``X W^T``); each step is one
-GEMM against R. Batch entries shorter than T (``sequence_lens``) stop updating their state
-after their last step and write zeros to Y there; the reverse direction reads each entry's
-own valid steps backwards.
+batched GEMM against R for all directions with the same activations. Batch entries shorter
+than T (``sequence_lens``) stop updating their state after their last step and write zeros
+to Y there; the reverse direction reads each entry's own valid steps backwards.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
 
-Activation = Callable[[np.ndarray], np.ndarray]
+State = tuple[np.ndarray, ...]
+#: one step: (projected input of the step [D, N, G*H], state) -> new state (H first)
+Cell = Callable[[np.ndarray, State], State]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -36,7 +38,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def _tanh(x: np.ndarray) -> np.ndarray:
     """tanh(x); for float32 as 2 * sigmoid(2x) - 1 (numpy's float32 exp is vectorised, its tanh
-    is not on AVX2 machines: 3x faster here, absolute error ~1e-7)."""
+    is not on AVX2 machines: 3x faster there, absolute error ~1e-7)."""
     if x.dtype != np.float32:
         return np.tanh(x)
     out = np.multiply(x, -2.0, dtype=np.float32)
@@ -62,7 +64,7 @@ _ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, float, float], np.ndarray], 
     "affine": (lambda x, a, b: a * x + b, 2, 0.0, 0.0),
     "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 1, 0.01, 0.0),
     "thresholdedrelu": (lambda x, a, b: np.where(x > a, x, 0), 1, 1.0, 0.0),
-    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 2, 0.0, 0.0),
+    "scaledtanh": (lambda x, a, b: a * _tanh(b * x), 2, 0.0, 0.0),
     "hardsigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), 2, 0.2, 0.5),
     "elu": (lambda x, a, b: np.where(x >= 0, x, a * (np.exp(np.minimum(x, 0)) - 1)), 1, 1.0, 0.0),
     "softsign": (lambda x, a, b: x / (1 + np.abs(x)), 0, 0.0, 0.0),
@@ -70,14 +72,33 @@ _ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray, float, float], np.ndarray], 
 }
 
 
-def _activations(
+@dataclass(frozen=True)
+class Act:
+    """One activation function with its alpha and beta, its input clipped to ``[-clip, clip]``."""
+
+    name: str
+    alpha: float
+    beta: float
+    clip: float | None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.clip is not None:
+            x = np.clip(x, -self.clip, self.clip)
+        return _ACTIVATIONS[self.name][0](x, self.alpha, self.beta)
+
+    def unclipped(self) -> Act:
+        """The same function without the clip (LSTM's h acts on the cell state, which clip leaves alone)."""
+        return Act(self.name, self.alpha, self.beta, None)
+
+
+def parse_activations(
     names: Sequence[str] | None,
     alphas: Sequence[float] | None,
     betas: Sequence[float] | None,
     defaults: Sequence[str],
     num_directions: int,
     clip: float | None,
-) -> list[list[Activation]]:
+) -> list[tuple[Act, ...]]:
     """The activation functions of each direction (f, g[, h] per direction).
 
     ``activation_alpha`` and ``activation_beta`` are consumed in the order of the activations by
@@ -91,25 +112,18 @@ def _activations(
     if len(names) != per_dir * num_directions:
         raise ValueError(f"activations: expected {per_dir * num_directions} names, got {len(names)}: {names}")
     alpha_left, beta_left = list(alphas or ()), list(betas or ())
-    funcs: list[Activation] = []
+    acts: list[Act] = []
     for name in names:
         entry = _ACTIVATIONS.get(name.lower())
         if entry is None:
             raise ValueError(f"activations: unknown function {name!r}; known: {sorted(_ACTIVATIONS)}")
-        fn, n_params, a, b = entry
+        _, n_params, a, b = entry
         if n_params >= 1 and alpha_left:
             a = float(alpha_left.pop(0))
         if n_params == 2 and beta_left:
             b = float(beta_left.pop(0))
-        funcs.append(_bind(fn, a, b, clip))
-    return [funcs[d * per_dir : (d + 1) * per_dir] for d in range(num_directions)]
-
-
-def _bind(fn: Callable[[np.ndarray, float, float], np.ndarray], a: float, b: float, clip: float | None) -> Activation:
-    """``fn`` with its alpha and beta, applied to the input clipped to [-clip, clip] when ``clip`` is set."""
-    if clip is None:
-        return lambda x: fn(x, a, b)
-    return lambda x: fn(np.clip(x, -clip, clip), a, b)
+        acts.append(Act(name.lower(), a, b, clip))
+    return [tuple(acts[d * per_dir : (d + 1) * per_dir]) for d in range(num_directions)]
 
 
 class _Sequence:
@@ -128,114 +142,123 @@ class _Sequence:
         #: active[t, n]: step t is within entry n's sequence
         self.active = np.arange(self.steps)[:, None] < self.lens[None, :]
 
-    def order(self, reverse: bool) -> np.ndarray | None:
-        """``idx[t, n]``: the time index entry n reads at step t, its valid steps backwards (None: forward).
+    def reorder(self, values: np.ndarray, reverse: bool) -> np.ndarray:
+        """``values[idx[t, n], n]``: each entry's valid steps backwards when ``reverse``.
 
-        Each column is its own inverse (a reversed prefix), so the same gather undoes it.
+        Each column of ``idx`` is its own inverse (a reversed prefix), so the same call undoes it.
         """
         if not reverse:
-            return None
-        t = np.arange(self.steps)[:, None]
-        return np.where(self.active, self.lens[None, :] - 1 - t, t)
-
-    def reorder(self, values: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
-        """``values[idx[t, n], n]`` for every step t and entry n."""
-        if idx is None:
             return values
         if self.full:
             return values[::-1]
+        t = np.arange(self.steps)[:, None]
+        idx = np.where(self.active, self.lens[None, :] - 1 - t, t)
         return values[idx, np.arange(self.batch)[None, :]]
 
 
-def _unstack(arr: np.ndarray | None, d: int, layout: int) -> np.ndarray | None:
-    """Direction ``d`` of an initial state given as ``[D, N, H]`` (layout 0) or ``[N, D, H]`` (layout 1)."""
-    if arr is None:
-        return None
-    return arr[:, d] if layout == 1 else arr[d]
-
-
-def _outputs(ys: list[np.ndarray], hs: list[np.ndarray], layout: int) -> tuple[np.ndarray, np.ndarray]:
-    """Y ``[T, D, N, H]`` and Y_h ``[D, N, H]`` (or their batch-first forms)."""
-    y = np.stack(ys, axis=1)
-    h = np.stack(hs, axis=0)
-    if layout == 1:
-        return np.transpose(y, (2, 0, 1, 3)), np.swapaxes(h, 0, 1)
-    return y, h
-
-
-def _compute_dtype(x: np.ndarray) -> np.dtype:
-    return np.dtype(np.float32) if x.dtype.itemsize < 4 else x.dtype
-
-
 def _directions(direction: str) -> list[bool]:
-    if direction == "forward":
-        return [False]
-    if direction == "reverse":
-        return [True]
-    if direction == "bidirectional":
-        return [False, True]
-    raise ValueError(f"direction must be forward, reverse or bidirectional, got {direction!r}")
+    """The reverse flag of each direction."""
+    flags = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}.get(direction)
+    if flags is None:
+        raise ValueError(f"direction must be forward, reverse or bidirectional, got {direction!r}")
+    return flags
 
 
-def _run(
-    cell: Callable[[int, np.ndarray, Any, np.ndarray], Any],
-    seq: _Sequence,
-    projected: np.ndarray,
-    state: Any,
-    reverse: bool,
-    hidden: int,
-    dtype: np.dtype,
-) -> tuple[np.ndarray, Any]:
-    """Runs ``cell(t, x_proj_t, state, active_t) -> state`` over the steps: Y of the direction, last state.
-
-    ``state[0]`` is H; entries whose sequence ended keep their state and get zeros in Y.
-    """
-    idx = seq.order(reverse)
-    xs = seq.reorder(projected, idx)
-    y = np.zeros((seq.steps, seq.batch, hidden), dtype)
-    for t in range(seq.steps):
-        active = seq.active[t]
-        new = cell(t, xs[t], state, active)
-        if seq.full:
-            state = new
-        else:
-            mask = active[:, None]
-            state = tuple(np.where(mask, n, o) for n, o in zip(new, state))
-        y[t] = state[0] if seq.full else np.where(active[:, None], state[0], 0)
-    return seq.reorder(y, idx), state
+def _groups(acts: list[tuple[Act, ...]]) -> list[list[int]]:
+    """Directions that share their activations run through one batched step loop."""
+    if len(acts) == 2 and acts[0] == acts[1]:
+        return [[0, 1]]
+    return [[d] for d in range(len(acts))]
 
 
-def _common(
-    x: np.ndarray,
-    w: np.ndarray,
-    r: np.ndarray,
-    sequence_lens: np.ndarray | None,
-    layout: int,
-    direction: str,
-    hidden_size: int | None,
-) -> tuple[_Sequence, list[bool], int, np.dtype]:
-    seq = _Sequence(x.astype(_compute_dtype(x), copy=False), sequence_lens, layout)
-    dirs = _directions(direction)
-    if w.shape[0] != len(dirs):
-        raise ValueError(f"W has {w.shape[0]} directions, direction={direction!r} needs {len(dirs)}")
-    return seq, dirs, int(hidden_size) if hidden_size else r.shape[-1], seq.x.dtype
+@dataclass
+class _Recurrence:
+    """What every recurrent op shares: the time-major input, directions, sizes, dtype."""
+
+    seq: _Sequence
+    reverse: list[bool]
+    hidden: int
+    dtype: np.dtype
+    layout: int
+
+    @classmethod
+    def of(
+        cls, x: np.ndarray, w: np.ndarray, r: np.ndarray, lens: np.ndarray | None, layout: int, direction: str
+    ) -> _Recurrence:
+        dtype = np.dtype(np.float32) if x.dtype.itemsize < 4 else x.dtype  # float16 computed in float32
+        seq = _Sequence(x.astype(dtype, copy=False), lens, layout)
+        reverse = _directions(direction)
+        if w.shape[0] != len(reverse):
+            raise ValueError(f"W has {w.shape[0]} directions, direction={direction!r} needs {len(reverse)}")
+        return cls(seq, reverse, r.shape[-1], dtype, layout)
+
+    def cast(self, a: np.ndarray) -> np.ndarray:
+        return a.astype(self.dtype, copy=False)
+
+    def projected(self, w: np.ndarray, bias: np.ndarray | None, dirs: list[int]) -> np.ndarray:
+        """``X W_d^T + bias_d`` for every step, each direction in its step order: ``[T, D', N, G*H]``."""
+        t, n, i = self.seq.x.shape
+        flat = self.seq.x.reshape(t * n, i)
+        out = []
+        for d in dirs:
+            p = (flat @ self.cast(w[d]).T).reshape(t, n, w.shape[1])
+            if bias is not None:
+                p += self.cast(bias[d])
+            out.append(self.seq.reorder(p, self.reverse[d]))
+        return np.stack(out, axis=1)
+
+    def initial(self, state: np.ndarray | None, dirs: list[int]) -> np.ndarray:
+        """The initial state of directions ``dirs``: ``[D', N, H]``."""
+        if state is None:
+            return np.zeros((len(dirs), self.seq.batch, self.hidden), self.dtype)
+        per_dir = np.swapaxes(state, 0, 1) if self.layout == 1 else state
+        return self.cast(per_dir[dirs])
+
+    def run(self, cell: Cell, xs: np.ndarray, state: State, dirs: list[int]) -> tuple[list[np.ndarray], State]:
+        """Runs ``cell`` over the steps; returns Y per direction (``[T, N, H]``, in time order) and the last state."""
+        seq = self.seq
+        y = np.zeros((seq.steps, len(dirs), seq.batch, self.hidden), self.dtype)
+        for t in range(seq.steps):
+            new = cell(xs[t], state)
+            if seq.full:
+                state = new
+                y[t] = new[0]
+            else:
+                mask = seq.active[t][None, :, None]
+                state = tuple(np.where(mask, n, o) for n, o in zip(new, state))
+                y[t] = np.where(mask, state[0], 0)
+        return [seq.reorder(y[:, k], self.reverse[d]) for k, d in enumerate(dirs)], state
+
+    def outputs(self, ys: list[np.ndarray], states: list[np.ndarray], like: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Y ``[T, D, N, H]`` and the last states ``[D, N, H]`` (batch first for layout 1), in X's dtype."""
+        y = np.stack(ys, axis=1)
+        if self.layout == 1:
+            y = np.transpose(y, (2, 0, 1, 3))
+            states = [np.swapaxes(s, 0, 1) for s in states]
+        return tuple(v.astype(like.dtype, copy=False) for v in (y, *states))
 
 
-def _project(seq: _Sequence, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """``X W^T + bias`` for every step at once: ``[T, N, G*H]``."""
-    t, n, i = seq.x.shape
-    out = (seq.x.reshape(t * n, i) @ w.T).reshape(t, n, w.shape[0])
-    if bias is not None:
-        out += bias
-    return out
+def _drive(
+    rec: _Recurrence,
+    acts: list[tuple[Act, ...]],
+    make_cell: Callable[[list[int], tuple[Act, ...]], tuple[Cell, np.ndarray, State]],
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Runs each group of directions: Y per direction, and each state stacked over the directions."""
+    ys: list[np.ndarray] = [np.empty(0)] * len(rec.reverse)
+    finals: list[list[np.ndarray]] = []
+    for dirs in _groups(acts):
+        cell, xs, state = make_cell(dirs, acts[dirs[0]])
+        y, last = rec.run(cell, xs, state, dirs)
+        for k, d in enumerate(dirs):
+            ys[d] = y[k]
+        finals.append(list(last))
+    # states of each kind (H, C), directions in order
+    return ys, [np.concatenate([f[k] for f in finals], axis=0) for k in range(len(finals[0]))]
 
 
-def _initial(h0: np.ndarray | None, seq: _Sequence, hidden: int, dtype: np.dtype) -> np.ndarray:
-    return np.zeros((seq.batch, hidden), dtype) if h0 is None else h0.astype(dtype, copy=False)
-
-
-def _cast_back(x: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
-    return tuple(v.astype(x.dtype, copy=False) for v in values)
+def _transposed(r: np.ndarray, rec: _Recurrence, dirs: list[int], rows: slice = slice(None)) -> np.ndarray:
+    """``R_d[rows]^T`` of directions ``dirs``, contiguous: ``[D', H, rows]``."""
+    return np.ascontiguousarray(np.swapaxes(rec.cast(r[dirs][:, rows]), 1, 2))
 
 
 @kernel("", "RNN", since=(7, 14, 22))
@@ -256,23 +279,24 @@ def rnn(
     layout: int = 0,
 ) -> tuple[np.ndarray, ...]:
     """H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb)."""
-    seq, dirs, hidden, dtype = _common(x, w, r, sequence_lens, layout, direction, hidden_size)
-    acts = _activations(activations, activation_alpha, activation_beta, ("Tanh",), len(dirs), clip)
-    ys, hs = [], []
-    for d, reverse in enumerate(dirs):
-        (f,) = acts[d]
-        rt = r[d].astype(dtype, copy=False).T
-        bias = None if b is None else (b[d, :hidden] + b[d, hidden:]).astype(dtype, copy=False)
-        proj = _project(seq, w[d].astype(dtype, copy=False), bias)
+    rec = _Recurrence.of(x, w, r, sequence_lens, layout, direction)
+    h = rec.hidden
+    bias = None if b is None else b[:, :h] + b[:, h:]
 
-        def cell(t: int, xp: np.ndarray, state: Any, active: np.ndarray, f: Activation = f, rt: np.ndarray = rt) -> Any:
-            return (f(xp + state[0] @ rt),)
+    def make_cell(dirs: list[int], acts: tuple[Act, ...]) -> tuple[Cell, np.ndarray, State]:
+        (f,) = acts
+        rt = _transposed(r, rec, dirs)
 
-        h0 = _initial(_unstack(initial_h, d, layout), seq, hidden, dtype)
-        y, (h,) = _run(cell, seq, proj, (h0,), reverse, hidden, dtype)
-        ys.append(y)
-        hs.append(h)
-    return _cast_back(x, *_outputs(ys, hs, layout))
+        def cell(xp: np.ndarray, state: State) -> State:
+            pre = np.matmul(state[0], rt)
+            pre += xp
+            return (f(pre),)
+
+        return cell, rec.projected(w, bias, dirs), (rec.initial(initial_h, dirs),)
+
+    acts = parse_activations(activations, activation_alpha, activation_beta, ("Tanh",), len(rec.reverse), clip)
+    ys, (hs,) = _drive(rec, acts, make_cell)
+    return rec.outputs(ys, [hs], x)
 
 
 @kernel("", "GRU", since=(7, 14, 22))
@@ -295,45 +319,46 @@ def gru(
 ) -> tuple[np.ndarray, ...]:
     """z = f(X Wz + H Rz + b), r = f(X Wr + H Rr + b), h = g(X Wh + (r*H) Rh + b) (or
     g(X Wh + r*(H Rh + Rbh) + Wbh) with linear_before_reset), H' = (1 - z) h + z H."""
-    seq, dirs, hidden, dtype = _common(x, w, r, sequence_lens, layout, direction, hidden_size)
-    acts = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), len(dirs), clip)
-    ys, hs = [], []
-    for d, reverse in enumerate(dirs):
-        f, g = acts[d]
-        rd = r[d].astype(dtype, copy=False)
-        r_zr, r_h = rd[: 2 * hidden].T, rd[2 * hidden :].T
-        wb = np.zeros(3 * hidden, dtype) if b is None else b[d, : 3 * hidden].astype(dtype, copy=False)
-        rb = np.zeros(3 * hidden, dtype) if b is None else b[d, 3 * hidden :].astype(dtype, copy=False)
-        # z and r take both biases in the projection; h takes Wbh there, and Rbh where the reset applies
-        bias = wb + np.concatenate([rb[: 2 * hidden], np.zeros(hidden, dtype)])
-        proj = _project(seq, w[d].astype(dtype, copy=False), bias)
-        rbh = rb[2 * hidden :]
+    rec = _Recurrence.of(x, w, r, sequence_lens, layout, direction)
+    h = rec.hidden
+    if b is None:
+        b = np.zeros((len(rec.reverse), 6 * h), rec.dtype)
+    # z and r take both biases in the projection; h takes Wbh there, and Rbh where the reset applies
+    bias = b[:, : 3 * h] + np.concatenate([b[:, 3 * h : 5 * h], np.zeros_like(b[:, :h])], axis=1)
 
-        def cell(
-            t: int,
-            xp: np.ndarray,
-            state: Any,
-            active: np.ndarray,
-            f: Activation = f,
-            g: Activation = g,
-            r_zr: np.ndarray = r_zr,
-            r_h: np.ndarray = r_h,
-            rbh: np.ndarray = rbh,
-        ) -> Any:
-            h = state[0]
-            zr = f(xp[:, : 2 * hidden] + h @ r_zr)
-            z, rg = zr[:, :hidden], zr[:, hidden:]
+    def make_cell(dirs: list[int], acts: tuple[Act, ...]) -> tuple[Cell, np.ndarray, State]:
+        f, g = acts
+        r_zr, r_h = _transposed(r, rec, dirs, slice(0, 2 * h)), _transposed(r, rec, dirs, slice(2 * h, 3 * h))
+        rbh = rec.cast(b[dirs, 5 * h :])[:, None, :]
+
+        def cell(xp: np.ndarray, state: State) -> State:
+            prev = state[0]
+            zr = np.matmul(prev, r_zr)
+            zr += xp[..., : 2 * h]
+            zr = f(zr)
+            z, rg = zr[..., :h], zr[..., h:]
             if linear_before_reset:
-                cand = g(xp[:, 2 * hidden :] + rg * (h @ r_h + rbh))
+                hr = np.matmul(prev, r_h)
+                hr += rbh
+                hr *= rg
             else:
-                cand = g(xp[:, 2 * hidden :] + (rg * h) @ r_h + rbh)
-            return ((1 - z) * cand + z * h,)
+                hr = np.matmul(rg * prev, r_h)
+                hr += rbh
+            hr += xp[..., 2 * h :]
+            cand = g(hr)
+            # (1 - z) * cand + z * prev
+            new = prev - cand
+            new *= z
+            new += cand
+            return (new,)
 
-        h0 = _initial(_unstack(initial_h, d, layout), seq, hidden, dtype)
-        y, (h,) = _run(cell, seq, proj, (h0,), reverse, hidden, dtype)
-        ys.append(y)
-        hs.append(h)
-    return _cast_back(x, *_outputs(ys, hs, layout))
+        return cell, rec.projected(w, bias, dirs), (rec.initial(initial_h, dirs),)
+
+    acts = parse_activations(
+        activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), len(rec.reverse), clip
+    )
+    ys, (hs,) = _drive(rec, acts, make_cell)
+    return rec.outputs(ys, [hs], x)
 
 
 @kernel("", "LSTM", since=(7, 14, 22))
@@ -359,60 +384,40 @@ def lstm(
     """i = f(X Wi + H Ri + Pi*C + b), f' = f(X Wf + H Rf + Pf*C + b), c = g(X Wc + H Rc + b),
     C' = f'*C + i*c, o = f(X Wo + H Ro + Po*C' + b), H' = o*h(C'); gates in the order i, o, f, c.
     ``input_forget`` couples the gates: f' = 1 - i."""
-    seq, dirs, hidden, dtype = _common(x, w, r, sequence_lens, layout, direction, hidden_size)
-    acts = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), len(dirs), clip)
-    # h is applied to the cell state, which clip does not bound (onnxruntime clips the gates only)
-    unclipped = _activations(
-        activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), len(dirs), None
-    )
-    ys, hs, cs = [], [], []
-    for d, reverse in enumerate(dirs):
-        f, g, _ = acts[d]
-        hact = unclipped[d][2]
-        rt = r[d].astype(dtype, copy=False).T
-        bias = None if b is None else (b[d, : 4 * hidden] + b[d, 4 * hidden :]).astype(dtype, copy=False)
-        proj = _project(seq, w[d].astype(dtype, copy=False), bias)
-        pd = None if p is None else p[d].astype(dtype, copy=False)
+    rec = _Recurrence.of(x, w, r, sequence_lens, layout, direction)
+    h = rec.hidden
+    bias = None if b is None else b[:, : 4 * h] + b[:, 4 * h :]
 
-        def cell(
-            t: int,
-            xp: np.ndarray,
-            state: Any,
-            active: np.ndarray,
-            f: Activation = f,
-            g: Activation = g,
-            hact: Activation = hact,
-            rt: np.ndarray = rt,
-            pd: np.ndarray | None = pd,
-        ) -> Any:
-            h, c = state
-            gates = h @ rt
+    def make_cell(dirs: list[int], acts: tuple[Act, ...]) -> tuple[Cell, np.ndarray, State]:
+        f, g, hact = acts[0], acts[1], acts[2].unclipped()
+        rt = _transposed(r, rec, dirs)
+        peep = None if p is None else rec.cast(p[dirs])[:, None, :]
+
+        def cell(xp: np.ndarray, state: State) -> State:
+            prev_h, prev_c = state
+            gates = np.matmul(prev_h, rt)
             gates += xp
-            cand = g(gates[:, 3 * hidden :])
-            if pd is None:
+            cand = g(gates[..., 3 * h :])
+            if peep is None:
                 # f applies to the i, o and f gates alike: one call on the three adjacent blocks
-                iof = f(gates[:, : 3 * hidden])
-                i, o_act, fg = iof[:, :hidden], iof[:, hidden : 2 * hidden], iof[:, 2 * hidden :]
-                if input_forget:
-                    fg = 1 - i
-                c_new = fg * c
+                iof = f(gates[..., : 3 * h])
+                i, o_act = iof[..., :h], iof[..., h : 2 * h]
+                fg = 1 - i if input_forget else iof[..., 2 * h :]
+                c_new = fg * prev_c
                 c_new += i * cand
-                return (o_act * hact(c_new), c_new)
-            i = f(gates[:, :hidden] + pd[:hidden] * c)
-            fg = 1 - i if input_forget else f(gates[:, 2 * hidden : 3 * hidden] + pd[2 * hidden :] * c)
-            c_new = fg * c
-            c_new += i * cand
-            o_act = f(gates[:, hidden : 2 * hidden] + pd[hidden : 2 * hidden] * c_new)
+            else:
+                i = f(gates[..., :h] + peep[..., :h] * prev_c)
+                fg = 1 - i if input_forget else f(gates[..., 2 * h : 3 * h] + peep[..., 2 * h :] * prev_c)
+                c_new = fg * prev_c
+                c_new += i * cand
+                o_act = f(gates[..., h : 2 * h] + peep[..., h : 2 * h] * c_new)
             return (o_act * hact(c_new), c_new)
 
-        h0 = _initial(_unstack(initial_h, d, layout), seq, hidden, dtype)
-        c0 = _initial(_unstack(initial_c, d, layout), seq, hidden, dtype)
-        y, (h, c) = _run(cell, seq, proj, (h0, c0), reverse, hidden, dtype)
-        ys.append(y)
-        hs.append(h)
-        cs.append(c)
-    y_out, h_out = _outputs(ys, hs, layout)
-    c_out = np.stack(cs, axis=0)
-    if layout == 1:
-        c_out = np.swapaxes(c_out, 0, 1)
-    return _cast_back(x, y_out, h_out, c_out)
+        state = (rec.initial(initial_h, dirs), rec.initial(initial_c, dirs))
+        return cell, rec.projected(w, bias, dirs), state
+
+    acts = parse_activations(
+        activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), len(rec.reverse), clip
+    )
+    ys, (hs, cs) = _drive(rec, acts, make_cell)
+    return rec.outputs(ys, [hs, cs], x)
