@@ -10,12 +10,13 @@ core against one core. Each model is built here with ``onnx``:
   softmax cross-entropy, hand-written backward and SGD update, 45 ONNX nodes.
 * ``cnn``:   Conv(3->32, 3x3) - Relu - MaxPool(2x2) - Conv(32->64, 3x3) - Relu -
   GlobalAveragePool on a 16x3x64x64 batch.
+* ``lstm``:  two bidirectional LSTM layers, hidden 128, T 100, batch 16, 64 features.
 
 Every sample times ``repeat`` back-to-back runs of one runtime; the runtimes alternate
 within a round and the order flips every round; the table reports medians per run
 and the median ratios. Before timing, all runtimes' outputs are checked against ours.
 
-    PYTHONPATH=. python benchmarks/bench_runtime.py [--rounds 15] [--models chain,mlp,cnn] [--no-reference]
+    PYTHONPATH=. python benchmarks/bench_runtime.py [--rounds 15] [--models chain,mlp,cnn,lstm] [--no-reference]
 """
 
 from __future__ import annotations
@@ -157,12 +158,43 @@ def cnn_model(batch: int = 16) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return H.make_model(graph, opset_imports=OPSET), {"X": r.standard_normal((batch, 3, 64, 64)).astype(np.float32)}
 
 
+def lstm_model(steps: int = 100, batch: int = 16, hidden: int = 128, features: int = 64) -> Any:
+    """Two bidirectional LSTM layers (the second reads both directions of the first)."""
+    r = np.random.default_rng(0)
+    nodes, inits = [], []
+    x, width = "X", features
+    for layer in range(2):
+        w, rr, b = f"W{layer}", f"R{layer}", f"B{layer}"
+        inits += [
+            NH.from_array(r.uniform(-0.1, 0.1, (2, 4 * hidden, width)).astype(np.float32), w),
+            NH.from_array(r.uniform(-0.1, 0.1, (2, 4 * hidden, hidden)).astype(np.float32), rr),
+            NH.from_array(r.uniform(-0.1, 0.1, (2, 8 * hidden)).astype(np.float32), b),
+        ]
+        y = f"Y{layer}"
+        nodes.append(H.make_node("LSTM", [x, w, rr, b], [y], hidden_size=hidden, direction="bidirectional"))
+        # [T, 2, N, H] -> [T, N, 2H]
+        nodes.append(H.make_node("Transpose", [y], [f"T{layer}"], perm=[0, 2, 1, 3]))
+        nodes.append(H.make_node("Reshape", [f"T{layer}", "seq_shape"], [f"S{layer}"]))
+        x, width = f"S{layer}", 2 * hidden
+    inits.append(NH.from_array(np.array([steps, batch, 2 * hidden], np.int64), "seq_shape"))
+    graph = H.make_graph(
+        nodes,
+        "lstm",
+        [H.make_tensor_value_info("X", F, [steps, batch, features])],
+        [H.make_tensor_value_info(x, F, [steps, batch, 2 * hidden])],
+        inits,
+    )
+    feeds = {"X": r.standard_normal((steps, batch, features)).astype(np.float32)}
+    return H.make_model(graph, opset_imports=OPSET), feeds
+
+
 MODELS: dict[str, Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]]] = {
     "chain": chain_model,
     "mlp": mlp_model,
     "cnn": cnn_model,
+    "lstm": lstm_model,
 }
-TARGETS = {"chain": 2.0, "mlp": 1.25, "cnn": 1.5}
+TARGETS = {"chain": 2.0, "mlp": 1.25, "cnn": 1.5, "lstm": 1.5}
 
 
 # ----------------------------------------------------------------------------
@@ -225,7 +257,7 @@ def bench(name: str, rounds: int, reference: bool) -> dict[str, float]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--models", default="chain,mlp,cnn")
+    p.add_argument("--models", default="chain,mlp,cnn,lstm")
     p.add_argument("--no-reference", action="store_true", help="skip onnx.reference.ReferenceEvaluator")
     args = p.parse_args()
     import onnxruntime as ort

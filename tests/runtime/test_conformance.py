@@ -42,7 +42,7 @@ IN_SCOPE_OPS = frozenset(
     ReduceSum ReduceSumSquare AveragePool BatchNormalization Conv ConvTranspose Dropout Gemm
     GlobalAveragePool GlobalMaxPool GroupNormalization InstanceNormalization LayerNormalization
     LogSoftmax LpNormalization MatMul MaxPool MeanVarianceNormalization RMSNormalization Softmax
-    Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan
+    Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan RNN GRU LSTM
     """.split()
 )
 

@@ -1,0 +1,221 @@
+"""RNN, GRU and LSTM kernels against onnxruntime on random inputs, attribute combinations sampled.
+
+The backend node tests (test_conformance.py) cover the spec's own examples; here every
+attribute the kernels read is varied: direction, layout, biases, sequence_lens (with entries
+shorter than T, and of length 0), initial states, peepholes, clip, non-default activations with
+alpha/beta, linear_before_reset, input_forget, and opsets 7, 14 and 22.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+from ort_reference import compare_with_ort
+
+import onnx_light as ol
+from onnx_light.runtime import InferenceSession
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+N_OUT = {"RNN": 2, "GRU": 2, "LSTM": 3}
+DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+#: activations with their alpha and beta (those onnxruntime implements for the recurrent ops)
+ACTS_WITH_PARAMS = [
+    ("Tanh", 0.0, 0.0),
+    ("Sigmoid", 0.0, 0.0),
+    ("Relu", 0.0, 0.0),
+    ("LeakyRelu", 0.1, 0.0),
+    ("HardSigmoid", 0.3, 0.4),
+    ("Affine", 0.7, 0.2),
+    ("ScaledTanh", 1.3, 0.6),
+    ("ThresholdedRelu", 0.2, 0.0),
+    ("Elu", 0.9, 0.0),
+    ("Softsign", 0.0, 0.0),
+    ("Softplus", 0.0, 0.0),
+]
+
+
+def _inputs(
+    op: str, cfg: dict[str, Any], r: np.random.Generator, dtype: type = np.float32
+) -> tuple[list[np.ndarray | None], dict[str, Any]]:
+    t, n, i, h = cfg["T"], cfg["N"], 3, cfg["H"]
+    d = 2 if cfg["direction"] == "bidirectional" else 1
+    g = GATES[op]
+    layout = cfg.get("layout", 0)
+    x = r.uniform(-1, 1, (n, t, i) if layout else (t, n, i)).astype(dtype)
+    w = r.uniform(-0.7, 0.7, (d, g * h, i)).astype(dtype)
+    rr = r.uniform(-0.7, 0.7, (d, g * h, h)).astype(dtype)
+    b = r.uniform(-0.5, 0.5, (d, 2 * g * h)).astype(dtype) if cfg.get("B") else None
+    lens = None
+    if cfg.get("lens"):
+        lens = r.integers(0 if cfg.get("zero_len") else 1, t + 1, n).astype(np.int32)
+        lens[0] = t
+    state = (n, d, h) if layout else (d, n, h)
+    h0 = r.uniform(-1, 1, state).astype(dtype) if cfg.get("h0") else None
+    ins: list[np.ndarray | None] = [x, w, rr, b, lens, h0]
+    if op == "LSTM":
+        c0 = r.uniform(-1, 1, state).astype(dtype) if cfg.get("c0") else None
+        p = r.uniform(-0.5, 0.5, (d, 3 * h)).astype(dtype) if cfg.get("P") else None
+        ins += [c0, p]
+    while ins and ins[-1] is None:
+        ins.pop()
+    attrs: dict[str, Any] = {"hidden_size": h, "direction": cfg["direction"]}
+    if layout:
+        attrs["layout"] = 1
+    if cfg.get("clip"):
+        attrs["clip"] = cfg["clip"]
+    if cfg.get("acts"):
+        chosen = [ACTS_WITH_PARAMS[k % len(ACTS_WITH_PARAMS)] for k in cfg["acts"]][: len(DEFAULT_ACTS[op]) * d]
+        attrs["activations"] = [a for a, _, _ in chosen]
+        attrs["activation_alpha"] = [al for _, al, _ in chosen]
+        attrs["activation_beta"] = [be for _, _, be in chosen]
+    if op == "GRU" and cfg.get("lbr"):
+        attrs["linear_before_reset"] = 1
+    if op == "LSTM" and cfg.get("input_forget"):
+        attrs["input_forget"] = 1
+    return ins, attrs
+
+
+def _configs() -> list[Any]:
+    """A deterministic sample of the attribute combinations, each op and direction covered."""
+    r = np.random.default_rng(7)
+    out = []
+    for op, direction in itertools.product(GATES, ["forward", "reverse", "bidirectional"]):
+        for k in range(6):
+            cfg: dict[str, Any] = {
+                "T": int(r.integers(1, 6)),
+                "N": int(r.integers(1, 4)),
+                "H": int(r.integers(1, 5)),
+                "direction": direction,
+                "B": bool(r.integers(0, 2)),
+                "lens": k % 2 == 1,
+                "zero_len": k == 5,
+                "h0": bool(r.integers(0, 2)),
+                "c0": bool(r.integers(0, 2)),
+                "P": k >= 3,
+                "clip": 0.8 if k == 2 else None,
+                "acts": list(r.integers(0, 100, 6)) if k in (1, 4) else None,
+                "lbr": k % 2 == 0,
+                "input_forget": k == 4,
+                "layout": 1 if k in (3, 4) else 0,
+                "opset": (7, 14, 22)[k % 3] if k not in (3, 4) else (14, 22)[k % 2],
+            }
+            out.append(pytest.param(op, cfg, id=f"{op}-{direction}-{k}"))
+    return out
+
+
+@pytest.mark.parametrize(("op", "cfg"), _configs())
+def test_matches_onnxruntime(op: str, cfg: dict[str, Any]) -> None:
+    if cfg["zero_len"]:
+        pytest.skip("onnxruntime rejects sequence_lens of 0; covered by test_zero_length_entry")
+    ins, attrs = _inputs(op, cfg, np.random.default_rng(zlib.crc32(repr(sorted(cfg.items())).encode())))
+    if attrs.get("layout") == 1:
+        _compare_batch_first(op, ins, attrs, cfg["opset"])
+    else:
+        compare_with_ort(op, ins, attrs, n_out=N_OUT[op], opset=cfg["opset"])
+
+
+def _compare_batch_first(op: str, ins: list[np.ndarray | None], attrs: dict[str, Any], opset: int) -> None:
+    """layout=1 (onnxruntime's CPU kernels refuse it): onnxruntime on the time-major transposes."""
+    import onnxruntime as ort
+    from ort_reference import make_node_model
+
+    time_major = [None if a is None else np.swapaxes(a, 0, 1) if k in (0, 5, 6) else a for k, a in enumerate(ins)]
+    ref_attrs = {k: v for k, v in attrs.items() if k != "layout"}
+    model, _ = make_node_model(op, time_major, ref_attrs, N_OUT[op], opset)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {f"in{k}": a for k, a in enumerate(time_major) if a is not None})
+    want = [np.transpose(want[0], (2, 0, 1, 3))] + [np.swapaxes(v, 0, 1) for v in want[1:]]
+    names = ["y", "y_h", "y_c"][: N_OUT[op]]
+    got = _session_run(op, ins, attrs, names, opset)
+    for name, g, e in zip(names, got, want):
+        assert g.shape == e.shape, f"{op} layout=1 {name}: shape {g.shape} != {e.shape}"
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-5, err_msg=f"{op} layout=1 {name} {attrs}")
+
+
+@pytest.mark.parametrize("op", list(GATES))
+def test_float64_matches_onnxruntime(op: str) -> None:
+    """onnxruntime has float32 kernels only: ours in float64 on the same (float32) values agree to 1e-5."""
+    import onnxruntime as ort
+    from ort_reference import make_node_model
+
+    cfg = {"T": 4, "N": 2, "H": 3, "direction": "bidirectional", "B": True, "lens": True, "h0": True, "c0": True}
+    ins, attrs = _inputs(op, cfg, np.random.default_rng(1))
+    model, _ = make_node_model(op, ins, attrs, N_OUT[op], 14)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {f"in{k}": a for k, a in enumerate(ins) if a is not None})
+    wide = [None if a is None else a.astype(np.float64) if a.dtype == np.float32 else a for a in ins]
+    got = _session_run(op, wide, attrs, ["y", "y_h", "y_c"][: N_OUT[op]])
+    for g, e in zip(got, want):
+        assert g.dtype == np.float64
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def _session_run(
+    op: str, ins: list[np.ndarray | None], attrs: dict[str, Any], outputs: list[str], opset: int = 14
+) -> list[Any]:
+    h = ol.helper
+    names = ["" if a is None else f"in{k}" for k, a in enumerate(ins)]
+    node = h.make_node(op, names, outputs, **attrs)
+    graph = h.make_graph(
+        [node],
+        "g",
+        [h.make_tensor_value_info(nm, h.np_dtype_to_tensor_dtype(a.dtype), a.shape) for nm, a in zip(names, ins) if nm],
+        [h.make_tensor_value_info(o, ol.TensorProto.FLOAT, None) for o in outputs if o],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+    feeds = {nm: a for nm, a in zip(names, ins) if nm}
+    return InferenceSession(model).run(None, feeds)
+
+
+def test_zero_length_entry() -> None:
+    """An entry with sequence length 0 keeps its initial state and writes zeros to Y."""
+    cfg = {"T": 3, "N": 2, "H": 2, "direction": "bidirectional", "h0": True, "c0": True, "B": True}
+    ins, attrs = _inputs("LSTM", cfg, np.random.default_rng(3))
+    ins[4] = np.array([3, 0], np.int32)
+    y, y_h, y_c = _session_run("LSTM", ins, attrs, ["y", "y_h", "y_c"])
+    assert np.all(y[:, :, 1] == 0)
+    np.testing.assert_array_equal(y_h[:, 1], ins[5][:, 1])
+    np.testing.assert_array_equal(y_c[:, 1], ins[6][:, 1])
+
+
+def test_omitted_outputs() -> None:
+    """Only Y_h asked (Y omitted as ""): the same Y_h as with every output."""
+    cfg = {"T": 4, "N": 2, "H": 3, "direction": "forward", "B": True}
+    ins, attrs = _inputs("GRU", cfg, np.random.default_rng(4))
+    (only_h,) = _session_run("GRU", ins, attrs, ["", "y_h"])
+    _, full_h = _session_run("GRU", ins, attrs, ["y", "y_h"])
+    np.testing.assert_array_equal(only_h, full_h)
+
+
+def test_against_a_step_by_step_formula() -> None:
+    """LSTM forward with peepholes, by the spec's equations written out in float64."""
+    r = np.random.default_rng(5)
+    t, n, i, hid = 3, 2, 4, 3
+    x = r.standard_normal((t, n, i))
+    w, rr = r.standard_normal((1, 4 * hid, i)), r.standard_normal((1, 4 * hid, hid))
+    b, p = r.standard_normal((1, 8 * hid)), r.standard_normal((1, 3 * hid))
+    y, y_h, y_c = _session_run("LSTM", [x, w, rr, b, None, None, None, p], {"hidden_size": hid}, ["y", "y_h", "y_c"])
+
+    def sig(v: np.ndarray) -> np.ndarray:
+        return 1 / (1 + np.exp(-v))
+
+    h, c = np.zeros((n, hid)), np.zeros((n, hid))
+    wi, wo, wf, wc = np.split(w[0], 4)
+    ri, ro, rf, rc = np.split(rr[0], 4)
+    bw, br = np.split(b[0], 2)
+    bi, bo, bf, bc = np.split(bw + br, 4)
+    pi, po, pf = np.split(p[0], 3)
+    for k in range(t):
+        gi = sig(x[k] @ wi.T + h @ ri.T + pi * c + bi)
+        gf = sig(x[k] @ wf.T + h @ rf.T + pf * c + bf)
+        cc = np.tanh(x[k] @ wc.T + h @ rc.T + bc)
+        c = gf * c + gi * cc
+        go = sig(x[k] @ wo.T + h @ ro.T + po * c + bo)
+        h = go * np.tanh(c)
+        np.testing.assert_allclose(y[k, 0], h, rtol=1e-12)
+    np.testing.assert_allclose(y_h[0], h, rtol=1e-12)
+    np.testing.assert_allclose(y_c[0], c, rtol=1e-12)
