@@ -23,7 +23,17 @@ import numpy as np
 
 from ...onnx_core.numpy_helper import from_array
 from ._table import linear, no_grad, rule
-from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, pad_axes, zeros_of_shape
+from ._tensor_common import (
+    INT64_MAX,
+    INT64_MIN,
+    arg_ints,
+    const_ints,
+    dim_of,
+    index64,
+    norm_axis,
+    pad_axes,
+    zeros_of_shape,
+)
 
 no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "NonZero", "OneHot")
 
@@ -149,10 +159,12 @@ def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
 
 
 def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
-    """``i + n`` where ``i < 0``: indices in ``[-n, n)`` made non-negative (skipped when known to be)."""
+    """``i + n`` where ``i < 0``: indices in ``[-n, n)`` made non-negative (skipped when known
+    to be), as int64 (the dtype of ``n`` and what ScatterND takes) whatever their own."""
     known = const_ints(ctx, indices)
     if known is not None and all(i >= 0 for i in known):
-        return indices
+        return index64(ctx, indices)
+    indices = index64(ctx, indices)
     return ctx.op.Where(ctx.op.Less(indices, ctx.ints(0)), ctx.op.Add(indices, bound()), indices)
 
 
