@@ -35,7 +35,19 @@ from ._tensor_common import (
     zeros_of_shape,
 )
 
-no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "NonZero", "OneHot")
+no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "NonZero", "OneHot")
+
+
+@rule("", "Range", nondiff=(1,))
+def range_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y_i = start + i * delta: dStart = ΣdY, dDelta = Σ i * dY; limit (which only sets
+    the length, a step function) has no gradient."""
+    d_start = ctx.op.ReduceSum(dy, keepdims=0) if ctx.needs_grad(0) else None
+    d_delta = None
+    if ctx.needs_grad(2):
+        steps = ctx.op.Range(ctx.ints(0), ctx.op.Size(dy), ctx.ints(1))
+        d_delta = ctx.op.ReduceSum(ctx.op.Mul(dy, ctx.op.CastLike(steps, dy)), keepdims=0)
+    return d_start, None, d_delta
 
 
 def _reshape_back(ctx, dy):  # type: ignore[no-untyped-def]
