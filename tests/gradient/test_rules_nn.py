@@ -363,6 +363,20 @@ LOSS = [
 ]
 
 
+def _int32_labels(case: Case) -> Case:
+    """The row with int32 labels (the other index dtype the losses allow)."""
+    case.inputs["l"] = case.inputs["l"].astype(np.int32)
+    case.name += "-int32"
+    return case
+
+
+LOSS += [
+    _int32_labels(loss("sce-mean-weights-ignore", SCE, (3, 4, 2), ["s", "w"], weights=True, ignore=1)),
+    _int32_labels(loss("sce-mean-dynamic", SCE, (4, 3, 2), ["s"], dynamic=True)),
+    _int32_labels(loss("nll-sum-weights", NLL, (2, 3, 2), ["s", "w"], weights=True, reduction="sum", init_labels=True)),
+]
+
+
 @pytest.mark.parametrize("case", LOSS, ids=lambda c: c.name)
 def test_loss(case: Case) -> None:
     check_gradient(case)

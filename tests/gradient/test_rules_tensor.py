@@ -31,6 +31,10 @@ def i64(*v: Any) -> np.ndarray:
     return np.array(v, np.int64)
 
 
+def i32(*v: Any) -> np.ndarray:
+    return np.array(v, np.int32)
+
+
 def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: Any) -> Any:
     return oh.make_node(op, inputs, outputs or ["y"], **attrs)
 
@@ -85,8 +89,22 @@ SHAPE = [
     one("tile-ones", "Tile", rnd(2, 3), {"r": i64(1, 1)}),
     one("tile-dynamic-batch", "Tile", rnd(2, 3), {"r": i64(3, 2)}, dynamic=True),
     one("tile-repeats-input", "Tile", rnd(2, 3), {"r": i64(2, 3)}, const=False, dynamic=True),
+    Case(  # y_i = start + i * delta, through a nonlinearity so that dY varies along y
+        "range",
+        [node("Range", ["s", "l", "d"], ["r"]), node("Sin", ["r"], ["y"])],
+        {"s": np.array(0.3), "l": np.array(2.0), "d": np.array(0.35)},
+        ["s", "d"],
+        initializers=["l"],
+    ),
+    Case(
+        "range-start-only",
+        [node("Range", ["s", "l", "d"], ["r"]), node("Mul", ["r", "r"], ["y"])],
+        {"s": np.array(-1.2), "l": np.array(1.0), "d": np.array(0.5)},
+        ["s"],
+    ),
     one("cumsum", "CumSum", rnd(3, 4), {"a": i64(1)}),
     one("cumsum-exclusive", "CumSum", rnd(3, 4), {"a": i64(0)}, exclusive=1),
+    one("cumsum-int32-axis", "CumSum", rnd(3, 4), {"a": np.array(-1, np.int32)}, reverse=1),
     one("cumsum-reverse", "CumSum", rnd(3, 4), {"a": i64(-1)}, reverse=1),
     one("cumsum-exclusive-reverse", "CumSum", rnd(5), {"a": i64(0)}, exclusive=1, reverse=1),
     Case(
@@ -169,6 +187,13 @@ SLICE = [
     slc("slice-dynamic-batch-strided", rnd(2, 7), [6], [0], axes=[1], steps=[-3], dynamic=True),
     slc("slice-runtime-args", rnd(4, 5), [3, -1], [0, 1], axes=[0, 1], steps=[-1, -2], const=False),
     slc("slice-runtime-no-axes", rnd(4, 5), [1], [3], const=False, dynamic=True),
+    one(
+        "slice-int32",
+        "Slice",
+        rnd(4, 5),
+        {"s": i32(3, -1), "e": i32(0, 1), "a": i32(0, 1), "t": i32(-1, -2)},
+    ),
+    one("slice-int32-runtime", "Slice", rnd(4, 5), {"s": i32(1), "e": i32(-1), "a": i32(1)}, const=False),
     slc("slice-empty", rnd(3, 4), [2], [2], axes=[1]),
     one("slice-opset9-attrs", "Slice", rnd(4, 3), opset=9, starts=[1], ends=[3], axes=[0]),
 ]
@@ -190,6 +215,14 @@ GATHER = [
     one("gather-dynamic-axis0", "Gather", rnd(4, 2), {"i": i64(3, -1)}, const=False, dynamic=True),
     one("gather-opset11", "Gather", rnd(3, 4), {"i": i64(0, -1, 0)}, opset=11, axis=1),
     one("gather-opset13", "Gather", rnd(4, 2), {"i": i64(2, 2, -4)}, opset=13),
+    # int32 indices (the other index dtype Gather and GatherElements allow)
+    one("gather-int32", "Gather", rnd(4, 3), {"i": i32(1, 3, 1, -1)}),
+    one("gather-int32-axis1-runtime", "Gather", rnd(2, 5, 3), {"i": i32(-1, 0, -1)}, const=False, axis=1),
+    one("gather-int32-scalar", "Gather", rnd(2, 4, 3), {"i": np.array(-2, np.int32)}, axis=1),
+    one("gather-int32-dynamic", "Gather", rnd(3, 4), {"i": i32(1, -1, 1)}, dynamic=True, axis=1),
+    one("gather-elements-int32", "GatherElements", rnd(3, 4), {"i": i32([0, -1, 3], [1, 1, 1], [-1, 2, 0])}, axis=1),
+    one("gather-elements-int32-runtime", "GatherElements", rnd(3, 2), {"i": i32([0, -2], [0, 0])}, const=False),
+    one("gather-elements-smaller-indices", "GatherElements", rnd(4, 3), {"i": i64([2, 0])}, axis=1),
     one("gather-elements", "GatherElements", rnd(3, 4), {"i": i64([0, 0, 3], [1, 1, 1], [-1, 2, 0])}, axis=1),
     one("gather-elements-axis0", "GatherElements", rnd(3, 2), {"i": i64([0, 2], [0, 0])}, const=False),
     one("gather-nd", "GatherND", rnd(3, 4, 2), {"i": i64([0, 1], [2, 3], [0, 1])}),
@@ -241,10 +274,6 @@ def scatter(
         ["d", "u"],
         initializers=["i"] if const else [],
     )
-
-
-def i32(*v: Any) -> np.ndarray:
-    return np.array(v, np.int32)
 
 
 SCATTER = [

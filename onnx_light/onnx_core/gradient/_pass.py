@@ -374,8 +374,13 @@ class _GradientPass:
         self._infer(order, producer)
         reach, diff = self._dependence(order)
         self._check_xs(reach)
-        self._check_rules(order, diff)
-        grads = self._reverse_walk(order, diff)
+        try:
+            grads = self._reverse_walk(order, diff)
+        except Exception as error:
+            # a rule failed (say, on a shape a node without a rule left unknown): the
+            # missing rule, further from y, is the error to report, if there is one
+            self._check_rules(order, diff, error)
+            raise
         return self._assemble(producer, self._name_gradients(grads))
 
     def _index_producers(self) -> dict[str, int]:
@@ -516,12 +521,13 @@ class _GradientPass:
                 )
         return self.node_error(node, f"no gradient rule for {domain or 'ai.onnx'}::{op_type}{have}. {register}")
 
-    def _check_rules(self, order: list[int], diff: dict[str, int]) -> None:
-        """Raises, before any rule runs, the error of a node on the reverse walk's way that has
-        no rule: a rule nearer y would otherwise fail first on a shape that node left unknown.
+    def _check_rules(self, order: list[int], diff: dict[str, int], error: Exception) -> None:
+        """Raises the error of a node on the reverse walk's way that has no rule, if any
+        (from ``error``, the failure of a rule nearer y, which may stem from it).
 
         Follows the walk: from y back through the nodes with a gradient, into the inputs
         their rules must differentiate (a ``nondiff`` input may get none: not followed).
+        Run only once the walk failed: it costs a second walk over the graph.
         """
         live = {self.y}
         fields = self._fields
@@ -535,7 +541,7 @@ class _GradientPass:
                 continue
             rule = self._lookup(domain, op_type)
             if rule is None:
-                raise self._no_rule_error(i, diff)
+                raise self._no_rule_error(i, diff) from error
             if rule.no_grad:
                 continue
             nondiff = rule.nondiff

@@ -23,9 +23,31 @@ import numpy as np
 
 from ...onnx_core.numpy_helper import from_array
 from ._table import linear, no_grad, rule
-from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, pad_axes, zeros_of_shape
+from ._tensor_common import (
+    INT64_MAX,
+    INT64_MIN,
+    arg_ints,
+    const_ints,
+    dim_of,
+    index64,
+    norm_axis,
+    pad_axes,
+    zeros_of_shape,
+)
 
-no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "NonZero", "OneHot")
+no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "NonZero", "OneHot")
+
+
+@rule("", "Range", nondiff=(1,))
+def range_grad(ctx, dy):  # type: ignore[no-untyped-def]
+    """Y_i = start + i * delta: dStart = ΣdY, dDelta = Σ i * dY; limit (which only sets
+    the length, a step function) has no gradient."""
+    d_start = ctx.op.ReduceSum(dy, keepdims=0) if ctx.needs_grad(0) else None
+    d_delta = None
+    if ctx.needs_grad(2):
+        steps = ctx.op.Range(ctx.ints(0), ctx.op.Size(dy), ctx.ints(1))
+        d_delta = ctx.op.ReduceSum(ctx.op.Mul(dy, ctx.op.CastLike(steps, dy)), keepdims=0)
+    return d_start, None, d_delta
 
 
 def _reshape_back(ctx, dy):  # type: ignore[no-untyped-def]
@@ -149,10 +171,12 @@ def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
 
 
 def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
-    """``i + n`` where ``i < 0``: indices in ``[-n, n)`` made non-negative (skipped when known to be)."""
+    """``i + n`` where ``i < 0``: indices in ``[-n, n)`` made non-negative (skipped when known
+    to be), as int64 (the dtype of ``n`` and what ScatterND takes) whatever their own."""
     known = const_ints(ctx, indices)
     if known is not None and all(i >= 0 for i in known):
-        return indices
+        return index64(ctx, indices)
+    indices = index64(ctx, indices)
     return ctx.op.Where(ctx.op.Less(indices, ctx.ints(0)), ctx.op.Add(indices, bound()), indices)
 
 
