@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from onnx import TensorProto as T
 from onnx import helper as oh
 from onnx import numpy_helper as onh
@@ -107,3 +108,23 @@ def test_matmul_on_a_rank_known_from_the_count_of_run_time_axes() -> None:
     dx, dw = ol.runtime.InferenceSession(bwd).run(None, {"x": x, "w": w, "dy": dy})
     np.testing.assert_allclose(dx, dy[0] @ w.T, rtol=1e-5)
     np.testing.assert_allclose(dw, x.T @ dy[0], rtol=1e-5)
+
+
+def test_a_data_dependent_rank_is_refused_and_says_where_it_comes_from() -> None:
+    # Reshape to a target whose length is data-dependent (NonZero's count): no rank for MatMul
+    model = _model(
+        [
+            oh.make_node("NonZero", ["m"], ["nz"]),
+            oh.make_node("Reshape", ["nz", "flat"], ["s"]),
+            oh.make_node("Reshape", ["x", "s"], ["r"]),
+            oh.make_node("MatMul", ["r", "w"], ["y"]),
+        ],
+        [
+            oh.make_tensor_value_info("x", T.FLOAT, [6]),
+            oh.make_tensor_value_info("m", T.FLOAT, [None]),
+            oh.make_tensor_value_info("w", T.FLOAT, [3, 3]),
+        ],
+        [onh.from_array(np.array([-1], np.int64), "flat")],
+    )
+    with pytest.raises(ol.GradientError, match=r"rank of 'r', the output of the node \(ai.onnx::Reshape\).*run time"):
+        ol.GradientOfFunction(model, ["x"], "y")
