@@ -406,8 +406,9 @@ def test_refused_with_reason() -> None:
         gradient(bad)
 
 
-def test_wrap_pads_wider_than_the_axis() -> None:
-    # once refused; the source-index form (Pad of the positions, scatter-add) covers any pad width
+def test_pad_beyond_the_border_folds_goes_through_the_source_index() -> None:
+    # wrap pads longer than the axis (refused before): dY reaches X through Pad of X's
+    # flat positions, as for pads known only at run time
     check_gradient(pad("p", rnd(2, 3), [0, 4, 0, 0], mode="wrap"))
 
 

@@ -101,6 +101,22 @@ CONV: list[Row] = [
         ["x", "W"],
     ),
     Row(
+        "conv-same-upper-s2",
+        [node("Conv", ["x", "W", "B"], auto_pad="SAME_UPPER", strides=[2, 3])],
+        image((2, 3, 7, 8), (1, 3, 10, 5)),
+        NCHW,
+        {"W": w(4, 3, 3, 2), "B": w(4)},
+        ["x", "W", "B"],
+    ),
+    Row(
+        "conv-same-lower-s2-grouped",
+        [node("Conv", ["x", "W"], auto_pad="SAME_LOWER", strides=[2, 2], group=2)],
+        image((1, 4, 8, 7), (2, 4, 5, 6)),
+        NCHW,
+        {"W": w(2, 2, 4, 3)},
+        ["x", "W"],
+    ),
+    Row(
         "conv1d-s3-dilated",
         [node("Conv", ["x", "W"], strides=[3], dilations=[2], pads=[2, 1])],
         image((2, 2, 11), (3, 2, 16)),

@@ -161,7 +161,19 @@ class GradContext:
         """The rank of ``name``; raises a GradientError naming the node when unknown."""
         r = self.rank(name)
         if r is None:
-            raise self.error(f"needs the rank of {name!r}, which shape inference could not determine")
+            index = self._pass._producer.get(name)
+            if index is None:
+                where = "a graph input declared without a shape"
+                fix = f"declare the shape of {name!r} (its dims may be symbolic)"
+            else:
+                node = self._pass.nodes[index]
+                named = f"node {node.name!r} " if node.name else "the node "
+                where = f"the output of {named}({node.domain or 'ai.onnx'}::{node.op_type})"
+                fix = f"declare its rank with a value_info for {name!r} (dims may be symbolic)"
+            raise self.error(
+                f"needs the rank of {name!r}, {where}, whose rank is not known before run time "
+                f"(it depends on data, or on values shape inference cannot follow); {fix}"
+            )
         return r
 
     def error(self, message: str) -> GradientError:

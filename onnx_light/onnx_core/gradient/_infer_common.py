@@ -28,6 +28,7 @@ __all__ = [
     "ints_of",
     "partial",
     "partial_or_unknown",
+    "length_of",
     "dims_value",
     "finish",
     "broadcast_dim",
@@ -102,14 +103,32 @@ def partial_or_unknown(ctx: InferContext, i: int) -> np.ndarray | None:
     if p is not None or not has_input(ctx, i):
         return p
     t = in_type(ctx, i)
-    if t.dtype not in _INDEX_TYPES or not t.is_static or len(t.shape) > 1:  # type: ignore[arg-type]
+    shape = t.shape
+    if t.dtype not in _INDEX_TYPES or shape is None or len(shape) > 1:
         return None
-    n = int(np.prod(t.shape))  # type: ignore[arg-type]
-    return np.full(t.shape, None, dtype=object) if n <= FOLD_LIMIT else None  # type: ignore[arg-type]
+    dims = [d for d in shape if isinstance(d, int)]
+    if len(dims) != len(shape) or (dims and dims[0] > FOLD_LIMIT):
+        return None
+    return np.full(tuple(dims), None, dtype=object)
 
 
 #: the element types of shape-like values (int32, int64)
 _INDEX_TYPES = frozenset({6, INT64})
+
+
+def length_of(ctx: InferContext, i: int) -> int | None:
+    """The static length of the 1-D input ``i`` (axes or a shape computed at run time), or None.
+
+    An op whose axes are only known at run time still has a known output rank when
+    their count is known: Unsqueeze adds that many dims, Squeeze and Reduce* without
+    keepdims drop that many.
+    """
+    if not has_input(ctx, i):
+        return None
+    shape = in_type(ctx, i).shape
+    if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
+        return None
+    return shape[0]
 
 
 def dims_value(ctx: InferContext, i: int) -> list[Dim] | None:

@@ -20,6 +20,7 @@ from ._infer_common import (
     has_input,
     in_type,
     ints_of,
+    length_of,
     merge_dim,
     norm_axis,
     np_dtype,
@@ -358,8 +359,16 @@ def reduce(ctx: InferContext) -> Result:
     x = in_type(ctx, 0)
     keep = int(ctx.attr("keepdims", 1))
     given, axes = axes_arg(ctx, 1)
-    if given and axes is None:  # axes computed at run time
-        return [ValueType(x.dtype, None if not keep or x.shape is None else (None,) * len(x.shape))], [None]
+    if given and axes is None:  # axes computed at run time: the rank is known from their count
+        k = length_of(ctx, 1)
+        if x.shape is None:
+            return [ValueType(x.dtype, None)], [None]
+        if keep:
+            return [ValueType(x.dtype, (None,) * len(x.shape))], [None]
+        # (no axes reduce all of them, or none with noop_with_empty_axes)
+        if not k or k > len(x.shape):
+            return [ValueType(x.dtype, None)], [None]
+        return [ValueType(x.dtype, (None,) * (len(x.shape) - k))], [None]
     if not axes:
         if ctx.attr("noop_with_empty_axes", 0):
             return [x], [value(ctx, 0)]

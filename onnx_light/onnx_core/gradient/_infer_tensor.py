@@ -23,6 +23,7 @@ from ._infer_common import (
     has_input,
     in_type,
     ints_of,
+    length_of,
     merge_dim,
     norm_axis,
     partial,
@@ -31,7 +32,7 @@ from ._infer_common import (
     tensor_dtype,
     value,
 )
-from ._types import Dim, InferContext, ValueType, infer
+from ._types import Dim, InferContext, Shape, ValueType, infer
 
 Result = tuple[list[ValueType], list[np.ndarray | None]]
 
@@ -138,7 +139,7 @@ def squeeze(ctx: InferContext) -> Result:
     x = in_type(ctx, 0)
     given, axes = axes_arg(ctx, 1)
     if x.shape is None or (given and axes is None):
-        return [ValueType(x.dtype, None)], [None]
+        return [ValueType(x.dtype, _unknown_dims(x.shape, -(length_of(ctx, 1) or 0)))], [None]
     rank = len(x.shape)
     if not given or not axes:
         if any(not isinstance(d, int) for d in x.shape):
@@ -149,6 +150,14 @@ def squeeze(ctx: InferContext) -> Result:
     shape = tuple(d for i, d in enumerate(x.shape) if i not in drop)
     p = partial(ctx, 0)
     return [ValueType(x.dtype, shape)], [_fold_reshape(ctx, p, shape)]
+
+
+def _unknown_dims(shape: Shape, added: int) -> Shape:
+    """Run-time axes of a known count: the input's rank plus ``added``, every dim unknown
+    (None when the input's rank, or the count, is unknown: ``added == 0``)."""
+    if shape is None or added == 0 or len(shape) + added < 0:
+        return None
+    return (None,) * (len(shape) + added)
 
 
 def _fold_reshape(ctx: InferContext, p: np.ndarray | None, shape: tuple[Dim, ...]) -> np.ndarray | None:
@@ -166,7 +175,7 @@ def unsqueeze(ctx: InferContext) -> Result:
     x = in_type(ctx, 0)
     _, axes = axes_arg(ctx, 1)
     if x.shape is None or axes is None:
-        return [ValueType(x.dtype, None)], [None]
+        return [ValueType(x.dtype, _unknown_dims(x.shape, length_of(ctx, 1) or 0))], [None]
     rank = len(x.shape) + len(axes)
     ins = {norm_axis(a, rank) for a in axes}
     rest = iter(x.shape)

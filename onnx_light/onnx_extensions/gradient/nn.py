@@ -16,8 +16,9 @@ everything but the cells a stride leaves over at the end of an axis, so where a 
 is only known at run time ``dX`` of a strided Conv is a ConvTranspose with the
 largest ``output_padding`` cropped to ``Shape(X)``, and the correlations take the
 forward's end pads and crop their output to the kernel. ``auto_pad=SAME_*`` with
-strides > 1 on a symbolic axis puts a size-dependent pad at the begin; those are
-refused with a clear error.
+strides > 1 on a symbolic axis pads by amounts that depend on the size: Conv then
+pads X at run time and differentiates the VALID convolution of the padded X (pooling
+refuses it with a clear error).
 """
 
 from __future__ import annotations
@@ -317,9 +318,18 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
     x, w = ctx.input(0), ctx.input(1)
     w_shape = _spatial(ctx, w, "weight")
     group = int(ctx.attr("group", 1))
-    geo = conv_geometry(ctx, list(w_shape[2:]))
+    padded = _same_padded(ctx, x, list(w_shape[2:]))
+    if padded is None:
+        geo = conv_geometry(ctx, list(w_shape[2:]))
+    else:  # the Conv is a VALID one of X padded at run time
+        x, begin, spatial = padded
+        geo = _valid_geometry(ctx, list(w_shape[2:]))
     rank = geo.nd + 2
-    dx = transpose_into(ctx, dy, w, geo, group) if ctx.needs_grad(0) else None
+    dx = None
+    if ctx.needs_grad(0):
+        dx = transpose_into(ctx, dy, w, geo, group, like=x)
+        if padded is not None:  # X's cells out of the padded X
+            dx = ctx.op.Slice(dx, begin, ctx.op.Add(begin, spatial), ctx.ints(list(range(2, rank))))
     dw = None
     if ctx.needs_grad(1) and group == 1 and int(np.prod(geo.kernel)) <= _IM2COL_MAX_WINDOW:
         dw = _weight_grad_im2col(ctx, x, dy, w_shape, geo)
@@ -343,6 +353,43 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
         dw = _swap01(ctx, corr, rank)
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
+
+
+def _valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
+    """The geometry of the node's window without pads, on input dims known at run time."""
+    nd = len(kernel)
+    strides = _int_list(ctx, "strides", [1] * nd)
+    dilations = _int_list(ctx, "dilations", [1] * nd)
+    return Geometry([None] * nd, kernel, strides, dilations, [0] * nd, [0] * nd, [None] * nd)
+
+
+def _same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str] | None:
+    """``auto_pad=SAME_*`` with strides > 1 on a symbolic axis: ``(Pad(X, pads), begin,
+    Shape(X)[2:])`` with the pads computed at run time, else None.
+
+    Per axis, out = ceil(n / s), total = max((out - 1) * s + (k - 1) * d + 1 - n, 0),
+    begin = total // 2 (SAME_UPPER) or total - total // 2 (SAME_LOWER), end = total - begin.
+    """
+    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
+    nd = len(kernel)
+    strides = _int_list(ctx, "strides", [1] * nd)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        return None
+    size = _input_dims(ctx, x, nd)
+    if all(isinstance(n, int) or st == 1 for n, st in zip(size, strides)):
+        return None
+    dilations = _int_list(ctx, "dilations", [1] * nd)
+    n = ctx.op.Shape(x, start=2)
+    s = ctx.ints(strides)
+    out = ctx.op.Div(ctx.op.Add(n, ctx.ints([st - 1 for st in strides])), s)
+    span = ctx.ints([(k - 1) * d + 1 for k, d in zip(kernel, dilations)])
+    last = ctx.op.Mul(ctx.op.Sub(out, ctx.ints([1] * nd)), s)  # where the last window starts
+    total = ctx.op.Max(ctx.op.Sub(ctx.op.Add(last, span), n), ctx.ints([0]))
+    half = ctx.op.Div(total, ctx.ints([2] * nd))
+    begin = half if auto_pad == "SAME_UPPER" else ctx.op.Sub(total, half)
+    zeros = ctx.ints([0, 0])
+    pads = ctx.op.Concat(zeros, begin, zeros, ctx.op.Sub(total, begin), axis=0)
+    return ctx.op.Pad(x, pads), begin, n
 
 
 def _transpose_begin(

@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ._table import rule
@@ -253,7 +255,7 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (transpose_into(ctx, scaled, weights, geo, channels),)
 
 
-def _inverse_counts(ctx, geo: Geometry, dy: str) -> str:  # type: ignore[no-untyped-def]
+def _inverse_counts(ctx: Any, geo: Geometry, dy: str) -> str:
     """1 / count(o), shaped (1, 1, o...), computed at run time on a ones plane P (1, 1, X's spatial).
 
     valid(o) = Conv(P, ones(1, 1, k...)) with the forward's strides, dilations and pads
@@ -280,13 +282,15 @@ def _inverse_counts(ctx, geo: Geometry, dy: str) -> str:  # type: ignore[no-unty
         starts, axes = ctx.ints([0] * nd), ctx.ints(list(range(2, 2 + nd)))
         valid = ctx.op.Slice(valid, starts, spatial, axes)
     if not bool(ctx.attr("count_include_pad", 0)):
-        return ctx.op.Reciprocal(valid)  # type: ignore[no-any-return]
+        inverse: str = ctx.op.Reciprocal(valid)
+        return inverse
     pooled = ctx.op.AveragePool(plane, **ctx.attrs)
     if ceil_mode:
         # a no-op at run time, but onnxruntime's load-time inference of this pool keeps
         # the window the kernel drops (see above) and would reject the Div
         pooled = ctx.op.Slice(pooled, starts, spatial, axes)
-    return ctx.op.Div(pooled, valid)  # type: ignore[no-any-return]
+    ratio: str = ctx.op.Div(pooled, valid)
+    return ratio
 
 
 @rule("", "GlobalAveragePool")

@@ -530,9 +530,14 @@ def _border_folds(
     are known when the pass runs and the pads are non-negative and within reach of the
     border folds; else None (the gradient then goes through the source index)."""
     rank = ctx.rank(ctx.inputs[0])
-    if pads is None or rank is None or (axes_n and axes is None):
+    if pads is None or rank is None:
         return None
-    at = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+    if axes_n:
+        if axes is None:
+            return None
+        at = [norm_axis(a, rank) for a in axes]
+    else:
+        at = list(range(rank))
     shape = ctx.shape(ctx.inputs[0])
     m = len(at)
     folds = []
@@ -563,7 +568,8 @@ def _pad_by_source_index(ctx: Any, dy: str, pads: str, axes: str) -> str:
     source = ctx.op.Pad(positions, pads, None, axes or None, mode=ctx.attr("mode"))
     zeros = ctx.op.Reshape(ctx.zeros_like(x), flat)
     summed = ctx.op.ScatterElements(zeros, ctx.op.Reshape(source, flat), ctx.op.Reshape(dy, flat), reduction="add")
-    return ctx.op.Reshape(summed, shape)  # type: ignore[no-any-return]
+    dx: str = ctx.op.Reshape(summed, shape)
+    return dx
 
 
 def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
