@@ -154,7 +154,9 @@ def _slice(draw: Draw, rng: np.random.Generator) -> Case:
         d = dims[a]
         steps.append(int(draw(st.sampled_from([1, 1, 2, 3, -1, -2]))))
         starts.append(int(draw(st.integers(-d - 2, d + 2))))
-        ends.append(int(draw(st.one_of(st.integers(-d - 2, d + 2), st.sampled_from([2**63 - 1, -(2**63)])))))
+        # (onnxruntime slices one element for end = INT64_MAX with a negative step: not drawn)
+        far = [-(2**63)] if steps[-1] < 0 else [2**63 - 1, -(2**63)]
+        ends.append(int(draw(st.one_of(st.integers(-d - 2, d + 2), st.sampled_from(far)))))
     x = normal(rng, dims)
     if draw(st.booleans()) and all(s == 1 for s in steps):  # opset 9: attributes
         attrs = {"starts": starts, "ends": ends, "axes": picked}
@@ -243,7 +245,8 @@ def _topk(draw: Draw, rng: np.random.Generator) -> Case:
     k = int(draw(st.integers(1, dims[a])))
     attrs = {"axis": a, "largest": int(draw(st.integers(0, 1))), "sorted": int(draw(st.integers(0, 1)))}
     inputs = {"x": normal(rng, dims), "k": i64([k])}
-    return make_case("TopK", inputs, ["x"], attrs=attrs, outputs=2, consts=_consts(draw, "k"))
+    unsorted = "sorted=0 leaves the order of the k outputs to the runtime" if k > 1 and not attrs["sorted"] else None
+    return make_case("TopK", inputs, ["x"], attrs=attrs, outputs=2, consts=_consts(draw, "k"), skip_ort=unsorted)
 
 
 def _pads(draw: Draw, dims: list[int], mode: str) -> list[int]:

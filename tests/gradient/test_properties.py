@@ -23,6 +23,7 @@ from gradcheck import Case, check_gradient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prop_elementwise import ACTIVATION, ARITHMETIC, MATH
+from prop_nn import LOSS, NN, NORMALIZATION, POOL
 from prop_structure import LINALG, REDUCTION
 from prop_tensor import RUNTIME_PADS, SMALLER_INDICES, TENSOR
 from propgen import Gen
@@ -37,6 +38,10 @@ FAMILIES: dict[str, dict[str, Gen]] = {
     "linalg": LINALG,
     "reduction": REDUCTION,
     "tensor": TENSOR,
+    "nn": NN,
+    "pool": POOL,
+    "normalization": NORMALIZATION,
+    "loss": LOSS,
 }
 
 # ops without a float64 kernel in onnxruntime: their fixed rows compare in float32
@@ -136,6 +141,34 @@ def test_reduction(family: str, op: str, data: Any) -> None:
 @_settings(EXAMPLES)
 @given(data=st.data())
 def test_tensor(family: str, op: str, data: Any) -> None:
+    check_example(family, op, data)
+
+
+@pytest.mark.parametrize(("family", "op"), _params("nn"))
+@_settings(EXAMPLES)
+@given(data=st.data())
+def test_nn(family: str, op: str, data: Any) -> None:
+    check_example(family, op, data)
+
+
+@pytest.mark.parametrize(("family", "op"), _params("pool"))
+@_settings(EXAMPLES)
+@given(data=st.data())
+def test_pool(family: str, op: str, data: Any) -> None:
+    check_example(family, op, data)
+
+
+@pytest.mark.parametrize(("family", "op"), _params("normalization"))
+@_settings(EXAMPLES)
+@given(data=st.data())
+def test_normalization(family: str, op: str, data: Any) -> None:
+    check_example(family, op, data)
+
+
+@pytest.mark.parametrize(("family", "op"), _params("loss"))
+@_settings(EXAMPLES)
+@given(data=st.data())
+def test_loss(family: str, op: str, data: Any) -> None:
     check_example(family, op, data)
 
 
