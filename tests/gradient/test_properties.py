@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prop_elementwise import ACTIVATION, ARITHMETIC, MATH
 from prop_nn import LOSS, NN, NORMALIZATION, POOL
-from prop_structure import LINALG, REDUCTION
-from prop_tensor import RUNTIME_PADS, SMALLER_INDICES, TENSOR
+from prop_structure import BROADCAST_LABEL, LINALG, REDUCTION
+from prop_tensor import INT32, REPEATED, RUNTIME_PADS, SMALLER_INDICES, TENSOR
 from propgen import Gen
 from test_rule_coverage import CASES as FIXED_ROWS
 
@@ -58,6 +58,14 @@ XFAIL: dict[tuple[str, str], str] = {
     "data's sides off the axis instead of indices' (data [1, 3], indices [1, 2], axis=0 fails)",
     ("tensor", f"ScatterElements {SMALLER_INDICES}"): "i8-wrong (issue 8 §1): dUpdates = GatherElements(dY, ...) "
     "takes data's shape (data [1, 2], indices [[-1]], axis=0: grad_u [1, 2] for updates [1, 1])",
+    ("tensor", f"ScatterElements {REPEATED}"): "i8-wrong (issue 8 §1): with reduction='none' only the last "
+    "update written to a position gets dY; today every colliding update does",
+    ("tensor", f"ScatterND {REPEATED}"): "i8-wrong (issue 8 §1): with reduction='none' only the last "
+    "update written to a position gets dY; today every colliding update does",
+    ("tensor", f"Gather {INT32}"): "i8-wrong (issue 8 §1): the backward graph mixes int32 and int64 indices "
+    "and fails onnx.checker full_check",
+    ("linalg", f"Einsum {BROADCAST_LABEL}"): "i8-wrong (issue 8 §1): a label of size 1 in one operand and more "
+    "in the other gives gradients of the wrong shape",
     ("tensor", f"Pad {RUNTIME_PADS}"): "i8-shapes (issue 8 §2): Pad with run-time pads in every mode "
     "is refused ('differentiated only with pads known when the pass runs')",
 }
