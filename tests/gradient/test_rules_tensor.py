@@ -170,6 +170,10 @@ SLICE = [
     slc("slice-runtime-args", rnd(4, 5), [3, -1], [0, 1], axes=[0, 1], steps=[-1, -2], const=False),
     slc("slice-runtime-no-axes", rnd(4, 5), [1], [3], const=False, dynamic=True),
     slc("slice-empty", rnd(3, 4), [2], [2], axes=[1]),
+    # found by the property tests: with a negative step a start before the first element is
+    # clamped to 0 by the spec (as onnxruntime does), not an empty slice (as Python's slices)
+    slc("slice-neg-step-start-before-begin", rnd(3, 2), [-5, 0], [-(2**63), 2], axes=[0, 1], steps=[-1, 1]),
+    slc("slice-neg-step-start-before-begin-runtime", rnd(3, 2), [-4], [-(2**63)], axes=[0], steps=[-2], const=False),
     one("slice-opset9-attrs", "Slice", rnd(4, 3), opset=9, starts=[1], ends=[3], axes=[0]),
 ]
 
@@ -289,6 +293,12 @@ ROWS = SHAPE + SLICE + GATHER + SCATTER + PAD
 @pytest.mark.parametrize("case", ROWS, ids=[c.name for c in ROWS])
 def test_rule(case: Case) -> None:
     check_gradient(case)
+
+
+def test_slice_start_before_begin_with_negative_step_keeps_the_first_element() -> None:
+    case = next(c for c in SLICE if c.name == "slice-neg-step-start-before-begin")
+    grads = check_gradient(case)
+    assert np.all(grads["x"][0] != 0) and np.all(grads["x"][1:] == 0)
 
 
 def test_gather_duplicates_accumulate() -> None:
