@@ -127,7 +127,7 @@ def make_case(
     outs = ["y"] + [f"y{k}" for k in range(1, outputs)]
     nodes = [oh.make_node(op, names, outs, **attrs), *(extra or [])]
     described = " ".join(f"{k}{_describe(v)}" for k, v in feeds.items())
-    name = f"{op}@{opset} {described} {attrs} wrt {xs}"
+    name = f"{op}@{opset} {described} {attrs} wrt {xs}" + (f" ({outputs} outputs)" if outputs > 1 else "")
     if case_kw.get("dynamic"):
         name += f" symbolic first dim of {case_kw['dynamic']}"
     initializers = [k for k in consts if k in feeds]

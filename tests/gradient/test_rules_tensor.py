@@ -195,6 +195,10 @@ SLICE = [
     ),
     one("slice-int32-runtime", "Slice", rnd(4, 5), {"s": i32(1), "e": i32(-1), "a": i32(1)}, const=False),
     slc("slice-empty", rnd(3, 4), [2], [2], axes=[1]),
+    # found by the property tests: with a negative step a start before the first element is
+    # clamped to 0 by the spec (as onnxruntime does), not an empty slice (as Python's slices)
+    slc("slice-neg-step-start-before-begin", rnd(3, 2), [-5, 0], [-(2**63), 2], axes=[0, 1], steps=[-1, 1]),
+    slc("slice-neg-step-start-before-begin-runtime", rnd(3, 2), [-4], [-(2**63)], axes=[0], steps=[-2], const=False),
     one("slice-opset9-attrs", "Slice", rnd(4, 3), opset=9, starts=[1], ends=[3], axes=[0]),
 ]
 
@@ -364,6 +368,12 @@ def test_scatter_none_duplicates_only_the_winner_gets_dy(const: bool) -> None:
     feeds = {**case.inputs, bwd.input[-1]: dy}
     gd, gu = ol.runtime.InferenceSession(bwd).run(None, {n: feeds[n] for n in bwd.input})
     assert gu.tolist() == [0.0, 1.0] and gd.tolist() == [0.0, 2.0, 3.0]
+
+
+def test_slice_start_before_begin_with_negative_step_keeps_the_first_element() -> None:
+    case = next(c for c in SLICE if c.name == "slice-neg-step-start-before-begin")
+    grads = check_gradient(case)
+    assert np.all(grads["x"][0] != 0) and np.all(grads["x"][1:] == 0)
 
 
 def test_gather_duplicates_accumulate() -> None:

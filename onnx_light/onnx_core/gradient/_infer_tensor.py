@@ -253,7 +253,8 @@ def split(ctx: InferContext) -> list[ValueType]:
 
 def _slice_dim(d: Dim, start: int, end: int, step: int) -> Dim:
     if isinstance(d, int):
-        return len(range(*slice(start, end, step).indices(d)))
+        # (a start before the first element with a negative step is clamped to 0 by the spec)
+        return len(range(*slice(0 if step < 0 and start < -d else start, end, step).indices(d)))
     if step == 1 and start == 0 and end >= 2**31 - 1:
         return d
     if step == 1 and 0 <= start <= end < 2**31 - 1:

@@ -271,13 +271,22 @@ def lp_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 @rule("", "MeanVarianceNormalization")
 def mean_variance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """Y = c / s with c = X - mean(X), sigma = sqrt(mean(c^2)), s = sigma + 1e-9 (the
-    spec's function body):  dX = (dY - mean(dY) - c * mean(dY c) / (s sigma)) / s."""
+    spec's function body):  dX = (dY - mean(dY) - c * mean(dY c) / (s sigma)) / s.
+
+    Where sigma = 0 (X constant over the axes, e.g. axes of size 1) c is 0 and the last
+    term c * 0 / 0 has the limit 0: its denominator is 1 there, and sigma's square root
+    reads 1 (the safe-Where form, so that differentiating again gives no NaN either).
+    """
     x = ctx.input(0)
     axes = ctx.ints([int(a) for a in ctx.attr("axes", [0, 2, 3])])
     centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes))
-    sigma = ctx.op.Sqrt(ctx.op.ReduceMean(ctx.op.Mul(centered, centered), axes))
+    var = ctx.op.ReduceMean(ctx.op.Mul(centered, centered), axes)
+    zero, one = ctx.const(0.0, like=x), ctx.const(1.0, like=x)
+    positive = ctx.op.Greater(var, zero)
+    sigma = ctx.op.Where(positive, ctx.op.Sqrt(ctx.op.Where(positive, var, one)), zero)
     s = ctx.op.Add(sigma, ctx.const(1e-9, like=x))
-    inner = ctx.op.Div(ctx.op.ReduceMean(ctx.op.Mul(dy, centered), axes), ctx.op.Mul(s, sigma))
+    denominator = ctx.op.Where(positive, ctx.op.Mul(s, sigma), one)
+    inner = ctx.op.Div(ctx.op.ReduceMean(ctx.op.Mul(dy, centered), axes), denominator)
     g = ctx.op.Sub(ctx.op.Sub(dy, ctx.op.ReduceMean(dy, axes)), ctx.op.Mul(centered, inner))
     return (ctx.op.Div(g, s),)
 

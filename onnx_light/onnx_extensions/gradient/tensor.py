@@ -237,7 +237,8 @@ def _static_slice_grad(
         d = shape[a]
         if not isinstance(d, int):
             return None
-        picked = range(*slice(start, end, step).indices(d))
+        # (a start before the first element with a negative step is clamped to 0 by the spec)
+        picked = range(*slice(0 if step < 0 and start < -d else start, end, step).indices(d))
         n = len(picked)
         if n == 0:
             return ctx.zeros_like(ctx.inputs[0])

@@ -146,8 +146,9 @@ def _slice(x: np.ndarray, starts: Any, ends: Any, axes: Any, steps: Any) -> np.n
     steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
     index = [slice(None)] * x.ndim
     for a, start, end, step in zip(axes, starts, ends, steps):
-        # Python slices clamp out-of-range bounds exactly as the spec does.
-        index[a] = slice(start, end, step)
+        # Python slices clamp out-of-range bounds as the spec does, except a start before
+        # the first element with a negative step: the spec clamps it to 0, Python to empty
+        index[a] = slice(0 if step < 0 and start < -x.shape[a] else start, end, step)
     return x[tuple(index)].copy()
 
 
