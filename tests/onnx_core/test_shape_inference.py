@@ -160,3 +160,67 @@ def test_infer_shapes_path(tmp_path: pathlib.Path) -> None:
     shape_inference.infer_shapes_path(src, tmp_path / "out.onnx")
     assert len(ol.load(tmp_path / "out.onnx").graph.value_info) == 4
     assert len(ol.load(src).graph.value_info) == 0
+
+
+def _single(op: str, inputs: list[Any], n_out: int = 1, opset: int = 21, inits: Any = (), **attrs: Any) -> bytes:
+    outs = [f"o{i}" for i in range(n_out)]
+    graph = h.make_graph(
+        [h.make_node(op, [v.name for v in inputs] + [t.name for t in inits], outs, **attrs)],
+        "g",
+        inputs,
+        [_vi(o, 0) for o in outs],
+        initializer=list(inits),
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)]).SerializeToString()
+
+
+#: ops whose inference shape_inference added to the engine: op -> the model (checked against onnx's)
+ADDED_OPS: dict[str, Any] = {
+    "ReverseSequence": lambda: _single(
+        "ReverseSequence", [_vi("x", shape=[4, 2, 3]), _vi("l", T.INT64, [2])], batch_axis=1, time_axis=0
+    ),
+    "CumProd": lambda: _single(
+        "CumProd", [_vi("x", shape=["N", 3])], opset=26, inits=[h.make_tensor("a", T.INT64, [], [1])]
+    ),
+    "RandomUniformLike": lambda: _single("RandomUniformLike", [_vi("x", T.INT64, ["N", 3])], dtype=T.DOUBLE),
+    "RandomNormalLike": lambda: _single("RandomNormalLike", [_vi("x", shape=[2, 3])]),
+    "Bernoulli": lambda: _single("Bernoulli", [_vi("x", shape=[5])]),
+    "RandomUniform": lambda: _single("RandomUniform", [], shape=[2, 7]),
+    "RandomNormal": lambda: _single("RandomNormal", [], shape=[3], dtype=T.DOUBLE),
+    "QuantizeLinear": lambda: _single(
+        "QuantizeLinear",
+        [_vi("x", shape=["N", 4])],
+        inits=[h.make_tensor("s", T.FLOAT, [], [0.1]), h.make_tensor("z", T.INT8, [], [0])],
+    ),
+    "QuantizeLinear no zero point": lambda: _single(
+        "QuantizeLinear", [_vi("x", shape=[2])], inits=[h.make_tensor("s", T.FLOAT, [], [0.1])]
+    ),
+    "DequantizeLinear": lambda: _single(
+        "DequantizeLinear", [_vi("x", T.UINT8, [3, 2])], inits=[h.make_tensor("s", T.FLOAT16, [], [0.1])]
+    ),
+    "Det": lambda: _single("Det", [_vi("x", shape=["B", 3, 3])]),
+    "Compress axis": lambda: _single("Compress", [_vi("x", shape=[3, 4]), _vi("c", T.BOOL, [4])], axis=1),
+    "NonMaxSuppression": lambda: _single("NonMaxSuppression", [_vi("b", shape=[1, 6, 4]), _vi("s", shape=[1, 1, 6])]),
+    "LSTM": lambda: _single(
+        "LSTM",
+        [_vi("x", shape=[5, "N", 3]), _vi("w", shape=[2, 16, 3]), _vi("r", shape=[2, 16, 4])],
+        3,
+        hidden_size=4,
+        direction="bidirectional",
+    ),
+    "GRU layout 1": lambda: _single(
+        "GRU",
+        [_vi("x", shape=[2, 5, 3]), _vi("w", shape=[1, 12, 3]), _vi("r", shape=[1, 12, 4])],
+        2,
+        hidden_size=4,
+        layout=1,
+    ),
+    "RNN": lambda: _single(
+        "RNN", [_vi("x", shape=[5, 2, 3]), _vi("w", shape=[1, 4, 3]), _vi("r", shape=[1, 4, 4])], 2, hidden_size=4
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ADDED_OPS))
+def test_added_op_inference_matches_onnx(case: str) -> None:
+    assert _compare(ADDED_OPS[case]()) >= 1
