@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import os
 
+from ._check_node import CheckerContext, NodeChecks, ValidationError, node_label, tensor_type_string
 from ._errors import OnnxLightError
 from ._infer_model import can_infer, infer_graph, to_type_proto, value_type
 from ._io import load, load_from_string, save
@@ -52,6 +53,23 @@ def _contradiction(graph: GraphProto, name: str, declared: ValueType, inferred: 
     )
 
 
+def _check_types(graph: GraphProto, opset: int, types: dict[str, ValueType]) -> None:
+    """Every node's known input and output types satisfy its schema's type constraints."""
+    ctx = CheckerContext(opset_imports={"": opset})
+    strings = {n: s for n, t in types.items() if (s := tensor_type_string(t.dtype)) is not None}
+    checks = NodeChecks(ctx, strings.get, lambda _g, _where: None)
+    for i, node in enumerate(graph.node):
+        if normalise_domain(node.domain) != "":
+            continue
+        at = f"graph {graph.name!r}: {node_label(node, i)}"
+        try:
+            schema = checks.schema(node, at)
+            if schema is not None:
+                checks.type_constraints(node, schema, at)
+        except ValidationError as e:
+            raise InferenceError(str(e)) from None
+
+
 def _infer_main_graph(graph: GraphProto, opset: int, check_type: bool, strict_mode: bool) -> None:
     """Adds value_info to ``graph`` (a copy) and completes its outputs, in place."""
     if strict_mode:
@@ -63,6 +81,8 @@ def _infer_main_graph(graph: GraphProto, opset: int, check_type: bool, strict_mo
                     "to leave its outputs untyped"
                 )
     result = infer_graph(graph, opset)
+    if check_type or strict_mode:
+        _check_types(graph, opset, result.types)
     outputs = {v.name for v in graph.output}
     inputs = {v.name for v in graph.input} | {t.name for t in graph.initializer}
     existing = {v.name: v for v in graph.value_info}
@@ -102,7 +122,8 @@ def infer_shapes(
 
     Args:
         model: a ModelProto or its serialized bytes (never modified).
-        check_type: raise when an inferred element type contradicts a declared one.
+        check_type: raise when an inferred element type contradicts a declared one or a
+            node's types break its schema's type constraints.
         strict_mode: raise on any contradiction and on an op without inference.
         data_prop: accepted for onnx's signature; small shape computations are always
             propagated.

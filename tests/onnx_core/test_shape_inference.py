@@ -224,3 +224,16 @@ ADDED_OPS: dict[str, Any] = {
 @pytest.mark.parametrize("case", sorted(ADDED_OPS))
 def test_added_op_inference_matches_onnx(case: str) -> None:
     assert _compare(ADDED_OPS[case]()) >= 1
+
+
+def test_check_type_applies_the_type_constraints() -> None:
+    graph = h.make_graph(
+        [h.make_node("Add", ["a", "b"], ["c"], name="add0")],
+        "g",
+        [_vi("a", shape=[2]), _vi("b", T.DOUBLE, [2])],
+        [_vi("c", 0)],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+    shape_inference.infer_shapes(model)  # best effort: no error
+    with pytest.raises(shape_inference.InferenceError, match=r"'add0' \(ai.onnx::Add\).*inconsistent type"):
+        shape_inference.infer_shapes(model, check_type=True)
