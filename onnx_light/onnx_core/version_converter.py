@@ -5,7 +5,7 @@ signature or meaning changed on the way are rewritten by the adapters of
 ``gradient._upgrade`` (the ones the gradient pass uses on torch exports: Reduce* axes,
 Split, Squeeze/Unsqueeze, Slice, Pad, Clip, Dropout, Softmax family, BatchNormalization,
 TopK, Scatter, Upsample/Resize, GroupNormalization, RoiAlign, GridSample, DFT), in the
-main graph and in every subgraph; every other op keeps its node. Each converted node is
+main graph, every subgraph and every model-local function; every other op keeps its node. Each converted node is
 then checked against its schema at the target opset, so an op the adapters do not cover
 fails with the node's name and reason instead of producing an invalid model. Downgrades
 are refused.
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from ._check_node import CheckerContext, NodeChecks, ValidationError, node_label
 from ._errors import GradientError, OnnxLightError
 from ._infer_model import infer_graph
-from ._proto import AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto
+from ._proto import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto
 from .gradient._types import ValueType
 from .gradient._upgrade import upgrade_nodes
 from .helper import find_min_ir_version_for
@@ -61,11 +61,11 @@ def _all_names(graph: GraphProto, into: set[str]) -> set[str]:
 class _Converter:
     """One conversion: fresh names, then each graph upgraded from the inside out."""
 
-    def __init__(self, model: ModelProto, source: int, target: int) -> None:
+    def __init__(self, taken: set[str], source: int, target: int) -> None:
         self.source, self.target = source, target
-        self.taken = _all_names(model.graph, set())
+        self.taken = taken
         self.counter = itertools.count()
-        self.ctx = CheckerContext(model.ir_version, {"": target}, False, frozenset(), False)
+        self.ctx = CheckerContext(opset_imports={"": target}, is_main_graph=False)
 
     def new_name(self, prefix: str) -> str:
         """A value name used nowhere in the model."""
@@ -102,11 +102,26 @@ class _Converter:
         for i, node in enumerate(nodes):
             self.verify(graph, i, node)
 
-    def verify(self, graph: GraphProto, index: int, node: NodeProto) -> None:
+    def function(self, fn: FunctionProto) -> None:
+        """Upgrades a model-local function's nodes (their types unknown) in place."""
+        here = f"function {fn.domain}::{fn.name}"
+        try:
+            nodes = upgrade_nodes(list(fn.node), self.source, self.target, self.new_name)
+        except GradientError as e:
+            raise ConvertError(f"{here}: {e}") from None
+        for node in nodes:
+            for g in _subgraphs(node):
+                self.graph(g, {})
+        fn.node = nodes
+        for i, node in enumerate(nodes):
+            self.verify(here, i, node)
+
+    def verify(self, where: GraphProto | str, index: int, node: NodeProto) -> None:
         """The converted node is valid at the target opset; else a ConvertError saying why."""
         if normalise_domain(node.domain) != "":
             return
-        at = f"graph {graph.name!r}: {node_label(node, index)}"
+        scope = f"graph {where.name!r}" if isinstance(where, GraphProto) else where
+        at = f"{scope}: {node_label(node, index)}"
         try:
             checks = NodeChecks(self.ctx, lambda _name: None, lambda _g, _where: None)
             schema = checks.schema(node, at)
@@ -118,6 +133,13 @@ class _Converter:
                 f"cannot convert from opset {self.source} to {self.target}: {e}; no adapter covers this change "
                 "of the op's signature (re-export the model at the target opset)"
             ) from None
+
+
+def _with_default(imports: list[OperatorSetIdProto], version: int) -> list[OperatorSetIdProto]:
+    default = OperatorSetIdProto()
+    default.domain = ""
+    default.version = version
+    return [default, *(o for o in imports if normalise_domain(o.domain) != "")]
 
 
 def convert_version(model: ModelProto, target_version: int) -> ModelProto:
@@ -148,11 +170,13 @@ def convert_version(model: ModelProto, target_version: int) -> ModelProto:
     out = copy.deepcopy(model)
     if target_version == source:
         return out
-    _Converter(out, source, target_version).graph(out.graph, {})
-    imports = [o for o in out.opset_import if normalise_domain(o.domain) != ""]
-    default = OperatorSetIdProto()
-    default.domain = ""
-    default.version = target_version
-    out.opset_import = [default, *imports]
+    _Converter(_all_names(out.graph, set()), source, target_version).graph(out.graph, {})
+    out.opset_import = _with_default(list(out.opset_import), target_version)
+    for fn in out.functions:
+        version = next((o.version for o in fn.opset_import if normalise_domain(o.domain) == ""), None)
+        if version is not None and version < target_version:
+            names = set(fn.input) | set(fn.output) | {v for n in fn.node for v in [*n.input, *n.output]}
+            _Converter(names, version, target_version).function(fn)
+            fn.opset_import = _with_default(list(fn.opset_import), target_version)
     out.ir_version = max(out.ir_version, find_min_ir_version_for(out.opset_import, ignore_unknown=True))
     return out

@@ -321,3 +321,19 @@ def test_node_cases_all() -> None:
         except Exception as e:  # noqa: BLE001  collect them all
             failed.append(f"{name}: {e}")
     assert not failed, "\n".join(failed[:20])
+
+
+def test_local_function_bodies_are_converted() -> None:
+    body = [h.make_node("ReduceSum", ["x"], ["y"], axes=[1], keepdims=0)]
+    fn = h.make_function("local", "RowSum", ["x"], ["y"], body, [h.make_opsetid("", 11)])
+    graph = h.make_graph(
+        [h.make_node("RowSum", ["x"], ["y"], domain="local")], "g", [_x([2, 3])], [_vi("y", T.FLOAT, [2])]
+    )
+    model = h.make_model(
+        graph, opset_imports=[h.make_opsetid("", 11), h.make_opsetid("local", 1)], functions=[fn], ir_version=8
+    )
+    converted = version_converter.convert_version(model, 21)
+    (body_fn,) = converted.functions
+    assert [(o.domain, o.version) for o in body_fn.opset_import] == [("", 21)]
+    assert [n.op_type for n in body_fn.node] == ["Constant", "ReduceSum"]
+    _same_outputs(model)
