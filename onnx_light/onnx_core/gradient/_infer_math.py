@@ -75,6 +75,41 @@ def dropout(ctx: InferContext) -> list[ValueType]:
     return [x, ValueType(BOOL if ctx.opset >= 10 else x.dtype, x.shape)]
 
 
+@infer("ReverseSequence", "CumProd", "Swish")
+def same_as_input(ctx: InferContext) -> list[ValueType]:
+    """The input's type and shape (no value folded)."""
+    return [in_type(ctx, 0)]
+
+
+@infer("RandomUniformLike", "RandomNormalLike", "Bernoulli")
+def random_like(ctx: InferContext) -> list[ValueType]:
+    """The input's shape in ``dtype`` (default the input's type)."""
+    x = in_type(ctx, 0)
+    return [ValueType(int(ctx.attr("dtype", x.dtype)), x.shape)]
+
+
+@infer("QuantizeLinear")
+def quantize_linear(ctx: InferContext) -> list[ValueType]:
+    """The input's shape in ``output_dtype``, else the zero point's type, else uint8."""
+    zero_point = in_type(ctx, 2).dtype if has_input(ctx, 2) else 0
+    dtype = int(ctx.attr("output_dtype", 0)) or zero_point or 2
+    return [ValueType(dtype, in_type(ctx, 0).shape)]
+
+
+@infer("DequantizeLinear")
+def dequantize_linear(ctx: InferContext) -> list[ValueType]:
+    """The input's shape in ``output_dtype``, else the scale's type (float before opset 19)."""
+    scale = in_type(ctx, 1).dtype if ctx.opset >= 19 else 1
+    return [ValueType(int(ctx.attr("output_dtype", 0)) or scale, in_type(ctx, 0).shape)]
+
+
+@infer("Det")
+def det(ctx: InferContext) -> list[ValueType]:
+    """The batch dims: the input's shape without its last two."""
+    x = in_type(ctx, 0)
+    return [ValueType(x.dtype, None if x.shape is None else tuple(x.shape[:-2]))]
+
+
 # --------------------------------------------------------------------------- broadcasting
 def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":

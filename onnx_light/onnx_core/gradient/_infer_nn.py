@@ -153,6 +153,22 @@ def loss(ctx: InferContext) -> list[ValueType]:
     return [out, x]
 
 
+@infer("RNN", "GRU", "LSTM")
+def recurrent(ctx: InferContext) -> list[ValueType]:
+    """Y ``[seq, dirs, batch, hidden]`` and Y_h (Y_c) ``[dirs, batch, hidden]``; batch first when layout=1."""
+    x = in_type(ctx, 0)
+    dirs = 2 if ctx.attr("direction", "forward") == "bidirectional" else 1
+    hidden = ctx.attr("hidden_size")
+    h: Dim = int(hidden) if hidden is not None else None
+    if x.shape is None or len(x.shape) != 3:
+        return [ValueType(x.dtype, None)] * 3
+    layout = int(ctx.attr("layout", 0))
+    seq, batch = (x.shape[1], x.shape[0]) if layout else (x.shape[0], x.shape[1])
+    y = (batch, seq, dirs, h) if layout else (seq, dirs, batch, h)
+    state = (batch, dirs, h) if layout else (dirs, batch, h)
+    return [ValueType(x.dtype, y), ValueType(x.dtype, state), ValueType(x.dtype, state)]
+
+
 @infer("Resize", "Upsample")
 def resize(ctx: InferContext) -> list[ValueType]:
     """Each dim times its scale (floored), or the given sizes (over ``axes`` at 18+)."""

@@ -481,6 +481,30 @@ def eye_like(ctx: InferContext) -> list[ValueType]:
     return [ValueType(int(ctx.attr("dtype", x.dtype)), x.shape)]
 
 
+@infer("RandomUniform", "RandomNormal")
+def random(ctx: InferContext) -> list[ValueType]:
+    """The ``shape`` attribute in ``dtype`` (default float)."""
+    return [ValueType(int(ctx.attr("dtype", 1)), tuple(int(d) for d in ctx.attr("shape", [])))]
+
+
+@infer("Compress")
+def compress(ctx: InferContext) -> list[ValueType]:
+    """The input with an unknown count along ``axis``, or 1-D when there is no axis."""
+    x = in_type(ctx, 0)
+    axis = ctx.attr("axis")
+    if axis is None or x.shape is None:
+        return [ValueType(x.dtype, (None,) if axis is None else None)]
+    shape = list(x.shape)
+    shape[norm_axis(int(axis), len(shape))] = None
+    return [ValueType(x.dtype, tuple(shape))]
+
+
+@infer("NonMaxSuppression")
+def non_max_suppression(ctx: InferContext) -> list[ValueType]:
+    """int64 ``(count, 3)`` selected indices, the count unknown."""
+    return [ValueType(INT64, (None, 3))]
+
+
 @infer("OneHot")
 def one_hot(ctx: InferContext) -> list[ValueType]:
     """The indices' shape with ``depth`` inserted at ``axis``; the values' type."""

@@ -356,6 +356,42 @@ def _resize(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, [node.input[0], "", scales], drop=["scales"], op_type="Resize", **attrs))
 
 
+def _roi_align(u: _Upgrader, node: NodeProto) -> None:
+    """Before 16 RoiAlign sampled as ``output_half_pixel``; 16 added the attribute with ``half_pixel``."""
+    if u.source >= 16 or u.target < 16 or _attr(node, "coordinate_transformation_mode") is not None:
+        u.out.append(node)
+        return
+    u.out.append(_clone(node, coordinate_transformation_mode="output_half_pixel"))
+
+
+def _grid_sample(u: _Upgrader, node: NodeProto) -> None:
+    """GridSample 20 renamed the modes: bilinear -> linear, bicubic -> cubic (the default was bilinear)."""
+    if u.source >= 20 or u.target < 20:
+        u.out.append(node)
+        return
+    mode = str(_attr_value(node, "mode", "bilinear"))
+    u.out.append(_clone(node, mode={"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)))
+
+
+def _dft(u: _Upgrader, node: NodeProto) -> None:
+    """DFT 20 takes ``axis`` as a scalar input (default -2) instead of an attribute (default 1)."""
+    if u.source >= 20 or u.target < 20:
+        u.out.append(node)
+        return
+    axis = u.const(np.asarray(int(_attr_value(node, "axis", 1)), np.int64), "DFT_axis")
+    u.out.append(_clone(node, [*_pad_inputs(node.input, 2)[:2], axis], drop=["axis"]))
+
+
+def _scan(u: _Upgrader, node: NodeProto) -> None:
+    if u.source >= 9 or u.target < 9:
+        u.out.append(node)
+        return
+    raise u.error(
+        node,
+        "Scan-8 has a batch axis and a sequence_lens input that Scan-9 dropped; re-export the model at opset 9+",
+    )
+
+
 _UPGRADES: dict[str, Callable[[_Upgrader, NodeProto], None]] = {
     "ReduceSum": _reduce,
     **{op: _reduce for op in _REDUCE_18},
@@ -375,6 +411,10 @@ _UPGRADES: dict[str, Callable[[_Upgrader, NodeProto], None]] = {
     "Scatter": _scatter,
     "Upsample": _resize,
     "Resize": _resize,
+    "RoiAlign": _roi_align,
+    "GridSample": _grid_sample,
+    "DFT": _dft,
+    "Scan": _scan,
 }
 
 
@@ -396,7 +436,8 @@ def upgrade_nodes(
     ``ratio`` (before 12; mask type before 10), Softmax/LogSoftmax/Hardmax (before 13,
     flatten-to-2D semantics), GroupNormalization 18–20 (per-group scale and bias), old
     BatchNormalization attributes, TopK ``k`` (before 10), Scatter, Upsample and
-    Resize-10. Other nodes pass through as the same objects.
+    Resize-10, RoiAlign's sampling (before 16), GridSample's modes and DFT's ``axis``
+    (before 20); Scan-8 is refused. Other nodes pass through as the same objects.
 
     Args:
         nodes: the forward nodes, in order; never mutated.
