@@ -17,6 +17,8 @@ from ``ort.fbs``), as field slots::
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field
 
 import flatbuffers
@@ -204,7 +206,9 @@ def _read_tensor(t: _Reader) -> tuple[str, np.ndarray]:
     except Exception as e:
         raise CheckpointError(f"checkpoint tensor {name!r} has an unsupported data type {dtype}") from e
     r0, nr = t.vector_span(4, 1)
-    count = int(np.prod(dims)) if dims else 1
+    if any(d < 0 for d in dims):
+        raise CheckpointError(f"checkpoint tensor {name!r} has a negative dimension {dims}")
+    count = math.prod(dims)
     if nr != count * np.dtype(np_dtype).itemsize:
         raise CheckpointError(
             f"checkpoint tensor {name!r}: {nr} bytes of data for shape {dims} of {np.dtype(np_dtype).name}"
@@ -228,6 +232,15 @@ def decode(buf: bytes, path: str = "checkpoint") -> RawCheckpoint:
     Raises:
         CheckpointError: the bytes are not an onnxruntime training checkpoint.
     """
+    try:
+        return _decode(buf, path)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(f"{path} is truncated or malformed ({type(e).__name__}: {e}); it is not loadable") from e
+
+
+def _decode(buf: bytes, path: str) -> RawCheckpoint:
     if len(buf) < 8 or buf[4:8] != FILE_IDENTIFIER:
         raise CheckpointError(f"{path} is not an onnxruntime training checkpoint (no 'ODTC' identifier)")
     root = _Reader(buf, int(np.frombuffer(buf, "<u4", 1, 0)[0]), "Checkpoint")
