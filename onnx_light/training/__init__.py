@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from ._artifacts import ArtifactPaths, generate_artifacts
 from ._checkpoint import CheckpointError, CheckpointState, Parameter
+from ._loop import FitResult, fit
 from ._module import Module, Optimizer
+from ._progress import Progress
 from ._schedulers import CosineLRScheduler, LinearLRScheduler
 
 __all__ = [
@@ -23,4 +25,7 @@ __all__ = [
     "Optimizer",
     "LinearLRScheduler",
     "CosineLRScheduler",
+    "fit",
+    "FitResult",
+    "Progress",
 ]

@@ -93,8 +93,13 @@ class _Plan:
         return set(self.trainable) | set(self.frozen)
 
 
-def make_graph(nodes: list[NodeProto], name: str, inputs: list[ValueInfoProto], outputs: list[ValueInfoProto],
-               inits: list[TensorProto]) -> GraphProto:
+def make_graph(
+    nodes: list[NodeProto],
+    name: str,
+    inputs: list[ValueInfoProto],
+    outputs: list[ValueInfoProto],
+    inits: list[TensorProto],
+) -> GraphProto:
     return helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
 
 
@@ -129,7 +134,9 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
         trainable = _names_or_error(requires_grad, floats, "requires_grad")
         both = [n for n in trainable if n in frozen or n in buffers]
         if both:
-            raise OnnxLightError(f"{both} are frozen or BatchNormalization running statistics; they cannot require grad")
+            raise OnnxLightError(
+                f"{both} are frozen or BatchNormalization running statistics; they cannot require grad"
+            )
     reads = set(used_values(nodes))
     trainable = [n for n in trainable if n in reads]
     rest = [n for n in floats if n not in trainable]
@@ -137,13 +144,18 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
     return _Plan(model, target, nodes, inits, data_inputs, trainable, rest, buffers, taken)
 
 
-def _loss(plan: _Plan, loss: str | None, loss_input_names: Sequence[str] | None, e: Emitter
-          ) -> tuple[list[NodeProto], str, ValueInfoProto | None, ValueInfoProto]:
+def _loss(
+    plan: _Plan, loss: str | None, loss_input_names: Sequence[str] | None, e: Emitter
+) -> tuple[list[NodeProto], str, ValueInfoProto | None, ValueInfoProto]:
     """The loss nodes, the loss's name, the labels input (None for a model's own loss), the loss output."""
     outputs = list(plan.model.graph.output)
     if loss is None:
         if not loss_input_names:
-            raise OnnxLightError("pass loss= one of " + str(sorted(LOSSES)) + ", or loss_input_names naming the model's scalar loss output")
+            raise OnnxLightError(
+                "pass loss= one of "
+                + str(sorted(LOSSES))
+                + ", or loss_input_names naming the model's scalar loss output"
+            )
         name = loss_input_names[0]
         vi = next((o for o in outputs if o.name == name), None)
         if vi is None:
@@ -154,7 +166,11 @@ def _loss(plan: _Plan, loss: str | None, loss_input_names: Sequence[str] | None,
     names = list(loss_input_names or [outputs[0].name])
     pred = next((o for o in outputs if o.name == names[0]), outputs[0])
     tt = pred.type.tensor_type
-    shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim] if tt.HasField("shape") else None
+    shape = (
+        [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+        if tt.HasField("shape")
+        else None
+    )
     dtype, lshape = label_type(loss, int(tt.elem_type), shape)
     labels = _fresh_name("labels", plan.taken)
     loss_name = _fresh_name("loss", plan.taken)
@@ -174,15 +190,23 @@ def _fresh_name(base: str, taken: set[str]) -> str:
     return name
 
 
-def _training_nodes(plan: _Plan, loss_nodes: list[NodeProto], loss_name: str, labels: ValueInfoProto | None,
-                    loss_vi: ValueInfoProto, e: Emitter) -> tuple[list[NodeProto], list[str]]:
+def _training_nodes(
+    plan: _Plan,
+    loss_nodes: list[NodeProto],
+    loss_name: str,
+    labels: ValueInfoProto | None,
+    loss_vi: ValueInfoProto,
+    e: Emitter,
+) -> tuple[list[NodeProto], list[str]]:
     """Forward + loss + backward; returns the nodes and the updated buffers' ``_next`` names."""
     fwd, updates = for_training(plan.nodes, e)
     fwd = fwd + loss_nodes
     inputs = plan.data_inputs + ([labels] if labels is not None else [])
     gmodel = helper.make_model(
         helper.make_graph(fwd, "forward", inputs, [loss_vi], initializer=list(plan.inits.values())),
-        opset_imports=plan.imports(), ir_version=IR_VERSION, functions=list(plan.model.functions),
+        opset_imports=plan.imports(),
+        ir_version=IR_VERSION,
+        functions=list(plan.model.functions),
     )
     if not plan.trainable:
         raise OnnxLightError("no parameter requires a gradient: pass requires_grad or fewer frozen_params")
@@ -193,13 +217,15 @@ def _training_nodes(plan: _Plan, loss_nodes: list[NodeProto], loss_name: str, la
     bwd_nodes = [seed] + [_rename_outputs(n, rename) for n in bwd.node]
     buffers_next = [o for n in updates for o in n.output if o.endswith("_next")]
     wanted = [loss_name, *rename.values(), *buffers_next]
-    return assemble(bwd_nodes, fwd + updates, wanted, e), buffers_next
+    return assemble(bwd_nodes, fwd + updates, wanted, e.fresh), buffers_next
 
 
 def _rename_outputs(node: NodeProto, rename: dict[str, str]) -> NodeProto:
     if not any(o in rename for o in node.output):
         return node
-    new = helper.make_node(node.op_type, list(node.input), [rename.get(o, o) for o in node.output], domain=node.domain or None)
+    new = helper.make_node(
+        node.op_type, list(node.input), [rename.get(o, o) for o in node.output], domain=node.domain or None
+    )
     new.attribute.extend(node.attribute)
     return new
 
@@ -210,8 +236,9 @@ def _state_inputs(plan: _Plan, nodes: list[NodeProto]) -> list[ValueInfoProto]:
     return [plan.vi(n) for n in names]
 
 
-def _optimizer_nodes(plan: _Plan, spec: OptimizerSpec, grads: dict[str, str], max_grad_norm: float | None,
-                     e: Emitter) -> tuple[list[NodeProto], list[ValueInfoProto], list[ValueInfoProto]]:
+def _optimizer_nodes(
+    plan: _Plan, spec: OptimizerSpec, grads: dict[str, str], max_grad_norm: float | None, e: Emitter
+) -> tuple[list[NodeProto], list[ValueInfoProto], list[ValueInfoProto]]:
     """The update of every trainable parameter: nodes, state inputs, ``_next`` outputs."""
     e = e.child()
     params = [(p, grads[p], {k: f"{p}.{k}" for k in spec.state_kinds}) for p in plan.trainable]
@@ -235,8 +262,10 @@ def _like(plan: _Plan, param: str, name: str) -> ValueInfoProto:
 
 
 def _scalars() -> list[ValueInfoProto]:
-    return [helper.make_tensor_value_info("learning_rate", TensorProto.FLOAT, []),
-            helper.make_tensor_value_info("step", TensorProto.INT64, [])]
+    return [
+        helper.make_tensor_value_info("learning_rate", TensorProto.FLOAT, []),
+        helper.make_tensor_value_info("step", TensorProto.INT64, []),
+    ]
 
 
 def generate_artifacts(
@@ -291,18 +320,33 @@ def generate_artifacts(
     user_names = [i.name for i in user_inputs]
     grad_out = [_like(plan, p, f"{p}_grad") for p in plan.trainable]
     buf_out = [_like(plan, n[: -len("_next")], n) for n in buffers_next]
-    training = plan.make("training", train_nodes, user_inputs + _state_inputs(plan, train_nodes),
-                         [loss_vi, *grad_out, *buf_out], user_names)
+    training = plan.make(
+        "training",
+        train_nodes,
+        user_inputs + _state_inputs(plan, train_nodes),
+        [loss_vi, *grad_out, *buf_out],
+        user_names,
+    )
     model_outs = [o.name for o in plan.model.graph.output]
-    eval_nodes = assemble([], for_eval(plan.nodes, e) + loss_nodes, [loss_name, *model_outs], e)
-    evalm = plan.make("eval", eval_nodes, user_inputs + _state_inputs(plan, eval_nodes),
-                      [loss_vi, *plan.model.graph.output], user_names)
+    eval_nodes = assemble([], for_eval(plan.nodes, e) + loss_nodes, [loss_name, *model_outs], e.fresh)
+    evalm = plan.make(
+        "eval",
+        eval_nodes,
+        user_inputs + _state_inputs(plan, eval_nodes),
+        [loss_vi, *plan.model.graph.output],
+        user_names,
+    )
     opt_nodes, st_in, st_out = _optimizer_nodes(plan, spec, {p: f"{p}_grad" for p in plan.trainable}, max_grad_norm, e)
     params_in = [plan.vi(p) for p in plan.trainable]
     optm = plan.make("optimizer", opt_nodes, [*_scalars(), *params_in, *grad_out, *st_in], st_out)
     step_nodes = train_nodes + opt_nodes
-    step = plan.make("train_step", step_nodes, [*user_inputs, *_state_inputs(plan, step_nodes), *st_in, *_scalars()],
-                     [loss_vi, *st_out, *buf_out], user_names)
+    step = plan.make(
+        "train_step",
+        step_nodes,
+        [*user_inputs, *_state_inputs(plan, step_nodes), *st_in, *_scalars()],
+        [loss_vi, *st_out, *buf_out],
+        user_names,
+    )
     return _write(plan, spec, artifact_directory, training, evalm, optm, step)
 
 
@@ -323,4 +367,4 @@ def _write(plan: _Plan, spec: OptimizerSpec, directory: str | os.PathLike[str], 
     state.learning_rate = spec.lr
     ck = os.path.join(d, "checkpoint")
     CheckpointState.save_checkpoint(state, ck)
-    return ArtifactPaths(*paths, ck)
+    return ArtifactPaths(paths[0], paths[1], paths[2], paths[3], ck)

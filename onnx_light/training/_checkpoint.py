@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -123,7 +124,7 @@ class CheckpointState:
 
 
 def check_matches(
-    state: CheckpointState, expected: dict[str, tuple[np.dtype, tuple[int, ...]] | None], what: str
+    state: CheckpointState, expected: Mapping[str, tuple[np.dtype, tuple[int, ...]] | None], what: str
 ) -> None:
     """Raises CheckpointError naming the first tensor of ``expected`` missing from or unlike ``state``.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import flatbuffers
 import numpy as np
@@ -135,7 +136,8 @@ def encode(ck: RawCheckpoint) -> bytes:
     module = b.EndObject()
     groups = _vector(b, [_group(b, g) for g in ck.groups])
     bag_parts = []
-    for values in (ck.ints, ck.floats, ck.strings):
+    bags: tuple[dict[str, Any], ...] = (ck.ints, ck.floats, ck.strings)
+    for values in bags:
         bag_parts.append(_vector(b, [_property(b, k, v) for k, v in sorted(values.items())]))
     b.StartObject(3)
     for slot, off in enumerate(bag_parts):
@@ -218,9 +220,7 @@ def _read_tensor(t: _Reader) -> tuple[str, np.ndarray]:
 
 
 def _read_group(g: _Reader) -> RawGroup:
-    group = RawGroup(
-        g.string(0), int(g.scalar(1, nt.Int64Flags, 0)), float(g.scalar(2, nt.Float32Flags, 0.0))
-    )
+    group = RawGroup(g.string(0), int(g.scalar(1, nt.Int64Flags, 0)), float(g.scalar(2, nt.Float32Flags, 0.0)))
     for p in g.tables(3, "optimizer_states"):
         group.states[p.string(0)] = dict(_read_tensor(m) for m in p.tables(1, "momentums"))
     return group

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -12,13 +13,17 @@ from ._emit import Emitter
 __all__ = ["for_eval", "for_training", "assemble", "used_values"]
 
 
-def _attrs(node: NodeProto, drop: Sequence[str] = ()) -> dict[str, object]:
+def _attrs(node: NodeProto, drop: Sequence[str] = ()) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop}
 
 
 def _copy(node: NodeProto, inputs: Sequence[str], outputs: Sequence[str], drop: Sequence[str] = ()) -> NodeProto:
     return helper.make_node(
-        node.op_type, list(inputs), list(outputs), name=node.name or None, domain=node.domain or None,
+        node.op_type,
+        list(inputs),
+        list(outputs),
+        name=node.name or None,
+        domain=node.domain or None,
         **_attrs(node, drop),
     )
 
@@ -92,7 +97,9 @@ def for_eval(nodes: Sequence[NodeProto], e: Emitter) -> list[NodeProto]:
     return out
 
 
-def assemble(first: Sequence[NodeProto], second: Sequence[NodeProto], wanted: Sequence[str], e: Emitter) -> list[NodeProto]:
+def assemble(
+    first: Sequence[NodeProto], second: Sequence[NodeProto], wanted: Sequence[str], fresh: Callable[[str], str]
+) -> list[NodeProto]:
     """The nodes computing ``wanted``, in topological order, from two node lists.
 
     A value ``first`` produces is taken from it; ``second`` supplies the rest. Outputs of
@@ -127,7 +134,7 @@ def assemble(first: Sequence[NodeProto], second: Sequence[NodeProto], wanted: Se
     result = []
     for src, n in order:
         if src == 1 and any(o in first_out for o in n.output):
-            n = _copy(n, n.input, [e.fresh("dup") if o in first_out else o for o in n.output])
+            n = _copy(n, n.input, [fresh("dup") if o in first_out else o for o in n.output])
         result.append(n)
     return result
 

@@ -53,7 +53,9 @@ LOSSES: dict[str, LossFn] = {
 }
 
 
-def label_type(loss: str, pred_dtype: int, pred_shape: list[int | str] | None) -> tuple[int, list[int | str] | None]:
+def label_type(
+    loss: str, pred_dtype: int, pred_shape: list[int | str | None] | None
+) -> tuple[int, list[int | str | None] | None]:
     """The dtype and shape of ``labels`` for ``loss`` given the prediction's."""
     if loss == "CrossEntropyLoss":
         shape = None if pred_shape is None else [pred_shape[0], *pred_shape[2:]]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_core import ModelProto, OnnxLightError, helper, load, numpy_helper, save
+from ..onnx_core import OnnxLightError, helper, load, numpy_helper, save
 from ..runtime import InferenceSession
 from ._checkpoint import CheckpointState, check_matches
 from ._graphs import assemble, used_values
@@ -136,6 +136,12 @@ class Module:
         self._reset = False
         return outs[sess.outputs[0]]
 
+    def fixed_batch(self) -> int | None:
+        """The batch size the training model fixes (its first data input's first dim), or None."""
+        names = self._train.user_inputs(self._state)
+        shape = self._train.types.get(names[0]) if names else None
+        return int(shape[1][0]) if shape and len(shape[1]) else None
+
     def lazy_reset_grad(self) -> None:
         """The next call replaces the gradients instead of adding to them."""
         self._reset = True
@@ -149,7 +155,9 @@ class Module:
         """Evaluation mode: runs the eval model (running statistics, no gradients)."""
         return self.train(False)
 
-    def export_model_for_inferencing(self, inference_model_uri: str | os.PathLike[str], graph_output_names: Sequence[str]) -> None:
+    def export_model_for_inferencing(
+        self, inference_model_uri: str | os.PathLike[str], graph_output_names: Sequence[str]
+    ) -> None:
         """Writes the forward model with the current parameters embedded as initializers.
 
         Args:
@@ -157,14 +165,16 @@ class Module:
             graph_output_names: the outputs to keep (e.g. ``["logits"]``).
         """
         if self._eval_uri is None:
-            raise OnnxLightError("export_model_for_inferencing needs eval_model_uri: pass eval_model.onnx to Module(...)")
+            raise OnnxLightError(
+                "export_model_for_inferencing needs eval_model_uri: pass eval_model.onnx to Module(...)"
+            )
         em = load(os.fspath(self._eval_uri))
         g = em.graph
         known = {o.name: o for o in g.output}
         bad = [n for n in graph_output_names if n not in known]
         if bad:
             raise OnnxLightError(f"{bad} are not outputs of the eval model; it has {list(known)[1:]}")
-        nodes = assemble([], list(g.node), list(graph_output_names), _NoNames())
+        nodes = assemble([], list(g.node), list(graph_output_names), _no_names)
         reads = set(used_values(nodes))
         params = self._state.parameters
         inits = [numpy_helper.from_array(np.asarray(params[n].data), n) for n in params if n in reads]
@@ -176,11 +186,9 @@ class Module:
         save(out, os.fspath(inference_model_uri))
 
 
-class _NoNames:
-    """assemble's emitter, for node lists that never compute a value twice."""
-
-    def fresh(self, hint: str = "") -> str:
-        raise AssertionError("the eval model computes a value twice")
+def _no_names(hint: str) -> str:
+    """assemble's namer, for node lists that never compute a value twice."""
+    raise AssertionError(f"the eval model computes a value twice ({hint})")
 
 
 class Optimizer:
@@ -196,9 +204,7 @@ class Optimizer:
         self._state = module._state
         self._sess = _Session(optimizer_model_uri, module._backend, module._providers)
         expected = {
-            n: t
-            for n, t in self._sess.types.items()
-            if n not in ("learning_rate", "step") and not n.endswith("_grad")
+            n: t for n, t in self._sess.types.items() if n not in ("learning_rate", "step") and not n.endswith("_grad")
         }
         check_matches(self._state, expected, "optimizer_model.onnx")
 
@@ -219,7 +225,9 @@ class Optimizer:
             elif n.endswith("_grad") and n[: -len("_grad")] in state.parameters:
                 grad = state.parameters[n[: -len("_grad")]].grad
                 if grad is None:
-                    raise OnnxLightError(f"{n[:-5]!r} has no gradient yet: call module(*inputs) before optimizer.step()")
+                    raise OnnxLightError(
+                        f"{n[:-5]!r} has no gradient yet: call module(*inputs) before optimizer.step()"
+                    )
                 feeds[n] = grad
             else:
                 raise OnnxLightError(f"optimizer_model.onnx needs {n!r}, which the checkpoint does not hold")

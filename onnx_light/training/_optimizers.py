@@ -93,7 +93,9 @@ class _Scalars:
             self.first = e.Equal(step, e.const(1, np.int64))
 
 
-def _sgd(e: Emitter, spec: OptimizerSpec, s: _Scalars, p: str, g: str, st: dict[str, str]) -> tuple[str, dict[str, str]]:
+def _sgd(
+    e: Emitter, spec: OptimizerSpec, s: _Scalars, p: str, g: str, st: dict[str, str]
+) -> tuple[str, dict[str, str]]:
     o = spec.options
     if o["weight_decay"] != 0:
         g = e.Add(g, e.Mul(p, e.const(o["weight_decay"])))
@@ -108,7 +110,9 @@ def _sgd(e: Emitter, spec: OptimizerSpec, s: _Scalars, p: str, g: str, st: dict[
     return e.Sub(p, e.Mul(g, s.lr)), new
 
 
-def _adam(e: Emitter, spec: OptimizerSpec, s: _Scalars, p: str, g: str, st: dict[str, str]) -> tuple[str, dict[str, str]]:
+def _adam(
+    e: Emitter, spec: OptimizerSpec, s: _Scalars, p: str, g: str, st: dict[str, str]
+) -> tuple[str, dict[str, str]]:
     o = spec.options
     b1, b2 = o["betas"]
     if spec.name == "AdamW":
@@ -126,8 +130,11 @@ def _adam(e: Emitter, spec: OptimizerSpec, s: _Scalars, p: str, g: str, st: dict
 
 def emit_clip(e: Emitter, grads: list[str], max_norm: float) -> list[str]:
     """torch.nn.utils.clip_grad_norm_: g *= min(1, max_norm / (||all g||_2 + 1e-6))."""
-    total = e.Sqrt(e.Sum(*[e.ReduceSumSquare(g, keepdims=0) for g in grads]) if len(grads) > 1 else
-                   e.ReduceSumSquare(grads[0], keepdims=0))
+    total = e.Sqrt(
+        e.Sum(*[e.ReduceSumSquare(g, keepdims=0) for g in grads])
+        if len(grads) > 1
+        else e.ReduceSumSquare(grads[0], keepdims=0)
+    )
     coef = e.Min(e.Div(e.const(max_norm), e.Add(total, e.const(1e-6))), e.const(1.0))
     return [e.Mul(g, coef) for g in grads]
 

@@ -48,7 +48,12 @@ class CosineLRScheduler(_Scheduler):
     """Linear warmup, then half a cosine from ``initial_lr`` down to ``min_lr``."""
 
     def __init__(
-        self, optimizer: Optimizer, warmup_step_count: int, total_step_count: int, initial_lr: float, min_lr: float = 0.0
+        self,
+        optimizer: Optimizer,
+        warmup_step_count: int,
+        total_step_count: int,
+        initial_lr: float,
+        min_lr: float = 0.0,
     ) -> None:
         self.min_ratio = float(min_lr) / float(initial_lr) if initial_lr else 0.0
         super().__init__(optimizer, warmup_step_count, total_step_count, initial_lr)

@@ -23,7 +23,13 @@ CASES = {
     "cnn_adamw": ("cnn", "CrossEntropyLoss", "AdamW", {"lr": 1e-3}, 30),
     "cnn_sgd": ("cnn", "CrossEntropyLoss", "SGD", {"lr": 1e-2, "momentum": 0.9}, 30),
     "mlp_adam_amsgrad": ("mlp", "CrossEntropyLoss", "Adam", {"lr": 1e-2, "weight_decay": 0.1, "amsgrad": True}, 8),
-    "mlp_sgd_nesterov": ("mlp", "CrossEntropyLoss", "SGD", {"lr": 1e-2, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}, 8),
+    "mlp_sgd_nesterov": (
+        "mlp",
+        "CrossEntropyLoss",
+        "SGD",
+        {"lr": 1e-2, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01},
+        8,
+    ),
     "mlp_sgd_dampening": ("mlp", "CrossEntropyLoss", "SGD", {"lr": 1e-2, "momentum": 0.9, "dampening": 0.5}, 8),
     "mlp_sgd_plain": ("mlp", "CrossEntropyLoss", "SGD", {"lr": 5e-2}, 8),
     "mlp_adamw_clip": ("mlp", "CrossEntropyLoss", "AdamW", {"lr": 1e-2, "max_grad_norm": 0.5}, 8),
@@ -54,9 +60,16 @@ def _model(kind: str):  # type: ignore[no-untyped-def]
     nn = torch.nn
     if kind == "cnn":  # the usual form: no conv bias before a BatchNorm
         return nn.Sequential(
-            nn.Conv2d(3, 6, 3, padding=1, bias=False), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(6, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5),
+            nn.Conv2d(3, 6, 3, padding=1, bias=False),
+            nn.BatchNorm2d(6),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(6, 8, 3, padding=1, bias=False),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(8, 5),
         )
     out = SHAPES[kind][1]
     return nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 12), nn.Tanh(), nn.Linear(12, out))
@@ -65,8 +78,13 @@ def _model(kind: str):  # type: ignore[no-untyped-def]
 def _torch_loss(loss: str):  # type: ignore[no-untyped-def]
     import torch
 
-    return {"CrossEntropyLoss": torch.nn.CrossEntropyLoss(), "MSELoss": torch.nn.MSELoss(), "L1Loss": torch.nn.L1Loss(),
-            "HuberLoss": torch.nn.HuberLoss(), "BCEWithLogitsLoss": torch.nn.BCEWithLogitsLoss()}[loss]
+    return {
+        "CrossEntropyLoss": torch.nn.CrossEntropyLoss(),
+        "MSELoss": torch.nn.MSELoss(),
+        "L1Loss": torch.nn.L1Loss(),
+        "HuberLoss": torch.nn.HuberLoss(),
+        "BCEWithLogitsLoss": torch.nn.BCEWithLogitsLoss(),
+    }[loss]
 
 
 def main() -> int:
@@ -80,9 +98,17 @@ def main() -> int:
         m.train()
         # exporting in training mode runs the model once, which moves BatchNorm's running
         # statistics: torch then trains on from the state it exported
-        torch.onnx.export(m, (torch.zeros(SHAPES[kind][0]),), str(DATA / f"{kind}.onnx"), input_names=["input"],
-                          output_names=["logits"], opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, dynamo=False)
+        torch.onnx.export(
+            m,
+            (torch.zeros(SHAPES[kind][0]),),
+            str(DATA / f"{kind}.onnx"),
+            input_names=["input"],
+            output_names=["logits"],
+            opset_version=17,
+            training=torch.onnx.TrainingMode.TRAINING,
+            do_constant_folding=False,
+            dynamo=False,
+        )
         opts = dict(options)
         clip = opts.pop("max_grad_norm", None)
         opt = getattr(torch.optim, opt_name)(m.parameters(), **opts)

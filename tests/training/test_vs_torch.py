@@ -29,11 +29,15 @@ def reference() -> dict[str, np.ndarray]:
         return {k: f[k] for k in f.files}
 
 
-def train(case: str, directory: pathlib.Path, backend: str = "onnx_light") -> tuple[list[float], olt.CheckpointState, olt.Module]:
+def train(
+    case: str, directory: pathlib.Path, backend: str = "onnx_light"
+) -> tuple[list[float], olt.CheckpointState, olt.Module]:
     kind, loss, opt_name, options, steps = CASES[case]
     options = dict(options)
     lr = options.pop("lr")
-    olt.generate_artifacts(DATA / f"{kind}.onnx", loss=loss, optimizer=opt_name, artifact_directory=directory, **options)
+    olt.generate_artifacts(
+        DATA / f"{kind}.onnx", loss=loss, optimizer=opt_name, artifact_directory=directory, **options
+    )
     state = olt.CheckpointState.load_checkpoint(directory / "checkpoint")
     module = olt.Module(directory / "training_model.onnx", state, directory / "eval_model.onnx", backend=backend)
     opt = olt.Optimizer(directory / "optimizer_model.onnx", module)
@@ -52,7 +56,7 @@ def test_trajectory_matches_torch(case: str, reference: dict[str, np.ndarray], t
     losses, state, _ = train(case, tmp_path)
     assert rel(losses, reference[f"{case}/losses"]) <= 1e-4, (losses, reference[f"{case}/losses"])
     prefix = f"{case}/param/"
-    names = [k[len(prefix):] for k in reference if k.startswith(prefix)]
+    names = [k[len(prefix) :] for k in reference if k.startswith(prefix)]
     assert names and all(n in state.parameters for n in names), sorted(state.parameters)
     for n in names:
         tol = 1e-4 if "running" in n else 1e-3
