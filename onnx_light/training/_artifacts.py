@@ -199,7 +199,8 @@ def _training_nodes(
     e: Emitter,
 ) -> tuple[list[NodeProto], list[str]]:
     """Forward + loss + backward; returns the nodes and the updated buffers' ``_next`` names."""
-    fwd, updates = for_training(plan.nodes, e)
+    buffers = {b: numpy_helper.to_array(plan.inits[b], plan.base_dir) for b in plan.buffers}
+    fwd, updates = for_training(plan.nodes, e, buffers)
     fwd = fwd + loss_nodes
     inputs = plan.data_inputs + ([labels] if labels is not None else [])
     gmodel = helper.make_model(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,17 +68,30 @@ def _running_update(e: Emitter, node: NodeProto) -> list[NodeProto]:
     return e.nodes
 
 
-def for_training(nodes: Sequence[NodeProto], e: Emitter) -> tuple[list[NodeProto], list[NodeProto]]:
+def for_training(
+    nodes: Sequence[NodeProto], e: Emitter, arrays: Mapping[str, np.ndarray]
+) -> tuple[list[NodeProto], list[NodeProto]]:
     """The forward in training mode, and the nodes computing ``<buffer>_next``.
 
     A training BatchNormalization's own running outputs are left unread: the spec's use
-    the biased batch variance, torch's the unbiased one, computed separately.
+    the biased batch variance, torch's the unbiased one, computed separately. Its Y
+    reads only batch statistics, so its running inputs become constants of their shape:
+    onnxruntime's kernel writes its running outputs into those input buffers, which
+    must therefore not be the checkpoint's tensors (``arrays``: the initializers).
     """
+    fwd: list[NodeProto] = []
     updates: list[NodeProto] = []
     for n in nodes:
         if is_training_bn(n):
             updates += _running_update(e, n)
-    return list(nodes), updates
+            if n.input[3] in arrays and n.input[4] in arrays:
+                c = e.child()
+                m_in, v_in = arrays[n.input[3]], arrays[n.input[4]]
+                mean, var = c.const(np.zeros_like(m_in), m_in.dtype), c.const(np.ones_like(v_in), v_in.dtype)
+                fwd += c.nodes
+                n = _copy(n, [*n.input[:3], mean, var], n.output)
+        fwd.append(n)
+    return fwd, updates
 
 
 def for_eval(nodes: Sequence[NodeProto], e: Emitter) -> list[NodeProto]:

@@ -1,0 +1,198 @@
+"""The artifacts: standard ONNX, train_step in plain onnxruntime, frozen parameters, resume, CLI."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from onnx_light import OnnxLightError
+from onnx_light import training as olt
+
+from .make_fixtures import batches
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+FILES = ("training_model", "eval_model", "optimizer_model", "train_step")
+
+
+def _session(
+    d: pathlib.Path, state: olt.CheckpointState | None = None
+) -> tuple[olt.CheckpointState, olt.Module, olt.Optimizer]:
+    state = state or olt.CheckpointState.load_checkpoint(d / "checkpoint")
+    module = olt.Module(d / "training_model.onnx", state, d / "eval_model.onnx")
+    opt = olt.Optimizer(d / "optimizer_model.onnx", module)
+    opt.set_learning_rate(1e-2)
+    return state, module, opt
+
+
+@pytest.mark.parametrize(
+    ("kind", "optimizer", "options"),
+    [("cnn", "AdamW", {"amsgrad": True, "max_grad_norm": 1.0}), ("mlp", "SGD", {"momentum": 0.9, "nesterov": True})],
+)
+def test_artifacts_are_standard_onnx(kind: str, optimizer: str, options: dict, tmp_path: pathlib.Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    olt.generate_artifacts(
+        DATA / f"{kind}.onnx", loss="CrossEntropyLoss", optimizer=optimizer, artifact_directory=tmp_path, **options
+    )
+    for name in FILES:
+        model = onnx.load(str(tmp_path / f"{name}.onnx"))
+        onnx.checker.check_model(model, full_check=True)
+        assert {o.domain for o in model.opset_import} <= {"", "ai.onnx"}, name
+
+
+def test_train_step_in_onnxruntime_matches_the_module(tmp_path: pathlib.Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    olt.generate_artifacts(DATA / "cnn.onnx", loss="CrossEntropyLoss", optimizer="AdamW", artifact_directory=tmp_path)
+    x, y = batches("cnn", "CrossEntropyLoss", 6)
+    state, module, opt = _session(tmp_path)
+    ours = []
+    for i in range(6):
+        ours.append(float(module(x[i], y[i])))
+        opt.step()
+        module.lazy_reset_grad()
+    sess = ort.InferenceSession(str(tmp_path / "train_step.onnx"), providers=["CPUExecutionProvider"])
+    st0 = olt.CheckpointState.load_checkpoint(tmp_path / "checkpoint")
+    values = {k: p.data for k, p in st0.parameters.items()} | dict(st0.optimizer_states)
+    outs_names = [o.name for o in sess.get_outputs()]
+    assert outs_names[0] == "loss" and all(n.endswith("_next") for n in outs_names[1:])
+    assert "1.running_mean_next" in outs_names and "0.weight.exp_avg_next" in outs_names
+    theirs = []
+    for i in range(6):
+        feeds = {"input": x[i], "labels": y[i], "learning_rate": np.array(1e-2, np.float32), "step": np.array(i + 1)}
+        feeds |= {n.name: values[n.name] for n in sess.get_inputs() if n.name not in feeds}
+        outs = sess.run(None, feeds)
+        theirs.append(float(outs[0]))
+        values |= {n[: -len("_next")]: v for n, v in zip(outs_names[1:], outs[1:])}
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5)
+    for k, p in state.parameters.items():
+        np.testing.assert_allclose(values[k], p.data, rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_resume_is_bitwise(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(
+        DATA / "cnn.onnx", loss="CrossEntropyLoss", optimizer="SGD", momentum=0.9, artifact_directory=tmp_path
+    )
+    x, y = batches("cnn", "CrossEntropyLoss", 6)
+
+    def run(state: olt.CheckpointState, module: olt.Module, opt: olt.Optimizer, steps: range) -> None:
+        for i in steps:
+            module(x[i], y[i])
+            opt.step()
+            module.lazy_reset_grad()
+
+    whole = _session(tmp_path)
+    run(*whole, range(6))
+    first = _session(tmp_path)
+    run(*first, range(3))
+    olt.CheckpointState.save_checkpoint(first[0], tmp_path / "mid")
+    second = _session(tmp_path, olt.CheckpointState.load_checkpoint(tmp_path / "mid"))
+    assert second[0].optimizer_step == 3 and second[0].optimizer_states
+    run(*second, range(3, 6))
+    for k, p in whole[0].parameters.items():
+        assert np.array_equal(second[0].parameters[k].data, p.data), k
+
+
+def test_frozen_parameters_get_no_gradient_and_no_state(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(
+        DATA / "mlp.onnx", frozen_params=["0.weight", "0.bias"], loss="CrossEntropyLoss", artifact_directory=tmp_path
+    )
+    state, module, opt = _session(tmp_path)
+    assert not state.parameters["0.weight"].requires_grad
+    assert not any(k.startswith("0.") for k in state.optimizer_states)
+    before = state.parameters["0.weight"].data.copy()
+    x, y = batches("mlp", "CrossEntropyLoss", 2)
+    module(x[0], y[0])
+    opt.step()
+    assert state.parameters["0.weight"].grad is None
+    assert np.array_equal(state.parameters["0.weight"].data, before)
+    assert not np.array_equal(
+        state.parameters["2.weight"].data,
+        olt.CheckpointState.load_checkpoint(tmp_path / "checkpoint").parameters["2.weight"].data,
+    )
+
+
+def test_gradients_accumulate_until_lazy_reset(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(DATA / "mlp.onnx", loss="CrossEntropyLoss", artifact_directory=tmp_path)
+    state, module, _ = _session(tmp_path)
+    x, y = batches("mlp", "CrossEntropyLoss", 2)
+    module(x[0], y[0])
+    g0 = state.parameters["4.weight"].grad.copy()
+    module(x[1], y[1])
+    g01 = state.parameters["4.weight"].grad.copy()
+    module.lazy_reset_grad()
+    module(x[1], y[1])
+    np.testing.assert_allclose(g01, g0 + state.parameters["4.weight"].grad, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"loss": "NoSuchLoss"}, "unknown loss 'NoSuchLoss'"),
+        ({"loss": "MSELoss", "optimizer": "RMSprop"}, "unknown optimizer 'RMSprop'"),
+        ({"loss": "MSELoss", "optimizer": "SGD", "betas": (0.9, 0.9)}, "SGD has no option"),
+        ({"loss": "MSELoss", "requires_grad": ["nope"]}, "requires_grad names"),
+        ({"loss": None}, "loss_input_names"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(kwargs: dict, match: str, tmp_path: pathlib.Path) -> None:
+    with pytest.raises(OnnxLightError, match=match):
+        olt.generate_artifacts(DATA / "reg.onnx", artifact_directory=tmp_path, **kwargs)
+
+
+def test_schedulers(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(DATA / "mlp.onnx", loss="CrossEntropyLoss", artifact_directory=tmp_path)
+    _, _, opt = _session(tmp_path)
+    lin = olt.LinearLRScheduler(opt, warmup_step_count=2, total_step_count=6, initial_lr=1.0)
+    seen = [opt.get_learning_rate()]
+    for _ in range(6):
+        lin.step()
+        seen.append(opt.get_learning_rate())
+    np.testing.assert_allclose(seen, [0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0])
+    cos = olt.CosineLRScheduler(opt, warmup_step_count=0, total_step_count=4, initial_lr=1.0, min_lr=0.2)
+    seen = [opt.get_learning_rate()]
+    for _ in range(4):
+        cos.step()
+        seen.append(opt.get_learning_rate())
+    np.testing.assert_allclose(
+        seen, [1.0, 0.2 + 0.8 * (1 + np.cos(np.pi / 4)) / 2, 0.6, 0.2 + 0.8 * (1 - np.cos(np.pi / 4)) / 2, 0.2]
+    )
+
+
+def test_train_cli_resumes_and_exports(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from onnx_light.cli import main
+    from onnx_light.runtime import InferenceSession
+
+    x, y = batches("cnn", "CrossEntropyLoss", 4)
+    np.savez(tmp_path / "d.npz", input=x.reshape(-1, 3, 10, 10), labels=y.reshape(-1))
+    args = [
+        "train",
+        str(DATA / "cnn.onnx"),
+        "--data",
+        str(tmp_path / "d.npz"),
+        "--val",
+        str(tmp_path / "d.npz"),
+        "--optimizer",
+        "sgd",
+        "--momentum",
+        "0.9",
+        "--lr",
+        "0.01",
+        "--batch-size",
+        "4",
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+    ]
+    assert main([*args, "--epochs", "1", "-o", str(tmp_path / "a.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 1/1" in out and "samples/s" in out and "ETA" in out and "val loss" in out
+    assert olt.CheckpointState.load_checkpoint(tmp_path / "ck" / "checkpoint").properties["epoch"] == 1
+    assert main([*args, "--epochs", "2", "--resume", "-o", str(tmp_path / "b.onnx")]) == 0
+    assert "epoch 1/2" not in capsys.readouterr().out  # resumed after epoch 1
+    assert main([*args, "--epochs", "2", "-o", str(tmp_path / "c.onnx")]) == 0  # from scratch, 2 epochs
+    capsys.readouterr()
+    feeds = {"input": x[0]}
+    b, c = (InferenceSession(str(tmp_path / f"{n}.onnx")).run(None, feeds)[0] for n in "bc")
+    np.testing.assert_array_equal(b, c)
+    assert main(["train", str(DATA / "cnn.onnx"), "--data", str(tmp_path / "missing.npz"), "-o", "x.onnx"]) == 2
+    assert "does not exist" in capsys.readouterr().err
