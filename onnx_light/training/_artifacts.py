@@ -35,6 +35,7 @@ __all__ = ["generate_artifacts", "ArtifactPaths"]
 _FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 IR_VERSION = 10
 USER_INPUTS_KEY = "onnx_light.training.user_inputs"  # read by Module
+SEED_INPUT_KEY = "onnx_light.training.seed_input"  # the Dropout seed Module feeds
 
 
 @dataclass
@@ -61,6 +62,7 @@ class _Plan:
     frozen: list[str]
     buffers: list[str]
     taken: set[str] = field(default_factory=set)
+    seed: str = "dropout_seed"
     base_dir: str = ""
 
     def vi(self, name: str) -> ValueInfoProto:
@@ -86,7 +88,10 @@ class _Plan:
         graph = make_graph(nodes, name, inputs, outputs, inits)
         m = helper.make_model(graph, opset_imports=self.imports(), ir_version=IR_VERSION)
         m.producer_name = "onnx_light.training"
-        helper.set_model_props(m, {USER_INPUTS_KEY: json.dumps(list(user))})
+        props = {USER_INPUTS_KEY: json.dumps(list(user))}
+        if any(i.name == self.seed for i in inputs):
+            props[SEED_INPUT_KEY] = self.seed
+        helper.set_model_props(m, props)
         return m
 
     def state_names(self) -> set[str]:
@@ -141,7 +146,9 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
     trainable = [n for n in trainable if n in reads]
     rest = [n for n in floats if n not in trainable]
     data_inputs = [i for i in graph.input if i.name not in inits]
-    return _Plan(model, target, nodes, inits, data_inputs, trainable, rest, buffers, taken)
+    plan = _Plan(model, target, nodes, inits, data_inputs, trainable, rest, buffers, taken)
+    plan.seed = _fresh_name("dropout_seed", taken)
+    return plan
 
 
 def _loss(
@@ -200,9 +207,9 @@ def _training_nodes(
 ) -> tuple[list[NodeProto], list[str]]:
     """Forward + loss + backward; returns the nodes and the updated buffers' ``_next`` names."""
     buffers = {b: numpy_helper.to_array(plan.inits[b], plan.base_dir) for b in plan.buffers}
-    fwd, updates = for_training(plan.nodes, e, buffers)
+    fwd, updates = for_training(plan.nodes, e, buffers, plan.seed)
     fwd = fwd + loss_nodes
-    inputs = plan.data_inputs + ([labels] if labels is not None else [])
+    inputs = plan.data_inputs + ([labels] if labels is not None else []) + _seed_input(plan, fwd)
     gmodel = helper.make_model(
         helper.make_graph(fwd, "forward", inputs, [loss_vi], initializer=list(plan.inits.values())),
         opset_imports=plan.imports(),
@@ -219,6 +226,13 @@ def _training_nodes(
     buffers_next = [o for n in updates for o in n.output if o.endswith("_next")]
     wanted = [loss_name, *rename.values(), *buffers_next]
     return assemble(bwd_nodes, fwd + updates, wanted, e.fresh), buffers_next
+
+
+def _seed_input(plan: _Plan, nodes: list[NodeProto]) -> list[ValueInfoProto]:
+    """The Dropout seed input (int64 scalar), when the nodes read it."""
+    if plan.seed not in used_values(nodes):
+        return []
+    return [helper.make_tensor_value_info(plan.seed, TensorProto.INT64, [])]
 
 
 def _rename_outputs(node: NodeProto, rename: dict[str, str]) -> NodeProto:
@@ -324,7 +338,7 @@ def generate_artifacts(
     training = plan.make(
         "training",
         train_nodes,
-        user_inputs + _state_inputs(plan, train_nodes),
+        user_inputs + _state_inputs(plan, train_nodes) + _seed_input(plan, train_nodes),
         [loss_vi, *grad_out, *buf_out],
         user_names,
     )
@@ -344,7 +358,7 @@ def generate_artifacts(
     step = plan.make(
         "train_step",
         step_nodes,
-        [*user_inputs, *_state_inputs(plan, step_nodes), *st_in, *_scalars()],
+        [*user_inputs, *_state_inputs(plan, step_nodes), *st_in, *_scalars(), *_seed_input(plan, step_nodes)],
         [loss_vi, *st_out, *buf_out],
         user_names,
     )

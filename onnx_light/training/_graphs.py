@@ -68,8 +68,47 @@ def _running_update(e: Emitter, node: NodeProto) -> list[NodeProto]:
     return e.nodes
 
 
+def is_training_dropout(node: NodeProto) -> bool:
+    """A Dropout whose ``training_mode`` input is given (a torch export in training mode)."""
+    return _is_default(node) and node.op_type == "Dropout" and len(node.input) > 2 and bool(node.input[2])
+
+
+_M32 = 1 << 32
+
+
+def _seeded_dropout(e: Emitter, node: NodeProto, seed: str, salt: int) -> list[NodeProto]:
+    """Dropout whose mask is a hash of (seed, node, element index): the same seed, the same mask.
+
+    u = hash / 2^32 in [0, 1) per element (two multiply-xorshift rounds on 32-bit values
+    held in int64, so nothing overflows); keep = u >= ratio or not training_mode;
+    Y = X keep / (1 - ratio), mask = keep.
+    """
+    e = e.child()
+    x, ratio, training = node.input[0], node.input[1] or e.const(0.5), node.input[2]
+    shape = e.Shape(x)
+    idx = e.Range(e.const(0, np.int64), e.ReduceProd(shape, keepdims=0), e.const(1, np.int64))
+    mix = e.Add(
+        e.Mul(e.Mod(seed, e.const(1 << 31, np.int64)), e.const(0x5BD1E995, np.int64)),
+        e.const(salt * 0x27D4EB2F % (1 << 31), np.int64),
+    )
+    h = e.Mod(e.Add(idx, mix), e.const(_M32, np.int64))
+    for _ in range(2):
+        h = e.BitwiseXor(h, e.Div(h, e.const(1 << 16, np.int64)))
+        h = e.Mod(e.Mul(h, e.const(0x45D9F3B, np.int64)), e.const(_M32, np.int64))
+    h = e.BitwiseXor(h, e.Div(h, e.const(1 << 16, np.int64)))
+    u = e.Div(e.Cast(h, to=1), e.const(float(_M32)))
+    ratio_f = e.Cast(ratio, to=1)
+    keep = e.Reshape(e.Or(e.Not(e.Less(u, ratio_f)), e.Not(training)), shape)
+    one = e.const(1.0)
+    scale = e.CastLike(e.Div(one, e.Sub(one, ratio_f)), x)
+    e.Mul(e.Mul(x, e.CastLike(keep, x)), scale, out=node.output[0])
+    if len(node.output) > 1 and node.output[1]:
+        e.Identity(keep, out=node.output[1])
+    return e.nodes
+
+
 def for_training(
-    nodes: Sequence[NodeProto], e: Emitter, arrays: Mapping[str, np.ndarray]
+    nodes: Sequence[NodeProto], e: Emitter, arrays: Mapping[str, np.ndarray], seed: str = "dropout_seed"
 ) -> tuple[list[NodeProto], list[NodeProto]]:
     """The forward in training mode, and the nodes computing ``<buffer>_next``.
 
@@ -78,6 +117,7 @@ def for_training(
     reads only batch statistics, so its running inputs become constants of their shape:
     onnxruntime's kernel writes its running outputs into those input buffers, which
     must therefore not be the checkpoint's tensors (``arrays``: the initializers).
+    A training Dropout draws its mask from the int64 scalar ``seed`` (see _seeded_dropout).
     """
     fwd: list[NodeProto] = []
     updates: list[NodeProto] = []
@@ -90,6 +130,9 @@ def for_training(
                 mean, var = c.const(np.zeros_like(m_in), m_in.dtype), c.const(np.ones_like(v_in), v_in.dtype)
                 fwd += c.nodes
                 n = _copy(n, [*n.input[:3], mean, var], n.output)
+        elif is_training_dropout(n):
+            fwd += _seeded_dropout(e, n, seed, len(fwd))
+            continue
         fwd.append(n)
     return fwd, updates
 
@@ -100,7 +143,7 @@ def for_eval(nodes: Sequence[NodeProto], e: Emitter) -> list[NodeProto]:
     for n in nodes:
         if is_training_bn(n):
             out.append(_copy(n, n.input, n.output[:1], drop=("training_mode",)))
-        elif _is_default(n) and n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
+        elif is_training_dropout(n):
             c = e.child()
             off = c.const(False, np.bool_)
             out += c.nodes

@@ -18,6 +18,8 @@ __all__ = ["Module", "Optimizer"]
 
 BACKENDS = ("onnx_light", "onnxruntime")
 USER_INPUTS_KEY = "onnx_light.training.user_inputs"
+SEED_INPUT_KEY = "onnx_light.training.seed_input"
+SEED_PROPERTY = "dropout_seed"  # the next Dropout seed, kept in the checkpoint
 
 
 class _Session:
@@ -30,6 +32,8 @@ class _Session:
         self.model = load(self.path)
         g = self.model.graph
         self.inputs = [i.name for i in g.input]
+        self.meta = {p.key: p.value for p in self.model.metadata_props}
+        self.seed = self.meta.get(SEED_INPUT_KEY)
         self.outputs = [o.name for o in g.output]
         self.types = {
             i.name: (
@@ -49,10 +53,11 @@ class _Session:
 
     def user_inputs(self, state: CheckpointState) -> list[str]:
         """The inputs the caller feeds: as generate_artifacts recorded, else those not in ``state``."""
-        meta = {p.key: p.value for p in self.model.metadata_props}
-        if USER_INPUTS_KEY in meta:
-            return list(json.loads(meta[USER_INPUTS_KEY]))
-        return [n for n in self.inputs if n not in state.parameters and n not in state.optimizer_states]
+        if USER_INPUTS_KEY in self.meta:
+            return list(json.loads(self.meta[USER_INPUTS_KEY]))
+        return [
+            n for n in self.inputs if n not in state.parameters and n not in state.optimizer_states and n != self.seed
+        ]
 
     def run(self, feeds: dict[str, Any]) -> list[np.ndarray]:
         return [np.asarray(v) for v in self._sess.run(None, feeds)]
@@ -93,7 +98,7 @@ class Module:
         self._buffers = {o: o[: -len("_next")] for o in self._train.outputs[1:] if o.endswith("_next")}
 
     def _check(self, sess: _Session, what: str) -> None:
-        state_inputs = [n for n in sess.inputs if n not in sess.user_inputs(self._state)]
+        state_inputs = [n for n in sess.inputs if n not in sess.user_inputs(self._state) and n != sess.seed]
         check_matches(self._state, {n: sess.types.get(n) for n in state_inputs}, what)
 
     def _session(self) -> _Session:
@@ -124,6 +129,11 @@ class Module:
         for n in sess.inputs:
             if n in params:
                 feeds[n] = params[n].data
+        if sess.seed is not None:
+            # each training call draws new Dropout masks; the counter is in the checkpoint
+            seed = int(self._state.properties.get(SEED_PROPERTY, 0))
+            feeds[sess.seed] = np.array(seed, np.int64)
+            self._state.properties[SEED_PROPERTY] = seed + 1
         outs = dict(zip(sess.outputs, sess.run(feeds)))
         if not self.training:
             vals = [outs[o] for o in sess.outputs]

@@ -196,3 +196,69 @@ def test_train_cli_resumes_and_exports(tmp_path: pathlib.Path, capsys: pytest.Ca
     np.testing.assert_array_equal(b, c)
     assert main(["train", str(DATA / "cnn.onnx"), "--data", str(tmp_path / "missing.npz"), "-o", "x.onnx"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def _dropout_model(ratio: float) -> object:
+    from onnx_light import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Constant", [], ["r"], value=numpy_helper.from_array(np.array(ratio, np.float32), "r")),
+        helper.make_node("Constant", [], ["t"], value=numpy_helper.from_array(np.array(True), "t")),
+        helper.make_node("Dropout", ["X", "r", "t"], ["d", "mask"]),
+        helper.make_node("Gemm", ["d", "W"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dropout",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [400, 50])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [400, 3])],
+        [numpy_helper.from_array(rng.standard_normal((50, 3)).astype(np.float32), "W")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_dropout_is_seeded_reproducible_and_drops_its_ratio(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(_dropout_model(0.3), loss="MSELoss", artifact_directory=tmp_path)
+    state, module, _ = _session(tmp_path)
+    x = np.ones((400, 50), np.float32)
+    y = np.zeros((400, 3), np.float32)
+    first = float(module(x, y))
+    assert float(module(x, y)) != first  # the next call draws a new mask
+    assert state.properties["dropout_seed"] == 2
+    state.properties["dropout_seed"] = 0
+    assert float(module(x, y)) == first
+    from onnx_light.runtime import InferenceSession
+
+    sess = InferenceSession(str(tmp_path / "training_model.onnx"))
+    names = [o.name for o in sess.get_outputs()]
+    grad = dict(
+        zip(names, sess.run(None, {"X": x, "labels": y, "W": state.parameters["W"].data, "dropout_seed": np.array(5)}))
+    )["W_grad"]
+    assert grad.shape == (50, 3)
+    ort = pytest.importorskip("onnxruntime")
+    feeds = {"X": x, "labels": y, "W": state.parameters["W"].data, "dropout_seed": np.array(5)}
+    theirs = ort.InferenceSession(str(tmp_path / "training_model.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    np.testing.assert_allclose(theirs[1], grad, rtol=1e-5)
+
+
+def test_dropout_mask_fraction(tmp_path: pathlib.Path) -> None:
+    """With X = 1, W = 1 and an L1 loss, dL/dW[k] = sum_i keep[i, k] / (1 - p) / numel(y)."""
+    from onnx_light.runtime import InferenceSession
+
+    olt.generate_artifacts(_dropout_model(0.3), loss="L1Loss", artifact_directory=tmp_path)
+    sess = InferenceSession(str(tmp_path / "training_model.onnx"))
+    feeds = {
+        "X": np.ones((400, 50), np.float32),
+        "labels": np.zeros((400, 3), np.float32),
+        "W": np.ones((50, 3), np.float32),
+    }
+    kept = []
+    for seed in range(3):
+        grad = sess.run(["W_grad"], {**feeds, "dropout_seed": np.array(seed)})[0]
+        kept.append(grad[:, 0] * 1200 * 0.7 / 400)  # fraction kept per input column
+    for k in kept:
+        assert abs(float(k.mean()) - 0.7) < 0.01
+    assert not np.array_equal(kept[0], kept[1])
