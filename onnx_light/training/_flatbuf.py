@@ -32,7 +32,7 @@ from ..onnx_core import OnnxLightError, helper
 __all__ = ["CheckpointError", "RawCheckpoint", "RawGroup", "decode", "encode", "FILE_IDENTIFIER", "VERSION"]
 
 FILE_IDENTIFIER = b"ODTC"
-VERSION = 1  # onnxruntime's kCheckpointVersion for this schema; 1..3 are read
+VERSION = 2  # what onnxruntime-training 1.19 writes and reads (it refuses 1 and 3)
 _READABLE_VERSIONS = (1, 2, 3)
 
 

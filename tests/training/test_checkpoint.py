@@ -49,7 +49,7 @@ def test_onnxruntime_bindings_read_our_file(tmp_path: pathlib.Path) -> None:
     buf = path.read_bytes()
     assert fbs.Checkpoint.CheckpointBufferHasIdentifier(buf, 0)
     ck = fbs.Checkpoint.GetRootAs(buf, 0)
-    assert ck.Version() == 1
+    assert ck.Version() == 2
     ms = ck.ModuleState()
     t = ms.RequiresGradParams(0)
     assert t.Name() == b"w" and list(t.DimsAsNumpy()) == [2, 3] and t.DataType() == 1
