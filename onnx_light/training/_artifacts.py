@@ -328,6 +328,18 @@ def generate_artifacts(
     spec = make_optimizer(optimizer, optimizer_options)
     plan = _plan(model, requires_grad, frozen_params)
     plan.base_dir = base_dir
+    models = _models(plan, spec, loss, loss_input_names, max_grad_norm)
+    return _write(plan, spec, artifact_directory, *models)
+
+
+def _models(
+    plan: _Plan,
+    spec: OptimizerSpec,
+    loss: str | None,
+    loss_input_names: Sequence[str] | None,
+    max_grad_norm: float | None,
+) -> tuple[ModelProto, ModelProto, ModelProto, ModelProto]:
+    """The training, eval, optimizer and train-step models."""
     e = Emitter("_train", plan.taken)
     loss_nodes, loss_name, labels, loss_vi = _loss(plan, loss, loss_input_names, e)
     train_nodes, buffers_next = _training_nodes(plan, loss_nodes, loss_name, labels, loss_vi, e)
@@ -362,7 +374,7 @@ def generate_artifacts(
         [loss_vi, *st_out, *buf_out],
         user_names,
     )
-    return _write(plan, spec, artifact_directory, training, evalm, optm, step)
+    return training, evalm, optm, step
 
 
 def _write(plan: _Plan, spec: OptimizerSpec, directory: str | os.PathLike[str], *models: ModelProto) -> ArtifactPaths:
