@@ -262,3 +262,38 @@ def test_dropout_mask_fraction(tmp_path: pathlib.Path) -> None:
     for k in kept:
         assert abs(float(k.mean()) - 0.7) < 0.01
     assert not np.array_equal(kept[0], kept[1])
+
+
+def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
+    """loss=None: the model's scalar output named by loss_input_names is the loss."""
+    from onnx_light import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "W"], ["logits"]),
+            helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["my_loss"], reduction="mean"),
+        ],
+        "own_loss",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("y", TensorProto.INT64, ["N"]),
+        ],
+        [helper.make_tensor_value_info("my_loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    olt.generate_artifacts(model, loss_input_names=["my_loss"], optimizer="SGD", artifact_directory=tmp_path)
+    state, module, opt = _session(tmp_path)
+    assert module.user_inputs() == ["X", "y"]
+    x = np.eye(4, dtype=np.float32)
+    y = np.array([0, 1, 2, 0])
+    loss = float(module(x, y))
+    logits = x @ w
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    assert abs(loss - float(-np.log(p[np.arange(4), y]).mean())) < 1e-6
+    onehot = np.eye(3, dtype=np.float32)[y]
+    np.testing.assert_allclose(state.parameters["W"].grad, x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
+    opt.step()
+    np.testing.assert_allclose(state.parameters["W"].data, w - 1e-2 * x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
