@@ -1,4 +1,4 @@
-"""One training step (forward, loss, backward, AdamW) of a 784-512-256-10 ReLU MLP, batch 64.
+"""One training step (forward, loss, backward, AdamW): the MLP 784-512-256-10 (batch 64) and a conv net.
 
 Three ways, alternating in one process, one thread each:
 
@@ -10,7 +10,7 @@ Three ways, alternating in one process, one thread each:
 
 Prints the median time per step and the ratios to torch and to onnxruntime.
 
-    PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10]
+    PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10] [--models mlp,cnn]
 """
 
 from __future__ import annotations
@@ -36,17 +36,34 @@ from onnx_light import training as olt  # noqa: E402
 from onnx_light.runtime import InferenceSession  # noqa: E402
 
 
-def _setup(d: str) -> dict[str, Callable[[], None]]:
+def _model(kind: str):  # type: ignore[no-untyped-def]
+    """The torch model and one batch: the MLP, or bench_runtime's conv net with a classifier."""
+    import torch
+
+    nn = torch.nn
+    torch.manual_seed(0)
+    if kind == "cnn":
+        m = nn.Sequential(
+            nn.Conv2d(3, 32, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(64, 10),
+        )
+        return m, torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))
+    m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    return m, torch.randn(64, 784), torch.randint(0, 10, (64,))
+
+
+def _setup(d: str, kind: str) -> dict[str, Callable[[], None]]:
     import onnxruntime as ort
     import torch
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(
-        torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
-    )
-    x = torch.randn(64, 784)
-    y = torch.randint(0, 10, (64,))
+    m, x, y = _model(kind)
     torch.onnx.export(
         m,
         (x,),
@@ -125,25 +142,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--models", default="mlp,cnn", help="mlp (784-512-256-10, batch 64), cnn (bench_runtime's)")
     args = parser.parse_args()
+    for kind in args.models.split(","):
+        _bench(kind, args.rounds, args.repeat)
+    return 0
+
+
+def _bench(kind: str, rounds: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as d:
-        steps = _setup(d)
+        steps = _setup(d, kind)
         for fn in steps.values():  # warm up
             for _ in range(3):
                 fn()
         times: dict[str, list[float]] = {k: [] for k in steps}
         names = list(steps)
-        for r in range(args.rounds):
+        for r in range(rounds):
             for name in names if r % 2 == 0 else names[::-1]:
                 t0 = time.perf_counter()
-                for _ in range(args.repeat):
+                for _ in range(repeat):
                     steps[name]()
-                times[name].append((time.perf_counter() - t0) / args.repeat * 1e3)
+                times[name].append((time.perf_counter() - t0) / repeat * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"MLP 784-512-256-10, batch 64, AdamW step, 1 thread ({platform.processor() or platform.machine()})")
+    title = "MLP 784-512-256-10, batch 64" if kind == "mlp" else "conv net 16x3x64x64 (bench_runtime's) + Linear"
+    print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()})")
     for k, v in med.items():
         print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort")
-    return 0
 
 
 if __name__ == "__main__":
