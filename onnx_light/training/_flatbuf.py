@@ -234,7 +234,7 @@ def decode(buf: bytes, path: str = "checkpoint") -> RawCheckpoint:
     """
     try:
         return _decode(buf, path)
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError, OverflowError) as e:
         if isinstance(e, CheckpointError):
             raise
         raise CheckpointError(f"{path} is truncated or malformed ({type(e).__name__}: {e}); it is not loadable") from e

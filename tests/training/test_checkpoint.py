@@ -143,3 +143,22 @@ def test_checkpoint_of_another_model_names_the_tensor(tmp_path: pathlib.Path) ->
     state.parameters["0.weight"].data = np.zeros((3, 3), np.float32)
     with pytest.raises(olt.CheckpointError, match=r"'0\.weight' is float32\[3, 3\] but"):
         olt.Module(tmp_path / "mlp" / "training_model.onnx", state)
+
+
+def test_corrupted_bytes_never_crash(tmp_path: pathlib.Path) -> None:
+    """Random byte flips give a CheckpointError or a checkpoint, never another exception."""
+    path = tmp_path / "ck"
+    olt.CheckpointState.save_checkpoint(_state(), path)
+    good = path.read_bytes()
+    rng = np.random.default_rng(0)
+    errors = 0
+    for _ in range(300):
+        data = bytearray(good)
+        for at in rng.integers(0, len(data), int(rng.integers(1, 4))):
+            data[at] = int(rng.integers(0, 256))
+        path.write_bytes(bytes(data))
+        try:
+            olt.CheckpointState.load_checkpoint(path)
+        except olt.CheckpointError:
+            errors += 1
+    assert errors > 0
