@@ -1,6 +1,7 @@
-"""One training step (forward, loss, backward, AdamW): the MLP 784-512-256-10 (batch 64) and a conv net.
+"""One training step (forward, loss, backward, AdamW): an MLP, a conv net, a transformer block.
 
-Three ways, alternating in one process, one thread each:
+Models: the MLP 784-512-256-10 (batch 64), bench_runtime's conv net plus a classifier,
+and a pre-LN transformer block (d 256). Four ways, alternating in one process, one thread each:
 
 * ``torch``: eager torch, ``zero_grad``, forward, cross-entropy, ``backward``, ``AdamW.step``;
 * ``ours``:  ``onnx_light.training`` Module + Optimizer (training_model.onnx then
@@ -54,8 +55,26 @@ def _model(kind: str):  # type: ignore[no-untyped-def]
             nn.Linear(64, 10),
         )
         return m, torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))
+    if kind == "transformer":
+        return _Block(), torch.randn(8, 64, 256), torch.randint(0, 10, (8,))
     m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
     return m, torch.randn(64, 784), torch.randint(0, 10, (64,))
+
+
+def _Block():  # type: ignore[no-untyped-def]  # noqa: N802
+    """A pre-LN transformer block, d 256, 4 heads, FFN 1024, on [8, 64, 256], mean-pooled to 10 classes."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True, norm_first=True)
+            self.head = torch.nn.Linear(256, 10)
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return self.head(self.layer(x).mean(1))
+
+    return Block()
 
 
 def _setup(d: str, kind: str) -> dict[str, Callable[[], None]]:
@@ -142,7 +161,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--models", default="mlp,cnn", help="mlp (784-512-256-10, batch 64), cnn (bench_runtime's)")
+    parser.add_argument(
+        "--models",
+        default="mlp,cnn,transformer",
+        help="mlp (784-512-256-10, batch 64), cnn (bench_runtime's), transformer (pre-LN block, d 256)",
+    )
     args = parser.parse_args()
     for kind in args.models.split(","):
         _bench(kind, args.rounds, args.repeat)
@@ -164,7 +187,11 @@ def _bench(kind: str, rounds: int, repeat: int) -> None:
                     steps[name]()
                 times[name].append((time.perf_counter() - t0) / repeat * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
-    title = "MLP 784-512-256-10, batch 64" if kind == "mlp" else "conv net 16x3x64x64 (bench_runtime's) + Linear"
+    title = {
+        "mlp": "MLP 784-512-256-10, batch 64",
+        "cnn": "conv net 16x3x64x64 (bench_runtime's) + Linear",
+        "transformer": "pre-LN transformer block d 256, [8, 64, 256]",
+    }[kind]
     print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()})")
     for k, v in med.items():
         print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort")
