@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from ..onnx_core import (
-    GraphProto,
     ModelProto,
     NodeProto,
     OnnxLightError,
@@ -85,8 +84,10 @@ class _Plan:
         """A model over ``nodes`` whose non-state initializers are kept, its state ones inputs."""
         reads = set(used_values(nodes))
         inits = [t for n, t in self.inits.items() if n in reads and n not in self.state_names()]
-        graph = make_graph(nodes, name, inputs, outputs, inits)
-        m = helper.make_model(graph, opset_imports=self.imports(), ir_version=IR_VERSION)
+        graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+        used = {(n.domain, n.op_type) for n in nodes}
+        functions = [f for f in self.model.functions if (f.domain, f.name) in used]  # forward nodes may call them
+        m = helper.make_model(graph, opset_imports=self.imports(), ir_version=IR_VERSION, functions=functions)
         m.producer_name = "onnx_light.training"
         props = {USER_INPUTS_KEY: json.dumps(list(user))}
         if any(i.name == self.seed for i in inputs):
@@ -96,16 +97,6 @@ class _Plan:
 
     def state_names(self) -> set[str]:
         return set(self.trainable) | set(self.frozen)
-
-
-def make_graph(
-    nodes: list[NodeProto],
-    name: str,
-    inputs: list[ValueInfoProto],
-    outputs: list[ValueInfoProto],
-    inits: list[TensorProto],
-) -> GraphProto:
-    return helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
 
 
 def _names_or_error(names: Sequence[str] | None, known: dict[str, TensorProto], what: str) -> list[str]:

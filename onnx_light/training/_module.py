@@ -191,7 +191,9 @@ class Module:
         inits += [t for t in g.initializer if t.name in reads and t.name not in params]
         inputs = [i for i in g.input if i.name in reads and i.name not in params]
         graph = helper.make_graph(nodes, "inference", inputs, [known[n] for n in graph_output_names], initializer=inits)
-        out = helper.make_model(graph, opset_imports=list(em.opset_import), ir_version=em.ir_version)
+        out = helper.make_model(
+            graph, opset_imports=list(em.opset_import), ir_version=em.ir_version, functions=list(em.functions)
+        )
         out.producer_name = "onnx_light.training"
         save(out, os.fspath(inference_model_uri))
 

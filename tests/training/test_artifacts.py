@@ -297,3 +297,33 @@ def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
     np.testing.assert_allclose(state.parameters["W"].grad, x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
     opt.step()
     np.testing.assert_allclose(state.parameters["W"].data, w - 1e-2 * x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
+
+
+def test_model_local_functions_travel_with_the_artifacts(tmp_path: pathlib.Path) -> None:
+    from onnx_light import TensorProto, helper, numpy_helper
+    from onnx_light.runtime import InferenceSession
+
+    body = [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Mul", ["t", "x"], ["y"])]
+    fn = helper.make_function("custom", "MyAct", ["x"], ["y"], body, [helper.make_opsetid("", 21)])
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["h"]), helper.make_node("MyAct", ["h"], ["logits"], domain="custom")],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    imports = [helper.make_opsetid("", 21), helper.make_opsetid("custom", 1)]
+    model = helper.make_model(graph, opset_imports=imports, functions=[fn], ir_version=10)
+    olt.generate_artifacts(model, loss="MSELoss", artifact_directory=tmp_path)
+    state, module, _ = _session(tmp_path)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    y = np.zeros((2, 3), np.float32)
+    h = x @ w
+    expected = np.tanh(h) * h
+    assert abs(float(module(x, y)) - float(np.mean(expected**2))) < 1e-6
+    module.eval()
+    assert abs(float(module(x, y)[0]) - float(np.mean(expected**2))) < 1e-6
+    module.export_model_for_inferencing(tmp_path / "inf.onnx", ["logits"])
+    got = InferenceSession(str(tmp_path / "inf.onnx")).run(None, {"X": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
