@@ -162,3 +162,15 @@ def test_corrupted_bytes_never_crash(tmp_path: pathlib.Path) -> None:
         except olt.CheckpointError:
             errors += 1
     assert errors > 0
+
+
+def test_the_toolkit_imports_no_reference_package() -> None:
+    """onnx, onnxruntime and torch are test references: the package never imports them itself."""
+    code = (
+        "import sys, onnx_light.training, onnx_light.cli, onnx_light.demo\n"
+        "bad = [m for m in ('onnx', 'onnxruntime', 'torch') if m in sys.modules]\n"
+        "print(bad)\n"
+    )
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "[]"
