@@ -5,6 +5,8 @@ onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
 onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
 onnx-light print MODEL                            the graph as text
 onnx-light ops                                    the ops with gradient rules
+onnx-light train MODEL --data D.npz -o OUT        train (loss, optimizer, epochs) and export
+onnx-light artifacts MODEL -o DIR                 the training artifacts alone
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import GradientOfFunction, OnnxLightError, helper, load, numpy_helper, save
+from ._cli_training import add_training_commands
 from .onnx_core.gradient._export import backward_model, input_types
 from .runtime import InferenceSession
 
@@ -153,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("print", help="print a model as text")
     p.add_argument("model")
     p.set_defaults(run=_print)
+
+    add_training_commands(sub)
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

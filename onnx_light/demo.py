@@ -1,25 +1,25 @@
-"""The demo: train a small classifier on two spirals with gradients from our pass.
+"""The demo: train a small classifier on two spirals with onnx_light.training.
 
-The forward model is an ordinary ONNX model (Gemm-Tanh-Gemm-Tanh-Gemm and a
-SoftmaxCrossEntropyLoss). ``GradientOfFunction`` is called once; every epoch the
-resulting backward function runs in onnx-light's runtime and Adam updates the
-weights. At the end one step of the same backward graph runs in onnxruntime (if
-installed) and the largest difference to ours is printed.
+The forward model is an ordinary ONNX model (Gemm-Tanh-Gemm-Tanh-Gemm -> logits).
+``generate_artifacts`` adds the cross-entropy loss, its gradient (our symbolic pass)
+and AdamW as ONNX graphs; ``Module`` and ``Optimizer`` then run them every epoch in
+onnx-light's runtime. At the end the fused train_step.onnx runs one step in
+onnxruntime (if installed) and the largest difference to ours is printed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
-import time
 from typing import Any
 
 import numpy as np
 
-from . import GradientOfFunction, ModelProto, TensorProto, helper, numpy_helper, save
-from .onnx_core.gradient._export import backward_model, input_types
+from . import ModelProto, OnnxLightError, TensorProto, helper, numpy_helper
 from .runtime import InferenceSession
+from .training import CheckpointState, Module, Optimizer, Progress, generate_artifacts
 
 __all__ = ["make_spirals", "make_classifier", "train", "main"]
 
@@ -37,7 +37,7 @@ def make_spirals(n_per_class: int = 200, noise: float = 0.15, seed: int = 0) -> 
 
 
 def make_classifier(hidden: int = 64, seed: int = 0) -> ModelProto:
-    """The forward model: logits = MLP(X), loss = mean cross-entropy(logits, labels)."""
+    """The forward model: logits = MLP(X), weights as initializers (what torch exports)."""
     rng = np.random.default_rng(seed)
 
     def init(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
@@ -57,48 +57,36 @@ def make_classifier(hidden: int = 64, seed: int = 0) -> ModelProto:
         helper.make_node("Gemm", ["h1", "W2", "b2"], ["h2_pre"]),
         helper.make_node("Tanh", ["h2_pre"], ["h2"]),
         helper.make_node("Gemm", ["h2", "W3", "b3"], ["logits"]),
-        helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"], reduction="mean"),
     ]
     graph = helper.make_graph(
         nodes,
         "spirals",
-        [
-            helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 2]),
-            helper.make_tensor_value_info("labels", TensorProto.INT64, ["N"]),
-            # the weights are inputs too (their initializers are the defaults), so a
-            # training loop can feed the current values
-            *[helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in weights.items()],
-        ],
-        [
-            helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),
-            helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 2]),
-        ],
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 2])],
         [numpy_helper.from_array(v, k) for k, v in weights.items()],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
-class _Adam:
-    """Adam (Kingma & Ba) on a dict of numpy arrays."""
-
-    def __init__(self, params: dict[str, np.ndarray], lr: float = 0.01, b1: float = 0.9, b2: float = 0.999) -> None:
-        self.lr, self.b1, self.b2, self.t = lr, b1, b2, 0
-        self.m = {k: np.zeros_like(v) for k, v in params.items()}
-        self.v = {k: np.zeros_like(v) for k, v in params.items()}
-
-    def step(self, params: dict[str, np.ndarray], grads: dict[str, np.ndarray]) -> None:
-        self.t += 1
-        for k, g in grads.items():
-            self.m[k] = self.b1 * self.m[k] + (1 - self.b1) * g
-            self.v[k] = self.b2 * self.v[k] + (1 - self.b2) * g * g
-            m_hat = self.m[k] / (1 - self.b1**self.t)
-            v_hat = self.v[k] / (1 - self.b2**self.t)
-            params[k] = (params[k] - self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)).astype(np.float32)
-
-
-def _bar(epoch: int, epochs: int, loss: float, acc: float, width: int = 30) -> str:
-    done = int(width * epoch / epochs)
-    return f"epoch {epoch:4d}/{epochs} [{'#' * done}{'-' * (width - done)}] loss {loss:.4f}  accuracy {acc * 100:5.1f}%"
+def _train_loop(d: str, points: np.ndarray, labels: np.ndarray, epochs: int, lr: float, quiet: bool) -> tuple[Any, ...]:
+    state = CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))
+    module = Module(os.path.join(d, "training_model.onnx"), state, os.path.join(d, "eval_model.onnx"))
+    opt = Optimizer(os.path.join(d, "optimizer_model.onnx"), module)
+    opt.set_learning_rate(lr)
+    bar = Progress(epochs, "spirals")
+    loss = acc = float("nan")
+    for _ in range(epochs):
+        loss = float(module(points, labels))
+        opt.step()
+        module.lazy_reset_grad()
+        if not quiet:
+            bar.update(len(labels), loss)
+    module.eval()
+    loss_v, logits = module(points, labels)
+    loss, acc = float(loss_v), float(np.mean(logits.argmax(axis=1) == labels))
+    if not quiet:
+        bar.close(loss, f" | accuracy {acc * 100:.1f}%")
+    return state, loss, acc
 
 
 def train(
@@ -107,64 +95,40 @@ def train(
     """Trains the spiral classifier; returns the final loss, accuracy and the ORT difference.
 
     Args:
-        epochs: full-batch Adam steps.
-        lr: Adam's learning rate.
+        epochs: full-batch AdamW steps (at least 1).
+        lr: the learning rate.
         seed: seed of the data and the initial weights.
-        out_dir: where to save the forward and backward models (a temporary folder if None).
+        out_dir: where to keep the artifacts (a temporary folder, removed at the end, if None).
         quiet: print nothing.
+
+    Raises:
+        OnnxLightError: ``epochs`` below 1.
     """
+    if epochs < 1:
+        raise OnnxLightError(f"the demo needs at least one epoch, got --epochs {epochs}")
     say = (lambda *a, **k: None) if quiet else print
     points, labels = make_spirals(seed=seed)
-    model = make_classifier(seed=seed)
-    params = {t.name: np.array(numpy_helper.to_array(t)) for t in model.graph.initializer}
-
-    t0 = time.perf_counter()
-    bwd = GradientOfFunction(model, xs=list(PARAMS), y="loss")
-    transform_ms = (time.perf_counter() - t0) * 1e3
-    say(
-        f"GradientOfFunction: {len(model.graph.node)} forward nodes -> {len(bwd.node)} backward nodes "
-        f"in {transform_ms:.1f} ms; inputs {list(bwd.input)}"
-    )
-    out_dir = out_dir or tempfile.mkdtemp(prefix="onnx-light-demo-")
-    os.makedirs(out_dir, exist_ok=True)
-    types = input_types(model, "loss", list(bwd.input))
-    bwd_model = backward_model(bwd, types)
-    save(model, os.path.join(out_dir, "spirals_forward.onnx"))
-    bwd_path = os.path.join(out_dir, "spirals_backward.onnx")
-    save(bwd_model, bwd_path)
-    say(f"saved the backward model to {bwd_path}")
-
-    forward = InferenceSession(model)
-    backward = InferenceSession(bwd)
-    adam = _Adam(params, lr=lr)
-    dy = np.ones((), np.float32)
-    tty = sys.stdout.isatty()
-    loss = acc = float("nan")
-    for epoch in range(1, epochs + 1):
-        feeds = {**params, "X": points, "labels": labels, "dy": dy}
-        grads = backward.run(None, {n: feeds[n] for n in bwd.input})
-        adam.step(params, dict(zip(PARAMS, grads)))
-        if epoch % 10 == 0 or epoch == epochs:
-            loss_v, logits = forward.run(["loss", "logits"], {"X": points, "labels": labels, **params})
-            loss, acc = float(loss_v), float(np.mean(logits.argmax(axis=1) == labels))
-            if tty:
-                say("\r" + _bar(epoch, epochs, loss, acc), end="", flush=True)
-            elif epoch % 100 == 0 or epoch == epochs:
-                say(_bar(epoch, epochs, loss, acc))
-    if tty:
-        say()
-    say(f"final: loss {loss:.4f}, accuracy {acc * 100:.1f}% on {len(labels)} points")
-
-    ort_diff = _compare_with_onnxruntime(bwd_path, {**params, "X": points, "labels": labels, "dy": dy}, backward, bwd)
+    d = out_dir or tempfile.mkdtemp(prefix="onnx-light-demo-")
+    try:
+        generate_artifacts(
+            make_classifier(seed=seed), loss="CrossEntropyLoss", optimizer="AdamW", artifact_directory=d, lr=lr
+        )
+        say(f"generate_artifacts: training, eval, optimizer and train-step models in {d}")
+        state, loss, acc = _train_loop(d, points, labels, epochs, lr, quiet)
+        say(f"final: loss {loss:.4f}, accuracy {acc * 100:.1f}% on {len(labels)} points")
+        ort_diff = _compare_with_onnxruntime(os.path.join(d, "train_step.onnx"), state, points, labels, lr)
+    finally:
+        if out_dir is None:
+            shutil.rmtree(d, ignore_errors=True)
     if ort_diff is None:
         say("onnxruntime is not installed: skipped the cross-check (pip install 'onnx-light[demo]')")
     else:
-        say(f"one step of the same backward graph in onnxruntime: largest difference to ours {ort_diff:.3g}")
-    return {"loss": loss, "accuracy": acc, "ort_max_diff": ort_diff, "backward_path": bwd_path}
+        say(f"one step of train_step.onnx in onnxruntime: largest difference to ours {ort_diff:.3g}")
+    return {"loss": loss, "accuracy": acc, "ort_max_diff": ort_diff, "artifact_directory": out_dir}
 
 
 def _compare_with_onnxruntime(
-    path: str, feeds: dict[str, np.ndarray], ours: InferenceSession, bwd: Any
+    path: str, state: CheckpointState, points: np.ndarray, labels: np.ndarray, lr: float
 ) -> float | None:
     try:
         import onnxruntime as ort
@@ -173,9 +137,17 @@ def _compare_with_onnxruntime(
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    inputs = {n: feeds[n] for n in bwd.input}
-    theirs = sess.run(None, inputs)
-    mine = ours.run(None, inputs)
+    values: dict[str, np.ndarray] = {k: p.data for k, p in state.parameters.items()}
+    values.update(state.optimizer_states)
+    values.update(
+        X=points,
+        labels=labels,
+        learning_rate=np.array(lr, np.float32),
+        step=np.array(state.optimizer_step + 1, np.int64),
+    )
+    feeds = {i.name: values[i.name] for i in sess.get_inputs()}
+    theirs = sess.run(None, feeds)
+    mine = InferenceSession(path).run(None, feeds)
     return max(float(np.max(np.abs(a - b))) for a, b in zip(mine, theirs))
 
 
@@ -183,11 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     """``onnx-light demo [--epochs N] [--out DIR]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="onnx-light demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="onnx-light demo", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--epochs", type=int, default=600)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="folder for the saved models (default: a temporary folder)")
+    parser.add_argument("--out", default=None, help="folder to keep the artifacts in (default: a temporary one)")
     args = parser.parse_args(argv)
     result = train(args.epochs, args.lr, args.seed, args.out)
+    sys.stdout.flush()
     return 0 if result["accuracy"] > 0.95 else 1

@@ -121,6 +121,12 @@ def test_dependency_direction() -> None:
         "onnx_core": ("onnx_light.onnx_core", "onnx_light._native"),
         "onnx_extensions": ("onnx_light.onnx_core", "onnx_light.onnx_extensions"),
         "runtime": ("onnx_light.onnx_core", "onnx_light.runtime", "onnx_light._native"),
+        "training": (
+            "onnx_light.onnx_core",
+            "onnx_light.onnx_extensions",
+            "onnx_light.runtime",
+            "onnx_light.training",
+        ),
     }
     bad = []
     for unit, prefixes in allowed.items():

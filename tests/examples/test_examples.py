@@ -20,9 +20,23 @@ def test_demo_trains_and_agrees_with_onnxruntime(tmp_path: pathlib.Path) -> None
     result = train(epochs=300, out_dir=str(tmp_path), quiet=True)
     assert result["accuracy"] > 0.95, result
     assert result["ort_max_diff"] is not None and result["ort_max_diff"] < 1e-4
-    # the saved backward model is an ordinary model onnxruntime loads
-    sess = ort.InferenceSession(result["backward_path"], providers=["CPUExecutionProvider"])
-    assert [o.name for o in sess.get_outputs()] == [f"grad_{p}" for p in ("W1", "b1", "W2", "b2", "W3", "b3")]
+    # the training model is an ordinary model onnxruntime loads
+    sess = ort.InferenceSession(str(tmp_path / "training_model.onnx"), providers=["CPUExecutionProvider"])
+    assert [o.name for o in sess.get_outputs()] == ["loss"] + [
+        f"{p}_grad" for p in ("W1", "b1", "W2", "b2", "W3", "b3")
+    ]
+
+
+def test_demo_refuses_zero_epochs_and_cleans_up(capsys: pytest.CaptureFixture[str]) -> None:
+    import tempfile
+
+    from onnx_light.cli import main
+
+    assert main(["demo", "--epochs", "0"]) == 2
+    assert "at least one epoch" in capsys.readouterr().err
+    before = set(pathlib.Path(tempfile.gettempdir()).glob("onnx-light-demo-*"))
+    assert main(["demo", "--epochs", "5"]) == 1  # too few epochs to separate the spirals
+    assert set(pathlib.Path(tempfile.gettempdir()).glob("onnx-light-demo-*")) == before
 
 
 def test_demo_cli_prints_progress(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
@@ -30,7 +44,7 @@ def test_demo_cli_prints_progress(capsys: pytest.CaptureFixture[str], tmp_path: 
 
     assert main(["demo", "--epochs", "300", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "epoch  300/300" in out and "accuracy" in out and "onnxruntime" in out
+    assert "300/300" in out and "samples/s" in out and "accuracy" in out and "onnxruntime" in out
 
 
 def test_grad_cli_example(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:

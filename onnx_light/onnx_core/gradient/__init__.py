@@ -12,6 +12,7 @@ from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
 from ._registry import GradFn, GradRegistry, GradRule, RegisterGradientFunction
 from ._rules import elementwise, linear, no_grad, rule
 from ._types import UNKNOWN, ValueType
+from ._upgrade import upgrade_nodes
 
 __all__ = [
     "GradientOfNodes",
@@ -34,4 +35,5 @@ __all__ = [
     "elementwise",
     "linear",
     "no_grad",
+    "upgrade_nodes",
 ]

@@ -1,0 +1,329 @@
+"""The artifacts: standard ONNX, train_step in plain onnxruntime, frozen parameters, resume, CLI."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from onnx_light import OnnxLightError
+from onnx_light import training as olt
+
+from .make_fixtures import batches
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+FILES = ("training_model", "eval_model", "optimizer_model", "train_step")
+
+
+def _session(
+    d: pathlib.Path, state: olt.CheckpointState | None = None
+) -> tuple[olt.CheckpointState, olt.Module, olt.Optimizer]:
+    state = state or olt.CheckpointState.load_checkpoint(d / "checkpoint")
+    module = olt.Module(d / "training_model.onnx", state, d / "eval_model.onnx")
+    opt = olt.Optimizer(d / "optimizer_model.onnx", module)
+    opt.set_learning_rate(1e-2)
+    return state, module, opt
+
+
+@pytest.mark.parametrize(
+    ("kind", "optimizer", "options"),
+    [("cnn", "AdamW", {"amsgrad": True, "max_grad_norm": 1.0}), ("mlp", "SGD", {"momentum": 0.9, "nesterov": True})],
+)
+def test_artifacts_are_standard_onnx(kind: str, optimizer: str, options: dict, tmp_path: pathlib.Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    olt.generate_artifacts(
+        DATA / f"{kind}.onnx", loss="CrossEntropyLoss", optimizer=optimizer, artifact_directory=tmp_path, **options
+    )
+    for name in FILES:
+        model = onnx.load(str(tmp_path / f"{name}.onnx"))
+        onnx.checker.check_model(model, full_check=True)
+        assert {o.domain for o in model.opset_import} <= {"", "ai.onnx"}, name
+
+
+def test_train_step_in_onnxruntime_matches_the_module(tmp_path: pathlib.Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    olt.generate_artifacts(DATA / "cnn.onnx", loss="CrossEntropyLoss", optimizer="AdamW", artifact_directory=tmp_path)
+    x, y = batches("cnn", "CrossEntropyLoss", 6)
+    state, module, opt = _session(tmp_path)
+    ours = []
+    for i in range(6):
+        ours.append(float(module(x[i], y[i])))
+        opt.step()
+        module.lazy_reset_grad()
+    sess = ort.InferenceSession(str(tmp_path / "train_step.onnx"), providers=["CPUExecutionProvider"])
+    st0 = olt.CheckpointState.load_checkpoint(tmp_path / "checkpoint")
+    values = {k: p.data for k, p in st0.parameters.items()} | dict(st0.optimizer_states)
+    outs_names = [o.name for o in sess.get_outputs()]
+    assert outs_names[0] == "loss" and all(n.endswith("_next") for n in outs_names[1:])
+    assert "1.running_mean_next" in outs_names and "0.weight.exp_avg_next" in outs_names
+    theirs = []
+    for i in range(6):
+        feeds = {"input": x[i], "labels": y[i], "learning_rate": np.array(1e-2, np.float32), "step": np.array(i + 1)}
+        feeds |= {n.name: values[n.name] for n in sess.get_inputs() if n.name not in feeds}
+        outs = sess.run(None, feeds)
+        theirs.append(float(outs[0]))
+        values |= {n[: -len("_next")]: v for n, v in zip(outs_names[1:], outs[1:])}
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5)
+    for k, p in state.parameters.items():
+        np.testing.assert_allclose(values[k], p.data, rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_resume_is_bitwise(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(
+        DATA / "cnn.onnx", loss="CrossEntropyLoss", optimizer="SGD", momentum=0.9, artifact_directory=tmp_path
+    )
+    x, y = batches("cnn", "CrossEntropyLoss", 6)
+
+    def run(state: olt.CheckpointState, module: olt.Module, opt: olt.Optimizer, steps: range) -> None:
+        for i in steps:
+            module(x[i], y[i])
+            opt.step()
+            module.lazy_reset_grad()
+
+    whole = _session(tmp_path)
+    run(*whole, range(6))
+    first = _session(tmp_path)
+    run(*first, range(3))
+    olt.CheckpointState.save_checkpoint(first[0], tmp_path / "mid")
+    second = _session(tmp_path, olt.CheckpointState.load_checkpoint(tmp_path / "mid"))
+    assert second[0].optimizer_step == 3 and second[0].optimizer_states
+    run(*second, range(3, 6))
+    for k, p in whole[0].parameters.items():
+        assert np.array_equal(second[0].parameters[k].data, p.data), k
+
+
+def test_frozen_parameters_get_no_gradient_and_no_state(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(
+        DATA / "mlp.onnx", frozen_params=["0.weight", "0.bias"], loss="CrossEntropyLoss", artifact_directory=tmp_path
+    )
+    state, module, opt = _session(tmp_path)
+    assert not state.parameters["0.weight"].requires_grad
+    assert not any(k.startswith("0.") for k in state.optimizer_states)
+    before = state.parameters["0.weight"].data.copy()
+    x, y = batches("mlp", "CrossEntropyLoss", 2)
+    module(x[0], y[0])
+    opt.step()
+    assert state.parameters["0.weight"].grad is None
+    assert np.array_equal(state.parameters["0.weight"].data, before)
+    assert not np.array_equal(
+        state.parameters["2.weight"].data,
+        olt.CheckpointState.load_checkpoint(tmp_path / "checkpoint").parameters["2.weight"].data,
+    )
+
+
+def test_gradients_accumulate_until_lazy_reset(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(DATA / "mlp.onnx", loss="CrossEntropyLoss", artifact_directory=tmp_path)
+    state, module, _ = _session(tmp_path)
+    x, y = batches("mlp", "CrossEntropyLoss", 2)
+    module(x[0], y[0])
+    g0 = state.parameters["4.weight"].grad.copy()
+    module(x[1], y[1])
+    g01 = state.parameters["4.weight"].grad.copy()
+    module.lazy_reset_grad()
+    module(x[1], y[1])
+    np.testing.assert_allclose(g01, g0 + state.parameters["4.weight"].grad, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"loss": "NoSuchLoss"}, "unknown loss 'NoSuchLoss'"),
+        ({"loss": "MSELoss", "optimizer": "RMSprop"}, "unknown optimizer 'RMSprop'"),
+        ({"loss": "MSELoss", "optimizer": "SGD", "betas": (0.9, 0.9)}, "SGD has no option"),
+        ({"loss": "MSELoss", "requires_grad": ["nope"]}, "requires_grad names"),
+        ({"loss": None}, "loss_input_names"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(kwargs: dict, match: str, tmp_path: pathlib.Path) -> None:
+    with pytest.raises(OnnxLightError, match=match):
+        olt.generate_artifacts(DATA / "reg.onnx", artifact_directory=tmp_path, **kwargs)
+
+
+def test_schedulers(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(DATA / "mlp.onnx", loss="CrossEntropyLoss", artifact_directory=tmp_path)
+    _, _, opt = _session(tmp_path)
+    lin = olt.LinearLRScheduler(opt, warmup_step_count=2, total_step_count=6, initial_lr=1.0)
+    seen = [opt.get_learning_rate()]
+    for _ in range(6):
+        lin.step()
+        seen.append(opt.get_learning_rate())
+    np.testing.assert_allclose(seen, [0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0])
+    cos = olt.CosineLRScheduler(opt, warmup_step_count=0, total_step_count=4, initial_lr=1.0, min_lr=0.2)
+    seen = [opt.get_learning_rate()]
+    for _ in range(4):
+        cos.step()
+        seen.append(opt.get_learning_rate())
+    np.testing.assert_allclose(
+        seen, [1.0, 0.2 + 0.8 * (1 + np.cos(np.pi / 4)) / 2, 0.6, 0.2 + 0.8 * (1 - np.cos(np.pi / 4)) / 2, 0.2]
+    )
+
+
+def test_train_cli_resumes_and_exports(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from onnx_light.cli import main
+    from onnx_light.runtime import InferenceSession
+
+    x, y = batches("cnn", "CrossEntropyLoss", 4)
+    np.savez(tmp_path / "d.npz", input=x.reshape(-1, 3, 10, 10), labels=y.reshape(-1))
+    args = [
+        "train",
+        str(DATA / "cnn.onnx"),
+        "--data",
+        str(tmp_path / "d.npz"),
+        "--val",
+        str(tmp_path / "d.npz"),
+        "--optimizer",
+        "sgd",
+        "--momentum",
+        "0.9",
+        "--lr",
+        "0.01",
+        "--batch-size",
+        "4",
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+    ]
+    assert main([*args, "--epochs", "1", "-o", str(tmp_path / "a.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 1/1" in out and "samples/s" in out and "ETA" in out and "val loss" in out
+    assert olt.CheckpointState.load_checkpoint(tmp_path / "ck" / "checkpoint").properties["epoch"] == 1
+    assert main([*args, "--epochs", "2", "--resume", "-o", str(tmp_path / "b.onnx")]) == 0
+    assert "epoch 1/2" not in capsys.readouterr().out  # resumed after epoch 1
+    assert main([*args, "--epochs", "2", "-o", str(tmp_path / "c.onnx")]) == 0  # from scratch, 2 epochs
+    capsys.readouterr()
+    feeds = {"input": x[0]}
+    b, c = (InferenceSession(str(tmp_path / f"{n}.onnx")).run(None, feeds)[0] for n in "bc")
+    np.testing.assert_array_equal(b, c)
+    assert main(["train", str(DATA / "cnn.onnx"), "--data", str(tmp_path / "missing.npz"), "-o", "x.onnx"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def _dropout_model(ratio: float) -> object:
+    from onnx_light import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Constant", [], ["r"], value=numpy_helper.from_array(np.array(ratio, np.float32), "r")),
+        helper.make_node("Constant", [], ["t"], value=numpy_helper.from_array(np.array(True), "t")),
+        helper.make_node("Dropout", ["X", "r", "t"], ["d", "mask"]),
+        helper.make_node("Gemm", ["d", "W"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dropout",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [400, 50])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [400, 3])],
+        [numpy_helper.from_array(rng.standard_normal((50, 3)).astype(np.float32), "W")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_dropout_is_seeded_reproducible_and_drops_its_ratio(tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(_dropout_model(0.3), loss="MSELoss", artifact_directory=tmp_path)
+    state, module, _ = _session(tmp_path)
+    x = np.ones((400, 50), np.float32)
+    y = np.zeros((400, 3), np.float32)
+    first = float(module(x, y))
+    assert float(module(x, y)) != first  # the next call draws a new mask
+    assert state.properties["dropout_seed"] == 2
+    state.properties["dropout_seed"] = 0
+    assert float(module(x, y)) == first
+    from onnx_light.runtime import InferenceSession
+
+    sess = InferenceSession(str(tmp_path / "training_model.onnx"))
+    names = [o.name for o in sess.get_outputs()]
+    grad = dict(
+        zip(names, sess.run(None, {"X": x, "labels": y, "W": state.parameters["W"].data, "dropout_seed": np.array(5)}))
+    )["W_grad"]
+    assert grad.shape == (50, 3)
+    ort = pytest.importorskip("onnxruntime")
+    feeds = {"X": x, "labels": y, "W": state.parameters["W"].data, "dropout_seed": np.array(5)}
+    theirs = ort.InferenceSession(str(tmp_path / "training_model.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    np.testing.assert_allclose(theirs[1], grad, rtol=1e-5)
+
+
+def test_dropout_mask_fraction(tmp_path: pathlib.Path) -> None:
+    """With X = 1, W = 1 and an L1 loss, dL/dW[k] = sum_i keep[i, k] / (1 - p) / numel(y)."""
+    from onnx_light.runtime import InferenceSession
+
+    olt.generate_artifacts(_dropout_model(0.3), loss="L1Loss", artifact_directory=tmp_path)
+    sess = InferenceSession(str(tmp_path / "training_model.onnx"))
+    feeds = {
+        "X": np.ones((400, 50), np.float32),
+        "labels": np.zeros((400, 3), np.float32),
+        "W": np.ones((50, 3), np.float32),
+    }
+    kept = []
+    for seed in range(3):
+        grad = sess.run(["W_grad"], {**feeds, "dropout_seed": np.array(seed)})[0]
+        kept.append(grad[:, 0] * 1200 * 0.7 / 400)  # fraction kept per input column
+    for k in kept:
+        assert abs(float(k.mean()) - 0.7) < 0.01
+    assert not np.array_equal(kept[0], kept[1])
+
+
+def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
+    """loss=None: the model's scalar output named by loss_input_names is the loss."""
+    from onnx_light import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "W"], ["logits"]),
+            helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["my_loss"], reduction="mean"),
+        ],
+        "own_loss",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("y", TensorProto.INT64, ["N"]),
+        ],
+        [helper.make_tensor_value_info("my_loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    olt.generate_artifacts(model, loss_input_names=["my_loss"], optimizer="SGD", artifact_directory=tmp_path)
+    state, module, opt = _session(tmp_path)
+    assert module.user_inputs() == ["X", "y"]
+    x = np.eye(4, dtype=np.float32)
+    y = np.array([0, 1, 2, 0])
+    loss = float(module(x, y))
+    logits = x @ w
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    assert abs(loss - float(-np.log(p[np.arange(4), y]).mean())) < 1e-6
+    onehot = np.eye(3, dtype=np.float32)[y]
+    np.testing.assert_allclose(state.parameters["W"].grad, x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
+    opt.step()
+    np.testing.assert_allclose(state.parameters["W"].data, w - 1e-2 * x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
+
+
+def test_model_local_functions_travel_with_the_artifacts(tmp_path: pathlib.Path) -> None:
+    from onnx_light import TensorProto, helper, numpy_helper
+    from onnx_light.runtime import InferenceSession
+
+    body = [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Mul", ["t", "x"], ["y"])]
+    fn = helper.make_function("custom", "MyAct", ["x"], ["y"], body, [helper.make_opsetid("", 21)])
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["h"]), helper.make_node("MyAct", ["h"], ["logits"], domain="custom")],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    imports = [helper.make_opsetid("", 21), helper.make_opsetid("custom", 1)]
+    model = helper.make_model(graph, opset_imports=imports, functions=[fn], ir_version=10)
+    olt.generate_artifacts(model, loss="MSELoss", artifact_directory=tmp_path)
+    state, module, _ = _session(tmp_path)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    y = np.zeros((2, 3), np.float32)
+    h = x @ w
+    expected = np.tanh(h) * h
+    assert abs(float(module(x, y)) - float(np.mean(expected**2))) < 1e-6
+    module.eval()
+    assert abs(float(module(x, y)[0]) - float(np.mean(expected**2))) < 1e-6
+    module.export_model_for_inferencing(tmp_path / "inf.onnx", ["logits"])
+    got = InferenceSession(str(tmp_path / "inf.onnx")).run(None, {"X": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
