@@ -302,6 +302,26 @@ SCATTER = [
         initializers=["i"],
         opset=10,
     ),
+    scatter(
+        "scatter-elements-max-dup",
+        "ScatterElements",
+        (3, 4),
+        i64([1, 1], [3, 0], [0, 0]),
+        (3, 2),
+        reduction="max",
+        axis=1,
+    ),
+    scatter(
+        "scatter-elements-min-runtime",
+        "ScatterElements",
+        (4, 2),
+        i32([0, 1], [0, 3], [0, 1]),
+        (3, 2),
+        False,
+        reduction="min",
+    ),
+    scatter("scatter-nd-max-dup", "ScatterND", (4, 2), i64([1], [3], [1]), (3, 2), reduction="max"),
+    scatter("scatter-nd-min-elems", "ScatterND", (3, 3), i64([0, 1], [2, 2], [0, 1]), (3,), False, reduction="min"),
     scatter("scatter-nd-dup", "ScatterND", (4, 2), i64([1], [3], [-3]), (3, 2)),
     scatter("scatter-nd-dup-elems", "ScatterND", (3, 3), i64([0, 1], [2, 2], [0, 1]), (3,)),
     scatter("scatter-nd-dup-runtime", "ScatterND", (4, 2), i64([1], [3], [-3]), (3, 2), False),
@@ -408,6 +428,21 @@ def test_static_pads_have_no_axes_input(case: Case) -> None:
     # without permuting them, so the rules write full-rank pads when they know them
     pads = [n for n in gradient(case)[1].node if n.op_type == "Pad"]
     assert all(len(n.input) < 4 or not n.input[3] for n in pads), [list(n.input) for n in pads]
+
+
+def test_scatter_max_ties_share_the_gradient() -> None:
+    """Data and both colliding updates equal at a target: each gets a third of dY there."""
+    case = Case(
+        "tie",
+        [node("ScatterElements", ["d", "i", "u"], reduction="max")],
+        {"d": np.array([2.0, 1.0]), "i": i64(0, 0), "u": np.array([2.0, 2.0])},
+        ["d", "u"],
+        initializers=["i"],
+    )
+    _, bwd = gradient(case)
+    feeds = {**case.inputs, bwd.input[-1]: np.array([3.0, 5.0])}
+    gd, gu = ol.runtime.InferenceSession(bwd).run(None, feeds)
+    assert gd.tolist() == [1.0, 5.0] and gu.tolist() == [1.0, 1.0]
 
 
 def test_refused_with_reason() -> None:

@@ -106,24 +106,7 @@ class _GradientPass:
         self.opset_imports = dict(opset_imports)
         # the fields of every forward node, read once for all the phases (see _fastpath)
         fields = nodes_fields(nodes)
-        names: set[str] = set()
-        for f in fields:
-            names.update(f[2])
-            names.update(f[3])
-        # the seed is called "dy" unless an input of the source is (say, when
-        # differentiating a backward function again): then it gets a fresh name, since
-        # the caller feeds that input by its own name. An intermediate value called "dy"
-        # or "grad_<x>" is renamed inside the result: those names are the contract's
-        seed_renamed = DY in free_order or DY in self.xs or (self.zs is not None and DY in self.zs)
-        reserved = {*(f"grad_{x}" for x in self.xs), *(() if seed_renamed else (DY,))} - set(self.xs)
-        clash = reserved & names
-        names |= {*(f"grad_{x}" for x in self.xs), *free_order}
-        if not seed_renamed:
-            names.add(DY)
-        self.counter = GradCounter()
-        self.counter.taken = names  # every name in the source (owned: no copy of a large set)
-        #: the name of the output-gradient input (the function's last input)
-        self.dy = self.new_name(DY) if seed_renamed else DY
+        clash = self._take_names(fields, free_order)
         #: value_info entries not read yet, by name (see _api._graph_types); each is read
         #: before anything can look its type up
         self._declared = declared or {}
@@ -158,6 +141,30 @@ class _GradientPass:
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
+
+    def _take_names(self, fields: list[Fields], free_order: Sequence[str]) -> set[str]:
+        """Sets up the counter over every name in the source and names the seed; returns the
+        source values to rename (an intermediate called ``dy`` or ``grad_<x>``).
+
+        The seed is called ``dy`` unless an input of the source is (say, when
+        differentiating a backward function again): then it gets a fresh name, since the
+        caller feeds that input by its own name.
+        """
+        names: set[str] = set()
+        for f in fields:
+            names.update(f[2])
+            names.update(f[3])
+        seed_renamed = DY in free_order or DY in self.xs or (self.zs is not None and DY in self.zs)
+        reserved = {*(f"grad_{x}" for x in self.xs), *(() if seed_renamed else (DY,))} - set(self.xs)
+        clash = reserved & names
+        names |= {*(f"grad_{x}" for x in self.xs), *free_order}
+        if not seed_renamed:
+            names.add(DY)
+        self.counter = GradCounter()
+        self.counter.taken = names  # every name in the source (owned: no copy of a large set)
+        #: the name of the output-gradient input (the function's last input)
+        self.dy = self.new_name(DY) if seed_renamed else DY
+        return clash
 
     # -- helpers used by GradContext ------------------------------------------------
     def new_name(self, prefix: str) -> str:

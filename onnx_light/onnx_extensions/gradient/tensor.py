@@ -361,12 +361,26 @@ def gather_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 def _check_reduction(ctx: Any) -> str:
     reduction = ctx.attr("reduction", "none")
-    if reduction not in ("none", "add"):
+    if reduction not in ("none", "add", "max", "min"):
         raise ctx.error(
-            f"reduction={reduction!r} is not differentiated: its gradient depends on which update "
-            "wins or on products of colliding updates; only 'none' and 'add' have rules"
+            f"reduction={reduction!r} is not differentiated: the gradient of a colliding update is "
+            "the product of the others, which no standard op computes without dividing by zero; "
+            "'none', 'add', 'max' and 'min' have rules"
         )
     return str(reduction)
+
+
+def _extremum_grads(ctx: Any, dy: str, gather: Callable[[str], str], scatter_add: Callable[[str, str], str]) -> Any:
+    """reduction max/min: Y[t] is the largest (smallest) of Data[t] and the updates written
+    to t; dY[t] goes to those equal to Y[t], shared equally among ties (as Max/Min do)."""
+    data, _, updates = ctx.inputs[:3]
+    y = ctx.output(0)
+    at_data = ctx.op.CastLike(ctx.op.Equal(data, y), dy)
+    at_update = ctx.op.CastLike(ctx.op.Equal(updates, gather(y)), dy)
+    share = ctx.op.Div(dy, scatter_add(at_data, at_update))  # the count is at least 1
+    d_data = ctx.op.Mul(share, at_data) if ctx.needs_grad(0) else None
+    d_updates = ctx.op.Mul(gather(share), at_update) if ctx.needs_grad(2) else None
+    return d_data, None, d_updates
 
 
 @rule("", "ScatterElements")
@@ -378,6 +392,13 @@ def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
     data, idx, updates = ctx.inputs[:3]
     axis = int(ctx.attr("axis", 0))
     reduction = _check_reduction(ctx)
+    if reduction in ("max", "min"):
+        return _extremum_grads(
+            ctx,
+            dy,
+            lambda v: ctx.op.GatherElements(v, idx, axis=axis),
+            lambda base, add: ctx.op.ScatterElements(base, idx, add, axis=axis, reduction="add"),
+        )
     d_data = d_updates = None
     if ctx.needs_grad(0):
         d_data = dy if reduction == "add" else ctx.op.ScatterElements(dy, idx, ctx.zeros_like(updates), axis=axis)
@@ -395,6 +416,13 @@ def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
     collision (the last written, see ``_winners``)."""
     data, idx, updates = ctx.inputs[:3]
     reduction = _check_reduction(ctx)
+    if reduction in ("max", "min"):
+        return _extremum_grads(
+            ctx,
+            dy,
+            lambda v: ctx.op.GatherND(v, idx),
+            lambda base, add: ctx.op.ScatterND(base, idx, add, reduction="add"),
+        )
     d_data = d_updates = None
     if ctx.needs_grad(0):
         d_data = dy if reduction == "add" else ctx.op.ScatterND(dy, idx, ctx.zeros_like(updates))

@@ -71,9 +71,9 @@ def _scatter_elements(
     return _scatter(data.copy(), tuple(index), updates, reduction)
 
 
-@kernel("", "Scatter", since=(9, 11))  # deprecated at 11, same semantics
+@kernel("", "Scatter", since=(9, 11))
 def scatter_9(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0) -> np.ndarray:
-    """Scatter-9 (deprecated at 11): ScatterElements-11 under its old name."""
+    """Scatter-9 (and its deprecation marker, 11): ScatterElements-11 under its old name."""
     return _scatter_elements(data, indices, updates, axis, "none")
 
 
