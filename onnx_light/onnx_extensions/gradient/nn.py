@@ -371,10 +371,10 @@ def _same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str] | 
     begin = total // 2 (SAME_UPPER) or total - total // 2 (SAME_LOWER), end = total - begin.
     """
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
-    nd = len(kernel)
-    strides = _int_list(ctx, "strides", [1] * nd)
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         return None
+    nd = len(kernel)
+    strides = _int_list(ctx, "strides", [1] * nd)
     size = _input_dims(ctx, x, nd)
     if all(isinstance(n, int) or st == 1 for n, st in zip(size, strides)):
         return None
