@@ -174,6 +174,18 @@ POOL: list[Row] = [
         NCHW,
     ),
     Row(
+        "avgpool-same-upper-s2",
+        [node("AveragePool", ["x"], kernel_shape=[3, 2], strides=[2, 2], auto_pad="SAME_UPPER")],
+        image((2, 2, 7, 6), (1, 2, 4, 9)),
+        NCHW,
+    ),
+    Row(
+        "avgpool-same-lower-s2-include-pad",
+        [node("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 3], auto_pad="SAME_LOWER", count_include_pad=1)],
+        image((1, 2, 8, 7), (2, 2, 5, 10)),
+        NCHW,
+    ),
+    Row(
         "avgpool-s1",
         [node("AveragePool", ["x"], kernel_shape=[2, 2])],
         image((2, 2, 5, 4), (1, 2, 3, 6)),

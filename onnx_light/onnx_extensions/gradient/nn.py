@@ -17,8 +17,8 @@ is only known at run time ``dX`` of a strided Conv is a ConvTranspose with the
 largest ``output_padding`` cropped to ``Shape(X)``, and the correlations take the
 forward's end pads and crop their output to the kernel. ``auto_pad=SAME_*`` with
 strides > 1 on a symbolic axis pads by amounts that depend on the size: Conv then
-pads X at run time and differentiates the VALID convolution of the padded X (pooling
-refuses it with a clear error).
+pads X at run time and differentiates the VALID convolution of the padded X
+(AveragePool likewise).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from ._table import rule
 
-__all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate"]
+__all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
 
 
 class Geometry:
@@ -318,12 +318,12 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
     x, w = ctx.input(0), ctx.input(1)
     w_shape = _spatial(ctx, w, "weight")
     group = int(ctx.attr("group", 1))
-    padded = _same_padded(ctx, x, list(w_shape[2:]))
+    padded = same_padded(ctx, x, list(w_shape[2:]))
     if padded is None:
         geo = conv_geometry(ctx, list(w_shape[2:]))
     else:  # the Conv is a VALID one of X padded at run time
-        x, begin, spatial = padded
-        geo = _valid_geometry(ctx, list(w_shape[2:]))
+        x, begin, spatial, _ = padded
+        geo = valid_geometry(ctx, list(w_shape[2:]))
     rank = geo.nd + 2
     dx = None
     if ctx.needs_grad(0):
@@ -355,7 +355,7 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (dx, dw, db)[: len(ctx.inputs)]
 
 
-def _valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
+def valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
     """The geometry of the node's window without pads, on input dims known at run time."""
     nd = len(kernel)
     strides = _int_list(ctx, "strides", [1] * nd)
@@ -363,18 +363,18 @@ def _valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
     return Geometry([None] * nd, kernel, strides, dilations, [0] * nd, [0] * nd, [None] * nd)
 
 
-def _same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str] | None:
+def same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str, str] | None:
     """``auto_pad=SAME_*`` with strides > 1 on a symbolic axis: ``(Pad(X, pads), begin,
-    Shape(X)[2:])`` with the pads computed at run time, else None.
+    Shape(X)[2:], pads)`` with the pads computed at run time, else None.
 
     Per axis, out = ceil(n / s), total = max((out - 1) * s + (k - 1) * d + 1 - n, 0),
     begin = total // 2 (SAME_UPPER) or total - total // 2 (SAME_LOWER), end = total - begin.
     """
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
-    nd = len(kernel)
-    strides = _int_list(ctx, "strides", [1] * nd)
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         return None
+    nd = len(kernel)
+    strides = _int_list(ctx, "strides", [1] * nd)
     size = _input_dims(ctx, x, nd)
     if all(isinstance(n, int) or st == 1 for n, st in zip(size, strides)):
         return None
@@ -389,7 +389,7 @@ def _same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str] | 
     begin = half if auto_pad == "SAME_UPPER" else ctx.op.Sub(total, half)
     zeros = ctx.ints([0, 0])
     pads = ctx.op.Concat(zeros, begin, zeros, ctx.op.Sub(total, begin), axis=0)
-    return ctx.op.Pad(x, pads), begin, n
+    return ctx.op.Pad(x, pads), begin, n, pads
 
 
 def _transpose_begin(

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._table import rule
 from ._tensor_common import zeros_of_shape
-from .nn import Geometry, conv_geometry, transpose_into
+from .nn import Geometry, conv_geometry, same_padded, transpose_into, valid_geometry
 
 #: spatial cells above which the window-rank map is tiled at run time, not stored
 _RANK_MAP_CONST_CELLS = 1 << 14
@@ -225,11 +225,14 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     """
     x = ctx.input(0)
     kernel = [int(k) for k in ctx.attr("kernel_shape")]
-    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
     shape = ctx.shape(x)
     channels = shape[1] if shape is not None and len(shape) == 2 + len(kernel) else None
     if not isinstance(channels, int):
         raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
+    padded = same_padded(ctx, x, kernel)
+    if padded is not None:
+        return (_same_average_pool_grad(ctx, dy, kernel, channels, padded),)
+    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
     if not geo.is_static:
         scaled = ctx.op.Mul(dy, _inverse_counts(ctx, geo, dy))
         weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
@@ -253,6 +256,35 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
         scaled = ctx.op.Mul(dy, inverse_count)
     weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
     return (transpose_into(ctx, scaled, weights, geo, channels),)
+
+
+def _same_average_pool_grad(ctx: Any, dy: str, kernel: list[int], channels: int, padded: tuple[str, ...]) -> str:
+    """AveragePool with ``auto_pad=SAME_*``, strides > 1 and symbolic dims: the VALID pool
+    of X padded at run time (``nn.same_padded``), whose gradient is cropped back to X.
+
+    Every window lies inside the padded X, so with ``count_include_pad`` count = prod(k);
+    without it, count = Conv(Pad(ones plane, pads), ones(1, 1, k...)), the cells of X read.
+    """
+    x = ctx.input(0)
+    x_p, begin, spatial, pads = padded
+    geo = valid_geometry(ctx, kernel)
+    nd = geo.nd
+    if bool(ctx.attr("count_include_pad", 0)):
+        inverse = ctx.const(1.0 / float(np.prod(kernel)), like=x)
+    else:
+        plane_shape = ctx.op.Concat(ctx.ints([1, 1]), spatial, axis=0)
+        plane = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=x), plane_shape)
+        valid = ctx.op.Conv(
+            ctx.op.Pad(plane, pads),
+            ctx.const(np.ones((1, 1, *kernel)), like=x),
+            strides=geo.strides,
+            dilations=geo.dilations,
+        )
+        inverse = ctx.op.Reciprocal(valid)
+    weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
+    dx_p = transpose_into(ctx, ctx.op.Mul(dy, inverse), weights, geo, channels, like=x_p)
+    dx: str = ctx.op.Slice(dx_p, begin, ctx.op.Add(begin, spatial), ctx.ints(list(range(2, 2 + nd))))
+    return dx
 
 
 def _inverse_counts(ctx: Any, geo: Geometry, dy: str) -> str:
