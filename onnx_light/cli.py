@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import GradientOfFunction, OnnxLightError, helper, load, numpy_helper, save
-from .onnx_core.gradient._export import backward_model, input_types
+from . import GradientOfFunction, OnnxLightError, gradient_model, helper, load, numpy_helper, save
+from .onnx_core.gradient import input_types
 from .runtime import InferenceSession
 
 __all__ = ["main"]
@@ -29,13 +29,12 @@ def _names(text: str) -> list[str]:
 def _grad(args: argparse.Namespace) -> int:
     model = load(args.model)
     xs = _names(args.wrt)
-    bwd = GradientOfFunction(model, xs, args.of, allow_unused=args.allow_unused)
-    types = input_types(model, args.of, list(bwd.input))
-    out = backward_model(bwd, types, inline=args.inline)
+    out = gradient_model(model, xs, args.of, inline=args.inline, allow_unused=args.allow_unused)
     save(out, args.output)
+    n_nodes = len(out.graph.node) + sum(len(f.node) for f in out.functions)
     print(
-        f"wrote {args.output}: {len(bwd.node)} nodes for {len(model.graph.node)} forward nodes; "
-        f"inputs {list(bwd.input)}, outputs {list(bwd.output)}"
+        f"wrote {args.output}: {n_nodes} nodes for {len(model.graph.node)} forward nodes; "
+        f"inputs {[i.name for i in out.graph.input]}, outputs {[o.name for o in out.graph.output]}"
     )
     return 0
 
