@@ -10,7 +10,7 @@ from typing import Any
 
 from ._errors import DecodeError, OnnxLightError
 from ._message import Message
-from ._proto import AttributeProto, GraphProto, ModelProto, StringStringEntryProto, TensorProto
+from ._proto import AttributeProto, FunctionProto, GraphProto, ModelProto, StringStringEntryProto, TensorProto
 from ._wire import decode, encode_pieces
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "load_model_from_string",
     "load_tensor",
     "load_tensor_from_string",
+    "load_function",
+    "load_function_from_string",
     "save",
     "save_model",
     "save_tensor",
@@ -59,7 +61,17 @@ def load_model(f: Any, format: Any = None, load_external_data: bool = True) -> M
     Raises:
         DecodeError: the file is not a valid model.
     """
-    model: ModelProto = decode(ModelProto, _read_source(f))
+    data = _read_source(f)
+    try:
+        model: ModelProto = decode(ModelProto, data)
+    except DecodeError as err:
+        if _is_function(data):
+            raise DecodeError(
+                "this file holds a FunctionProto, not a ModelProto: read it with onnx_light.load_function",
+                err.offset,
+                err.path,
+            ) from None
+        raise
     if load_external_data and isinstance(f, (str, os.PathLike)):
         load_external_data_for_model(model, os.path.dirname(os.fspath(f)))
     return model
@@ -68,12 +80,39 @@ def load_model(f: Any, format: Any = None, load_external_data: bool = True) -> M
 load = load_model
 
 
+def _is_function(data: Any) -> bool:
+    try:
+        fn = decode(FunctionProto, data)
+    except DecodeError:
+        return False
+    return bool(fn.name) and len(fn.node) > 0
+
+
 def load_model_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> ModelProto:  # noqa: A002
     """Decodes a ModelProto from bytes."""
     return decode(ModelProto, s)  # type: ignore[no-any-return]
 
 
 load_from_string = load_model_from_string
+
+
+def load_function(f: Any, format: Any = None) -> FunctionProto:  # noqa: A002
+    """Loads a FunctionProto written by ``save(function, path)``.
+
+    The file format is the FunctionProto's own protobuf encoding (what
+    ``FunctionProto.SerializeToString()`` returns; ``onnx.FunctionProto.FromString``
+    reads it too). onnxruntime runs models, not bare functions: wrap one with
+    ``onnx_light.function_to_model`` to run it there.
+
+    Raises:
+        DecodeError: the file is not a valid FunctionProto.
+    """
+    return decode(FunctionProto, _read_source(f))  # type: ignore[no-any-return]
+
+
+def load_function_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> FunctionProto:  # noqa: A002
+    """Decodes a FunctionProto from bytes."""
+    return decode(FunctionProto, s)  # type: ignore[no-any-return]
 
 
 def load_tensor(f: Any, format: Any = None) -> TensorProto:  # noqa: A002
@@ -214,7 +253,11 @@ def save_model(
     size_threshold: int = 1024,
     convert_attribute: bool = False,
 ) -> None:
-    """Saves a message (normally a ModelProto) to a path or a binary file object.
+    """Saves a ModelProto, FunctionProto or TensorProto to a path or a binary file object.
+
+    Each is written as its own protobuf encoding: ``load_model``, ``load_function``
+    and ``load_tensor`` read the file back (a bare function is not a model:
+    onnxruntime runs ``onnx_light.function_to_model(fn, types)`` instead).
 
     A path is written through a temporary file in the same folder and renamed into
     place, so an interrupted save never leaves a truncated model and the old file
