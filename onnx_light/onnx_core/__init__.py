@@ -13,6 +13,7 @@ from ._errors import (
     OnnxLightError,
     RuntimeFailure,
 )
+from ._interop import from_onnx
 from ._io import (
     load,
     load_external_data_for_model,
@@ -101,4 +102,5 @@ __all__ = [
     "save",
     "save_model",
     "save_tensor",
+    "from_onnx",
 ]

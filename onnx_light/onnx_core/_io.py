@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._errors import DecodeError, OnnxLightError
+from ._interop import from_foreign
 from ._message import Message
 from ._proto import AttributeProto, FunctionProto, GraphProto, ModelProto, StringStringEntryProto, TensorProto
 from ._wire import decode, encode_pieces
@@ -273,6 +274,7 @@ def save_model(
         size_threshold: tensors with fewer raw bytes stay inside the model.
         convert_attribute: also externalise tensors held in attributes.
     """
+    proto = from_foreign(proto)
     if not save_as_external_data:
         pieces, _ = encode_pieces(proto)
         if isinstance(f, (str, os.PathLike)):

@@ -28,6 +28,7 @@ import numpy as np
 from . import _dtypes
 from ._dtypes import np_dtype_to_tensor_dtype, tensor_dtype_to_field, tensor_dtype_to_np_dtype
 from ._errors import OnnxLightError
+from ._interop import from_foreign
 from ._proto import MapProto, OptionalProto, SequenceProto, TensorProto
 
 __all__ = [
@@ -119,6 +120,7 @@ def to_array(tensor: TensorProto, base_dir: str = "") -> np.ndarray:
         TypeError: the data type is UNDEFINED.
         OnnxLightError: external data cannot be found.
     """
+    tensor = from_foreign(tensor)
     if tensor.HasField("segment"):
         raise ValueError("Currently not supporting loading segments.")
     data_type = tensor.data_type
@@ -229,6 +231,7 @@ def to_list(sequence: SequenceProto) -> list[Any]:
     Raises:
         TypeError: the element type is not supported.
     """
+    sequence = from_foreign(sequence)
     et = sequence.elem_type
     if et == SequenceProto.TENSOR:
         return [to_array(t) for t in sequence.tensor_values]
@@ -283,6 +286,7 @@ def from_list(lst: list[Any], name: str | None = None, dtype: int | None = None)
 
 def to_dict(map_proto: MapProto) -> dict[Any, Any]:
     """The Python dict of a MapProto (string keys decoded, values as :func:`to_list`)."""
+    map_proto = from_foreign(map_proto)
     if map_proto.key_type == T.STRING:
         keys: list[Any] = [bytes(k).decode("utf-8") for k in map_proto.string_keys]
     else:
@@ -311,6 +315,7 @@ def from_dict(dict_: dict[Any, Any], name: str | None = None) -> MapProto:
 
 def to_optional(optional: OptionalProto) -> Any | None:
     """The value of an OptionalProto, or None when it holds nothing."""
+    optional = from_foreign(optional)
     et = optional.elem_type
     if et == OptionalProto.UNDEFINED:
         return None

@@ -16,6 +16,7 @@ from ..onnx_core import (
     RuntimeFailure,
     TypeProto,
     ValueInfoProto,
+    from_onnx,
     load,
     load_from_string,
 )
@@ -137,13 +138,14 @@ class InferenceSession:
         functions: list[FunctionProto] | None = None,
         sess_options: Any = None,
     ) -> None:
+        proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
         if isinstance(proto, (str, os.PathLike)):
             proto = load(proto)
         elif isinstance(proto, (bytes, bytearray, memoryview)):
             proto = load_from_string(proto)
         self.verbose = verbose
         self.check_finite = check_finite
-        fns = list(functions or [])
+        fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
         if isinstance(proto, ModelProto):
             opsets = _opsets(proto.opset_import)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from .._errors import GradientError
 from .._inline import FunctionInliner
+from .._interop import from_foreign
 from .._proto import FunctionProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, ValueInfoProto
 from ..helper import make_graph, make_model, make_node, make_opsetid, make_tensor, make_tensor_value_info
 from ._names import DY, GradCounter, NewGradName
@@ -35,8 +36,10 @@ def _as_value_type(spec: TypeSpec) -> ValueType:
 
     if isinstance(spec, ValueType):
         return spec
-    if isinstance(spec, ValueInfoProto):
-        return _value_type(spec) or ValueType(0, None)
+    info = from_foreign(spec)
+    if isinstance(info, ValueInfoProto):
+        return _value_type(info) or ValueType(0, None)
+    assert isinstance(spec, tuple)
     dtype, shape = spec
     return ValueType(int(dtype), None if shape is None else tuple(shape))
 
@@ -58,6 +61,7 @@ def function_to_model(
     Raises:
         GradientError: an input's type is unknown.
     """
+    fn = from_foreign(fn)
     typed = {k: _as_value_type(v) for k, v in types.items()}
     missing = [n for n in fn.input if n not in typed or typed[n].dtype == 0]
     if missing:
@@ -165,6 +169,7 @@ def gradient_model(
     """
     from ._api import GradientOfFunction
 
+    model = from_foreign(model)
     bwd = GradientOfFunction(model, xs, y, None, registry, allow_unused=allow_unused)
     types = _forward_types(model)
     if y in types:
