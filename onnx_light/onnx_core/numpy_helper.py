@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes
-from ._dtypes import np_dtype_to_tensor_dtype, tensor_dtype_to_field, tensor_dtype_to_np_dtype
+from ._dtypes import np_dtype_to_tensor_dtype, tensor_dtype_to_field
 from ._errors import OnnxLightError
 from ._interop import from_foreign
 from ._proto import MapProto, OptionalProto, SequenceProto, TensorProto
@@ -100,17 +100,21 @@ def _bits_of(tensor_dtype: int) -> int:
     return _SIGNED_SUB_BYTE.get(tensor_dtype) or _UNSIGNED_SUB_BYTE[tensor_dtype]
 
 
-def to_array(tensor: TensorProto, base_dir: str = "") -> np.ndarray:
+def to_array(tensor: TensorProto, base_dir: str = "", *, bit_patterns: bool = False) -> np.ndarray:
     """The numpy array of a TensorProto.
 
     ``raw_data`` (and external data) of byte-sized types is returned as a read-only
     zero-copy view; the typed fields (``float_data``, ``int32_data``, ...) are
-    converted. Element types numpy lacks come back as bit patterns (module
-    docstring). Strings come back as an ``object`` array of ``str``.
+    converted. Element types numpy lacks come back, as from ``onnx``, with the
+    ``ml_dtypes`` dtype (``bfloat16``, ``float8_e4m3fn``, ``int4``, ...) when
+    ``ml_dtypes`` is installed, else as bit patterns (module docstring). Strings
+    come back as an ``object`` array of ``str``.
 
     Args:
-        tensor: the tensor.
+        tensor: the tensor (ours or an ``onnx.TensorProto``).
         base_dir: the folder external data locations are relative to.
+        bit_patterns: return the bit patterns even when ``ml_dtypes`` is installed
+            (the form onnx-light's runtime computes with).
 
     Returns:
         The array, shaped as ``tensor.dims``.
@@ -121,12 +125,25 @@ def to_array(tensor: TensorProto, base_dir: str = "") -> np.ndarray:
         OnnxLightError: external data cannot be found.
     """
     tensor = from_foreign(tensor)
+    arr = _patterns(tensor, base_dir)
+    if not bit_patterns and tensor.data_type in _dtypes.BIT_PATTERN_TYPES | _dtypes.SMALL_INT_TYPES:
+        ml = _dtypes.ml_dtype(tensor.data_type)
+        if ml is not None:
+            # the 4- and 2-bit integers are values (sign-extended): converted, not viewed
+            out = arr.astype(ml) if tensor.data_type in _dtypes.SMALL_INT_TYPES else arr.view(ml)
+            out.flags.writeable = arr.flags.writeable
+            return out
+    return arr
+
+
+def _patterns(tensor: TensorProto, base_dir: str) -> np.ndarray:
+    """:func:`to_array` with the bit patterns of the types numpy lacks."""
     if tensor.HasField("segment"):
         raise ValueError("Currently not supporting loading segments.")
     data_type = tensor.data_type
     if data_type == T.UNDEFINED:
         raise TypeError("The element type in the input tensor is UNDEFINED.")
-    dtype = tensor_dtype_to_np_dtype(data_type)
+    dtype = _dtypes.pattern_np_dtype(data_type)
     dims = [int(d) for d in tensor.dims]
     count = math.prod(dims)
 
@@ -166,7 +183,7 @@ def to_array(tensor: TensorProto, base_dir: str = "") -> np.ndarray:
     if data_type in (T.COMPLEX64, T.COMPLEX128):
         real = np.float32 if data_type == T.COMPLEX64 else np.float64
         return np.array(values, dtype=real).view(dtype).reshape(dims)
-    storage = tensor_dtype_to_np_dtype(_dtypes.tensor_dtype_to_storage_tensor_dtype(data_type))
+    storage = _dtypes.pattern_np_dtype(_dtypes.tensor_dtype_to_storage_tensor_dtype(data_type))
     return np.asarray(values, dtype=storage).astype(dtype).reshape(dims)
 
 
