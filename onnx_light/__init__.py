@@ -20,6 +20,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     _os.environ.setdefault(_var, _os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1"))
 
 from . import onnx_core, runtime  # noqa: E402
+from ._gradcheck import GradcheckResult, gradcheck  # noqa: E402
 from .onnx_core import *  # noqa: E402,F403  (the IR classes, errors, load/save)
 from .onnx_core import ModelProto, helper, numpy_helper  # noqa: E402
 from .onnx_core import __all__ as _core_all  # noqa: E402
@@ -117,6 +118,8 @@ __all__ = [
     *_core_all,
     "gradient_model",
     "function_to_model",
+    "gradcheck",
+    "GradcheckResult",
     "helper",
     "numpy_helper",
     "runtime",
