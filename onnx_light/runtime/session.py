@@ -286,15 +286,7 @@ class InferenceSession:
                     f"unknown output name {err.args[0]!r}; the model's outputs are {self._output_names}"
                 ) from None
         results = self._execute(feeds)
-        fed_ids = {id(v) for v in feeds}
-        out = []
-        for i in wanted:
-            r = results[i]
-            # never hand the caller's own array (or a read-only constant) back as an output
-            if id(r) in fed_ids or (isinstance(r, np.ndarray) and not r.flags.writeable):
-                r = _copy(r)
-            out.append(r)
-        return out
+        return _unaliased([results[i] for i in wanted], [*feeds, *input_feed.values()])
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
         trace = self._trace if (self.verbose or self.check_finite) else None
@@ -324,3 +316,26 @@ class InferenceSession:
                         f"input(s) {bad_inputs} were already non-finite" if bad_inputs else "all its inputs were finite"
                     )
                     raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")
+
+
+def _unaliased(results: list[Any], fed: list[Any]) -> list[Any]:
+    """The outputs, each copied where writing it would change something else: a feed
+    (Identity returns it, Reshape a view of it), a read-only constant, or another output."""
+    fed_arrays = [v for v in fed if isinstance(v, np.ndarray)]
+    fed_ids = {id(v) for v in fed}
+    seen: list[np.ndarray] = []
+    out = []
+    for r in results:
+        if isinstance(r, np.ndarray):
+            if (
+                id(r) in fed_ids
+                or not r.flags.writeable
+                or any(np.may_share_memory(r, f) for f in fed_arrays)
+                or any(np.may_share_memory(r, o) for o in seen)
+            ):
+                r = _copy(r)
+            seen.append(r)
+        elif id(r) in fed_ids:
+            r = _copy(r)
+        out.append(r)
+    return out
