@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +106,25 @@ def _opsets(imports: Any) -> dict[str, int]:
     return out
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pauses the cyclic garbage collector (restored after, if it was on).
+
+    Building a plan allocates a few small objects per node, all freed by reference
+    counting; meanwhile the collector's full passes, each over every object alive
+    (the model included), made the build quadratic in the node count: 100,000 nodes
+    took minutes instead of seconds (benchmarks/bench_session_build.py).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _copy(value: Any) -> Any:
     """A copy of a tensor, or of a sequence's tensors; None stays None."""
     if isinstance(value, list):
@@ -189,17 +211,18 @@ class InferenceSession:
         # the types run() enforces (see _check_feed): the plan specialises on them
         input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
         # fused steps (Conv + Relu) only when no node is traced, so a trace shows every node
-        self._plan: Plan = compile_graph(
-            nodes,
-            input_names,
-            output_names,
-            inits,
-            opsets,
-            fns,
-            bit_values=bit_values,
-            input_types=input_types,
-            fuse=not (verbose or check_finite),
-        )
+        with _gc_paused():
+            self._plan: Plan = compile_graph(
+                nodes,
+                input_names,
+                output_names,
+                inits,
+                opsets,
+                fns,
+                bit_values=bit_values,
+                input_types=input_types,
+                fuse=not (verbose or check_finite),
+            )
         self._expected = {a.name: a for a in self._inputs}
         if graph is not None:
             # inputs with an initializer default can be fed too, and are checked the same way
