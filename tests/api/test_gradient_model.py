@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -71,6 +72,7 @@ def test_gradient_model_keeps_initializers_and_runs_in_onnxruntime(inline: bool,
     assert [i.name for i in out.graph.input] == ["b", "X", "dy"]
     assert [o.name for o in out.graph.output] == ["loss", "grad_b"]
     assert {"W", "shape"} <= {t.name for t in out.graph.initializer}
+    onnx.checker.check_model(out.to_onnx(), full_check=True)
     x = RNG.standard_normal(6).astype(np.float32)
     loss, db = _reference(x)
     for run in (_ort, lambda m, f: InferenceSession(m).run(None, f)):

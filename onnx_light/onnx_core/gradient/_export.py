@@ -175,7 +175,7 @@ def gradient_model(
     if y in types:
         types[DY] = types[y]
     out = backward_model(bwd, {n: types[n] for n in bwd.input if n in types}, inline=inline and not with_loss)
-    ir_version = max(int(model.ir_version), 8) if model.ir_version else 10
+    ir_version = max(int(model.ir_version), 10)  # opset 21 (what the backward imports) is IR 10
     out.ir_version = ir_version
     if with_loss:
         _add_loss(out, model, bwd, y, types, inline)
