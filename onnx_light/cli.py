@@ -19,6 +19,7 @@ import errno
 import fnmatch
 import os
 import sys
+from typing import NoReturn
 
 from . import DecodeError, OnnxLightError, __version__, gradcheck, gradient_model, helper, load, save
 from . import _gradcheck as _gc
@@ -31,6 +32,13 @@ _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Tens
 
 class UsageError(OnnxLightError):
     """A command-line argument that cannot be used (reported in one line, exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported in one line (the usage stays in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def _read_model(path: str) -> ModelProto:
@@ -196,7 +204,7 @@ def _differentiating(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onnx-light", description="protobuf-free ONNX: gradients, runtime, codec")
+    parser = _Parser(prog="onnx-light", description="protobuf-free ONNX: gradients, runtime, codec")
     parser.add_argument("--version", action="version", version=f"onnx-light {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("demo", help="train a small classifier with gradients from onnx-light (demo --help)")
