@@ -108,12 +108,14 @@ def load_function(f: Any, format: Any = None) -> FunctionProto:  # noqa: A002
     Raises:
         DecodeError: the file is not a valid FunctionProto.
     """
-    return decode(FunctionProto, _read_source(f))  # type: ignore[no-any-return]
+    fn: FunctionProto = decode(FunctionProto, _read_source(f))
+    return fn
 
 
 def load_function_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> FunctionProto:  # noqa: A002
     """Decodes a FunctionProto from bytes."""
-    return decode(FunctionProto, s)  # type: ignore[no-any-return]
+    fn: FunctionProto = decode(FunctionProto, s)
+    return fn
 
 
 def load_tensor(f: Any, format: Any = None) -> TensorProto:  # noqa: A002

@@ -108,11 +108,11 @@ def _f32_bits_of_nan(x: float) -> int:
     return int(((wide >> 63) << 31) | 0x7F800000 | mantissa)
 
 
-def _unpack_f(view: Any, pos: int) -> tuple[float]:
+def _unpack_f(view: Any, pos: int) -> tuple[Any, ...]:
     value = _F32.unpack_from(view, pos)
     if value[0] != value[0]:
         return (_nan_from_f32_bits(_U32.unpack_from(view, pos)[0]),)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _pack_f(value: float) -> bytes:
