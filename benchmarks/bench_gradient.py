@@ -59,7 +59,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import onnx_light as ol  # noqa: E402
 from onnx_light.onnx_core.gradient import _pass as grad_pass  # noqa: E402
-from onnx_light.onnx_core.gradient._export import backward_model, input_types  # noqa: E402
+from onnx_light.onnx_core.gradient import backward_model, input_types  # noqa: E402
 from onnx_light.runtime import InferenceSession  # noqa: E402
 
 FLOATS = (TP.FLOAT, TP.DOUBLE, TP.FLOAT16)

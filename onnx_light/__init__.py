@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os as _os
 import sys as _sys
+from collections.abc import Sequence
 
 # One BLAS thread unless the user chose otherwise: on small shared machines a busy
 # second core makes multi-threaded GEMMs collapse (ONNX_LIGHT_BLAS_THREADS raises it).
@@ -19,9 +20,10 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     _os.environ.setdefault(_var, _os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1"))
 
 from . import onnx_core, runtime  # noqa: E402
+from ._gradcheck import GradcheckResult, gradcheck  # noqa: E402
 from .onnx_core import *  # noqa: E402,F403  (the IR classes, errors, load/save)
+from .onnx_core import ModelProto, helper, numpy_helper  # noqa: E402
 from .onnx_core import __all__ as _core_all  # noqa: E402
-from .onnx_core import helper, numpy_helper  # noqa: E402
 from .onnx_core.gradient import (  # noqa: E402
     AccumulateGrad,
     GradContext,
@@ -30,9 +32,11 @@ from .onnx_core.gradient import (  # noqa: E402
     GradRule,
     NewGradName,
     RegisterGradientFunction,
+    function_to_model,  # noqa: E402
 )
 from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction  # noqa: E402
 from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes  # noqa: E402
+from .onnx_core.gradient import gradient_model as _gradient_model  # noqa: E402
 from .onnx_extensions.gradient import DefaultGradRegistry  # noqa: E402
 
 # `import onnx_light.helper` works like `import onnx.helper`
@@ -68,8 +72,54 @@ def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False,
     )
 
 
+def gradient_model(
+    model: ModelProto,
+    xs: Sequence[str],
+    y: str,
+    *,
+    keep_initializers: bool = True,
+    with_loss: bool = False,
+    inline: bool = False,
+    allow_unused: bool = False,
+    registry: GradRegistry | None = None,
+) -> ModelProto:
+    """An ordinary ModelProto computing ``grad_<x>`` of ``y`` for each ``x`` in ``xs``.
+
+    onnxruntime and ``runtime.InferenceSession`` run it as it is. The forward's
+    initializers that are not differentiated stay initializers (weights and shape
+    constants need no feed); a scalar ``y`` gets ``dy`` = 1 by default.
+
+    Args:
+        model: the forward ModelProto (or an ``onnx.ModelProto``).
+        xs: names to differentiate with respect to.
+        y: the output to differentiate.
+        keep_initializers: keep the non-differentiated initializers (else they are inputs).
+        with_loss: output ``y`` first, computed by the forward's nodes.
+        inline: every node in the main graph (no model-local function).
+        allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+        registry: the rules (default: ``DefaultGradRegistry()``).
+
+    Returns:
+        The backward ModelProto: inputs ``[*xs, *other free inputs, "dy"]``.
+    """
+    return _gradient_model(
+        model,
+        xs,
+        y,
+        registry if registry is not None else DefaultGradRegistry(),
+        keep_initializers=keep_initializers,
+        with_loss=with_loss,
+        inline=inline,
+        allow_unused=allow_unused,
+    )
+
+
 __all__ = [
     *_core_all,
+    "gradient_model",
+    "function_to_model",
+    "gradcheck",
+    "GradcheckResult",
     "helper",
     "numpy_helper",
     "runtime",

@@ -205,6 +205,38 @@ struct Dec {
     }
 };
 
+// float32 <-> double moving NaN payloads bit by bit: a hardware conversion quiets a
+// signalling NaN. The float32 mantissa goes to the top of the double's and back, as
+// _wire.py's _nan_from_f32_bits / _f32_bits_of_nan do.
+inline double widen_f32(const uint8_t *src) {
+    uint32_t bits;
+    std::memcpy(&bits, src, 4);
+    if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x7FFFFFu) != 0) {
+        const uint64_t wide = (static_cast<uint64_t>(bits >> 31) << 63) | (static_cast<uint64_t>(0x7FF) << 52) |
+                              (static_cast<uint64_t>(bits & 0x7FFFFFu) << 29);
+        double v;
+        std::memcpy(&v, &wide, 8);
+        return v;
+    }
+    float x;
+    std::memcpy(&x, &bits, 4);
+    return static_cast<double>(x);
+}
+
+inline uint32_t narrow_f32_bits(double x) {
+    uint32_t bits;
+    if (!std::isnan(x)) {
+        const float y = static_cast<float>(x);
+        std::memcpy(&bits, &y, 4);
+        return bits;
+    }
+    uint64_t wide;
+    std::memcpy(&wide, &x, 8);
+    uint32_t mantissa = static_cast<uint32_t>((wide >> 29) & 0x7FFFFFu);
+    if (mantissa == 0) mantissa = 0x400000u;  // a payload lost to float64 stays a NaN
+    return (static_cast<uint32_t>(wide >> 63) << 31) | 0x7F800000u | mantissa;
+}
+
 inline bool read_varint(Dec &d, Py_ssize_t &pos, Py_ssize_t end, uint64_t &lo, uint32_t &hi) {
     const Py_ssize_t start = pos;
     uint64_t result = 0;
@@ -216,6 +248,7 @@ inline bool read_varint(Dec &d, Py_ssize_t &pos, Py_ssize_t end, uint64_t &lo, u
         if (shift < 64) result |= static_cast<uint64_t>(b & 0x7F) << shift;
         if (shift == 63) hi = static_cast<uint32_t>((b & 0x7F) >> 1);
         if (b < 0x80) {
+            if (hi != 0) return d.fail("varint longer than 64 bits", start);
             lo = result;
             return true;
         }
@@ -303,9 +336,7 @@ bool read_packed(Dec &d, PyObject *msg, FieldPlan &f, Py_ssize_t &pos, Py_ssize_
         for (Py_ssize_t i = 0; i < count; ++i) {
             double v;
             if (width == 4) {
-                float x;
-                std::memcpy(&x, src + 4 * i, 4);
-                v = static_cast<double>(x);
+                v = widen_f32(src + 4 * i);
             } else {
                 std::memcpy(&v, src + 8 * i, 8);
             }
@@ -381,10 +412,9 @@ bool read_value(Dec &d, PyObject *msg, FieldPlan &f, Py_ssize_t &pos, Py_ssize_t
         }
     } else if (kind == K_FLOAT) {
         if (pos + 4 > end) return d.fail("truncated float", start);
-        float x;
-        std::memcpy(&x, d.base + pos, 4);
+        const double x = widen_f32(d.base + pos);
         pos += 4;
-        value = PyFloat_FromDouble(static_cast<double>(x));
+        value = PyFloat_FromDouble(x);
     } else if (kind == K_DOUBLE) {
         if (pos + 8 > end) return d.fail("truncated double", start);
         double x;
@@ -983,7 +1013,7 @@ bool write_field(Enc &enc, Writer &w, const FieldPlan &f, PyObject *v) {
                 if (!PyFloat_CheckExact(item)) return w.bad = true, false;
                 const double x = PyFloat_AS_DOUBLE(item);
                 if (kind == K_FLOAT) {
-                    const float y = static_cast<float>(x);
+                    const uint32_t y = narrow_f32_bits(x);
                     if (!w.put(&y, 4)) return false;
                 } else if (!w.put(&x, 8)) {
                     return false;
@@ -1005,7 +1035,7 @@ bool write_field(Enc &enc, Writer &w, const FieldPlan &f, PyObject *v) {
             return write_bytes(enc, w, f, v);
         case K_FLOAT: {
             if (!PyFloat_CheckExact(v)) return w.bad = true, false;
-            const float y = static_cast<float>(PyFloat_AS_DOUBLE(v));
+            const uint32_t y = narrow_f32_bits(PyFloat_AS_DOUBLE(v));
             return w.key(f) && w.put(&y, 4);
         }
         case K_DOUBLE: {
@@ -1219,4 +1249,6 @@ void bind_codec(nb::module_ &m) {
     m.def("encoded_size", &encoded_size, nb::arg("msg"), "len(encode(msg)).");
     m.def("encode_pieces", &encode_pieces, nb::arg("msg"), nb::arg("stream_min"),
           "(pieces, size): the encoding as bytes-like pieces; big bytes values are not copied.");
+    // the codec revision: 2 = float NaN payloads kept bit for bit, varints over 64 bits refused
+    m.attr("CODEC_REVISION") = 2;
 }

@@ -54,6 +54,12 @@ PUBLIC = {
     "GradRegistry",
     "NewGradName",
     "AccumulateGrad",
+    # runnable models, checks, interop (issue 14)
+    "gradient_model",
+    "function_to_model",
+    "gradcheck",
+    "load_function",
+    "from_onnx",
     # errors
     "OnnxLightError",
     "DecodeError",

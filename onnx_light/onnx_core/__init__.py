@@ -13,10 +13,13 @@ from ._errors import (
     OnnxLightError,
     RuntimeFailure,
 )
+from ._interop import from_onnx
 from ._io import (
     load,
     load_external_data_for_model,
     load_from_string,
+    load_function,
+    load_function_from_string,
     load_model,
     load_model_from_string,
     load_tensor,
@@ -93,8 +96,11 @@ __all__ = [
     "load_model_from_string",
     "load_tensor",
     "load_tensor_from_string",
+    "load_function",
+    "load_function_from_string",
     "load_external_data_for_model",
     "save",
     "save_model",
     "save_tensor",
+    "from_onnx",
 ]

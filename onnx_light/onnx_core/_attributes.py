@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ._interop import from_foreign
 from ._proto import AttributeProto, GraphProto, NodeProto, SparseTensorProto, TensorProto, TypeProto
 
 __all__ = [
@@ -34,11 +35,12 @@ _F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _copy(msg: Any) -> Any:
-    return copy.deepcopy(msg)
+    converted = from_foreign(msg)  # an onnx message: decoded into a new one of ours
+    return converted if converted is not msg else copy.deepcopy(msg)
 
 
 def _copies(msgs: Iterable[Any] | None) -> list[Any]:
-    return [copy.deepcopy(m) for m in msgs] if msgs else []
+    return [_copy(m) for m in msgs] if msgs else []
 
 
 def _to_bytes(value: str | bytes) -> bytes:
@@ -95,6 +97,7 @@ def _list_values(attr_type: int, values: list[Any]) -> list[Any]:
     if attr_type == AttributeProto.STRINGS:
         return [_to_bytes(v) for v in values]
     cls = _MESSAGE_LIST[attr_type]
+    values = [from_foreign(v) for v in values]
     for v in values:
         if not isinstance(v, cls):
             raise TypeError(f"attribute of type {_attr_type_name(attr_type)} takes {cls.__name__}")
@@ -127,6 +130,7 @@ def make_attribute(
         ValueError: the type of an iterable cannot be inferred.
         TypeError: ``value`` is not an attribute value or contradicts ``attr_type``.
     """
+    value = from_foreign(value)
     attr = AttributeProto(name=key)
     if doc_string:
         attr.doc_string = doc_string
@@ -164,6 +168,8 @@ def make_attribute(
         attr.type = AttributeProto.TYPE_PROTO
     elif isinstance(value, Iterable):
         values = list(value)
+        if values and hasattr(values[0], "SerializeToString"):
+            values = [from_foreign(v) for v in values]
         if not values and attr_type is None:
             raise ValueError(f"Could not infer attribute `{key}` type from empty iterator")
         if attr_type is None:

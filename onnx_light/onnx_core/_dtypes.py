@@ -30,6 +30,8 @@ from ._proto import TensorProto
 __all__ = [
     "TENSOR_TYPES",
     "tensor_dtype_to_np_dtype",
+    "pattern_np_dtype",
+    "ml_dtype",
     "tensor_dtype_to_storage_tensor_dtype",
     "tensor_dtype_to_field",
     "tensor_dtype_to_string",
@@ -153,18 +155,56 @@ def _entry(tensor_dtype: int) -> tuple[np.dtype[Any], int, str]:
         raise ValueError(f"unknown TensorProto data_type {tensor_dtype}; known: {sorted(TENSOR_TYPES)}") from None
 
 
-def tensor_dtype_to_np_dtype(tensor_dtype: int) -> np.dtype[Any]:
-    """The numpy dtype onnx-light uses for a ``TensorProto`` data type.
+_ML_DTYPE_NAMES = {tensor_type: name for name, tensor_type in _NAMED_DTYPES.items()}
 
-    Types numpy lacks come back as the dtype of their bit pattern (see the module
-    docstring): ``BFLOAT16`` -> ``uint16``, float8 / float4 / float6 -> ``uint8``,
-    ``INT4`` / ``INT2`` -> ``int8``, ``UINT4`` / ``UINT2`` -> ``uint8``.
+
+@functools.cache
+def _ml_dtypes_module() -> Any:
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return ml_dtypes
+
+
+def ml_dtype(tensor_dtype: int) -> np.dtype[Any] | None:
+    """The ``ml_dtypes`` dtype of a type numpy lacks (``BFLOAT16`` -> ``ml_dtypes.bfloat16``).
+
+    None for the types numpy has, and when ``ml_dtypes`` is not installed.
+    """
+    name = _ML_DTYPE_NAMES.get(tensor_dtype)
+    if name is None:
+        return None
+    module = _ml_dtypes_module()
+    return None if module is None else np.dtype(getattr(module, name))
+
+
+def tensor_dtype_to_np_dtype(tensor_dtype: int) -> np.dtype[Any]:
+    """The numpy dtype of a ``TensorProto`` data type, as ``onnx.helper``'s.
+
+    Types numpy lacks map to the ``ml_dtypes`` types when ``ml_dtypes`` is installed
+    (``BFLOAT16`` -> ``bfloat16``, ``FLOAT8E4M3FN`` -> ``float8_e4m3fn``, ``INT4`` ->
+    ``int4``, ``FLOAT8E8M0`` -> ``float8_e8m0fnu``, ...); without it they come back as
+    the dtype of their bit pattern, :func:`pattern_np_dtype`.
 
     Args:
         tensor_dtype: a ``TensorProto.DataType`` value.
 
     Returns:
         The numpy dtype.
+
+    Raises:
+        ValueError: ``tensor_dtype`` is not a known data type.
+    """
+    found = ml_dtype(tensor_dtype)
+    return found if found is not None else _entry(tensor_dtype)[0]
+
+
+def pattern_np_dtype(tensor_dtype: int) -> np.dtype[Any]:
+    """The numpy dtype onnx-light computes with: bit patterns for the types numpy lacks.
+
+    ``BFLOAT16`` -> ``uint16``, float8 / float4 / float6 -> ``uint8``, ``INT4`` /
+    ``INT2`` -> ``int8``, ``UINT4`` / ``UINT2`` -> ``uint8`` (module docstring).
 
     Raises:
         ValueError: ``tensor_dtype`` is not a known data type.

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._errors import DecodeError, OnnxLightError
+from ._interop import from_foreign
 from ._message import Message
-from ._proto import AttributeProto, GraphProto, ModelProto, StringStringEntryProto, TensorProto
+from ._proto import AttributeProto, FunctionProto, GraphProto, ModelProto, StringStringEntryProto, TensorProto
 from ._wire import decode, encode_pieces
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "load_model_from_string",
     "load_tensor",
     "load_tensor_from_string",
+    "load_function",
+    "load_function_from_string",
     "save",
     "save_model",
     "save_tensor",
@@ -59,7 +62,17 @@ def load_model(f: Any, format: Any = None, load_external_data: bool = True) -> M
     Raises:
         DecodeError: the file is not a valid model.
     """
-    model: ModelProto = decode(ModelProto, _read_source(f))
+    data = _read_source(f)
+    try:
+        model: ModelProto = decode(ModelProto, data)
+    except DecodeError as err:
+        if _is_function(data):
+            raise DecodeError(
+                "this file holds a FunctionProto, not a ModelProto: read it with onnx_light.load_function",
+                err.offset,
+                err.path,
+            ) from None
+        raise
     if load_external_data and isinstance(f, (str, os.PathLike)):
         load_external_data_for_model(model, os.path.dirname(os.fspath(f)))
     return model
@@ -68,12 +81,41 @@ def load_model(f: Any, format: Any = None, load_external_data: bool = True) -> M
 load = load_model
 
 
+def _is_function(data: Any) -> bool:
+    try:
+        fn = decode(FunctionProto, data)
+    except DecodeError:
+        return False
+    return bool(fn.name) and len(fn.node) > 0
+
+
 def load_model_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> ModelProto:  # noqa: A002
     """Decodes a ModelProto from bytes."""
     return decode(ModelProto, s)  # type: ignore[no-any-return]
 
 
 load_from_string = load_model_from_string
+
+
+def load_function(f: Any, format: Any = None) -> FunctionProto:  # noqa: A002
+    """Loads a FunctionProto written by ``save(function, path)``.
+
+    The file format is the FunctionProto's own protobuf encoding (what
+    ``FunctionProto.SerializeToString()`` returns; ``onnx.FunctionProto.FromString``
+    reads it too). onnxruntime runs models, not bare functions: wrap one with
+    ``onnx_light.function_to_model`` to run it there.
+
+    Raises:
+        DecodeError: the file is not a valid FunctionProto.
+    """
+    fn: FunctionProto = decode(FunctionProto, _read_source(f))
+    return fn
+
+
+def load_function_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> FunctionProto:  # noqa: A002
+    """Decodes a FunctionProto from bytes."""
+    fn: FunctionProto = decode(FunctionProto, s)
+    return fn
 
 
 def load_tensor(f: Any, format: Any = None) -> TensorProto:  # noqa: A002
@@ -185,11 +227,43 @@ def _tensor_nbytes(tensor: TensorProto) -> int:
     return memoryview(tensor.raw_data).nbytes if tensor.HasField("raw_data") else 0
 
 
-def _write_atomically(path: str, chunks: Iterator[Any] | list[Any]) -> None:
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)  # elsewhere: the classic read (set and restore)
+    os.umask(old)
+    return old
+
+
+def _new_file_mode(path: str, like: str | None = None) -> int:
+    """The mode ``open()`` would give ``path``: that of the file it replaces (or ``like``), else
+    0o666 minus the umask."""
+    for candidate in (path, like):
+        if candidate:
+            try:
+                return os.stat(candidate).st_mode & 0o7777
+            except OSError:
+                pass
+    return 0o666 & ~_umask()
+
+
+def _write_atomically(path: str, chunks: Iterator[Any] | list[Any], like: str | None = None) -> None:
+    """Writes ``path`` through a temporary file in its folder renamed into place.
+
+    The file keeps the permissions of the one it replaces (or of ``like``); a new one
+    gets those ``open()`` gives. The temporary file never survives an exception.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), _new_file_mode(path, like))
             for chunk in chunks:
                 out.write(chunk)
             out.flush()
@@ -214,7 +288,11 @@ def save_model(
     size_threshold: int = 1024,
     convert_attribute: bool = False,
 ) -> None:
-    """Saves a message (normally a ModelProto) to a path or a binary file object.
+    """Saves a ModelProto, FunctionProto or TensorProto to a path or a binary file object.
+
+    Each is written as its own protobuf encoding: ``load_model``, ``load_function``
+    and ``load_tensor`` read the file back (a bare function is not a model:
+    onnxruntime runs ``onnx_light.function_to_model(fn, types)`` instead).
 
     A path is written through a temporary file in the same folder and renamed into
     place, so an interrupted save never leaves a truncated model and the old file
@@ -230,6 +308,7 @@ def save_model(
         size_threshold: tensors with fewer raw bytes stay inside the model.
         convert_attribute: also externalise tensors held in attributes.
     """
+    proto = from_foreign(proto)
     if not save_as_external_data:
         pieces, _ = encode_pieces(proto)
         if isinstance(f, (str, os.PathLike)):
@@ -249,19 +328,24 @@ save = save_model
 def _save_with_external_data(
     model: ModelProto, path: str, one_file: bool, location: str | None, threshold: int, convert_attribute: bool
 ) -> None:
+    """Writes the data files under names no file has, then the model, then removes the old data.
+
+    A crash at any moment leaves the old model with its old data or the new model with
+    its new data: the old data files are only removed once the new model is in place.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     tensors = list(_graph_tensors(model.graph)) if convert_attribute else list(model.graph.initializer)
     chosen = [t for t in tensors if _tensor_nbytes(t) >= threshold and t.data_location != TensorProto.EXTERNAL]
     if location is None:
         location = os.path.basename(path) + ".data"
-    if os.path.isabs(location) or os.path.normpath(location).startswith(".."):
-        raise OnnxLightError(f"external data location {location!r} must be a relative path inside the model folder")
-    # each tensor's data goes to (file, offset); the user's tensors are swapped back afterwards
-    plan: list[tuple[TensorProto, str, int, Any]] = []
+    _check_location(location, path)
+    old_files = _external_files(path)
+    namer = _FreshNames(folder, os.path.basename(path))
     files: dict[str, list[Any]] = {}
+    plan: list[tuple[TensorProto, str, int, Any]] = []
     sizes: dict[str, int] = {}
     for i, tensor in enumerate(chosen):
-        loc = location if one_file else (_safe_name(tensor.name) or f"tensor_{i}")
+        loc = namer.name(location) if one_file else namer.name(_safe_name(tensor.name) or f"tensor_{i}", key=i)
         chunks = files.setdefault(loc, [])
         offset = sizes.get(loc, 0)
         pad = (-offset) % EXTERNAL_ALIGNMENT
@@ -269,10 +353,56 @@ def _save_with_external_data(
             chunks.append(b"\0" * pad)
             offset += pad
         data = tensor.raw_data
-        nbytes = memoryview(data).nbytes
         chunks.append(data)
-        sizes[loc] = offset + nbytes
+        sizes[loc] = offset + memoryview(data).nbytes
         plan.append((tensor, loc, offset, data))
+    pieces = _encode_with_locations(model, plan)
+    written: list[str] = []
+    try:
+        for loc, chunks in files.items():
+            target = os.path.join(folder, loc)
+            written.append(target)
+            _write_atomically(target, chunks, like=path)
+        _write_atomically(path, pieces)
+    except BaseException:
+        for target in written:  # the old model still reads its old data: drop the new files
+            _remove(target)
+        raise
+    for old in old_files - set(files):
+        _remove(os.path.join(folder, old))
+
+
+def _check_location(location: str, path: str) -> None:
+    if os.path.isabs(location) or os.path.normpath(location).startswith(".."):
+        raise OnnxLightError(f"external data location {location!r} must be a relative path inside the model folder")
+    if os.path.normpath(location) == os.path.basename(path):
+        raise OnnxLightError(f"external data location {location!r} is the model file itself; choose another name")
+
+
+class _FreshNames:
+    """Data file names that no file in the folder has (so writing one never replaces data an
+    existing model reads): the requested name when free, else ``<name>.<n>``."""
+
+    def __init__(self, folder: str, model_name: str) -> None:
+        self.folder = folder
+        self.taken = {model_name}
+        self.given: dict[Any, str] = {}
+
+    def name(self, requested: str, key: Any = None) -> str:
+        key = requested if key is None else key
+        if key in self.given:
+            return self.given[key]
+        candidate, n = requested, 0
+        while candidate in self.taken or os.path.lexists(os.path.join(self.folder, candidate)):
+            n += 1
+            candidate = f"{requested}.{n}"
+        self.taken.add(candidate)
+        self.given[key] = candidate
+        return candidate
+
+
+def _encode_with_locations(model: ModelProto, plan: list[tuple[TensorProto, str, int, Any]]) -> list[Any]:
+    """The model's bytes with each planned tensor pointing at its data; the tensors are restored."""
     saved: list[tuple[TensorProto, Any, list[StringStringEntryProto], Any]] = []
     try:
         for tensor, loc, offset, data in plan:
@@ -289,9 +419,29 @@ def _save_with_external_data(
             tensor.external_data[:] = old_entries
             if not had_location:
                 tensor.ClearField("data_location")
-    for loc, chunks in files.items():
-        _write_atomically(os.path.join(folder, loc), chunks)
-    _write_atomically(path, pieces)
+    return pieces
+
+
+def _external_files(path: str) -> set[str]:
+    """The data files (relative, inside the folder) the model now at ``path`` reads; empty if none."""
+    try:
+        old = load_model(path, load_external_data=False)
+    except (OSError, OnnxLightError):
+        return set()
+    out = set()
+    for tensor in _model_tensors(old):
+        if tensor.data_location == TensorProto.EXTERNAL:
+            loc = _external_info(tensor).get("location", "")
+            if loc and not os.path.isabs(loc) and not os.path.normpath(loc).startswith(".."):
+                out.add(os.path.normpath(loc))
+    return out
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _safe_name(name: str) -> str:

@@ -340,6 +340,16 @@ class Message(metaclass=MessageMeta):
     def __reduce__(self) -> Any:
         return (type(self).FromString, (self.SerializeToString(),))
 
+    def to_onnx(self) -> Any:
+        """This message as an object of the ``onnx`` package (converted through its bytes).
+
+        Raises:
+            OnnxLightError: ``onnx`` is not installed.
+        """
+        from ._interop import to_onnx
+
+        return to_onnx(self)
+
     # -- serialisation (implemented in _wire, attached there) ------------------
     def SerializeToString(self, **_: Any) -> bytes:  # noqa: N802
         """The protobuf wire-format bytes of this message."""

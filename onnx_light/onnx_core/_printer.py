@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._interop import from_foreign
 from ._proto import (
     AttributeProto,
     FunctionProto,
@@ -385,6 +386,7 @@ def to_text(proto: ModelProto | GraphProto | FunctionProto | NodeProto) -> str:
     Raises:
         TypeError: ``proto`` is not one of the accepted messages.
     """
+    proto = from_foreign(proto)
     if isinstance(proto, ModelProto):
         head = f"model ir_version={proto.ir_version} opset_import={_opsets_text(proto.opset_import)}"
         if proto.producer_name:

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _dtypes
 from ._attributes import _copies, _copy, _to_bytes
-from ._dtypes import tensor_dtype_to_field, tensor_dtype_to_np_dtype
+from ._dtypes import pattern_np_dtype, tensor_dtype_to_field
 from ._proto import (
     MapProto,
     OptionalProto,
@@ -80,7 +80,7 @@ def _field_values(data_type: int, vals: Any) -> np.ndarray:
         return _dtypes.encode_float(np.asarray(vals), data_type).reshape(-1)
     if data_type in _PACKED_INT:
         return np.asarray(vals).astype(np.int64).reshape(-1)
-    return np.asarray(vals, dtype=tensor_dtype_to_np_dtype(data_type)).reshape(-1)
+    return np.asarray(vals, dtype=pattern_np_dtype(data_type)).reshape(-1)
 
 
 def make_tensor(
@@ -117,7 +117,7 @@ def make_tensor(
     tensor = TensorProto(data_type=data_type, name=name, dims=[int(d) for d in dims])
     if data_type == TensorProto.STRING and raw:
         raise TypeError("Can not use raw_data to store string type.")
-    np_dtype = tensor_dtype_to_np_dtype(data_type)
+    np_dtype = pattern_np_dtype(data_type)
     count = math.prod(tensor.dims)
     if raw:
         payload = _raw_payload(data_type, vals)

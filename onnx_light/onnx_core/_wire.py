@@ -20,6 +20,7 @@ built and ``ONNX_LIGHT_PURE_PYTHON`` is not ``1``). Both give the same results.
 from __future__ import annotations
 
 import gc
+import math
 import struct
 from array import array
 from typing import Any
@@ -85,10 +86,57 @@ _WIRE_OF = {
     _K_MESSAGE: WT_LEN,
 }
 _SIGNED = (_K_INT64, _K_INT32, _K_ENUM)
-_unpack_f = struct.Struct("<f").unpack_from
-_unpack_d = struct.Struct("<d").unpack_from
-_pack_f = struct.Struct("<f").pack
-_pack_d = struct.Struct("<d").pack
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+_F64 = struct.Struct("<d")
+_U64 = struct.Struct("<Q")
+_unpack_d = _F64.unpack_from
+_pack_d = _F64.pack
+
+
+# A float field holds a Python float (a double). Widening a float32 NaN quiets it
+# (and struct does the same), so NaN payloads are moved bit by bit instead: the
+# float32 mantissa goes to the top of the double's, sign and all, and back.
+def _nan_from_f32_bits(bits: int) -> float:
+    wide = ((bits >> 31) << 63) | (0x7FF << 52) | ((bits & 0x7FFFFF) << 29)
+    return float(_F64.unpack(_U64.pack(wide))[0])
+
+
+def _f32_bits_of_nan(x: float) -> int:
+    wide = _U64.unpack(_F64.pack(x))[0]
+    mantissa = (wide >> 29) & 0x7FFFFF or 0x400000  # a payload lost to float64 stays a NaN
+    return int(((wide >> 63) << 31) | 0x7F800000 | mantissa)
+
+
+def _unpack_f(view: Any, pos: int) -> tuple[Any, ...]:
+    value = _F32.unpack_from(view, pos)
+    if value[0] != value[0]:
+        return (_nan_from_f32_bits(_U32.unpack_from(view, pos)[0]),)
+    return value
+
+
+def _pack_f(value: float) -> bytes:
+    if value != value:
+        return _U32.pack(_f32_bits_of_nan(value))
+    return _F32.pack(value)
+
+
+def _f32_list(data: Any) -> list[float]:
+    arr = array("f")
+    arr.frombytes(data)
+    values = arr.tolist()
+    if any(map(math.isnan, values)):
+        bits = array("I")
+        bits.frombytes(data)
+        values = [_nan_from_f32_bits(b) if v != v else v for v, b in zip(values, bits)]
+    return values
+
+
+def _f32_bytes(values: Any) -> bytes:
+    arr = array("f", values)
+    if any(map(math.isnan, arr)):
+        return b"".join(_pack_f(v) for v in values)
+    return arr.tobytes()
 
 
 class _Plan:
@@ -170,7 +218,7 @@ def _scalars(key: bytes, code: int, packed: bool, values: Any) -> bytes:
     if not packed:
         return b"".join([key + _scalar_bytes(code, v) for v in values])
     if code == _K_FLOAT:
-        data = array("f", values).tobytes()
+        data = _f32_bytes(values)
     elif code == _K_DOUBLE:
         data = array("d", values).tobytes()
     else:
@@ -246,6 +294,8 @@ def _read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
+            if result >> 64:
+                raise DecodeError("varint longer than 64 bits", start)
             return result, pos
         shift += 7
         if shift >= 70:
@@ -382,9 +432,12 @@ def _read_packed(
         width = 4 if code == _K_FLOAT else 8
         if n % width:
             raise DecodeError(f"packed {field.kind} length {n} is not a multiple of {width}", start)
-        arr = array("f" if code == _K_FLOAT else "d")
-        arr.frombytes(view[pos:stop])
-        values = arr.tolist()
+        if code == _K_FLOAT:
+            values = _f32_list(view[pos:stop])
+        else:
+            arr = array("d")
+            arr.frombytes(view[pos:stop])
+            values = arr.tolist()
     else:
         values = []
         append = values.append
@@ -424,12 +477,7 @@ def decode_into(msg: Message, data: Any) -> None:
     if not _native_codec.enabled():
         decode_into_twin(msg, data)
         return
-    view = memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
-    if not view.c_contiguous:  # a strided view: the twin reads it item by item
-        decode_into_twin(msg, data)
-        return
+    view = _byte_view(data)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -439,11 +487,26 @@ def decode_into(msg: Message, data: Any) -> None:
             gc.enable()
 
 
+def _byte_view(data: Any) -> memoryview:
+    """``data`` as a flat view of bytes; a strided or non-contiguous buffer is copied first.
+
+    Raises:
+        DecodeError: ``data`` is not a buffer.
+    """
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise DecodeError(f"cannot decode a {type(data).__name__}: pass bytes, bytearray or a buffer", 0) from None
+    if not view.c_contiguous or view.nbytes == 0:
+        view = memoryview(view.tobytes())
+    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
+        view = view.cast("B")
+    return view
+
+
 def decode_into_twin(msg: Message, data: Any) -> None:
     """:func:`decode_into` in pure Python."""
-    view = memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
+    view = _byte_view(data)
     buf = data if isinstance(data, bytes) else view
     # the decoder only creates objects that live on; the cyclic GC would rescan them
     # over and over (40% of the time on a 50,000-node graph), so it pauses meanwhile

@@ -159,7 +159,7 @@ def tag_dtype(value: Any, elem_type: int) -> Any:
 
 def tensor_value(tensor: Any) -> np.ndarray:
     """A TensorProto's array, with bit-pattern element types tagged (see :func:`tag_dtype`)."""
-    return tag_dtype(to_array(tensor), tensor.data_type)
+    return tag_dtype(to_array(tensor, bit_patterns=True), tensor.data_type)
 
 
 def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto], Any] | None = None) -> Any:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +19,7 @@ from ..onnx_core import (
     RuntimeFailure,
     TypeProto,
     ValueInfoProto,
+    from_onnx,
     load,
     load_from_string,
 )
@@ -102,6 +106,25 @@ def _opsets(imports: Any) -> dict[str, int]:
     return out
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pauses the cyclic garbage collector (restored after, if it was on).
+
+    Building a plan allocates a few small objects per node, all freed by reference
+    counting; meanwhile the collector's full passes, each over every object alive
+    (the model included), made the build quadratic in the node count: 100,000 nodes
+    took minutes instead of seconds (benchmarks/bench_session_build.py).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _copy(value: Any) -> Any:
     """A copy of a tensor, or of a sequence's tensors; None stays None."""
     if isinstance(value, list):
@@ -137,13 +160,14 @@ class InferenceSession:
         functions: list[FunctionProto] | None = None,
         sess_options: Any = None,
     ) -> None:
+        proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
         if isinstance(proto, (str, os.PathLike)):
             proto = load(proto)
         elif isinstance(proto, (bytes, bytearray, memoryview)):
             proto = load_from_string(proto)
         self.verbose = verbose
         self.check_finite = check_finite
-        fns = list(functions or [])
+        fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
         if isinstance(proto, ModelProto):
             opsets = _opsets(proto.opset_import)
@@ -187,17 +211,18 @@ class InferenceSession:
         # the types run() enforces (see _check_feed): the plan specialises on them
         input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
         # fused steps (Conv + Relu) only when no node is traced, so a trace shows every node
-        self._plan: Plan = compile_graph(
-            nodes,
-            input_names,
-            output_names,
-            inits,
-            opsets,
-            fns,
-            bit_values=bit_values,
-            input_types=input_types,
-            fuse=not (verbose or check_finite),
-        )
+        with _gc_paused():
+            self._plan: Plan = compile_graph(
+                nodes,
+                input_names,
+                output_names,
+                inits,
+                opsets,
+                fns,
+                bit_values=bit_values,
+                input_types=input_types,
+                fuse=not (verbose or check_finite),
+            )
         self._expected = {a.name: a for a in self._inputs}
         if graph is not None:
             # inputs with an initializer default can be fed too, and are checked the same way
@@ -284,15 +309,7 @@ class InferenceSession:
                     f"unknown output name {err.args[0]!r}; the model's outputs are {self._output_names}"
                 ) from None
         results = self._execute(feeds)
-        fed_ids = {id(v) for v in feeds}
-        out = []
-        for i in wanted:
-            r = results[i]
-            # never hand the caller's own array (or a read-only constant) back as an output
-            if id(r) in fed_ids or (isinstance(r, np.ndarray) and not r.flags.writeable):
-                r = _copy(r)
-            out.append(r)
-        return out
+        return _unaliased([results[i] for i in wanted], [*feeds, *input_feed.values()])
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
         trace = self._trace if (self.verbose or self.check_finite) else None
@@ -322,3 +339,26 @@ class InferenceSession:
                         f"input(s) {bad_inputs} were already non-finite" if bad_inputs else "all its inputs were finite"
                     )
                     raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")
+
+
+def _unaliased(results: list[Any], fed: list[Any]) -> list[Any]:
+    """The outputs, each copied where writing it would change something else: a feed
+    (Identity returns it, Reshape a view of it), a read-only constant, or another output."""
+    fed_arrays = [v for v in fed if isinstance(v, np.ndarray)]
+    fed_ids = {id(v) for v in fed}
+    seen: list[np.ndarray] = []
+    out = []
+    for r in results:
+        if isinstance(r, np.ndarray):
+            if (
+                id(r) in fed_ids
+                or not r.flags.writeable
+                or any(np.may_share_memory(r, f) for f in fed_arrays)
+                or any(np.may_share_memory(r, o) for o in seen)
+            ):
+                r = _copy(r)
+            seen.append(r)
+        elif id(r) in fed_ids:
+            r = _copy(r)
+        out.append(r)
+    return out

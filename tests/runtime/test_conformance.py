@@ -156,7 +156,9 @@ def _read(kind: str, data: bytes) -> Any:
         return ol.numpy_helper.to_list(ol.SequenceProto.FromString(data))
     if kind == "opt":
         return ol.numpy_helper.to_optional(ol.OptionalProto.FromString(data))
-    return ol.numpy_helper.to_array(ol.TensorProto.FromString(data))
+    # the runtime's form of bfloat16 / float8 / int4 values: bit patterns (to_array gives
+    # ml_dtypes arrays when ml_dtypes is installed)
+    return ol.numpy_helper.to_array(ol.TensorProto.FromString(data), bit_patterns=True)
 
 
 def _as_numbers(x: np.ndarray, elem_type: int) -> np.ndarray:

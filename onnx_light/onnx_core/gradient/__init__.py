@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._api import GradientOfFunction, GradientOfNodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
+from ._export import backward_model, function_to_model, gradient_model, input_types
 from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
 from ._registry import GradFn, GradRegistry, GradRule, RegisterGradientFunction
 from ._rules import elementwise, linear, no_grad, rule
@@ -35,5 +36,9 @@ __all__ = [
     "elementwise",
     "linear",
     "no_grad",
+    "backward_model",
+    "function_to_model",
+    "gradient_model",
+    "input_types",
     "upgrade_nodes",
 ]

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._errors import GradientError
 from .._inline import FunctionInliner
+from .._interop import from_foreign
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
 from ._fastpath import value_type
@@ -93,7 +94,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         GradientError: an unreachable ``x``, a missing ``y``, a non-float ``x`` or ``y``,
             a cycle, an op without a rule, ...
     """
-    nodes = list(nodes)
+    nodes = [from_foreign(n) for n in nodes]
+    value_info = [from_foreign(vi) for vi in value_info]
     types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
     produced = {o for n in nodes for o in n.output}
     free: list[str] = []
@@ -161,6 +163,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             without a rule, ...
     """
     registry = _default_registry(registry)
+    fn = from_foreign(fn)  # an onnx package object: converted through its bytes
     functions: list[FunctionProto] = []
     if isinstance(fn, ModelProto):
         imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}

@@ -152,13 +152,13 @@ def tensor_array(tensor: TensorProto) -> np.ndarray:
         or getattr(tensor, "_data_location", None)  # EXTERNAL (DEFAULT is 0)
         or getattr(tensor, "_segment", None) is not None
     ):
-        return to_array(tensor)
+        return to_array(tensor, bit_patterns=True)
     dims = getattr(tensor, "_dims", _EMPTY)
     count = 1
     for d in dims:
         count *= d
     if len(raw) != count * dtype.itemsize:
-        return to_array(tensor)  # which raises the error
+        return to_array(tensor, bit_patterns=True)  # which raises the error
     arr = np.frombuffer(raw, dtype=dtype)  # read-only, as to_array's: a view of bytes
     return arr if len(dims) == 1 else arr.reshape(dims)
 

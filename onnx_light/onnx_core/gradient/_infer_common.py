@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dtypes import np_dtype_to_tensor_dtype, tensor_dtype_to_np_dtype
+from .._dtypes import np_dtype_to_tensor_dtype, pattern_np_dtype
 from ._types import UNKNOWN, Dim, InferContext, Shape, ValueType
 
 __all__ = [
@@ -250,7 +250,7 @@ def merge_dim(a: Dim, b: Dim) -> Dim:
 
 def np_dtype(tensor_type: int) -> np.dtype[Any]:
     """The numpy dtype of a TensorProto type."""
-    return tensor_dtype_to_np_dtype(tensor_type)
+    return pattern_np_dtype(tensor_type)
 
 
 def tensor_dtype(arr: np.ndarray) -> int:

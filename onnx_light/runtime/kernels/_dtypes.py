@@ -39,7 +39,7 @@ _ML_DTYPES = core._NAMED_DTYPES
 
 def np_dtype(onnx_type: int) -> np.dtype:
     """The numpy dtype holding ``onnx_type``; bit-pattern types get a tagged dtype."""
-    base = core.tensor_dtype_to_np_dtype(onnx_type)
+    base = core.pattern_np_dtype(onnx_type)
     if onnx_type in BIT_PATTERN_TYPES:
         return np.dtype(base, metadata={"onnx_type": onnx_type})
     return base
