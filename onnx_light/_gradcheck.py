@@ -318,15 +318,16 @@ class _Check:
             _GradientOfFunction(self.model, group, self.y, None, self.registry, allow_unused=self.allow_unused)
             for group in groups
         ]
-        needed = {n for b in bwds for n in b.input if n != "dy"} | set(self.xs)
+        # each backward's last input is its seed ("dy", or another name when the model has an input dy)
+        needed = {n for b in bwds for n in b.input[:-1]} | set(self.xs)
         inner = sorted(needed - set(self.point))
         self.values = {**self.point, **_intermediates(self.model, self.point, inner)}
         y0 = self.forward()
         self.dy = self.rng.standard_normal(y0.shape)
         self.grads: dict[str, np.ndarray] = {}
         for group, bwd in zip(groups, bwds):
-            feeds = {n: self.values[n] for n in bwd.input if n != "dy"}
-            feeds["dy"] = self.dy.astype(y0.dtype)
+            feeds = {n: self.values[n] for n in bwd.input[:-1]}
+            feeds[bwd.input[-1]] = self.dy.astype(y0.dtype)
             self.grads.update(zip(group, InferenceSession(bwd).run(None, feeds)))
 
 
