@@ -78,8 +78,11 @@ def _conv_transpose(draw: Draw, rng: np.random.Generator) -> Case:
     geo = _window(draw, spatial)
     kernel, strides = geo["kernel_shape"], geo["strides"]
     dil = geo.get("dilations", [1] * spatial)
-    if "pads" in geo:  # keep the output at least one long: pads up to the window span - 1
-        geo["pads"] = [min(p, (k - 1) * d) for p, k, d in zip(geo["pads"], kernel * 2, dil * 2)]
+    if "pads" in geo:  # keep the output at least one long: both pads together below the window span
+        pads = geo["pads"]
+        for i, (k, d) in enumerate(zip(kernel, dil)):
+            pads[i] = min(pads[i], (k - 1) * d)
+            pads[i + spatial] = min(pads[i + spatial], (k - 1) * d - pads[i])
     if geo.get("auto_pad") == "VALID":
         geo.pop("auto_pad")
     group = int(draw(st.integers(1, 2)))
