@@ -78,8 +78,11 @@ def _conv_transpose(draw: Draw, rng: np.random.Generator) -> Case:
     geo = _window(draw, spatial)
     kernel, strides = geo["kernel_shape"], geo["strides"]
     dil = geo.get("dilations", [1] * spatial)
-    if "pads" in geo:  # keep the output at least one long: pads up to the window span - 1
-        geo["pads"] = [min(p, (k - 1) * d) for p, k, d in zip(geo["pads"], kernel * 2, dil * 2)]
+    if "pads" in geo:  # keep the output at least one long: both pads together below the window span
+        pads = geo["pads"]
+        for i, (k, d) in enumerate(zip(kernel, dil)):
+            pads[i] = min(pads[i], (k - 1) * d)
+            pads[i + spatial] = min(pads[i + spatial], (k - 1) * d - pads[i])
     if geo.get("auto_pad") == "VALID":
         geo.pop("auto_pad")
     group = int(draw(st.integers(1, 2)))
@@ -113,7 +116,10 @@ def _max_pool(draw: Draw, rng: np.random.Generator) -> Case:
     if spatial == 2 and draw(st.booleans()):
         geo["storage_order"] = int(draw(st.integers(0, 1)))
     x = [side(draw, 1, 2), side(draw, 1, 2), *_input_sides(draw, geo)]
-    return make_case("MaxPool", {"x": normal(rng, x)}, ["x"], attrs=geo, outputs=outputs, y="y")
+    dilated_same = "auto_pad" in geo and any(d > 1 for d in geo.get("dilations", []))
+    # onnxruntime's SAME output size ignores the dilation (x [1, 1, 3], kernel 2, dilation 2: 2 not 3)
+    skip = "onnxruntime's SAME padding ignores dilations" if dilated_same else None
+    return make_case("MaxPool", {"x": normal(rng, x)}, ["x"], attrs=geo, outputs=outputs, y="y", skip_ort=skip)
 
 
 def _average_pool(draw: Draw, rng: np.random.Generator) -> Case:
@@ -151,8 +157,9 @@ def _batch_norm(draw: Draw, rng: np.random.Generator) -> Case:
     outputs = int(draw(st.sampled_from([1, 3])))
     extra = sum_of_squares(["y", "y1", "y2"]) if outputs == 3 else None
     xs = subset(draw, ["x", "scale", "b"])
-    single = "onnxruntime's answer changes with its graph optimization level on a batch of one value per channel"
-    skip = single if int(np.prod(x)) == c else None
+    # onnxruntime runs the backward graph (it recomputes the running statistics) to answers that
+    # change with its graph optimization level; ours agree with finite differences
+    skip = "onnxruntime's running statistics in a larger graph" if outputs == 3 or int(np.prod(x)) == c else None
     return make_case("BatchNormalization", inputs, xs, attrs=attrs, outputs=outputs, extra=extra, skip_ort=skip)
 
 

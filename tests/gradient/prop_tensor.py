@@ -287,7 +287,8 @@ def _pad(draw: Draw, rng: np.random.Generator, runtime_folding: bool = False) ->
     inputs = {"x": x, "p": i64(pads), "v": value, "a": i64(picked) if picked else None}
     xs = ["x", "v"] if value is not None and draw(st.booleans()) else ["x"]
     consts = () if runtime_folding else _consts(draw, "p", "a") if mode == "constant" else ("p", "a")
-    return make_case("Pad", inputs, xs, attrs={"mode": mode}, consts=consts)
+    dynamic = ["x"] if runtime_folding and draw(st.booleans()) else []
+    return make_case("Pad", inputs, xs, attrs={"mode": mode}, consts=consts, dynamic=dynamic)
 
 
 TENSOR: dict[str, Gen] = {
@@ -312,7 +313,7 @@ TENSOR: dict[str, Gen] = {
 }
 # variants that hit known bugs of rules other engineers own (xfail in test_properties.py)
 SMALLER_INDICES = "(indices smaller than data off the axis)"
-RUNTIME_PADS = "(run-time pads, edge/reflect/wrap)"
+RUNTIME_PADS = "(run-time pads or sizes, edge/reflect/wrap)"
 REPEATED = "(repeated indices, reduction none)"
 INT32 = "(int32 indices)"
 TENSOR.update(

@@ -6,7 +6,8 @@ attributes within the spec's domain (negative and positive axes, keepdims, perm,
 ...) and inputs away from kinks, then runs ``gradcheck.check_gradient``: the backward
 graph in our runtime in float64 against central finite differences along a random
 direction, and ``onnx.checker`` full_check on the emitted model; about half of the
-examples also run in onnxruntime. A failure names the op, the opset, the shapes (integer
+examples also run in onnxruntime, and about half declare the first dim of the first
+input symbolic ("N"). A failure names the op, the opset, the shapes (integer
 inputs' values) and the attributes.
 
 Hypothesis is derandomized; CI draws a few examples per op (``EXAMPLES``), the ``slow``
@@ -55,6 +56,9 @@ F32_IN_ORT = {
 # known bugs of rules other engineers own: (family, op) -> reason; the example must fail
 XFAIL: dict[tuple[str, str], str] = {}
 
+# ops whose examples keep every dim static, and why
+NOT_SYMBOLIC: dict[str, str] = {}
+
 EXAMPLES = 5
 DEEP_EXAMPLES = 60
 
@@ -77,6 +81,11 @@ def check_example(family: str, op: str, data: Any) -> None:
     case: Case = FAMILIES[family][op](data.draw, np.random.default_rng(seed))
     if op.split()[0] in F32_IN_ORT:
         case.ort_dtype = np.float32
+    if not case.dynamic and op.split()[0] not in NOT_SYMBOLIC and data.draw(st.booleans(), label="symbolic"):
+        # the first dim of the first (non-initializer) input declared symbolic: rules read it at run time
+        first = [k for k, v in case.inputs.items() if np.ndim(v) and k not in case.initializers][:1]
+        case.dynamic = first
+        case.name += f" symbolic first dim of {first}" if first else ""
     run_ort = data.draw(st.booleans(), label="onnxruntime")
     try:
         check_gradient(case, seed=seed, ort=run_ort)

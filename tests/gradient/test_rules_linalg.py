@@ -87,6 +87,8 @@ CASES: list[Case] = [
     einsum("Einsum-broadcast-label-summed", "ij,j->i", (3, 1), (4,)),
     einsum("Einsum-broadcast-label-ellipsis", "...ij,jk->...ik", (2, 3, 1), (4, 2)),
     einsum("Einsum-broadcast-label-dynamic", "bij,jk->bik", (2, 3, 1), (4, 2), dynamic=["x0"]),
+    # found by the property tests: the letter X has more of (j: 2 in x0, 1 in x1) on a symbolic x0
+    einsum("Einsum-broadcast-label-other-side-dynamic", "ij,jk->ik", (1, 2), (1, 1), dynamic=["x0"]),
     Case(
         "Einsum-same-input",
         [oh.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->ik")],

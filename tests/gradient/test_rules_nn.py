@@ -192,6 +192,18 @@ POOL = [
         count_include_pad=1,
     ),
     pool("avgpool1d", "AveragePool", (2, 2, 7), F32, kernel_shape=[3], strides=[2]),
+    # found by the property tests: onnx's checker saw the dropped last window of the count
+    pool(
+        "avgpool3d-ceil-incl-dropped-window",
+        "AveragePool",
+        (1, 1, 3, 1, 1),
+        F32,
+        kernel_shape=[2, 1, 3],
+        strides=[2, 1, 2],
+        pads=[0, 0, 1, 0, 0, 2],
+        ceil_mode=1,
+        count_include_pad=1,
+    ),
     pool("avgpool3d", "AveragePool", (1, 2, 3, 4, 4), F32, kernel_shape=[2, 2, 2], pads=[0, 1, 0, 1, 0, 1]),
     pool("globalavgpool", "GlobalAveragePool", (2, 3, 3, 4), F32),
     pool("globalavgpool1d", "GlobalAveragePool", (2, 3, 5), F32),

@@ -203,9 +203,11 @@ def _fit_letters(ctx, g, x, t, t_grad, g_letters, y, out):  # type: ignore[no-un
         summed = False
     known = xs is not None and all(isinstance(d, int) for d in (*x_letters, *g_letters))
     if not known and any(a != b or a is None for a, b in zip(x_letters, g_letters)):
-        if not summed:
-            g = _sum_to(ctx, g, None, x)  # axes found at run time
-        return ctx.op.Expand(g, ctx.shape_of(x))
+        if summed:
+            return ctx.op.Expand(g, ctx.shape_of(x))
+        # expanded first along letters the others broadcast (1 in g, more in X), so that every
+        # dim of g is at least X's; then summed where X has 1 (axes found at run time)
+        return _sum_to(ctx, ctx.op.Expand(g, ctx.shape_of(x)), None, x)
     if not summed:
         lead = len(xs) - len(letters) if xs is not None else 0
         axes = [lead + k for k, (a, b) in enumerate(zip(x_letters, g_letters)) if a == 1 and b != 1]

@@ -252,7 +252,12 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
         scaled = ctx.op.Mul(dy, ctx.const(1.0 / float(np.prod(kernel)), like=x))
     else:
         ones = ctx.const(np.ones((1, 1, *geo.size)), like=x)
-        inverse_count = ctx.op.Div(ctx.op.AveragePool(ones, **ctx.attrs), ctx.const(valid, like=x))
+        counted = ctx.op.AveragePool(ones, **ctx.attrs)
+        # onnx's shape inference keeps a last window starting in the end padding, which the
+        # spec and the runtimes drop: the Slice (a no-op at run time) keeps onnx.checker consistent
+        spatial = list(range(2, 2 + len(kernel)))
+        counted = ctx.op.Slice(counted, ctx.ints([0] * len(kernel)), ctx.ints(list(geo.out)), ctx.ints(spatial))
+        inverse_count = ctx.op.Div(counted, ctx.const(valid, like=x))
         scaled = ctx.op.Mul(dy, inverse_count)
     weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
     return (transpose_into(ctx, scaled, weights, geo, channels),)
