@@ -95,6 +95,14 @@ def _loop(
     return states + [_stacked(o, None) for o in outs[carried:]]
 
 
+def _slice(t: ValueType, axis: int) -> ValueType:
+    """One slice of a scanned input: its type without the scan axis."""
+    if t.shape is None or not -len(t.shape) <= axis < len(t.shape):
+        return ValueType(t.dtype, None)
+    drop = axis % len(t.shape)
+    return ValueType(t.dtype, tuple(d for k, d in enumerate(t.shape) if k != drop))
+
+
 def _scan(
     node: NodeProto, types: dict[str, ValueType], consts: Consts, opset: int, subgraphs: Subgraphs
 ) -> list[ValueType]:
@@ -111,14 +119,7 @@ def _scan(
         if first is not None and -len(first) <= axis < len(first):
             length = first[axis]
     body_inputs = [types.get(n, UNKNOWN) for n in node.input[:n_state]]
-    for name, axis in zip(node.input[n_state:], in_axes):
-        t = types.get(name, UNKNOWN)  # one slice: the scan axis removed
-        ok = t.shape is not None and -len(t.shape) <= axis < len(t.shape)
-        body_inputs.append(
-            ValueType(t.dtype, tuple(d for k, d in enumerate(t.shape) if k != axis % len(t.shape)))
-            if ok and t.shape is not None
-            else ValueType(t.dtype, None)
-        )
+    body_inputs.extend(_slice(types.get(n, UNKNOWN), axis) for n, axis in zip(node.input[n_state:], in_axes))
     outs = _outputs(body, types, consts, opset, subgraphs, body_inputs)
     out_axes = _ints(node, "scan_output_axes") or [0] * (len(outs) - n_state)
     return outs[:n_state] + [_stacked(o, length, ax) for o, ax in zip(outs[n_state:], out_axes)]
