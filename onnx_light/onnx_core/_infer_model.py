@@ -8,7 +8,8 @@ checker (``full_check``) and :mod:`onnx_light.onnx_core.shape_inference` share i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +37,8 @@ class GraphTypes:
     types: dict[str, ValueType]
     declared: dict[str, ValueType]
     producer: dict[str, tuple[int, NodeProto]]
+    #: the subgraphs of control-flow nodes with their own results, innermost included
+    subgraphs: list[tuple[GraphProto, GraphTypes]] = field(default_factory=list)
 
 
 def value_type(tp: TypeProto) -> ValueType:
@@ -71,7 +74,7 @@ def to_type_proto(t: ValueType) -> TypeProto:
 
 def can_infer(node: NodeProto) -> bool:
     """True when the engine has an inference function for the node's op."""
-    return normalise_domain(node.domain) == "" and node.op_type in INFER
+    return normalise_domain(node.domain) == "" and (node.op_type in INFER or node.op_type in CONTROL_FLOW)
 
 
 def _initializer_value(t: TensorProto) -> np.ndarray | None:
@@ -88,13 +91,21 @@ def _declared(values: list[ValueInfoProto]) -> dict[str, ValueType]:
     return {v.name: value_type(v.type) for v in values if v.name and v.HasField("type")}
 
 
-def infer_graph(graph: GraphProto, opset: int, outer: dict[str, ValueType] | None = None) -> GraphTypes:
+def infer_graph(
+    graph: GraphProto,
+    opset: int,
+    outer: dict[str, ValueType] | None = None,
+    inputs: list[ValueType] | None = None,
+    outer_constants: dict[str, np.ndarray] | None = None,
+) -> GraphTypes:
     """Infers the type of every value of ``graph`` at default-domain ``opset``.
 
     Args:
         graph: the graph (its nodes in topological order).
         opset: the default-domain opset the graph imports.
         outer: types of the values visible from an enclosing graph.
+        inputs: types of the graph's inputs where it declares none (a body's, from its node).
+        outer_constants: values known in the enclosing graph.
 
     Returns:
         The inferred and the declared types.
@@ -103,16 +114,52 @@ def infer_graph(graph: GraphProto, opset: int, outer: dict[str, ValueType] | Non
     declared.update(_declared(list(graph.value_info)))
     declared.update(_declared(list(graph.output)))
     known: dict[str, ValueType] = dict(outer or {})
-    constants: dict[str, np.ndarray] = {}
+    constants: dict[str, np.ndarray] = dict(outer_constants or {})
     for init in graph.initializer:
         known[init.name] = ValueType(init.data_type, tuple(int(d) for d in init.dims))
         arr = _initializer_value(init)
         if arr is not None:
             constants[init.name] = arr
-    for vi in graph.input:
+    inits = {t.name for t in graph.initializer}
+    for k, vi in enumerate(graph.input):
         t = declared.get(vi.name)
-        if t is not None and vi.name not in known:
-            known[vi.name] = t
-    types, _ = infer_types(list(graph.node), known, constants, opset, declared=declared.get)
-    producer = {o: (i, n) for i, n in enumerate(graph.node) for o in n.output if o}
-    return GraphTypes(types, declared, producer)
+        given = inputs[k] if inputs is not None and k < len(inputs) else None
+        if given is not None and (t is None or not t.dtype or t.shape is None):
+            t = (
+                given
+                if t is None
+                else ValueType(t.dtype or given.dtype, t.shape if t.shape is not None else given.shape)
+            )
+        if vi.name not in inits:
+            constants.pop(vi.name, None)  # an input shadows an outer value
+            if t is not None:
+                known[vi.name] = t
+            else:
+                known.pop(vi.name, None)
+    subgraphs: list[tuple[GraphProto, GraphTypes]] = []
+    nodes = list(graph.node)
+    types, consts = known, constants
+    start = 0
+    for i, node in enumerate(nodes):
+        if normalise_domain(node.domain) == "" and node.op_type in CONTROL_FLOW:
+            # the engine types node lists; a control-flow node's outputs come from its bodies
+            types, consts = infer_types(nodes[start:i], types, consts, opset, declared=declared.get)
+            outs = CONTROL_FLOW[node.op_type](node, types, consts, opset, subgraphs)
+            for name, t in zip(node.output, outs):
+                if name:
+                    given = declared.get(name)
+                    types[name] = t if given is None or (t.dtype and t.shape is not None) else given
+            start = i + 1
+    types, _ = infer_types(nodes[start:], types, consts, opset, declared=declared.get)
+    producer = {o: (i, n) for i, n in enumerate(nodes) for o in n.output if o}
+    return GraphTypes(types, declared, producer, subgraphs)
+
+
+#: op_type -> fn(node, types and values visible, opset, subgraph results to extend) -> one type per output
+ControlFn = Callable[
+    [NodeProto, dict[str, ValueType], dict[str, np.ndarray], int, list[tuple[GraphProto, GraphTypes]]],
+    list[ValueType],
+]
+CONTROL_FLOW: dict[str, ControlFn] = {}
+
+from . import _infer_control  # noqa: E402, F401  (registers If, Loop, Scan)

@@ -133,11 +133,12 @@ class _GraphWalk:
         return local | inits
 
     def _note_types(self, graph: GraphProto) -> None:
+        """The types known without inference: initializers' and graph inputs' (value_info may be stale)."""
         for t in graph.initializer:
             s = tensor_type_string(t.data_type)
             if s is not None:
                 self.types[t.name] = s
-        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        for vi in graph.input:
             if vi.HasField("type"):
                 s = type_string(vi.type)
                 if s is not None:

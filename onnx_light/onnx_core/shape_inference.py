@@ -1,7 +1,7 @@
 """onnx's shape inference, protobuf-free: ``infer_shapes(model)`` (``onnx.shape_inference``'s names).
 
-Returns a NEW ModelProto whose main graph has a ``value_info`` entry for every
-intermediate value whose element type is inferred, and whose outputs gain the type and
+Returns a NEW ModelProto whose graph (and each If/Loop/Scan body) has a ``value_info``
+entry for every intermediate value whose element type is inferred, and whose outputs gain the type and
 dims inference found where they declared none. Dimensions are integers, symbolic names
 carried from the inputs (``batch`` stays ``batch`` through the ops that keep it), or
 left empty when unknown. The per-op inference is the gradient pass's engine (the
@@ -16,7 +16,7 @@ import os
 
 from ._check_node import CheckerContext, NodeChecks, ValidationError, node_label, tensor_type_string
 from ._errors import OnnxLightError
-from ._infer_model import can_infer, infer_graph, to_type_proto, value_type
+from ._infer_model import GraphTypes, can_infer, infer_graph, to_type_proto, value_type
 from ._io import load, load_from_string, save
 from ._proto import GraphProto, ModelProto, ValueInfoProto
 from .gradient._types import ValueType
@@ -83,6 +83,13 @@ def _infer_main_graph(graph: GraphProto, opset: int, check_type: bool, strict_mo
     result = infer_graph(graph, opset)
     if check_type or strict_mode:
         _check_types(graph, opset, result.types)
+    _write(graph, result, check_type or strict_mode)
+    for sub, sub_result in result.subgraphs:
+        _write(sub, sub_result, check_type or strict_mode)
+
+
+def _write(graph: GraphProto, result: GraphTypes, strict: bool) -> None:
+    """Completes ``graph``'s outputs and value_info from ``result`` (raises on contradictions if ``strict``)."""
     outputs = {v.name for v in graph.output}
     inputs = {v.name for v in graph.input} | {t.name for t in graph.initializer}
     existing = {v.name: v for v in graph.value_info}
@@ -93,7 +100,7 @@ def _infer_main_graph(graph: GraphProto, opset: int, check_type: bool, strict_mo
         declared = value_type(vi.type) if vi.HasField("type") else ValueType(0, None)
         merged = _merge(declared, got)
         if merged is None:
-            if check_type or strict_mode:
+            if strict:
                 raise InferenceError(_contradiction(graph, vi.name, declared, got, ""))
             continue
         if vi.type.WhichOneof("value") in (None, "tensor_type") and merged.dtype:

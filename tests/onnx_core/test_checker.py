@@ -339,3 +339,22 @@ def test_backend_node_models_subset() -> None:
 def test_backend_node_models_all() -> None:
     wrong = _disagreements(1)
     assert not wrong, "\n".join(wrong[:20])
+
+
+def test_stale_value_info_only_fails_the_full_check() -> None:
+    """value_info is advisory: onnx's basic check ignores a wrong one, its full check does not; so do we."""
+    graph = h.make_graph(
+        [h.make_node("Relu", ["a"], ["b"]), h.make_node("Neg", ["b"], ["c"], name="neg")],
+        "g",
+        [_vi("a")],
+        [_vi("c")],
+        value_info=[_vi("b", T.DOUBLE)],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+    reference = onnx.load_from_string(model.SerializeToString())
+    onnx.checker.check_model(reference)
+    with pytest.raises(ONNX_REJECTS):
+        onnx.checker.check_model(reference, full_check=True)
+    checker.check_model(model)
+    with pytest.raises(checker.ValidationError, match=r"node 0 \(ai.onnx::Relu\): shape inference: output 'b'"):
+        checker.check_model(model, full_check=True)

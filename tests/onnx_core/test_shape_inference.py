@@ -237,3 +237,48 @@ def test_check_type_applies_the_type_constraints() -> None:
     shape_inference.infer_shapes(model)  # best effort: no error
     with pytest.raises(shape_inference.InferenceError, match=r"'add0' \(ai.onnx::Add\).*inconsistent type"):
         shape_inference.infer_shapes(model, check_type=True)
+
+
+def _if_model() -> Any:
+    then = h.make_graph(
+        [h.make_node("Relu", ["x"], ["t1"]), h.make_node("Unsqueeze", ["t1", "ax"], ["t"])],
+        "then",
+        [],
+        [_vi("t", 0)],
+    )
+    other = h.make_graph(
+        [h.make_node("Neg", ["x"], ["e1"]), h.make_node("Unsqueeze", ["e1", "ax"], ["e"])], "else", [], [_vi("e", 0)]
+    )
+    nodes = [
+        h.make_node("Constant", [], ["ax"], value=h.make_tensor("v", T.INT64, [1], [0])),
+        h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+        h.make_node("Relu", ["y"], ["z"]),
+    ]
+    graph = h.make_graph(nodes, "g", [_vi("x", shape=["N", 3]), _vi("c", T.BOOL, [])], [_vi("z")])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+
+
+def test_if_branches_and_their_value_info() -> None:
+    """The branches see the outer values (types and constants); the If's output is their merge."""
+    got = shape_inference.infer_shapes(_if_model())
+    dims = _dims(list(got.graph.value_info) + list(got.graph.output))
+    assert dims["y"] == (T.FLOAT, [1, "N", 3])
+    assert dims["z"] == (T.FLOAT, [1, "N", 3])
+    then = next(a.g for a in got.graph.node[1].attribute if a.name == "then_branch")
+    assert _dims(then.value_info) == {"t1": (T.FLOAT, ["N", 3])}
+    assert _dims(then.output) == {"t": (T.FLOAT, [1, "N", 3])}
+    assert _compare(_if_model().SerializeToString()) >= 1
+
+
+@pytest.mark.parametrize(
+    "name", ["test_if", "test_loop11", "test_scan9_sum", "test_range_float_type_positive_delta_expanded"]
+)
+def test_control_flow_node_cases(name: str) -> None:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
+    from test_conformance import all_cases
+
+    case = next(c for c in all_cases() if c.name == name)
+    model = onnx.load_from_string(case.model)
+    for vi in model.graph.output:  # what the model declares would hide what inference finds
+        vi.type.tensor_type.ClearField("shape")
+    assert _compare(model.SerializeToString()) >= 1
