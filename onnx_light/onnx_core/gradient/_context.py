@@ -131,6 +131,25 @@ class GradContext:
         omitted it (MaxPool's Indices, LayerNormalization's Mean and InvStdDev, ...)."""
         return self._pass.forward_output(self.node, i, self._index)
 
+    @property
+    def captured(self) -> list[str]:
+        """The outer-scope names the node's subgraphs read, each once; a rule may return
+        their gradients after its inputs' ones, in this order (If, Scan, Loop)."""
+        return self._pass.captured(self._index) if self._index is not None else []
+
+    def captured_needs_grad(self, name: str) -> bool:
+        """True when the captured value ``name`` lies on a path from a differentiated variable."""
+        return self._pass.depends(name)
+
+    @property
+    def registry(self) -> Any:
+        """The GradRegistry of the pass (to differentiate a subgraph with the same rules)."""
+        return self._pass.registry
+
+    def fresh_name(self, prefix: str) -> str:
+        """A name not used anywhere in the source or the backward graph (for subgraph values)."""
+        return self._pass.new_name(prefix)
+
     def needs_grad(self, i: int) -> bool:
         """True when input ``i`` lies on a path from a differentiated variable."""
         return i < len(self._needs) and self._needs[i]

@@ -1,0 +1,101 @@
+"""Gradient rules for control flow (If, Scan), checked by ``gradcheck.check_gradient``.
+
+The bodies read outer-scope values (weights) that receive gradients; Scan rows cover
+several states and scan inputs/outputs, axes, directions and a zero-length scan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import Case, check_gradient
+from onnx import TensorProto
+from onnx import helper as oh
+
+D = TensorProto.DOUBLE
+_rng = np.random.default_rng(10)
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def vi(name: str, shape: list[Any] | None, dtype: int = D) -> Any:
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+def node(op: str, inputs: list[str], outputs: list[str], **attrs: Any) -> Any:
+    return oh.make_node(op, inputs, outputs, **attrs)
+
+
+# an RNN-like body: h' = tanh(h W + x_t) * s, y_t = h' * h' + b
+_RNN_BODY = oh.make_graph(
+    [
+        node("MatMul", ["h", "W"], ["hw"]),
+        node("Add", ["hw", "xt"], ["pre"]),
+        node("Tanh", ["pre"], ["act"]),
+        node("Mul", ["act", "s"], ["h_next"]),
+        node("Mul", ["h_next", "h_next"], ["sq"]),
+        node("Add", ["sq", "b"], ["yt"]),
+    ],
+    "rnn_body",
+    [vi("h", [2, 3]), vi("xt", [2, 3])],
+    [vi("h_next", [2, 3]), vi("yt", [2, 3])],
+)
+
+
+def _scan(name: str, x_shape: tuple[int, ...], **attrs: Any) -> Case:
+    return Case(
+        name,
+        [
+            node("Scan", ["h0", "x"], ["h_final", "ys"], body=_RNN_BODY, num_scan_inputs=1, **attrs),
+            node("Mul", ["ys", "ys"], ["y2"]),
+            node("ReduceSum", ["y2"], ["r"], keepdims=0),
+            node("ReduceSum", ["h_final"], ["rh"], keepdims=0),
+            node("Add", ["r", "rh"], ["loss"]),
+        ],
+        {"h0": rnd(2, 3), "x": rnd(*x_shape) * 0.5, "W": rnd(3, 3) * 0.5, "s": rnd(2, 3), "b": rnd(3)},
+        ["h0", "x", "W", "s", "b"],
+    )
+
+
+SCAN_CASES = [
+    _scan("Scan", (4, 2, 3)),
+    _scan("Scan_reverse_input", (4, 2, 3), scan_input_directions=[1]),
+    _scan("Scan_axis1_reverse_output", (2, 4, 3), scan_input_axes=[1], scan_output_directions=[1]),
+    _scan("Scan_output_axis2", (4, 2, 3), scan_output_axes=[2], scan_input_directions=[1]),
+    _scan("Scan_negative_axes", (2, 3, 4), scan_input_axes=[-1], scan_output_axes=[-2]),
+]
+
+
+def _branch(name: str, nodes: list[Any], out: str) -> Any:
+    return oh.make_graph(nodes, name, [], [vi(out, None)])
+
+
+_THEN = _branch("then", [node("Mul", ["a", "w"], ["t1"]), node("Sin", ["t1"], ["t_out"])], "t_out")
+_ELSE = _branch("else", [node("Add", ["a", "v"], ["e1"]), node("Exp", ["e1"], ["e_out"])], "e_out")
+
+
+def _if(name: str, flag: bool) -> Case:
+    return Case(
+        name,
+        [
+            node("Greater", ["c", "zero"], ["cond"]),
+            node("If", ["cond"], ["z"], then_branch=_THEN, else_branch=_ELSE),
+            node("Mul", ["z", "a"], ["y"]),
+        ],
+        {"a": rnd(2, 3), "w": rnd(2, 3), "v": rnd(3), "c": np.array(1.0 if flag else -1.0), "zero": np.array(0.0)},
+        ["a", "w", "v"],
+    )
+
+
+IF_CASES = [_if("If_then", True), _if("If_else", False)]
+
+CONTROL_FLOW_CASES = [*SCAN_CASES, *IF_CASES]
+
+
+@pytest.mark.parametrize("case", CONTROL_FLOW_CASES, ids=lambda c: c.name)
+def test_control_flow_rule(case: Case) -> None:
+    check_gradient(case)
