@@ -157,6 +157,8 @@ class _GradientPass:
         self._index_of: dict[int, int] = {}
         self._producer: dict[str, int] = {}
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
+        #: emitted values whose types rules declared (written to the result's value_info)
+        self.declared_outputs: list[str] = []
         #: the values that depend differentiably on an x (set by the reverse walk)
         self._diff: dict[str, int] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
@@ -183,6 +185,11 @@ class _GradientPass:
             reads = inputs + subgraph_inputs(node)  # a body's outer-scope names are read too
         self._backward_io.append((reads, node_outs, domain))  # what _push records, inline: the hot path
         return outs
+
+    def push_node(self, node: NodeProto) -> None:
+        """Appends a ready-made backward node (what it reads in subgraphs included)."""
+        _, domain, inputs, outputs, attributes = node_fields(node)
+        self._push(node, _reads(node, list(inputs), attributes), list(outputs), domain)
 
     def captured(self, i: int) -> list[str]:
         """The outer-scope names forward node ``i``'s subgraphs read, each once, in order."""
@@ -844,7 +851,7 @@ class _GradientPass:
         # wrapping it as a model) starts from known shapes
         types_get = self.types.get
         value_info = fn.value_info
-        for name in fn.input:
+        for name in [*fn.input, *self.declared_outputs]:
             t = types_get(name)
             if t is not None and t.dtype:
                 value_info.append(make_tensor_value_info(name, t.dtype, t.shape))

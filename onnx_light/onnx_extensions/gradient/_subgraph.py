@@ -43,7 +43,8 @@ def vjp_nodes(
     xs: Sequence[str],
     types: Iterable[ValueInfoProto],
     local: Iterable[str] = (),
-) -> tuple[list[NodeProto], list[str], dict[str, str]]:
+    dtype: int = 0,
+) -> tuple[list[NodeProto], list[str], dict[str, str], list[ValueInfoProto]]:
     """The nodes computing ``d<sum_k dy_k * out_k>/dx`` for each x in ``xs``.
 
     Args:
@@ -53,15 +54,17 @@ def vjp_nodes(
         xs: the values to differentiate with respect to (subgraph inputs or outer values).
         types: the known types of the subgraph's inputs, seeds and outer values.
         local: names defined by the enclosing body (its inputs): renamed too.
+        dtype: the outputs' float type, when ``types`` does not tell it.
 
     Returns:
-        The renamed nodes, the renamed name of each gradient, and the renaming.
+        The renamed nodes, the renamed name of each gradient, the renaming, and the types
+        the inner pass declared for values inference cannot follow (renamed).
     """
     types = list(types)
     dtypes = {elem_type(t) for t in types if t.name in {o for o, _ in seeds}} - {0}
     if len(dtypes) > 1:
         raise ctx.error(f"the subgraph outputs that receive gradients have several float types {sorted(dtypes)}")
-    dtype = dtypes.pop() if dtypes else ctx.dtype(seeds[0][1]) or 1
+    dtype = dtypes.pop() if dtypes else dtype or ctx.dtype(seeds[0][1]) or ctx.dtype(xs[0]) or 1
     loss: list[NodeProto] = []
     terms = []
     for out, dy in seeds:
@@ -81,7 +84,8 @@ def vjp_nodes(
     body = [helper.make_node("Constant", [], [seed], value=one), *fn.node]
     produced = {o for n in body for o in n.output if o} | set(local)
     rename = {name: ctx.fresh_name(name) for name in sorted(produced)}
-    return renamed_nodes(body, rename), [rename.get(o, o) for o in fn.output], rename
+    declared = [tensor_info(rename[vi.name], vi) for vi in fn.value_info if vi.name in rename]
+    return renamed_nodes(body, rename), [rename.get(o, o) for o in fn.output], rename, declared
 
 
 def renamed_nodes(nodes: Iterable[NodeProto], rename: dict[str, str]) -> list[NodeProto]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...onnx_core import GraphProto, ValueInfoProto, helper
 from ...onnx_core.gradient import FLOAT_TYPES, GradContext
+from ._recurrent_lowering import lower_recurrent
 from ._subgraph import elem_type, tensor_info, vjp_nodes
 from ._table import rule
 
@@ -37,7 +38,7 @@ def _float_captured(ctx: GradContext) -> list[str]:
 def _branch_vjp(ctx: GradContext, branch: GraphProto, wrt: list[str], name: str) -> GraphProto:
     seeds = [(o.name, g) for o, g in zip(branch.output, ctx.output_grads) if g]
     types = [_outer_info(ctx, n) for n in [*ctx.captured, *(g for _, g in seeds)]]
-    nodes, outs, _ = vjp_nodes(ctx, list(branch.node), seeds, wrt, [*types, *_declared(branch)])
+    nodes, outs, _, _ = vjp_nodes(ctx, list(branch.node), seeds, wrt, [*types, *_declared(branch)])
     infos = [tensor_info(o, _outer_info(ctx, c)) for o, c in zip(outs, wrt)]
     return helper.make_graph(nodes, name, [], infos)
 
@@ -96,7 +97,10 @@ def _tape(ctx: GradContext, spec: _ScanSpec) -> list[str]:
         scan_output_directions=[*spec.out_dirs, *[0] * spec.n] or None,
         _outputs=spec.n + spec.k + spec.n,
     )
-    return list(outs[spec.n + spec.k :])
+    tape = list(outs[spec.n + spec.k :])
+    for name, state in zip(tape, spec.body.input):
+        ctx.declare(name, state, scan_axis=0)
+    return tape
 
 
 def _backward_body(
@@ -114,7 +118,7 @@ def _backward_body(
     types += [tensor_info(dys[k], body.output[spec.n + k]) for k in outs]
     xs = [body.input[j].name for j in states] + [body.input[spec.n + m].name for m in scans] + wrt
     local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
-    nodes, grads, rename = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
     ns, nx = len(states), len(scans)
     g_states, g_scans, g_wrt = grads[:ns], grads[ns : ns + nx], grads[ns + nx :]
     new_acc = []
@@ -160,6 +164,11 @@ def scan_grad(ctx: GradContext, dy: str) -> Grads:
         _outputs=len(states) + len(wrt) + len(scans),
     )
     results = [results] if isinstance(results, str) else list(results)
+    infos = [*(spec.body.input[j] for j in states), *(_outer_info(ctx, c) for c in wrt)]
+    for name, info in zip(results, infos):
+        ctx.declare(name, info)
+    for name, i in zip(results[len(infos) :], scans):
+        ctx.declare(name, spec.body.input[n + i], scan_axis=spec.in_axes[i])
     grads: Grads = [None] * (n + m)
     for j, g in zip(states, results):
         grads[j] = g
@@ -167,3 +176,21 @@ def scan_grad(ctx: GradContext, dy: str) -> Grads:
     for i, g in zip(scans, results[len(states) + len(wrt) :]):
         grads[n + i] = g
     return [*grads, *(w_grads.get(c) for c in ctx.captured)]
+
+
+@rule("", "RNN", "GRU", "LSTM", nondiff=(4,))
+def recurrent_grad(ctx: GradContext, dy: str) -> Grads:
+    """The node lowered to one Scan per direction (see ``_recurrent_lowering``), differentiated
+    by our own pass: a backward Scan in reverse time whose state accumulates W, R, B and P's
+    gradients."""
+    nodes, outs, inputs, infos = lower_recurrent(ctx)
+    seeds = [(o, g) for o, g in zip(outs, ctx.output_grads) if g and o]
+    wrt = [name for k, name in enumerate(inputs) if name and k != 4 and ctx.needs_grad(k)]
+    types = [_outer_info(ctx, n) for n in dict.fromkeys([*(i for i in inputs if i), *(g for _, g in seeds)])]
+    dtype = ctx.dtype(inputs[0]) or ctx.dtype(inputs[1])
+    body, grads, _, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
+    ctx.emit_nodes(body)
+    for info in declared:
+        ctx.declare(info.name, info)
+    by_name = dict(zip(wrt, grads))
+    return [by_name.get(name) if name and k != 4 else None for k, name in enumerate(ctx.inputs)]
