@@ -194,3 +194,93 @@ def recurrent_grad(ctx: GradContext, dy: str) -> Grads:
         ctx.declare(info.name, info)
     by_name = dict(zip(wrt, grads))
     return [by_name.get(name) if name and k != 4 else None for k, name in enumerate(ctx.inputs)]
+
+
+def _loop_tape(ctx: GradContext, body: GraphProto, n: int) -> tuple[list[str], str]:
+    """The forward Loop again, recording each iteration's carried inputs and counting iterations."""
+    tape_body = GraphProto()
+    tape_body.CopyFrom(body)
+    for info in [body.input[0], *body.input[2 : 2 + n]]:
+        name = ctx.fresh_name(f"tape_{info.name}")
+        tape_body.node.append(helper.make_node("Identity", [info.name], [name]))
+        tape_body.output.append(tensor_info(name, info))
+    k = len(body.output) - 1 - n
+    outs = ctx.op.Loop(*ctx.inputs, body=tape_body, _outputs=n + k + 1 + n)
+    outs = [outs] if isinstance(outs, str) else list(outs)
+    counter, tape = outs[n + k], outs[n + k + 1 :]
+    for name, info in zip([counter, *tape], [body.input[0], *body.input[2 : 2 + n]]):
+        ctx.declare(name, info, scan_axis=0)
+    return tape, counter
+
+
+@rule("", "Loop", nondiff=(0, 1))
+def loop_grad(ctx: GradContext, dy: str) -> Grads:
+    """A backward Loop over the recorded iterations, reading the tape backwards (Gather at T-1-i)."""
+    body: GraphProto = ctx.attr("body")
+    n = len(ctx.inputs) - 2
+    k = len(body.output) - 1 - n
+    carried = [j for j in range(n) if elem_type(body.input[2 + j]) in FLOAT_TYPES]
+    outs = [s for s in range(k) if ctx.output_grads[n + s]]
+    wrt = _float_captured(ctx)
+    if not (carried or wrt):
+        return [None] * len(ctx.inputs)
+    tape, counter = _loop_tape(ctx, body, n)
+    steps = ctx.op.Squeeze(ctx.op.Shape(counter, start=0, end=1), ctx.ints([0]))
+    last = ctx.op.Sub(steps, ctx.ints(1))
+    loop_body = _loop_backward_body(ctx, body, n, carried, outs, wrt, tape, last)
+    init = [ctx.output_grads[j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
+    init += [ctx.zeros_like(c) for c in wrt]
+    results = ctx.op.Loop(steps, "", *init, body=loop_body, _outputs=len(init))
+    results = [results] if isinstance(results, str) else list(results)
+    for name, src in zip(results, [*(ctx.input(2 + j) for j in carried), *wrt]):
+        ctx.declare(name, _outer_info(ctx, src))
+    grads: Grads = [None] * len(ctx.inputs)
+    for j, g in zip(carried, results):
+        grads[2 + j] = g
+    w_grads = dict(zip(wrt, results[len(carried) :]))
+    return [*grads, *(w_grads.get(c) for c in ctx.captured)]
+
+
+def _loop_backward_body(
+    ctx: GradContext,
+    body: GraphProto,
+    n: int,
+    carried: list[int],
+    outs: list[int],
+    wrt: list[str],
+    tape: list[str],
+    last: str,
+) -> GraphProto:
+    """(i, cond, dcarried, accumulators) -> (true, dcarried, accumulators), at iteration last - i."""
+    ds = {j: ctx.fresh_name(f"d_{body.output[1 + j].name}") for j in carried}
+    dys = {s: ctx.fresh_name(f"d_{body.output[1 + n + s].name}") for s in outs}
+    acc = {c: ctx.fresh_name(f"acc_{c}") for c in wrt}
+    seeds = [(body.output[1 + j].name, ds[j]) for j in carried] + [(body.output[1 + n + s].name, dys[s]) for s in outs]
+    types = [*_declared(body), *(_outer_info(ctx, c) for c in ctx.captured)]
+    types += [tensor_info(ds[j], body.output[1 + j]) for j in carried]
+    types += [tensor_info(dys[s], body.output[1 + n + s]) for s in outs]
+    xs = [body.input[2 + j].name for j in carried] + wrt
+    local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
+    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    i_name, cond_in = ctx.fresh_name("i"), ctx.fresh_name("cond")
+    idx = rename[body.input[0].name]
+    pre = [helper.make_node("Sub", [last, i_name], [idx])]
+    pre.append(helper.make_node("Identity", [cond_in], [rename[body.input[1].name]]))
+    for j in range(n):
+        pre.append(helper.make_node("Gather", [tape[j], idx], [rename[body.input[2 + j].name]], axis=0))
+    for s in outs:
+        pre.append(helper.make_node("Gather", [ctx.output_grads[n + s] or "", idx], [rename[dys[s]]], axis=0))
+    cond_out = ctx.fresh_name("cond")
+    post = [helper.make_node("Identity", [cond_in], [cond_out])]
+    new_acc = []
+    for c, g in zip(wrt, grads[len(carried) :]):
+        total = ctx.fresh_name(f"acc_{c}")
+        post.append(helper.make_node("Add", [acc[c], g], [total]))
+        new_acc.append(total)
+    inputs = [tensor_info(i_name, body.input[0]), tensor_info(cond_in, body.input[1])]
+    inputs += [tensor_info(rename[ds[j]], body.output[1 + j]) for j in carried]
+    inputs += [tensor_info(acc[c], _outer_info(ctx, c)) for c in wrt]
+    outputs = [tensor_info(cond_out, body.output[0])]
+    outputs += [tensor_info(g, body.input[2 + j]) for g, j in zip(grads, carried)]
+    outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
+    return helper.make_graph([*pre, *nodes, *post], "loop_vjp", inputs, outputs)
