@@ -37,6 +37,37 @@ class Recurrent(nn.Module):
         return (y * y).mean() + h.sum()
 
 
+class BranchLoop(nn.Module):
+    """A Python branch (exported as If) and a loop over the batch size (exported as Loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.fc2 = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        if h.sum() > 0:
+            h = torch.tanh(self.fc2(h))
+        else:
+            h = torch.sigmoid(h) * 2.0
+        for _ in range(x.size(0)):
+            h = torch.tanh(self.fc2(h)) + h
+        return (h * h).mean()
+
+
+def _scripted() -> dict[str, tuple[nn.Module, torch.Tensor]]:
+    """The BranchLoop model scripted, with an input taking each branch."""
+    torch.manual_seed(1)
+    model = BranchLoop()
+    x = torch.randn(3, 3)
+    taken = float(model.fc(x).sum()) > 0
+    return {
+        f"branch_loop_{'then' if taken else 'else'}": (model, x),
+        f"branch_loop_{'else' if taken else 'then'}": (model, -x * 3 - model.fc.bias.detach()),
+    }
+
+
 def _models() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
     torch.manual_seed(0)
     return {
@@ -52,8 +83,10 @@ def _models() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
 
 def main() -> int:
     DATA.mkdir(exist_ok=True)
-    for name, (model, shape) in _models().items():
-        x = torch.randn(*shape)
+    models: dict[str, tuple[nn.Module, Any]] = {**_models(), **_scripted()}
+    for name, (model, shape) in models.items():
+        x = torch.randn(*shape) if isinstance(shape, tuple) else shape
+        model.zero_grad()
         xg = x.clone().requires_grad_(True)
         loss = model(xg)
         loss.backward()
@@ -66,10 +99,11 @@ def main() -> int:
         np.savez(DATA / f"{name}.npz", **arrays)
         for opset in OPSETS:
             buf = io.BytesIO()
+            scripted = name.startswith("branch_loop")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 torch.onnx.export(
-                    model,
+                    torch.jit.script(model) if scripted else model,
                     (x,),
                     buf,
                     input_names=["x"],
@@ -79,6 +113,7 @@ def main() -> int:
                     do_constant_folding=False,
                     keep_initializers_as_inputs=False,
                     export_params=True,
+                    dynamic_axes={"x": {0: "n"}} if scripted else None,
                 )
             (DATA / f"{name}_opset{opset}.onnx").write_bytes(buf.getvalue())
         print(name, loss.item())

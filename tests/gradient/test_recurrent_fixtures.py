@@ -2,7 +2,9 @@
 
 ``make_recurrent_fixtures.py`` (run with torch) stored each export (classic exporter, opsets
 14 and 17: 2-layer bidirectional LSTM with batch_first and learned initial states, 2-layer
-bidirectional GRU, RNN with tanh and relu) and torch's loss and gradients. Our pass
+bidirectional GRU, RNN with tanh and relu; a scripted model whose Python branch is exported
+as If, fed to take each branch, and whose loop over the batch size is exported as Loop)
+and torch's loss and gradients. Our pass
 differentiates the export with respect to every parameter and the input, and the result
 must match torch's ``.grad`` to float32 precision.
 """
@@ -21,7 +23,7 @@ CASES = sorted(p.stem for p in DATA.glob("*_opset*.onnx"))
 
 
 def test_fixtures_present() -> None:
-    assert len(CASES) >= 8, f"expected the recurrent torch fixtures in {DATA}; run make_recurrent_fixtures.py"
+    assert len(CASES) >= 12, f"expected the recurrent torch fixtures in {DATA}; run make_recurrent_fixtures.py"
 
 
 @pytest.mark.parametrize("case", CASES)
