@@ -152,3 +152,44 @@ LOOP_CASES = [
 @pytest.mark.parametrize("case", LOOP_CASES, ids=lambda c: c.name)
 def test_loop_rule(case: Case) -> None:
     check_gradient(case)
+
+
+# nesting: an If inside a Scan body, its branches reading the body's state and outer weights
+_NESTED_BODY = oh.make_graph(
+    [
+        node(
+            "If",
+            ["flag"],
+            ["h_next"],
+            then_branch=_branch(
+                "nt", [node("MatMul", ["h", "W"], ["nt1"]), node("Tanh", ["nt1"], ["nt_out"])], "nt_out"
+            ),
+            else_branch=_branch("ne", [node("Mul", ["h", "s"], ["ne_out"])], "ne_out"),
+        ),
+        node("Add", ["h_next", "xt"], ["yt"]),
+    ],
+    "nested_body",
+    [vi("h", [2, 3]), vi("xt", [2, 3])],
+    [vi("h_next", [2, 3]), vi("yt", [2, 3])],
+)
+
+
+def _nested(name: str, flag: bool) -> Case:
+    return Case(
+        name,
+        [
+            node("Scan", ["h0", "x"], ["h_final", "ys"], body=_NESTED_BODY, num_scan_inputs=1),
+            node("Mul", ["ys", "ys"], ["y2"]),
+            node("ReduceSum", ["y2"], ["loss"], keepdims=0),
+        ],
+        {"h0": rnd(2, 3), "x": rnd(3, 2, 3), "W": rnd(3, 3) * 0.5, "s": rnd(2, 3), "flag": np.array(flag)},
+        ["h0", "x", "W", "s"],
+    )
+
+
+NESTED_CASES = [_nested("Scan_If_then", True), _nested("Scan_If_else", False)]
+
+
+@pytest.mark.parametrize("case", NESTED_CASES, ids=lambda c: c.name)
+def test_if_nested_in_scan(case: Case) -> None:
+    check_gradient(case)
