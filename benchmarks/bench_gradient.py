@@ -120,6 +120,29 @@ def mlp_model(batch: int = 64, sizes: tuple[int, ...] = (784, 512, 256, 10)) -> 
     return model, [i.name for i in model.graph.input if i.name != "x"], "loss"
 
 
+def recurrent_model(
+    op: str, steps: int = 32, batch: int = 16, size: int = 32, hidden: int = 64
+) -> tuple[onnx.ModelProto, list[str], str]:
+    """One bidirectional LSTM or GRU layer, loss = mean(Y^2) + mean(Y_h)."""
+    f = TP.FLOAT
+    gates = {"LSTM": 4, "GRU": 3}[op]
+    inputs = [
+        oh.make_tensor_value_info("x", f, [steps, batch, size]),
+        oh.make_tensor_value_info("W", f, [2, gates * hidden, size]),
+        oh.make_tensor_value_info("R", f, [2, gates * hidden, hidden]),
+        oh.make_tensor_value_info("B", f, [2, 2 * gates * hidden]),
+    ]
+    nodes = [
+        oh.make_node(op, ["x", "W", "R", "B"], ["Y", "Y_h"], hidden_size=hidden, direction="bidirectional"),
+        oh.make_node("Mul", ["Y", "Y"], ["y2"]),
+        oh.make_node("ReduceMean", ["y2"], ["m1"], keepdims=0),
+        oh.make_node("ReduceMean", ["Y_h"], ["m2"], keepdims=0),
+        oh.make_node("Add", ["m1", "m2"], ["loss"]),
+    ]
+    model = _model(nodes, inputs, "loss")
+    return model, ["x", "W", "R", "B"], "loss"
+
+
 def cnn_model(batch: int = 16) -> tuple[onnx.ModelProto, list[str], str]:
     f = TP.FLOAT
     inputs = [
@@ -349,6 +372,8 @@ def main() -> None:
         "mlp": mlp_model,
         "cnn": cnn_model,
         "encoder": encoder_model,
+        "lstm": lambda: recurrent_model("LSTM"),
+        "gru": lambda: recurrent_model("GRU"),
     }
     rows = []
     per_op: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])

@@ -131,12 +131,13 @@ def test_x_only_inside_a_subgraph_names_the_node() -> None:
     then = oh.make_graph([oh.make_node("Neg", ["x"], ["t"])], "then", [], [_vi("t")])
     other = oh.make_graph([oh.make_node("Identity", ["w"], ["e"])], "else", [], [_vi("e")])
     nodes = [
-        oh.make_node("If", ["c"], ["r"], then_branch=then, else_branch=other, name="branch"),
+        # a custom op with subgraphs and no rule (If itself has one)
+        oh.make_node("MyIf", ["c"], ["r"], then_branch=then, else_branch=other, name="branch", domain="my.ops"),
         oh.make_node("Mul", ["r", "w"], ["y"]),
     ]
-    m = _model(nodes, [_vi("x"), _vi("w"), _vi("c", TP.BOOL, ())], [_vi("y")])
+    m = _model(nodes, [_vi("x"), _vi("w"), _vi("c", TP.BOOL, ())], [_vi("y")], domains=("my.ops",))
     with pytest.raises(
-        ol.GradientError, match=r"x='x' reaches y='y' only through the subgraph of node 'branch' \(If\)"
+        ol.GradientError, match=r"x='x' reaches y='y' only through the subgraph of node 'branch' \(MyIf\)"
     ):
         ol.GradientOfFunction(m, ["x", "w"], "y")
 

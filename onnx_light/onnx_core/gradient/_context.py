@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import GradientError
-from .._proto import NodeProto, TensorProto
-from ._fastpath import Fields, node_fields
+from .._proto import NodeProto, TensorProto, ValueInfoProto
+from ._fastpath import Fields, node_fields, value_type
 from ._types import UNKNOWN, ValueType
 
 if TYPE_CHECKING:
@@ -130,6 +130,44 @@ class GradContext:
         """Output ``i`` of the forward node, asked of the re-emitted node if the source
         omitted it (MaxPool's Indices, LayerNormalization's Mean and InvStdDev, ...)."""
         return self._pass.forward_output(self.node, i, self._index)
+
+    @property
+    def captured(self) -> list[str]:
+        """The outer-scope names the node's subgraphs read, each once; a rule may return
+        their gradients after its inputs' ones, in this order (If, Scan, Loop)."""
+        return self._pass.captured(self._index) if self._index is not None else []
+
+    def captured_needs_grad(self, name: str) -> bool:
+        """True when the captured value ``name`` lies on a path from a differentiated variable."""
+        return self._pass.depends(name)
+
+    @property
+    def registry(self) -> Any:
+        """The GradRegistry of the pass (to differentiate a subgraph with the same rules)."""
+        return self._pass.registry
+
+    def declare(self, name: str, info: ValueInfoProto, scan_axis: int | None = None) -> None:
+        """Records the type ``info`` declares as the type of ``name`` (an emitted value inference
+        cannot follow, e.g. a Scan output); ``scan_axis``: a dimension of unknown size is
+        inserted there (a stacked scan output)."""
+        t = value_type(info)
+        if t is None:
+            return
+        if scan_axis is not None and t.shape is not None:
+            dims = list(t.shape)
+            axis = scan_axis % (len(dims) + 1)
+            t = ValueType(t.dtype, (*dims[:axis], None, *dims[axis:]))
+        self._pass.types[name] = t
+        self._pass.declared_outputs.append(name)
+
+    def emit_nodes(self, nodes: Sequence[NodeProto]) -> None:
+        """Appends ready-made nodes (their names fresh, see ``fresh_name``) to the backward graph."""
+        for node in nodes:
+            self._pass.push_node(node)
+
+    def fresh_name(self, prefix: str) -> str:
+        """A name not used anywhere in the source or the backward graph (for subgraph values)."""
+        return self._pass.new_name(prefix)
 
     def needs_grad(self, i: int) -> bool:
         """True when input ``i`` lies on a path from a differentiated variable."""

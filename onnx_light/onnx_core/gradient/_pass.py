@@ -25,6 +25,7 @@ from .._errors import GradientError
 from .._proto import (
     AttributeProto,
     FunctionProto,
+    GraphProto,
     NodeProto,
     TensorProto,
     ValueInfoProto,
@@ -139,6 +140,10 @@ class _GradientPass:
         self._index_of: dict[int, int] = {}
         self._producer: dict[str, int] = {}
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
+        #: emitted values whose types rules declared (written to the result's value_info)
+        self.declared_outputs: list[str] = []
+        #: the values that depend differentiably on an x (set by the reverse walk)
+        self._diff: dict[str, int] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
 
@@ -180,9 +185,27 @@ class _GradientPass:
         else:
             outs = [self.new_name(prefix) for _ in range(n_outputs)]
             node_outs = list(outs)
-        self.backward.append(new_node(op_type, inputs, node_outs, domain, _attributes(attrs) if attrs else None))
-        self._backward_io.append((inputs, node_outs, domain))  # what _push records, inline: the hot path
+        node = new_node(op_type, inputs, node_outs, domain, _attributes(attrs) if attrs else None)
+        self.backward.append(node)
+        reads = inputs
+        if attrs and any(isinstance(v, GraphProto) for v in attrs.values()):
+            reads = inputs + subgraph_inputs(node)  # a body's outer-scope names are read too
+        self._backward_io.append((reads, node_outs, domain))  # what _push records, inline: the hot path
         return outs
+
+    def push_node(self, node: NodeProto) -> None:
+        """Appends a ready-made backward node (what it reads in subgraphs included)."""
+        _, domain, inputs, outputs, attributes = node_fields(node)
+        self._push(node, _reads(node, list(inputs), attributes), list(outputs), domain)
+
+    def captured(self, i: int) -> list[str]:
+        """The outer-scope names forward node ``i``'s subgraphs read, each once, in order."""
+        n_in = len(self._fields[i][2])
+        return list(dict.fromkeys(n for n in self._reads[i][n_in:] if n))
+
+    def depends(self, name: str) -> bool:
+        """True when ``name`` depends differentiably on an x (during the reverse walk)."""
+        return name in self._diff
 
     def _push(self, node: NodeProto, reads: list[str], outputs: list[str], domain: str) -> None:
         self.backward.append(node)
@@ -561,6 +584,7 @@ class _GradientPass:
         nodes = self.nodes
         fields = self._fields
         self.types[self.dy] = self.types.get(self.y, UNKNOWN)
+        self._diff = diff
         grads: dict[str, list[str]] = {self.y: [self.dy]}
         # a node whose outputs carry no gradient (none depends on an x differentiably,
         # or nothing flowed back to them) is passed over
@@ -725,12 +749,16 @@ class _GradientPass:
         result = list(result)
         inputs = fields[2]
         n_in = len(inputs)
+        out = []
         if len(result) > n_in:
-            if any(g is not None for g in result[n_in:]):
+            # gradients past the inputs' are those of the captured outer-scope values
+            captured = self.captured(i)
+            extra = result[n_in:]
+            if len(extra) > len(captured) and any(g is not None for g in extra[len(captured) :]):
                 raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
+            out = [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff]
             del result[n_in:]
         n_result = len(result)
-        out = []
         if rule.broadcast:
             types_get = self.types.get
             frm = fields[3][0]
@@ -830,7 +858,7 @@ class _GradientPass:
         # wrapping it as a model) starts from known shapes
         types_get = self.types.get
         value_info = fn.value_info
-        for name in fn.input:
+        for name in [*fn.input, *self.declared_outputs]:
             t = types_get(name)
             if t is not None and t.dtype:
                 value_info.append(make_tensor_value_info(name, t.dtype, t.shape))

@@ -1,0 +1,296 @@
+"""RNN, GRU and LSTM lowered to standard ops: one MatMul projection and one Scan per direction.
+
+The cell equations are the spec's (gates iofc for LSTM, zrh for GRU); activations
+become their ONNX ops (Affine and ScaledTanh as Mul/Add), ``clip`` a Clip on every
+activation's input (not LSTM's h, which acts on the cell state), ``sequence_lens`` a
+per-step mask (a padded step keeps the state and outputs zeros) and, for the reverse
+direction, a reordering of each entry's valid steps (GatherElements, its own inverse).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...onnx_core import GraphProto, NodeProto, helper
+from ...onnx_core.gradient import GradContext
+
+__all__ = ["lower_recurrent"]
+
+#: activation name (lower case) -> (ONNX op or None, number of parameters, default alpha, beta)
+_ACTS: dict[str, tuple[str | None, int, float, float]] = {
+    "relu": ("Relu", 0, 0.0, 0.0),
+    "tanh": ("Tanh", 0, 0.0, 0.0),
+    "sigmoid": ("Sigmoid", 0, 0.0, 0.0),
+    "affine": (None, 2, 0.0, 0.0),
+    "leakyrelu": ("LeakyRelu", 1, 0.01, 0.0),
+    "thresholdedrelu": ("ThresholdedRelu", 1, 1.0, 0.0),
+    "scaledtanh": (None, 2, 0.0, 0.0),
+    "hardsigmoid": ("HardSigmoid", 2, 0.2, 0.5),
+    "elu": ("Elu", 1, 1.0, 0.0),
+    "softsign": ("Softsign", 0, 0.0, 0.0),
+    "softplus": ("Softplus", 0, 0.0, 0.0),
+}
+_DEFAULTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+class _Nodes:
+    """A node list whose values get fresh names of the outer pass."""
+
+    def __init__(self, ctx: GradContext, dtype: int) -> None:
+        self.ctx, self.dtype = ctx, dtype
+        self.nodes: list[NodeProto] = []
+        #: the types of values inference cannot follow (Scan's outputs)
+        self.infos: list[Any] = []
+
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        name = self.ctx.fresh_name(f"rnn_{op_type}")
+        self.nodes.append(helper.make_node(op_type, list(inputs), [name], **attrs))
+        return name
+
+    def const(self, value: Any, dtype: int | None = None) -> str:
+        dt = dtype or self.dtype
+        arr = np.asarray(value, helper.tensor_dtype_to_np_dtype(dt))
+        return self.op("Constant", value=helper.make_tensor("c", dt, arr.shape, arr.tobytes(), raw=True))
+
+    def ints(self, *values: int) -> str:
+        return self.const(list(values), 7)
+
+
+def _activations(ctx: GradContext, n_dirs: int) -> list[tuple[str, float, float]]:
+    names = ctx.attr("activations") or list(_DEFAULTS[ctx.node.op_type]) * n_dirs
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    alphas, betas = list(ctx.attr("activation_alpha") or ()), list(ctx.attr("activation_beta") or ())
+    out = []
+    for name in names:
+        key = name.lower()
+        if key not in _ACTS:
+            raise ctx.error(f"activation {name!r} is not one of {sorted(_ACTS)}")
+        _, n_params, a, b = _ACTS[key]
+        if n_params >= 1 and alphas:
+            a = float(alphas.pop(0))
+        if n_params == 2 and betas:
+            b = float(betas.pop(0))
+        out.append((key, a, b))
+    return out
+
+
+def _act(g: _Nodes, act: tuple[str, float, float], x: str, clip: float | None) -> str:
+    key, a, b = act
+    if clip is not None:
+        x = g.op("Clip", x, g.const(-clip), g.const(clip))
+    op, n_params, _, _ = _ACTS[key]
+    if key == "affine":
+        return g.op("Add", g.op("Mul", x, g.const(a)), g.const(b))
+    if key == "scaledtanh":
+        return g.op("Mul", g.op("Tanh", g.op("Mul", x, g.const(b))), g.const(a))
+    assert op is not None
+    params = {"alpha": a} if n_params >= 1 else {}
+    if n_params == 2:
+        params["beta"] = b
+    return g.op(op, x, **params)
+
+
+def _cols(g: _Nodes, v: str, start: int, stop: int, axis: int = -1) -> str:
+    return g.op("Slice", v, g.ints(start), g.ints(stop), g.ints(axis))
+
+
+def _cell(
+    g: _Nodes, kind: str, hid: int, acts: list[tuple[str, float, float]], cap: dict[str, str], ctx: GradContext
+) -> tuple[list[str], list[str], str]:
+    """The body's nodes: (state inputs, state outputs, scan input xt); returns names."""
+    clip = ctx.attr("clip")
+    h = g.ctx.fresh_name("h")
+    xt = g.ctx.fresh_name("xt")
+    rec = g.op("MatMul", h, cap["Rt"])
+    if kind == "RNN":
+        return [h], [_act(g, acts[0], g.op("Add", xt, rec), clip)], xt
+    if kind == "GRU":
+        if "Rb" in cap:
+            rb = cap["Rb"]
+            rec_zr = g.op("Add", _cols(g, rec, 0, 2 * hid), _cols(g, rb, 0, 2 * hid))
+        else:
+            rec_zr = _cols(g, rec, 0, 2 * hid)
+        zr = g.op("Add", _cols(g, xt, 0, 2 * hid), rec_zr)
+        z = _act(g, acts[0], _cols(g, zr, 0, hid), clip)
+        r = _act(g, acts[0], _cols(g, zr, hid, 2 * hid), clip)
+        rh = _cols(g, cap["Rt"], 2 * hid, 3 * hid)
+        if ctx.attr("linear_before_reset", 0):
+            hr = g.op("MatMul", h, rh)
+            if "Rb" in cap:
+                hr = g.op("Add", hr, _cols(g, cap["Rb"], 2 * hid, 3 * hid))
+            inner = g.op("Mul", r, hr)
+        else:
+            inner = g.op("MatMul", g.op("Mul", r, h), rh)
+            if "Rb" in cap:
+                inner = g.op("Add", inner, _cols(g, cap["Rb"], 2 * hid, 3 * hid))
+        cand = _act(g, acts[1], g.op("Add", _cols(g, xt, 2 * hid, 3 * hid), inner), clip)
+        one_minus_z = g.op("Sub", g.const(1.0), z)
+        return [h], [g.op("Add", g.op("Mul", one_minus_z, cand), g.op("Mul", z, h))], xt
+    c = g.ctx.fresh_name("c")
+    gates = g.op("Add", xt, rec)
+    pre_i, pre_o, pre_f = (_cols(g, gates, k * hid, (k + 1) * hid) for k in range(3))
+    if "P" in cap:
+        pre_i = g.op("Add", pre_i, g.op("Mul", _cols(g, cap["P"], 0, hid), c))
+        pre_f = g.op("Add", pre_f, g.op("Mul", _cols(g, cap["P"], 2 * hid, 3 * hid), c))
+    i = _act(g, acts[0], pre_i, clip)
+    f = g.op("Sub", g.const(1.0), i) if ctx.attr("input_forget", 0) else _act(g, acts[0], pre_f, clip)
+    cand = _act(g, acts[1], _cols(g, gates, 3 * hid, 4 * hid), clip)
+    c_new = g.op("Add", g.op("Mul", f, c), g.op("Mul", i, cand))
+    if "P" in cap:
+        pre_o = g.op("Add", pre_o, g.op("Mul", _cols(g, cap["P"], hid, 2 * hid), c_new))
+    o = _act(g, acts[0], pre_o, clip)
+    h_new = g.op("Mul", o, _act(g, acts[2], c_new, None))
+    return [h, c], [h_new, c_new], xt
+
+
+def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[str], list[Any]]:
+    """Nodes computing the node's outputs from its inputs.
+
+    Returns:
+        The nodes, the names of Y, Y_h, Y_c ("" for Y_c of RNN and GRU), the node's eight
+        inputs ("" where absent) and the types of the values inference cannot follow.
+    """
+    kind = ctx.node.op_type
+    x, w = ctx.input(0), ctx.input(1)
+    dtype = ctx.dtype(x) or ctx.dtype(w) or 1
+    g = _Nodes(ctx, dtype)
+    layout = int(ctx.attr("layout", 0))
+    direction = ctx.attr("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+    reverse = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[direction]
+    w_shape = ctx.shape(w)
+    hid = int(ctx.attr("hidden_size") or (w_shape[1] // _GATES[kind] if w_shape and w_shape[1] else 0))
+    if not hid:
+        raise ctx.error("needs hidden_size (the attribute, or a static shape of W)")
+    acts = _activations(ctx, len(reverse))
+    n_acts = len(_DEFAULTS[kind])
+    xs = g.op("Transpose", x, perm=[1, 0, 2]) if layout else x
+    h0_all = ctx.input(5)
+    c0_all = ctx.input(6) if kind == "LSTM" else ""
+    if layout:
+        h0_all = g.op("Transpose", h0_all, perm=[1, 0, 2]) if h0_all else ""
+        c0_all = g.op("Transpose", c0_all, perm=[1, 0, 2]) if c0_all else ""
+    mask, order = _masks(g, xs, ctx.input(4), any(reverse))
+    ys, hs, cs = [], [], []
+    for d, rev in enumerate(reverse):
+        y, hc = _direction(
+            g, ctx, kind, hid, d, rev, acts[d * n_acts : (d + 1) * n_acts], xs, h0_all, c0_all, mask, order
+        )
+        ys.append(g.op("Unsqueeze", y, g.ints(1)))
+        hs.append(g.op("Unsqueeze", hc[0], g.ints(0)))
+        if kind == "LSTM":
+            cs.append(g.op("Unsqueeze", hc[1], g.ints(0)))
+    y_all = g.op("Concat", *ys, axis=1)
+    h_all = g.op("Concat", *hs, axis=0)
+    c_all = g.op("Concat", *cs, axis=0) if cs else ""
+    if layout:
+        y_all = g.op("Transpose", y_all, perm=[2, 0, 1, 3])
+        h_all = g.op("Transpose", h_all, perm=[1, 0, 2])
+        c_all = g.op("Transpose", c_all, perm=[1, 0, 2]) if c_all else ""
+    return g.nodes, [y_all, h_all, c_all], [ctx.input(i) for i in range(8)], g.infos
+
+
+def _masks(g: _Nodes, xs: str, lens: str, reverse: bool) -> tuple[str, str]:
+    """The float mask [T, B, 1] of valid steps and the reversal index [T, B, 1] ("" without lens)."""
+    if not lens:
+        return "", ""
+    shape = g.op("Shape", xs)
+    steps = g.op("Squeeze", _cols(g, shape, 0, 1, 0), g.ints(0))
+    t = g.op("Unsqueeze", g.op("Range", g.const(0, 7), steps, g.const(1, 7)), g.ints(1))
+    lens64 = g.op("Unsqueeze", g.op("Cast", lens, to=7), g.ints(0))
+    active = g.op("Less", t, lens64)
+    mask = g.op("Unsqueeze", g.op("Cast", active, to=g.dtype), g.ints(2))
+    order = ""
+    if reverse:
+        back = g.op("Sub", g.op("Sub", lens64, g.const(1, 7)), t)
+        order = g.op("Unsqueeze", g.op("Where", active, back, t), g.ints(2))
+    return mask, order
+
+
+def _reorder(g: _Nodes, v: str, order: str) -> str:
+    """Each entry's valid steps reversed along axis 0 (the index is its own inverse)."""
+    index = g.op("Expand", order, g.op("Shape", v))
+    return g.op("GatherElements", v, index, axis=0)
+
+
+def _direction(
+    g: _Nodes,
+    ctx: GradContext,
+    kind: str,
+    hid: int,
+    d: int,
+    rev: bool,
+    acts: list[tuple[str, float, float]],
+    xs: str,
+    h0_all: str,
+    c0_all: str,
+    mask: str,
+    order: str,
+) -> tuple[str, list[str]]:
+    """One direction's Scan: returns its Y [T, B, H] and final states."""
+    di = g.const(d, 7)
+    n_g = _GATES[kind]
+    wd = g.op("Gather", ctx.input(1), di, axis=0)
+    proj = g.op("MatMul", xs, g.op("Transpose", wd, perm=[1, 0]))
+    cap = {"Rt": g.op("Transpose", g.op("Gather", ctx.input(2), di, axis=0), perm=[1, 0])}
+    if ctx.input(3):
+        bd = g.op("Gather", ctx.input(3), di, axis=0)
+        wb, rb = _cols(g, bd, 0, n_g * hid), _cols(g, bd, n_g * hid, 2 * n_g * hid)
+        proj = g.op("Add", proj, wb)
+        if kind == "GRU":
+            cap["Rb"] = rb
+        else:
+            proj = g.op("Add", proj, rb)
+    if kind == "LSTM" and ctx.input(7):
+        cap["P"] = g.op("Gather", ctx.input(7), di, axis=0)
+    if rev and order:
+        proj = _reorder(g, proj, order)
+    batch = _cols(g, g.op("Shape", xs), 1, 2, 0)
+    zeros = g.op("ConstantOfShape", g.op("Concat", batch, g.ints(hid), axis=0), value=_zero(g.dtype))
+    init = [g.op("Gather", h0_all, di, axis=0) if h0_all else zeros]
+    if kind == "LSTM":
+        init.append(g.op("Gather", c0_all, di, axis=0) if c0_all else zeros)
+    body = _Nodes(ctx, g.dtype)
+    s_in, s_out, xt = _cell(body, kind, hid, acts, cap, ctx)
+    b_inputs = [xt]
+    y_t = s_out[0]
+    if mask:
+        mt = ctx.fresh_name("mask")
+        b_inputs.append(mt)
+        s_out = [body.op("Add", s, body.op("Mul", mt, body.op("Sub", o, s))) for s, o in zip(s_in, s_out)]
+        y_t = body.op("Mul", mt, y_t)
+    y_t = body.op("Identity", y_t)
+    infos = [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in s_in]
+    infos += [helper.make_tensor_value_info(xt, g.dtype, [None, n_g * hid])]
+    if mask:
+        infos.append(helper.make_tensor_value_info(b_inputs[1], g.dtype, [None, 1]))
+    outs = [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in [*s_out, y_t]]
+    graph: GraphProto = helper.make_graph(body.nodes, f"{kind.lower()}_cell", infos, outs)
+    scanned = [proj, mask] if mask else [proj]
+    flip = rev and not order
+    results = [ctx.fresh_name("rnn_scan") for _ in range(len(init) + 1)]
+    g.nodes.append(
+        helper.make_node(
+            "Scan",
+            [*init, *scanned],
+            results,
+            body=graph,
+            num_scan_inputs=len(scanned),
+            scan_input_directions=[int(flip)] * len(scanned),
+            scan_output_directions=[int(flip)],
+        )
+    )
+    g.infos += [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in results[:-1]]
+    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [None, None, hid]))
+    y = results[-1]
+    if rev and order:
+        y = _reorder(g, y, order)
+    return y, results[:-1]
+
+
+def _zero(dtype: int) -> Any:
+    arr = np.zeros((1,), helper.tensor_dtype_to_np_dtype(dtype))
+    return helper.make_tensor("zero", dtype, [1], arr.tobytes(), raw=True)

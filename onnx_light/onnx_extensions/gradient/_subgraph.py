@@ -1,0 +1,115 @@
+"""The vector-Jacobian product of a subgraph, as nodes to nest in a backward If or Scan body.
+
+A body computing outputs ``out_k`` from its inputs and from captured outer-scope values
+is differentiated by our own pass: the loss ``L = sum_k ReduceSum(dy_k * out_k)``
+(``dy_k`` the seeds) is appended to its nodes and ``GradientOfNodes`` differentiates
+it with respect to the chosen values, with the outer pass's registry. The result's
+local names (every value its nodes produce, and the names given in ``local``) are
+renamed to fresh names of the outer pass, so nothing shadows an outer-scope value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
+from ...onnx_core.gradient import GradContext, GradientOfNodes
+
+__all__ = ["vjp_nodes", "elem_type", "renamed_nodes", "tensor_info"]
+
+
+def elem_type(info: ValueInfoProto) -> int:
+    """The element type a ValueInfoProto declares (0 when it declares none)."""
+    if not info.HasField("type") or not info.type.HasField("tensor_type"):
+        return 0
+    return int(info.type.tensor_type.elem_type)
+
+
+def tensor_info(name: str, like: ValueInfoProto) -> ValueInfoProto:
+    """A copy of ``like`` under ``name``."""
+    info = ValueInfoProto()
+    info.CopyFrom(like)
+    info.name = name
+    return info
+
+
+def vjp_nodes(
+    ctx: GradContext,
+    nodes: Sequence[NodeProto],
+    seeds: Sequence[tuple[str, str]],
+    xs: Sequence[str],
+    types: Iterable[ValueInfoProto],
+    local: Iterable[str] = (),
+    dtype: int = 0,
+) -> tuple[list[NodeProto], list[str], dict[str, str], list[ValueInfoProto]]:
+    """The nodes computing ``d<sum_k dy_k * out_k>/dx`` for each x in ``xs``.
+
+    Args:
+        ctx: the outer rule's context (fresh names, registry, opset).
+        nodes: the subgraph's nodes.
+        seeds: ``(out_k, dy_k)`` pairs; every ``out_k`` has one float dtype.
+        xs: the values to differentiate with respect to (subgraph inputs or outer values).
+        types: the known types of the subgraph's inputs, seeds and outer values.
+        local: names defined by the enclosing body (its inputs): renamed too.
+        dtype: the outputs' float type, when ``types`` does not tell it.
+
+    Returns:
+        The renamed nodes, the renamed name of each gradient, the renaming, and the types
+        the inner pass declared for values inference cannot follow (renamed).
+    """
+    types = list(types)
+    dtypes = {elem_type(t) for t in types if t.name in {o for o, _ in seeds}} - {0}
+    if len(dtypes) > 1:
+        raise ctx.error(f"the subgraph outputs that receive gradients have several float types {sorted(dtypes)}")
+    dtype = dtypes.pop() if dtypes else dtype or ctx.dtype(seeds[0][1]) or ctx.dtype(xs[0]) or 1
+    loss: list[NodeProto] = []
+    terms = []
+    for out, dy in seeds:
+        prod, term = ctx.fresh_name("vjp_mul"), ctx.fresh_name("vjp_sum")
+        loss.append(helper.make_node("Mul", [dy, out], [prod]))
+        loss.append(helper.make_node("ReduceSum", [prod], [term], keepdims=0))
+        terms.append(term)
+    total = terms[0]
+    if len(terms) > 1:
+        total = ctx.fresh_name("vjp_loss")
+        loss.append(helper.make_node("Sum", terms, [total]))
+    fn = GradientOfNodes(
+        [*nodes, *loss], list(xs), total, registry=ctx.registry, allow_unused=True, opset=ctx.opset, value_info=types
+    )
+    seed = fn.input[-1]
+    one = helper.make_tensor("one", dtype, [], np.ones((), helper.tensor_dtype_to_np_dtype(dtype)).tobytes(), raw=True)
+    body = [helper.make_node("Constant", [], [seed], value=one), *fn.node]
+    produced = {o for n in body for o in n.output if o} | set(local)
+    rename = {name: ctx.fresh_name(name) for name in sorted(produced)}
+    declared = [tensor_info(rename[vi.name], vi) for vi in fn.value_info if vi.name in rename]
+    return renamed_nodes(body, rename), [rename.get(o, o) for o in fn.output], rename, declared
+
+
+def renamed_nodes(nodes: Iterable[NodeProto], rename: dict[str, str]) -> list[NodeProto]:
+    """Copies of ``nodes`` with every name in ``rename`` replaced, inside subgraphs too."""
+    out = []
+    for node in nodes:
+        copy = NodeProto()
+        copy.CopyFrom(node)
+        _rename_node(copy, rename)
+        out.append(copy)
+    return out
+
+
+def _rename_node(node: NodeProto, rename: dict[str, str]) -> None:
+    node.input[:] = [rename.get(n, n) for n in node.input]
+    node.output[:] = [rename.get(n, n) for n in node.output]
+    for attr in node.attribute:
+        graphs: list[Any] = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for g in graphs:
+            _rename_graph(g, rename)
+
+
+def _rename_graph(graph: GraphProto, rename: dict[str, str]) -> None:
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        info.name = rename.get(info.name, info.name)
+    for node in graph.node:
+        _rename_node(node, rename)

@@ -1,0 +1,286 @@
+"""Rules for If and Scan: the backward is control flow of the same kind.
+
+If: an If on the same condition whose branches are each branch's vector-Jacobian
+product with respect to the outer-scope float values the branches read (a branch
+that does not read a value gives it zeros); only the taken branch runs.
+
+Scan (opset 9+): the forward Scan is re-emitted with extra scan outputs recording
+each iteration's input states (the tape); a backward Scan runs over it in reverse.
+Its state: the states' gradients and one accumulator per captured float value (the
+weights: O(|W|) memory); its scan inputs: the tape, the forward scan inputs and the
+scan outputs' gradients; its scan outputs: the scan inputs' gradients. Its body is
+the forward body's vector-Jacobian product, built by our own pass (``_subgraph``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...onnx_core import GraphProto, ValueInfoProto, helper
+from ...onnx_core.gradient import FLOAT_TYPES, GradContext
+from ._recurrent_lowering import lower_recurrent
+from ._subgraph import elem_type, tensor_info, vjp_nodes
+from ._table import rule
+
+Grads = list[str | None]
+
+
+def _outer_info(ctx: GradContext, name: str) -> ValueInfoProto:
+    t = ctx.type(name)
+    return helper.make_tensor_value_info(name, t.dtype, t.shape)
+
+
+def _float_captured(ctx: GradContext) -> list[str]:
+    """The captured outer values whose gradients are asked for."""
+    return [c for c in ctx.captured if ctx.captured_needs_grad(c) and ctx.dtype(c) in (0, *FLOAT_TYPES)]
+
+
+def _branch_vjp(ctx: GradContext, branch: GraphProto, wrt: list[str], name: str) -> GraphProto:
+    seeds = [(o.name, g) for o, g in zip(branch.output, ctx.output_grads) if g]
+    types = [_outer_info(ctx, n) for n in [*ctx.captured, *(g for _, g in seeds)]]
+    nodes, outs, _, _ = vjp_nodes(ctx, list(branch.node), seeds, wrt, [*types, *_declared(branch)])
+    infos = [tensor_info(o, _outer_info(ctx, c)) for o, c in zip(outs, wrt)]
+    return helper.make_graph(nodes, name, [], infos)
+
+
+def _declared(graph: GraphProto) -> list[ValueInfoProto]:
+    return [*graph.input, *graph.value_info, *graph.output]
+
+
+@rule("", "If")
+def if_grad(ctx: GradContext, dy: str) -> Grads:
+    """An If on the same condition: each branch computes its own VJP for the captured values."""
+    wrt = _float_captured(ctx)
+    if not wrt:
+        return [None]
+    then_b = _branch_vjp(ctx, ctx.attr("then_branch"), wrt, "then_vjp")
+    else_b = _branch_vjp(ctx, ctx.attr("else_branch"), wrt, "else_vjp")
+    outs = ctx.op.If(ctx.input(0), then_branch=then_b, else_branch=else_b, _outputs=len(wrt))
+    outs = [outs] if isinstance(outs, str) else outs
+    grads = dict(zip(wrt, outs))
+    return [None, *(grads.get(c) for c in ctx.captured)]
+
+
+class _ScanSpec:
+    """Scan's counts, axes and directions, with the spec's defaults filled in."""
+
+    def __init__(self, ctx: GradContext) -> None:
+        self.body: GraphProto = ctx.attr("body")
+        self.m = int(ctx.attr("num_scan_inputs"))
+        self.n = len(ctx.inputs) - self.m
+        self.k = len(self.body.output) - self.n
+        self.in_axes = list(ctx.attr("scan_input_axes") or [0] * self.m)
+        self.in_dirs = list(ctx.attr("scan_input_directions") or [0] * self.m)
+        self.out_axes = list(ctx.attr("scan_output_axes") or [0] * self.k)
+        self.out_dirs = list(ctx.attr("scan_output_directions") or [0] * self.k)
+
+    def is_float(self, j: int) -> bool:
+        return elem_type(self.body.input[j]) in FLOAT_TYPES
+
+
+def _tape(ctx: GradContext, spec: _ScanSpec) -> list[str]:
+    """The forward Scan again, with each iteration's input states as extra scan outputs."""
+    body = GraphProto()
+    body.CopyFrom(spec.body)
+    for j in range(spec.n):
+        state = spec.body.input[j]
+        name = ctx.fresh_name(f"tape_{state.name}")
+        body.node.append(helper.make_node("Identity", [state.name], [name]))
+        body.output.append(tensor_info(name, state))
+    outs = ctx.op.Scan(
+        *ctx.inputs,
+        body=body,
+        num_scan_inputs=spec.m,
+        scan_input_axes=spec.in_axes or None,
+        scan_input_directions=spec.in_dirs or None,
+        scan_output_axes=[*spec.out_axes, *[0] * spec.n] or None,
+        scan_output_directions=[*spec.out_dirs, *[0] * spec.n] or None,
+        _outputs=spec.n + spec.k + spec.n,
+    )
+    tape = list(outs[spec.n + spec.k :])
+    for name, state in zip(tape, spec.body.input):
+        ctx.declare(name, state, scan_axis=0)
+    return tape
+
+
+def _backward_body(
+    ctx: GradContext, spec: _ScanSpec, states: list[int], scans: list[int], outs: list[int], wrt: list[str]
+) -> tuple[GraphProto, list[str]]:
+    """The backward Scan's body: (dstates, accumulators; tape, xs, dys) -> (dstates, accumulators; dxs)."""
+    body = spec.body
+    ds = {j: ctx.fresh_name(f"d_{body.output[j].name}") for j in states}
+    dys = {k: ctx.fresh_name(f"d_{body.output[spec.n + k].name}") for k in outs}
+    acc = {c: ctx.fresh_name(f"acc_{c}") for c in wrt}
+    seeds = [(body.output[j].name, ds[j]) for j in states]
+    seeds += [(body.output[spec.n + k].name, dys[k]) for k in outs]
+    types = [*_declared(body), *(_outer_info(ctx, c) for c in ctx.captured)]
+    types += [tensor_info(ds[j], body.output[j]) for j in states]
+    types += [tensor_info(dys[k], body.output[spec.n + k]) for k in outs]
+    xs = [body.input[j].name for j in states] + [body.input[spec.n + m].name for m in scans] + wrt
+    local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
+    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    ns, nx = len(states), len(scans)
+    g_states, g_scans, g_wrt = grads[:ns], grads[ns : ns + nx], grads[ns + nx :]
+    new_acc = []
+    for c, g in zip(wrt, g_wrt):
+        total = ctx.fresh_name(f"acc_{c}")
+        nodes.append(helper.make_node("Add", [acc[c], g], [total]))
+        new_acc.append(total)
+    inputs = [tensor_info(rename[ds[j]], body.output[j]) for j in states]
+    inputs += [tensor_info(acc[c], _outer_info(ctx, c)) for c in wrt]
+    inputs += [tensor_info(rename[i.name], i) for i in body.input]
+    inputs += [tensor_info(rename[dys[k]], body.output[spec.n + k]) for k in outs]
+    outputs = [tensor_info(g, body.input[j]) for g, j in zip(g_states, states)]
+    outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
+    outputs += [tensor_info(g, body.input[spec.n + m]) for g, m in zip(g_scans, scans)]
+    return helper.make_graph(nodes, "scan_vjp", inputs, outputs), [i.name for i in inputs]
+
+
+@rule("", "Scan", since=9)
+def scan_grad(ctx: GradContext, dy: str) -> Grads:
+    """A backward Scan over the tape of input states, in reverse iteration order."""
+    spec = _ScanSpec(ctx)
+    n, m = spec.n, spec.m
+    states = [j for j in range(n) if spec.is_float(j)]
+    scans = [i for i in range(m) if ctx.needs_grad(n + i) and spec.is_float(n + i)]
+    outs = [k for k in range(spec.k) if ctx.output_grads[n + k]]
+    wrt = _float_captured(ctx)
+    if not (states or scans or wrt):
+        return [None] * (n + m)
+    body, _ = _backward_body(ctx, spec, states, scans, outs, wrt)
+    tape = _tape(ctx, spec)
+    init: list[Any] = [ctx.output_grads[j] or ctx.zeros_like(ctx.input(j)) for j in states]
+    init += [ctx.zeros_like(c) for c in wrt]
+    xs = [*tape, *ctx.inputs[n:], *(ctx.output_grads[n + k] for k in outs)]
+    results = ctx.op.Scan(
+        *init,
+        *xs,
+        body=body,
+        num_scan_inputs=len(xs),
+        scan_input_axes=[*[0] * n, *spec.in_axes, *(spec.out_axes[k] for k in outs)],
+        scan_input_directions=[*[1] * n, *(1 - d for d in spec.in_dirs), *(1 - spec.out_dirs[k] for k in outs)],
+        scan_output_axes=[spec.in_axes[i] for i in scans] or None,
+        scan_output_directions=[1 - spec.in_dirs[i] for i in scans] or None,
+        _outputs=len(states) + len(wrt) + len(scans),
+    )
+    results = [results] if isinstance(results, str) else list(results)
+    infos = [*(spec.body.input[j] for j in states), *(_outer_info(ctx, c) for c in wrt)]
+    for name, info in zip(results, infos):
+        ctx.declare(name, info)
+    for name, i in zip(results[len(infos) :], scans):
+        ctx.declare(name, spec.body.input[n + i], scan_axis=spec.in_axes[i])
+    grads: Grads = [None] * (n + m)
+    for j, g in zip(states, results):
+        grads[j] = g
+    w_grads = dict(zip(wrt, results[len(states) : len(states) + len(wrt)]))
+    for i, g in zip(scans, results[len(states) + len(wrt) :]):
+        grads[n + i] = g
+    return [*grads, *(w_grads.get(c) for c in ctx.captured)]
+
+
+@rule("", "RNN", "GRU", "LSTM", nondiff=(4,))
+def recurrent_grad(ctx: GradContext, dy: str) -> Grads:
+    """The node lowered to one Scan per direction (see ``_recurrent_lowering``), differentiated
+    by our own pass: a backward Scan in reverse time whose state accumulates W, R, B and P's
+    gradients."""
+    nodes, outs, inputs, infos = lower_recurrent(ctx)
+    seeds = [(o, g) for o, g in zip(outs, ctx.output_grads) if g and o]
+    wrt = [name for k, name in enumerate(inputs) if name and k != 4 and ctx.needs_grad(k)]
+    types = [_outer_info(ctx, n) for n in dict.fromkeys([*(i for i in inputs if i), *(g for _, g in seeds)])]
+    dtype = ctx.dtype(inputs[0]) or ctx.dtype(inputs[1])
+    body, grads, _, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
+    ctx.emit_nodes(body)
+    for info in declared:
+        ctx.declare(info.name, info)
+    by_name = dict(zip(wrt, grads))
+    return [by_name.get(name) if name and k != 4 else None for k, name in enumerate(ctx.inputs)]
+
+
+def _loop_tape(ctx: GradContext, body: GraphProto, n: int) -> tuple[list[str], str]:
+    """The forward Loop again, recording each iteration's carried inputs and counting iterations."""
+    tape_body = GraphProto()
+    tape_body.CopyFrom(body)
+    for info in [body.input[0], *body.input[2 : 2 + n]]:
+        name = ctx.fresh_name(f"tape_{info.name}")
+        tape_body.node.append(helper.make_node("Identity", [info.name], [name]))
+        tape_body.output.append(tensor_info(name, info))
+    k = len(body.output) - 1 - n
+    outs = ctx.op.Loop(*ctx.inputs, body=tape_body, _outputs=n + k + 1 + n)
+    outs = [outs] if isinstance(outs, str) else list(outs)
+    counter, tape = outs[n + k], outs[n + k + 1 :]
+    for name, info in zip([counter, *tape], [body.input[0], *body.input[2 : 2 + n]]):
+        ctx.declare(name, info, scan_axis=0)
+    return tape, counter
+
+
+@rule("", "Loop", nondiff=(0, 1))
+def loop_grad(ctx: GradContext, dy: str) -> Grads:
+    """A backward Loop over the recorded iterations, reading the tape backwards (Gather at T-1-i)."""
+    body: GraphProto = ctx.attr("body")
+    n = len(ctx.inputs) - 2
+    k = len(body.output) - 1 - n
+    carried = [j for j in range(n) if elem_type(body.input[2 + j]) in FLOAT_TYPES]
+    outs = [s for s in range(k) if ctx.output_grads[n + s]]
+    wrt = _float_captured(ctx)
+    if not (carried or wrt):
+        return [None] * len(ctx.inputs)
+    tape, counter = _loop_tape(ctx, body, n)
+    steps = ctx.op.Squeeze(ctx.op.Shape(counter, start=0, end=1), ctx.ints([0]))
+    last = ctx.op.Sub(steps, ctx.ints(1))
+    loop_body = _loop_backward_body(ctx, body, n, carried, outs, wrt, tape, last)
+    init = [ctx.output_grads[j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
+    init += [ctx.zeros_like(c) for c in wrt]
+    results = ctx.op.Loop(steps, "", *init, body=loop_body, _outputs=len(init))
+    results = [results] if isinstance(results, str) else list(results)
+    for name, src in zip(results, [*(ctx.input(2 + j) for j in carried), *wrt]):
+        ctx.declare(name, _outer_info(ctx, src))
+    grads: Grads = [None] * len(ctx.inputs)
+    for j, g in zip(carried, results):
+        grads[2 + j] = g
+    w_grads = dict(zip(wrt, results[len(carried) :]))
+    return [*grads, *(w_grads.get(c) for c in ctx.captured)]
+
+
+def _loop_backward_body(
+    ctx: GradContext,
+    body: GraphProto,
+    n: int,
+    carried: list[int],
+    outs: list[int],
+    wrt: list[str],
+    tape: list[str],
+    last: str,
+) -> GraphProto:
+    """(i, cond, dcarried, accumulators) -> (true, dcarried, accumulators), at iteration last - i."""
+    ds = {j: ctx.fresh_name(f"d_{body.output[1 + j].name}") for j in carried}
+    dys = {s: ctx.fresh_name(f"d_{body.output[1 + n + s].name}") for s in outs}
+    acc = {c: ctx.fresh_name(f"acc_{c}") for c in wrt}
+    seeds = [(body.output[1 + j].name, ds[j]) for j in carried] + [(body.output[1 + n + s].name, dys[s]) for s in outs]
+    types = [*_declared(body), *(_outer_info(ctx, c) for c in ctx.captured)]
+    types += [tensor_info(ds[j], body.output[1 + j]) for j in carried]
+    types += [tensor_info(dys[s], body.output[1 + n + s]) for s in outs]
+    xs = [body.input[2 + j].name for j in carried] + wrt
+    local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
+    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    i_name, cond_in = ctx.fresh_name("i"), ctx.fresh_name("cond")
+    idx = rename[body.input[0].name]
+    pre = [helper.make_node("Sub", [last, i_name], [idx])]
+    pre.append(helper.make_node("Identity", [cond_in], [rename[body.input[1].name]]))
+    for j in range(n):
+        pre.append(helper.make_node("Gather", [tape[j], idx], [rename[body.input[2 + j].name]], axis=0))
+    for s in outs:
+        pre.append(helper.make_node("Gather", [ctx.output_grads[n + s] or "", idx], [rename[dys[s]]], axis=0))
+    cond_out = ctx.fresh_name("cond")
+    post = [helper.make_node("Identity", [cond_in], [cond_out])]
+    new_acc = []
+    for c, g in zip(wrt, grads[len(carried) :]):
+        total = ctx.fresh_name(f"acc_{c}")
+        post.append(helper.make_node("Add", [acc[c], g], [total]))
+        new_acc.append(total)
+    inputs = [tensor_info(i_name, body.input[0]), tensor_info(cond_in, body.input[1])]
+    inputs += [tensor_info(rename[ds[j]], body.output[1 + j]) for j in carried]
+    inputs += [tensor_info(acc[c], _outer_info(ctx, c)) for c in wrt]
+    outputs = [tensor_info(cond_out, body.output[0])]
+    outputs += [tensor_info(g, body.input[2 + j]) for g, j in zip(grads, carried)]
+    outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
+    return helper.make_graph([*pre, *nodes, *post], "loop_vjp", inputs, outputs)

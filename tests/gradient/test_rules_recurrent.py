@@ -1,0 +1,94 @@
+"""Gradient rules for RNN, GRU and LSTM (lowered to Scan), checked by ``gradcheck.check_gradient``.
+
+One row per attribute that changes the lowering: directions, layout, sequence_lens
+(padded steps), initial states, peepholes, clip, activations with parameters,
+linear_before_reset, input_forget. Y, Y_h and Y_c all feed the loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import Case, check_gradient, check_in_onnxruntime, check_second_order
+from onnx import helper as oh
+
+_rng = np.random.default_rng(12)
+T, B, I, H = 3, 2, 3, 2
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape) * 0.6
+
+
+def _case(name: str, op: str, *, dirs: int = 1, layout: int = 0, lens: bool = False, **attrs: Any) -> Case:
+    g = _GATES[op]
+    inputs: dict[str, np.ndarray] = {
+        "X": rnd(B, T, I) if layout else rnd(T, B, I),
+        "W": rnd(dirs, g * H, I),
+        "R": rnd(dirs, g * H, H),
+        "Bias": rnd(dirs, 2 * g * H),
+    }
+    names = ["X", "W", "R", "Bias", "", ""]
+    if lens:
+        inputs["L"] = np.array([T, 1], np.int32)
+        names[4] = "L"
+    inputs["h0"] = rnd(B, dirs, H) if layout else rnd(dirs, B, H)
+    names[5] = "h0"
+    outs = ["Y", "Y_h"]
+    if op == "LSTM":
+        inputs["c0"] = rnd(B, dirs, H) if layout else rnd(dirs, B, H)
+        inputs["P"] = rnd(dirs, 3 * H)
+        names += ["c0", "P"]
+        outs.append("Y_c")
+    if dirs == 2:
+        attrs["direction"] = attrs.get("direction", "bidirectional")
+    nodes = [
+        oh.make_node(op, names, outs, hidden_size=H, layout=layout, **attrs),
+        oh.make_node("Mul", ["Y", "Y"], ["y2"]),
+        oh.make_node("ReduceSum", ["y2"], ["s1"], keepdims=0),
+        oh.make_node("ReduceSum", ["Y_h"], ["s2"], keepdims=0),
+    ]
+    terms = ["s1", "s2"]
+    if op == "LSTM":
+        nodes.append(oh.make_node("ReduceSum", ["Y_c"], ["s3"], keepdims=0))
+        terms.append("s3")
+    nodes.append(oh.make_node("Sum", terms, ["loss"]))
+    xs = [n for n in inputs if n != "L"]
+    # onnxruntime has no float64 RNN kernels (the loss reads the forward node's Y)
+    skip = "onnxruntime has no layout=1 recurrent kernels (the full checker still runs)" if layout else None
+    return Case(name, nodes, inputs, xs, ort_dtype=np.float32, skip_ort=skip)
+
+
+RECURRENT_CASES = [
+    _case("RNN", "RNN"),
+    _case("RNN_relu_reverse_lens", "RNN", activations=["Relu"], direction="reverse", lens=True),
+    _case("RNN_bidirectional_layout1", "RNN", dirs=2, layout=1, activations=["Tanh", "Softsign"]),
+    _case("GRU", "GRU"),
+    _case("GRU_linear_before_reset_bidir_lens", "GRU", dirs=2, linear_before_reset=1, lens=True),
+    _case("GRU_clip_hardsigmoid", "GRU", clip=1.5, activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3]),
+    _case("LSTM", "LSTM"),
+    _case("LSTM_bidirectional_lens_layout1", "LSTM", dirs=2, layout=1, lens=True),
+    _case("LSTM_input_forget_reverse", "LSTM", input_forget=1, direction="reverse"),
+    _case(
+        "LSTM_activations_clip",
+        "LSTM",
+        clip=2.0,
+        activations=["Sigmoid", "Elu", "ScaledTanh"],
+        activation_alpha=[0.9, 1.2],
+        activation_beta=[0.8],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RECURRENT_CASES, ids=lambda c: c.name)
+def test_recurrent_rule(case: Case) -> None:
+    check_gradient(case)
+    if case.skip_ort:
+        check_in_onnxruntime(case, run=False)
+
+
+def test_lstm_hessian_vector_product() -> None:
+    check_second_order(RECURRENT_CASES[6])
