@@ -4,31 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ..ops import transpose_out_dim, window_out_dim
 from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis, value
 from ._types import Dim, InferContext, ValueType, infer
-
-
-def _spatial_out(
-    d: Dim, k: Dim, stride: int, pad_begin: int, pad_end: int, dilation: int, auto_pad: str, ceil_mode: bool
-) -> Dim:
-    """One output dim of a convolution or pooling window."""
-    if not isinstance(d, int):
-        return None
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        return -(-d // stride)
-    if not isinstance(k, int):
-        return None
-    span = (k - 1) * dilation + 1
-    if auto_pad == "VALID":
-        pad_begin = pad_end = 0
-    num = d + pad_begin + pad_end - span
-    if ceil_mode:
-        out = -(-num // stride) + 1
-        # the last window must start inside the input or its begin padding
-        if (out - 1) * stride >= d + pad_begin:
-            out -= 1
-        return out
-    return num // stride + 1
 
 
 def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil_mode: bool) -> list[Dim]:
@@ -38,7 +16,7 @@ def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil
     pads = list(ctx.attr("pads", [0] * 2 * n))
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     return [
-        _spatial_out(x_shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], auto_pad, ceil_mode)
+        window_out_dim(x_shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], auto_pad, ceil_mode)
         for i in range(n)
     ]
 
@@ -76,16 +54,12 @@ def conv_transpose(ctx: InferContext) -> list[ValueType]:
     out_pad = list(ctx.attr("output_padding", [0] * n))
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     pads = [0] * 2 * n if auto_pad != "NOTSET" else list(ctx.attr("pads", [0] * 2 * n))
-    spatial = []
-    for i in range(n):
-        d, k = x.shape[2 + i], kernel[i]
-        if not isinstance(d, int) or not isinstance(k, int):
-            spatial.append(None)
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            spatial.append(d * strides[i])
-        else:
-            span = (k - 1) * dilations[i] + 1
-            spatial.append(strides[i] * (d - 1) + out_pad[i] + span - pads[i] - pads[i + n])
+    spatial = [
+        transpose_out_dim(
+            x.shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], out_pad[i], auto_pad
+        )
+        for i in range(n)
+    ]
     return [ValueType(x.dtype, (x.shape[0], c, *spatial))]
 
 

@@ -19,6 +19,7 @@ from .._errors import GradientError
 from .._proto import AttributeProto, NodeProto
 from ..helper import make_attribute, make_node
 from ..numpy_helper import from_array
+from ..ops import SAME_PADS, transpose_window
 from ._types import UNKNOWN, ValueType, infer_types
 
 __all__ = ["upgrade_nodes"]
@@ -254,6 +255,30 @@ def _dropout(u: _Upgrader, node: NodeProto) -> None:
         u.out.append(make_node("Cast", [outputs[1]], [cast_to], to=dt))
 
 
+def _conv_transpose(u: _Upgrader, node: NodeProto) -> None:
+    """Before opset 11 an odd imposed padding (``output_shape`` or SAME_*) was split the
+    other way round: the node gets the explicit ``pads`` that mean the same at 11+."""
+    auto_pad = str(_attr_value(node, "auto_pad", "NOTSET"))
+    output_shape = _attr_value(node, "output_shape")
+    if u.source >= 11 or u.target < 11 or (not output_shape and auto_pad not in SAME_PADS):
+        u.out.append(node)
+        return
+    x, w = u.shape(node.input[0]), u.shape(node.input[1])
+    if x is None or w is None or not all(isinstance(d, int) for d in (*x[2:], *w[2:])):
+        raise u.error(
+            node,
+            f"the spatial dims of {node.input[0]!r} and {node.input[1]!r} are needed to place its odd "
+            "padding (ConvTranspose-1 split it the other way round); give the inputs static shapes",
+        )
+    attrs = {k: _attr_value(node, k) for k in ("strides", "dilations", "output_padding")}
+    args = (x[2:], w[2:], attrs["strides"], attrs["dilations"], None, auto_pad, attrs["output_padding"], output_shape)
+    old = transpose_window(*args, legacy=True)
+    if old.begin == transpose_window(*args).begin:
+        u.out.append(node)
+        return
+    u.out.append(_clone(node, drop=["auto_pad", "output_shape"], pads=old.begin + old.end))
+
+
 def _softmax(u: _Upgrader, node: NodeProto) -> None:
     if u.source >= 13 or u.target < 13:
         u.out.append(node)
@@ -364,6 +389,7 @@ _UPGRADES: dict[str, Callable[[_Upgrader, NodeProto], None]] = {
     "Pad": _pad,
     "Clip": _clip,
     "Dropout": _dropout,
+    "ConvTranspose": _conv_transpose,
     "Softmax": _softmax,
     "LogSoftmax": _softmax,
     "Hardmax": _softmax,
@@ -391,7 +417,8 @@ def upgrade_nodes(
     Covered: Reduce* ``axes`` (ReduceSum before 13, the others before 18), Split
     ``split`` (before 13; ``num_outputs`` at 18 for equal splits), Squeeze/Unsqueeze
     ``axes`` (before 13), Slice (before 10), Pad (before 11), Clip (before 11), Dropout
-    ``ratio`` (before 12; mask type before 10), Softmax/LogSoftmax/Hardmax (before 13,
+    ``ratio`` (before 12; mask type before 10), ConvTranspose's odd imposed padding (before
+    11), Softmax/LogSoftmax/Hardmax (before 13,
     flatten-to-2D semantics), GroupNormalization 18–20 (per-group scale and bias), old
     BatchNormalization attributes, TopK ``k`` (before 10), Scatter, Upsample and
     Resize-10. Other nodes pass through as the same objects.

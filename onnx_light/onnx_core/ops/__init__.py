@@ -20,6 +20,18 @@ from ._schema import (
     schema_table,
 )
 from ._table import DEFAULT_DOMAIN, Entry, MissingEntry, OpTable, normalise_domain, op_label
+from ._window import (
+    SAME_PADS,
+    TransposeWindow,
+    Window,
+    legacy_transpose_split,
+    resolve_pads,
+    split_padding,
+    transpose_out_dim,
+    transpose_window,
+    window,
+    window_out_dim,
+)
 
 __all__ = [
     "OpTable",
@@ -39,4 +51,14 @@ __all__ = [
     "has_schema",
     "schema_table",
     "SchemaError",
+    "SAME_PADS",
+    "Window",
+    "TransposeWindow",
+    "window",
+    "window_out_dim",
+    "transpose_window",
+    "transpose_out_dim",
+    "resolve_pads",
+    "split_padding",
+    "legacy_transpose_split",
 ]

@@ -20,38 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.onnx_core.ops import TransposeWindow, Window, transpose_window, window
+
 from ._table import rule
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate"]
 
 
-class Geometry:
-    """Resolved window geometry along each spatial axis.
-
-    Attributes:
-        size: input spatial dims. kernel: kernel dims. out: output spatial dims.
-        strides, dilations: per axis. begin, end: pads.
-    """
-
-    __slots__ = ("size", "kernel", "strides", "dilations", "begin", "end", "out")
-
-    def __init__(
-        self,
-        size: list[int],
-        kernel: list[int],
-        strides: list[int],
-        dilations: list[int],
-        begin: list[int],
-        end: list[int],
-        out: list[int],
-    ) -> None:
-        self.size, self.kernel, self.strides, self.dilations = size, kernel, strides, dilations
-        self.begin, self.end, self.out = begin, end, out
-
-    @property
-    def nd(self) -> int:
-        """The number of spatial axes."""
-        return len(self.size)
+Geometry = Window
+"""The resolved window geometry of a Conv or pooling node (``onnx_core.ops.Window``)."""
 
 
 def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
@@ -69,25 +46,6 @@ def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
     return [int(v) for v in value] if value is not None else list(default)
 
 
-def _pads(
-    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
-) -> tuple[list[int], list[int]]:
-    """Begin and end pads of a Conv / pooling window after resolving ``auto_pad``."""
-    nd = len(size)
-    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
-    if auto_pad == "VALID":
-        return [0] * nd, [0] * nd
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for d, k, s, dil in zip(size, kernel, strides, dilations):
-            total = max(0, (-(-d // s) - 1) * s + (k - 1) * dil + 1 - d)
-            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-            end.append(total - begin[-1])
-        return begin, end
-    pads = _int_list(ctx, "pads", [0] * 2 * nd)
-    return pads[:nd], pads[nd:]
-
-
 def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geometry:
     """The geometry of a Conv or pooling node (input 0 must have static spatial dims).
 
@@ -95,17 +53,12 @@ def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geome
     window that would start in the end padding is dropped.
     """
     x_shape = _spatial(ctx, ctx.input(0), "input")
-    size = list(x_shape[2:])
-    nd = len(size)
+    nd = len(x_shape) - 2
     strides = _int_list(ctx, "strides", [1] * nd)
     dilations = _int_list(ctx, "dilations", [1] * nd)
-    begin, end = _pads(ctx, size, kernel, strides, dilations)
-    out = []
-    for n, k, s, d, b, e in zip(size, kernel, strides, dilations, begin, end):
-        room = n + b + e - (k - 1) * d - 1
-        o = (-(-room // s) if ceil_mode else room // s) + 1
-        out.append(o - 1 if ceil_mode and (o - 1) * s >= n + b else o)
-    return Geometry(size, kernel, strides, dilations, begin, end, out)
+    pads = _int_list(ctx, "pads", [0] * 2 * nd)
+    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
+    return window(x_shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
 
 
 def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int) -> str:
@@ -255,29 +208,20 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (dx, dw, db)[: len(ctx.inputs)]
 
 
-def _transpose_begin(
-    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
-) -> tuple[list[int], list[int]]:
-    """ConvTranspose's begin pads and output spatial dims, per the opset-11+ rules."""
+def _transpose_window(ctx: Any, size: list[int], kernel: list[int]) -> TransposeWindow:
+    """ConvTranspose's geometry; the pass has upgraded older nodes to the opset-11+ split."""
     nd = len(size)
-    extra = _int_list(ctx, "output_padding", [0] * nd)
-    full = [(n - 1) * s + (k - 1) * d + 1 + e for n, s, k, d, e in zip(size, strides, kernel, dilations, extra)]
-    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     output_shape = ctx.attr("output_shape")
-    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        if output_shape is not None:
-            out = [int(v) for v in output_shape][-nd:]
-        else:
-            out = [n * s for n, s in zip(size, strides)]
-        begin = []
-        for f, t in zip(full, out):
-            total = f - t
-            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-        return begin, out
-    if auto_pad == "VALID":
-        return [0] * nd, full
-    pads = _int_list(ctx, "pads", [0] * 2 * nd)
-    return pads[:nd], [f - pads[i] - pads[i + nd] for i, f in enumerate(full)]
+    return transpose_window(
+        size,
+        kernel,
+        _int_list(ctx, "strides", [1] * nd),
+        _int_list(ctx, "dilations", [1] * nd),
+        _int_list(ctx, "pads", [0] * 2 * nd),
+        str(ctx.attr("auto_pad", "NOTSET")),
+        _int_list(ctx, "output_padding", [0] * nd),
+        [int(v) for v in output_shape] if output_shape is not None else None,
+    )
 
 
 @rule("", "ConvTranspose")
@@ -295,9 +239,8 @@ def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
     size, kernel = list(x_shape[2:]), list(w_shape[2:])
     nd = len(size)
     rank = nd + 2
-    strides = _int_list(ctx, "strides", [1] * nd)
-    dilations = _int_list(ctx, "dilations", [1] * nd)
-    begin, out = _transpose_begin(ctx, size, kernel, strides, dilations)
+    tw = _transpose_window(ctx, size, kernel)
+    strides, dilations, begin, out = tw.strides, tw.dilations, tw.begin, tw.out
     dx = None
     if ctx.needs_grad(0):
         dx = correlate(
