@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops import REDUCE_OPS
 from ._infer_common import (
     BOOL,
     INT64,
@@ -341,9 +342,6 @@ def einsum(ctx: InferContext) -> list[ValueType]:
 
 
 # --------------------------------------------------------------------------- reductions
-_REDUCE = (
-    "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare"
-).split()
 _REDUCE_FOLD: dict[str, Callable[..., Any]] = {
     "ReduceSum": np.sum,
     "ReduceProd": np.prod,
@@ -352,7 +350,7 @@ _REDUCE_FOLD: dict[str, Callable[..., Any]] = {
 }
 
 
-@infer(*_REDUCE)
+@infer(*REDUCE_OPS)
 def reduce(ctx: InferContext) -> Result:
     """Axes from the attribute (older opsets) or input 1; keepdims; noop_with_empty_axes."""
     x = in_type(ctx, 0)

@@ -35,6 +35,7 @@ from ..helper import (
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
+from ..ops import is_random, op_types_with
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
@@ -636,7 +637,8 @@ class _GradientPass:
         read = {n for names, _, _ in backward_io for n in names}
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
-        random = {i for i, f in enumerate(self._fields) if f[0] in _MAYBE_RANDOM and _is_random(self.nodes[i])}
+        maybe = op_types_with("random") | op_types_with("random_if_input")
+        random = {i for i, f in enumerate(self._fields) if f[0] in maybe and is_random(self.nodes[i])}
         roots = [n for n in read if n in producer and producer[n] not in random]
         needed = sorted(self._ancestors(roots, producer, random))
         # the free values in first-use order, and the domains used
@@ -698,25 +700,6 @@ class _GradientPass:
             if t is not None and t.dtype:
                 value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
-
-
-#: ops that draw random numbers unless given a seed
-RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
-)
-#: the op types `_is_random` can be true for
-_MAYBE_RANDOM = RANDOM_OPS | {"Dropout"}
-
-
-def _is_random(node: NodeProto) -> bool:
-    """True for a node whose outputs differ from run to run (no ``seed``)."""
-    if node.domain not in ("", "ai.onnx"):
-        return False
-    if any(a.name == "seed" for a in node.attribute):
-        return False
-    if node.op_type == "Dropout":
-        return len(node.input) >= 3 and bool(node.input[2])  # training_mode given
-    return node.op_type in RANDOM_OPS
 
 
 def _rename_reserved(nodes: list[NodeProto], clash: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:

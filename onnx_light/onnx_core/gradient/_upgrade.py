@@ -19,16 +19,12 @@ from .._errors import GradientError
 from .._proto import AttributeProto, NodeProto
 from ..helper import make_attribute, make_node
 from ..numpy_helper import from_array
-from ..ops import SAME_PADS, transpose_window
+from ..ops import REDUCE_OPS, SAME_PADS, axes_input_since, transpose_window
 from ._types import UNKNOWN, ValueType, infer_types
 
 __all__ = ["upgrade_nodes"]
 
 NewName = Callable[[str], str]
-
-_REDUCE_18 = (
-    "ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare"
-).split()
 
 
 class _Upgrader:
@@ -164,7 +160,7 @@ def _pad_inputs(inputs: Sequence[str], n: int) -> list[str]:
 
 # ----------------------------------------------------------------------------- per op
 def _reduce(u: _Upgrader, node: NodeProto) -> None:
-    since = 13 if node.op_type == "ReduceSum" else 18
+    since = axes_input_since(node.op_type)
     axes = _attr_value(node, "axes")
     if u.source >= since or u.target < since or axes is None:
         u.out.append(node)
@@ -380,8 +376,7 @@ def _resize(u: _Upgrader, node: NodeProto) -> None:
 
 
 _UPGRADES: dict[str, Callable[[_Upgrader, NodeProto], None]] = {
-    "ReduceSum": _reduce,
-    **{op: _reduce for op in _REDUCE_18},
+    **{op: _reduce for op in REDUCE_OPS},
     "Split": _split,
     "Squeeze": _axes_to_input,
     "Unsqueeze": _axes_to_input,

@@ -6,6 +6,7 @@ the version converter) asks this layer about ops instead of naming them.
 
 from __future__ import annotations
 
+from ._reduction import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from ._schema import (
     OPTIONAL,
     SINGLE,
@@ -20,6 +21,7 @@ from ._schema import (
     schema_table,
 )
 from ._table import DEFAULT_DOMAIN, Entry, MissingEntry, OpTable, normalise_domain, op_label
+from ._traits import NO_TRAITS, Traits, declare_traits, is_random, op_types_with, trait_table, traits
 from ._window import (
     SAME_PADS,
     TransposeWindow,
@@ -61,4 +63,14 @@ __all__ = [
     "resolve_pads",
     "split_padding",
     "legacy_transpose_split",
+    "Traits",
+    "NO_TRAITS",
+    "declare_traits",
+    "traits",
+    "trait_table",
+    "op_types_with",
+    "is_random",
+    "REDUCE_OPS",
+    "REDUCE_VERSIONS",
+    "axes_input_since",
 ]
