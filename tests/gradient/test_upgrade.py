@@ -19,7 +19,7 @@ from onnx import helper as oh
 
 from onnx_light.onnx_core import GradientError, NodeProto
 from onnx_light.onnx_core.gradient._types import ValueType, infer_types
-from onnx_light.onnx_core.gradient._upgrade import upgrade_nodes
+from onnx_light.onnx_core.ops._upgrade import upgrade_nodes
 
 TARGET = 21
 

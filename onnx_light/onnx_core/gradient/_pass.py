@@ -36,6 +36,7 @@ from ..helper import (
 )
 from ..numpy_helper import from_array
 from ..ops import is_random, op_types_with
+from ..ops._upgrade import upgrade_nodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
@@ -53,7 +54,6 @@ from ._fastpath import (
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
-from ._upgrade import upgrade_nodes
 
 __all__ = ["FOLD_MAX", "subgraph_inputs"]
 

@@ -288,7 +288,7 @@ def infer_types(
     return types, consts
 
 
-from . import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)
+from ..ops import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)
 
 #: the registered inference of Constant, which infer_types answers directly (registering
 #: another function for Constant withdraws that)

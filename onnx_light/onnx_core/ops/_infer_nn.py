@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from ..ops import transpose_out_dim, window_out_dim
+from ..gradient._types import Dim, InferContext, ValueType, infer
+from . import transpose_out_dim, window_out_dim
 from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis, value
-from ._types import Dim, InferContext, ValueType, infer
 
 
 def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil_mode: bool) -> list[Dim]:

@@ -17,10 +17,10 @@ import numpy as np
 
 from .._errors import GradientError
 from .._proto import AttributeProto, NodeProto
+from ..gradient._types import UNKNOWN, ValueType, infer_types
 from ..helper import make_attribute, make_node
 from ..numpy_helper import from_array
-from ..ops import REDUCE_OPS, SAME_PADS, axes_input_since, transpose_window
-from ._types import UNKNOWN, ValueType, infer_types
+from . import REDUCE_OPS, SAME_PADS, axes_input_since, transpose_window
 
 __all__ = ["upgrade_nodes"]
 

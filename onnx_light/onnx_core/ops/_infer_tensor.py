@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _fastpath  # (the module: it imports _types, which imports this module)
+from ..gradient import _fastpath  # (the module: it imports _types, which imports this module)
+from ..gradient._types import Dim, InferContext, ValueType, infer
 from ._infer_common import (
     FLOAT,
     INT64,
@@ -30,7 +31,6 @@ from ._infer_common import (
     tensor_dtype,
     value,
 )
-from ._types import Dim, InferContext, ValueType, infer
 
 Result = tuple[list[ValueType], list[np.ndarray | None]]
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ops import REDUCE_OPS
+from ..gradient._types import Dim, InferContext, Shape, ValueType, infer
+from . import REDUCE_OPS
 from ._infer_common import (
     BOOL,
     INT64,
@@ -28,7 +29,6 @@ from ._infer_common import (
     small,
     value,
 )
-from ._types import Dim, InferContext, Shape, ValueType, infer
 
 Result = tuple[list[ValueType], list[np.ndarray | None]]
 
