@@ -22,6 +22,7 @@ import numpy as np
 
 from .._attributes import get_attribute_value
 from .._proto import AttributeProto, NodeProto
+from ..ops._registries import INFER as _INFER_TABLE
 
 __all__ = [
     "ValueType",
@@ -93,15 +94,18 @@ class InferContext:
 #: op_type -> fn(ctx) returning one ValueType per output, and optionally (as a second
 #: element of a tuple) the constant values of outputs
 InferFn = Callable[[InferContext], "list[ValueType] | tuple[list[ValueType], list[np.ndarray | None]]"]
-INFER: dict[str, InferFn] = {}
+#: the inference functions, an OpTable by opset range (``INFER.at(opset)``: by op type)
+INFER = _INFER_TABLE
 #: ops (default domain) whose inference function, when every input has one same fully
 #: known type and no input value is known, gives exactly that type to their one output
 #: and folds nothing: :func:`infer_types` answers those nodes without calling it
 SAME_TYPE: set[str] = set()
 
 
-def infer(*op_types: str, same_type: bool = False) -> Callable[[InferFn], InferFn]:
-    """Registers an inference function for ``op_types`` (default domain).
+def infer(
+    *op_types: str, same_type: bool = False, since: int = 1, until: int | None = None
+) -> Callable[[InferFn], InferFn]:
+    """Registers an inference function for ``op_types`` (default domain, opsets ``since..until``).
 
     ``same_type=True`` declares that ``fn`` behaves as :data:`SAME_TYPE` describes (for
     every op in ``op_types``); registering an op again without it withdraws that.
@@ -109,7 +113,7 @@ def infer(*op_types: str, same_type: bool = False) -> Callable[[InferFn], InferF
 
     def register(fn: InferFn) -> InferFn:
         for op in op_types:
-            INFER[op] = fn
+            INFER.register("", op, fn, since=since, until=until)
             if same_type:
                 SAME_TYPE.add(op)
             else:
@@ -204,7 +208,7 @@ def infer_types(
     types = dict(known)
     consts = dict(constants)
     partial: dict[str, np.ndarray] = {}
-    infer_get = INFER.get
+    infer_get = INFER.at(opset).get
     types_get = types.get
     consts_get = consts.get
     known_get = known.get

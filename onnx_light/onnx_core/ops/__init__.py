@@ -7,6 +7,7 @@ the version converter) asks this layer about ops instead of naming them.
 from __future__ import annotations
 
 from ._reduction import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
+from ._registries import INFER, UPGRADES, OpsetTable, upgrade
 from ._schema import (
     OPTIONAL,
     SINGLE,
@@ -73,4 +74,8 @@ __all__ = [
     "REDUCE_OPS",
     "REDUCE_VERSIONS",
     "axes_input_since",
+    "OpsetTable",
+    "INFER",
+    "UPGRADES",
+    "upgrade",
 ]

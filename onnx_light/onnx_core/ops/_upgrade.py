@@ -21,6 +21,7 @@ from ..gradient._types import UNKNOWN, ValueType, infer_types
 from ..helper import make_attribute, make_node
 from ..numpy_helper import from_array
 from . import REDUCE_OPS, SAME_PADS, axes_input_since, transpose_window
+from ._registries import UPGRADES, upgrade
 
 __all__ = ["upgrade_nodes"]
 
@@ -169,6 +170,11 @@ def _reduce(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, [node.input[0], ax], drop=["axes"]))
 
 
+for _op in REDUCE_OPS:
+    upgrade(_op, until=axes_input_since(_op) - 1)(_reduce)
+
+
+@upgrade("Squeeze", "Unsqueeze", until=12)
 def _axes_to_input(u: _Upgrader, node: NodeProto, attr: str = "axes") -> None:
     axes = _attr_value(node, attr)
     if u.source >= 13 or u.target < 13 or axes is None:
@@ -177,6 +183,7 @@ def _axes_to_input(u: _Upgrader, node: NodeProto, attr: str = "axes") -> None:
     u.out.append(_clone(node, [node.input[0], u.ints(axes, f"{node.op_type}_{attr}")], drop=[attr]))
 
 
+@upgrade("Split", until=17)
 def _split(u: _Upgrader, node: NodeProto) -> None:
     sizes = _attr_value(node, "split")
     inputs = list(node.input)
@@ -191,6 +198,7 @@ def _split(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, inputs, drop=["split"], num_outputs=num) if changed else node)
 
 
+@upgrade("Slice", until=9)
 def _slice(u: _Upgrader, node: NodeProto) -> None:
     starts = _attr_value(node, "starts")
     if u.source >= 10 or u.target < 10 or starts is None:
@@ -203,6 +211,7 @@ def _slice(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, inputs, drop=["starts", "ends", "axes"]))
 
 
+@upgrade("Pad", until=10)
 def _pad(u: _Upgrader, node: NodeProto) -> None:
     pads = _attr_value(node, "pads", _attr_value(node, "paddings"))
     if u.source >= 11 or u.target < 11 or pads is None:
@@ -215,6 +224,7 @@ def _pad(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, inputs, drop=["pads", "paddings", "value"]))
 
 
+@upgrade("Clip", until=10)
 def _clip(u: _Upgrader, node: NodeProto) -> None:
     lo, hi = _attr_value(node, "min"), _attr_value(node, "max")
     if u.source >= 11 or u.target < 11 or (lo is None and hi is None):
@@ -230,6 +240,7 @@ def _clip(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, inputs, drop=["min", "max"]))
 
 
+@upgrade("Dropout", until=11)
 def _dropout(u: _Upgrader, node: NodeProto) -> None:
     if u.source >= 12 or u.target < 12:
         u.out.append(node)
@@ -251,6 +262,7 @@ def _dropout(u: _Upgrader, node: NodeProto) -> None:
         u.out.append(make_node("Cast", [outputs[1]], [cast_to], to=dt))
 
 
+@upgrade("ConvTranspose", until=10)
 def _conv_transpose(u: _Upgrader, node: NodeProto) -> None:
     """Before opset 11 an odd imposed padding (``output_shape`` or SAME_*) was split the
     other way round: the node gets the explicit ``pads`` that mean the same at 11+."""
@@ -275,6 +287,7 @@ def _conv_transpose(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, drop=["auto_pad", "output_shape"], pads=old.begin + old.end))
 
 
+@upgrade("Softmax", "LogSoftmax", "Hardmax", until=12)
 def _softmax(u: _Upgrader, node: NodeProto) -> None:
     if u.source >= 13 or u.target < 13:
         u.out.append(node)
@@ -294,6 +307,7 @@ def _softmax(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(make_node("Reshape", [res, shp], [node.output[0]]))
 
 
+@upgrade("GroupNormalization", until=20, since=18)
 def _group_norm(u: _Upgrader, node: NodeProto) -> None:
     if not 18 <= u.source < 21 or u.target < 21:
         u.out.append(node)
@@ -323,6 +337,7 @@ def _group_norm(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, [x, *per_channel]))
 
 
+@upgrade("BatchNormalization", until=13)
 def _batch_norm(u: _Upgrader, node: NodeProto) -> None:
     if u.source >= 14 or u.target < 9:
         u.out.append(node)
@@ -344,6 +359,7 @@ def _batch_norm(u: _Upgrader, node: NodeProto) -> None:
         u.out.append(node)
 
 
+@upgrade("TopK", until=9)
 def _topk(u: _Upgrader, node: NodeProto) -> None:
     k = _attr_value(node, "k")
     if u.source >= 10 or u.target < 10 or k is None:
@@ -352,10 +368,12 @@ def _topk(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, [node.input[0], u.ints([k], "TopK_k")], drop=["k"]))
 
 
+@upgrade("Scatter", until=None)
 def _scatter(u: _Upgrader, node: NodeProto) -> None:
     u.out.append(_clone(node, op_type="ScatterElements") if u.target >= 11 else node)
 
 
+@upgrade("Upsample", "Resize", until=None)
 def _resize(u: _Upgrader, node: NodeProto) -> None:
     """Upsample (7–9) and Resize-10 -> Resize with asymmetric coordinates, floor nearest."""
     if node.op_type == "Resize" and (u.source >= 11 or u.target < 11):
@@ -373,28 +391,6 @@ def _resize(u: _Upgrader, node: NodeProto) -> None:
     if mode == "nearest":
         attrs["nearest_mode"] = "floor"
     u.out.append(_clone(node, [node.input[0], "", scales], drop=["scales"], op_type="Resize", **attrs))
-
-
-_UPGRADES: dict[str, Callable[[_Upgrader, NodeProto], None]] = {
-    **{op: _reduce for op in REDUCE_OPS},
-    "Split": _split,
-    "Squeeze": _axes_to_input,
-    "Unsqueeze": _axes_to_input,
-    "Slice": _slice,
-    "Pad": _pad,
-    "Clip": _clip,
-    "Dropout": _dropout,
-    "ConvTranspose": _conv_transpose,
-    "Softmax": _softmax,
-    "LogSoftmax": _softmax,
-    "Hardmax": _softmax,
-    "GroupNormalization": _group_norm,
-    "BatchNormalization": _batch_norm,
-    "TopK": _topk,
-    "Scatter": _scatter,
-    "Upsample": _resize,
-    "Resize": _resize,
-}
 
 
 def upgrade_nodes(
@@ -443,8 +439,9 @@ def upgrade_nodes(
         return list(nodes)
     if kinds is None:
         kinds = [(node.op_type, node.domain) for node in nodes]
+    upgrades = UPGRADES.at(source_opset)
     for node, (op_type, domain) in zip(nodes, kinds):
-        fn = _UPGRADES.get(op_type) if domain in ("", "ai.onnx") else None
+        fn = upgrades.get(op_type) if domain in ("", "ai.onnx") else None
         if fn is None:
             u.out.append(node)
         else:
