@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
+
+from .._proto import NodeProto
 from ..gradient._types import Dim, InferContext, ValueType, infer
-from . import transpose_out_dim, window_out_dim
 from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis, value
+from ._registries import upgrade
+from ._upgrade import Upgrader, attr, attr_value, clone
+from ._window import SAME_PADS, transpose_out_dim, transpose_window, window_out_dim
 
 
 def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil_mode: bool) -> list[Dim]:
@@ -158,3 +164,101 @@ def resize(ctx: InferContext) -> list[ValueType]:
             d = x.shape[a]
             shape[a] = int(math.floor(d * scales[j])) if isinstance(d, int) else (d if scales[j] == 1 else None)
     return [ValueType(x.dtype, tuple(shape))]
+
+
+# --------------------------------------------------------------------------- upgrades
+@upgrade("ConvTranspose", until=10)
+def _conv_transpose(u: Upgrader, node: NodeProto) -> None:
+    """Before opset 11 an odd imposed padding (``output_shape`` or SAME_*) was split the
+    other way round: the node gets the explicit ``pads`` that mean the same at 11+."""
+    auto_pad = str(attr_value(node, "auto_pad", "NOTSET"))
+    output_shape = attr_value(node, "output_shape")
+    if u.source >= 11 or u.target < 11 or (not output_shape and auto_pad not in SAME_PADS):
+        u.out.append(node)
+        return
+    x, w = u.shape(node.input[0]), u.shape(node.input[1])
+    if x is None or w is None or not all(isinstance(d, int) for d in (*x[2:], *w[2:])):
+        raise u.error(
+            node,
+            f"the spatial dims of {node.input[0]!r} and {node.input[1]!r} are needed to place its odd "
+            "padding (ConvTranspose-1 split it the other way round); give the inputs static shapes",
+        )
+    attrs = {k: attr_value(node, k) for k in ("strides", "dilations", "output_padding")}
+    args = (x[2:], w[2:], attrs["strides"], attrs["dilations"], None, auto_pad, attrs["output_padding"], output_shape)
+    old = transpose_window(*args, legacy=True)
+    if old.begin == transpose_window(*args).begin:
+        u.out.append(node)
+        return
+    u.out.append(clone(node, drop=["auto_pad", "output_shape"], pads=old.begin + old.end))
+
+
+@upgrade("GroupNormalization", until=20, since=18)
+def _group_norm(u: Upgrader, node: NodeProto) -> None:
+    if not 18 <= u.source < 21 or u.target < 21:
+        u.out.append(node)
+        return
+    x, scale, bias = node.input[:3]
+    groups = int(attr_value(node, "num_groups", 0))
+    shape = u.shape(x)
+    c = shape[1] if shape is not None and len(shape) > 1 else None
+    if isinstance(c, int):
+        if c % groups:
+            raise u.error(node, f"channels {c} not divisible by num_groups {groups}")
+        target = u.ints([groups, c // groups], "GroupNormalization_target")
+    else:
+        # the channel count is known only at run time: target = [G, C / G]
+        c_val = u.emit("Shape", [x], "GroupNormalization_C", start=1, end=2)[0]
+        per = u.emit("Div", [c_val, u.ints([groups], "GroupNormalization_G")], "GroupNormalization_CG")[0]
+        target = u.emit("Concat", [u.ints([groups], "GroupNormalization_G"), per], "GroupNormalization_target", axis=0)[
+            0
+        ]
+    col = u.ints([groups, 1], "GroupNormalization_col")
+    flat = u.ints([-1], "GroupNormalization_flat")
+    per_channel = []
+    for v, what in ((scale, "scale"), (bias, "bias")):
+        r = u.emit("Reshape", [v, col], f"GroupNormalization_{what}_col")[0]
+        e = u.emit("Expand", [r, target], f"GroupNormalization_{what}_expand")[0]
+        per_channel.append(u.emit("Reshape", [e, flat], f"GroupNormalization_{what}_c")[0])
+    u.out.append(clone(node, [x, *per_channel]))
+
+
+@upgrade("BatchNormalization", until=13)
+def _batch_norm(u: Upgrader, node: NodeProto) -> None:
+    if u.source >= 14 or u.target < 9:
+        u.out.append(node)
+        return
+    if attr(node, "spatial") is not None and int(attr_value(node, "spatial")) == 0:
+        raise u.error(
+            node,
+            "spatial=0 (per-activation statistics) has no equivalent after opset 9; re-export the model with spatial=1",
+        )
+    if int(attr_value(node, "is_test", 1)) == 0 or len([o for o in node.output[1:] if o]) > 0:
+        raise u.error(
+            node,
+            "the training-mode outputs (mean, var, saved_mean, saved_var) changed meaning at "
+            "opset 14; export the model in inference mode",
+        )
+    if any(attr(node, a) is not None for a in ("spatial", "is_test", "consumed_inputs")):
+        u.out.append(clone(node, outputs=node.output[:1], drop=["spatial", "is_test", "consumed_inputs"]))
+    else:
+        u.out.append(node)
+
+
+@upgrade("Upsample", "Resize", until=None)
+def _resize(u: Upgrader, node: NodeProto) -> None:
+    """Upsample (7–9) and Resize-10 -> Resize with asymmetric coordinates, floor nearest."""
+    if node.op_type == "Resize" and (u.source >= 11 or u.target < 11):
+        u.out.append(node)
+        return
+    if node.op_type == "Upsample" and u.target < 10:
+        u.out.append(node)
+        return
+    mode = str(attr_value(node, "mode", "nearest"))
+    if node.op_type == "Upsample" and attr(node, "scales") is not None:
+        scales = u.const(np.asarray(attr_value(node, "scales"), np.float32), "Upsample_scales")
+    else:
+        scales = node.input[1]
+    attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        attrs["nearest_mode"] = "floor"
+    u.out.append(clone(node, [node.input[0], "", scales], drop=["scales"], op_type="Resize", **attrs))

@@ -70,21 +70,29 @@ def declare_traits(
     _WITH.clear()
 
 
+def _load_families() -> None:
+    """Imports the family modules, which declare their ops' traits (once; then a no-op)."""
+    from . import _infer_math, _infer_nn, _infer_tensor  # noqa: F401
+
+
 def traits(domain: str, op_type: str, opset: int | None = None) -> Traits:
     """The traits of ``domain::op_type`` (at ``opset``, the newest when None)."""
     if opset is None:
         key = (domain, op_type)
         found = _CACHE.get(key)
         if found is None:
+            _load_families()
             versions = _TABLE.versions(domain, op_type)
             found = _TABLE.lookup(domain, op_type, versions[-1][0]) if versions else None
             found = _CACHE[key] = found or NO_TRAITS
         return found
+    _load_families()
     return _TABLE.lookup(domain, op_type, opset) or NO_TRAITS
 
 
 def trait_table() -> OpTable[Traits]:
     """The table of declared traits (a copy)."""
+    _load_families()
     return _TABLE.copy()
 
 
@@ -93,6 +101,7 @@ def op_types_with(flag: str, domain: str = DEFAULT_DOMAIN) -> frozenset[str]:
     d = normalise_domain(domain)
     found = _WITH.get((flag, d))
     if found is None:
+        _load_families()
         found = _WITH[flag, d] = frozenset(
             e.op_type for e in _TABLE.entries() if e.domain == d and getattr(e.value, flag) not in (None, False)
         )
@@ -110,27 +119,3 @@ def is_random(node: NodeProto) -> bool:
         return True
     i = t.random_if_input
     return i is not None and len(node.input) > i and bool(node.input[i])
-
-
-# ----------------------------------------------------------------------------- declarations
-declare_traits("RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial", random=True)
-declare_traits("Dropout", random_if_input=2)  # training_mode (opset 12+; no input 2 before)
-declare_traits(
-    "Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor Cast "
-    "CastLike Ceil Celu Clip Cos Cosh Div Elu Equal Erf Exp Floor Gelu Greater GreaterOrEqual HardSigmoid "
-    "HardSwish IsInf IsNaN LeakyRelu Less LessOrEqual Log Max Mean Min Mish Mod Mul Neg Not Or PRelu Pow "
-    "Reciprocal Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Sub Sum Tan Tanh "
-    "ThresholdedRelu Where Xor",
-    elementwise=True,
-)
-declare_traits(
-    "Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat Split Slice Gather GatherElements GatherND "
-    "Expand Tile Constant Where Compress DepthToSpace SpaceToDepth",
-    moves_elements=True,
-    bit_exact=True,
-)
-declare_traits("Cast CastLike EyeLike Range Shape Size", bit_exact=True)
-declare_traits("If Loop Scan", subgraphs=True, bit_exact=True)
-declare_traits("SequenceMap", subgraphs=True)
-declare_traits("Constant", constant=True)
-declare_traits("Cast", casts_to="to")
