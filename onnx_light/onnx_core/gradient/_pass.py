@@ -37,7 +37,7 @@ from ..helper import (
 from ..numpy_helper import from_array
 from ..ops import is_random, op_types_with
 from ..ops._upgrade import upgrade_nodes
-from ._context import FLOAT_TYPES, GradContext, OpBuilder
+from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
     attribute,
@@ -585,7 +585,11 @@ class _GradientPass:
         fields = self._fields[i]
         ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
         dy = out_grads[0] if out_grads else None
-        result = rule.fn(ctx, dy)
+        try:
+            result = rule.fn(ctx, dy)
+        except BuilderError as e:
+            fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
+            raise self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {e}") from None
         if result is None or isinstance(result, str):
             result = (result,)
         result = list(result)

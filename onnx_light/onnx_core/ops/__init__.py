@@ -21,6 +21,7 @@ from ._schema import (
     has_schema,
     schema_table,
 )
+from ._signature import ATTRIBUTE_TYPE_NAMES, Signature, UnknownOp, signature
 from ._table import DEFAULT_DOMAIN, Entry, MissingEntry, OpTable, normalise_domain, op_label
 from ._traits import NO_TRAITS, Traits, declare_traits, is_random, op_types_with, trait_table, traits
 from ._window import (
@@ -78,4 +79,8 @@ __all__ = [
     "INFER",
     "UPGRADES",
     "upgrade",
+    "Signature",
+    "signature",
+    "UnknownOp",
+    "ATTRIBUTE_TYPE_NAMES",
 ]
