@@ -68,3 +68,21 @@ def test_signature_follows_the_schema() -> None:
     assert sig is not None and (sig.min_inputs, sig.max_inputs, sig.min_outputs, sig.max_outputs) == (1, 3, 1, 2)
     assert set(sig.attributes) == set(get_schema("Dropout", 21).attributes) == {"seed"}
     assert signature("Frobnicate", 1, "my.ops") is None
+
+
+def test_the_typed_stub_is_generated_from_the_current_schemas(tmp_path: Any) -> None:
+    """``_opset.pyi`` is what ``tools/gen_ctx_opset.py`` writes today (regenerate it after the spec data)."""
+    import importlib.util
+    import pathlib
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("gen_ctx_opset", root / "tools" / "gen_ctx_opset.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    fresh = tmp_path / "_opset.pyi"
+    fresh.write_text(gen.render(), encoding="utf-8")
+    subprocess.run(["ruff", "format", "-q", "--config", str(root / "pyproject.toml"), str(fresh)], check=True)
+    committed = root / "onnx_light" / "onnx_core" / "gradient" / "_opset.pyi"
+    assert fresh.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")

@@ -14,7 +14,10 @@ from ._fastpath import Fields, node_fields
 from ._types import UNKNOWN, ValueType
 
 if TYPE_CHECKING:
+    from ._opset import Opset as _TypedOpset  # generated: a typed method per op (tools/gen_ctx_opset.py)
     from ._pass import _GradientPass
+else:
+    _TypedOpset = object
 
 __all__ = ["GradContext", "OpBuilder", "BuilderError", "FLOAT_TYPES"]
 
@@ -28,7 +31,7 @@ class BuilderError(GradientError):
     """A rule asked ``ctx.op`` for a node its op's schema does not allow (the pass adds the rule's name)."""
 
 
-class OpBuilder:
+class OpBuilder(_TypedOpset):
     """``ctx.op.Mul(a, b)`` emits a backward node and returns its output name.
 
     Positional arguments are input names (``None`` or ``""`` for an omitted optional
@@ -49,15 +52,22 @@ class OpBuilder:
         self._prefix = prefix
         self._opset = grad_pass.opset
 
-    def __getattr__(self, op_type: str) -> Any:
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-        # The builder of ``op_type`` becomes a method of the class: every later
-        # ``ctx.op.<op_type>`` is an ordinary method lookup, not a failed attribute
-        # lookup (an AttributeError raised and caught) plus a new closure per node.
-        method = _builder(op_type)
-        setattr(OpBuilder, op_type, method)
-        return method.__get__(self, OpBuilder)
+    def emit(self, op_type: str, *inputs: Any, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
+        """``ctx.op.emit("MyOp", x, _domain="my.ops")``: the same as ``ctx.op.MyOp(x, ...)``,
+        for ops type checkers do not know (custom domains)."""
+        return getattr(self, op_type)(*inputs, _outputs=_outputs, _domain=_domain, **attrs)
+
+    if not TYPE_CHECKING:  # type checkers see the generated methods only, so a typo is an error
+
+        def __getattr__(self, op_type: str) -> Any:
+            if op_type.startswith("_"):
+                raise AttributeError(op_type)
+            # The builder of ``op_type`` becomes a method of the class: every later
+            # ``ctx.op.<op_type>`` is an ordinary method lookup, not a failed attribute
+            # lookup (an AttributeError raised and caught) plus a new closure per node.
+            method = _builder(op_type)
+            setattr(OpBuilder, op_type, method)
+            return method.__get__(self, OpBuilder)
 
 
 def _builder(op_type: str) -> Callable[..., Any]:
