@@ -95,6 +95,28 @@ def _reads_bit_floats(node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -
     return traits(node.domain, node.op_type).constant and _is_bit_float(kwargs.get("value"))
 
 
+def _bit_pattern_kernel(fn: Callable[..., Any], node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -> Any:
+    """``fn``, or a wrapper of it, for a node that may read bit-pattern floats; adds the
+    node's outputs to ``bits`` (the values holding bit-pattern floats) when they will.
+
+    The op's traits decide: a kernel that does float arithmetic (not ``bit_exact``) gets
+    them decoded to float32; one that only moves elements keeps the dtype's tag; a cast's
+    output holds them exactly when its target type is one.
+    """
+    op = traits(node.domain, node.op_type)
+    casts_bits = op.casts_to is not None and kwargs.get(op.casts_to) in _BIT_FLOATS
+    if bits and _reads_bit_floats(node, kwargs, bits):
+        if not op.bit_exact:
+            fn = _in_float32(fn)
+        elif op.moves_elements:
+            fn = _keep_tag(fn)
+        if op.casts_to is None or casts_bits:
+            bits.update(n for n in node.output if n)
+    elif casts_bits:
+        bits.update(n for n in node.output if n)
+    return fn
+
+
 def _in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps a kernel so that bit-pattern float inputs arrive decoded to float32 and its float32
     outputs go back to the first such input's type, rounding once per op as onnxruntime does."""
@@ -348,20 +370,7 @@ def compile_graph(
         if scope_names:
             kwargs["_captured"] = tuple(scope_names)
         out_slots = tuple(slot(n) if n else 1 for n in node.output)
-        fn = info.fn
-        op = traits(node.domain, node.op_type)
-        # a kernel that does float arithmetic gets bit-pattern floats decoded; a mover keeps
-        # the dtype's tag; a cast's output is bit-pattern exactly when its target type is
-        casts_bits = op.casts_to is not None and kwargs.get(op.casts_to) in _BIT_FLOATS
-        if bits and _reads_bit_floats(node, kwargs, bits):
-            if not op.bit_exact:
-                fn = _in_float32(fn)
-            elif op.moves_elements:
-                fn = _keep_tag(fn)
-            if op.casts_to is None or casts_bits:
-                bits.update(n for n in node.output if n)
-        elif casts_bits:
-            bits.update(n for n in node.output if n)
+        fn = _bit_pattern_kernel(info.fn, node, kwargs, bits)
         steps.append(Step(fn, in_slots, out_slots, kwargs, node, opset))
         known.update(n for n in node.output if n)
 
