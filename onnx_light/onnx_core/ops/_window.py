@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 __all__ = [
     "SAME_PADS",
     "Window",
@@ -133,6 +135,26 @@ class Window:
     def nd(self) -> int:
         """The number of spatial axes."""
         return len(self.size)
+
+    def counts(self, include_pad: bool = False) -> np.ndarray:
+        """The cells each window covers inside the input (or inside input + pads), shaped ``out``.
+
+        The average pooling divisor: with ``ceil_mode`` a last window may overhang even
+        the end pad, and those cells never count.
+        """
+        total = np.ones((), dtype=np.int64)
+        for n, k, s, d, b, e, o in self._axes():
+            lo, hi = (-b, n + e) if include_pad else (0, n)
+            pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
+            total = np.multiply.outer(total, ((pos >= lo) & (pos < hi)).sum(axis=1))
+        return total
+
+    def overhangs(self) -> bool:
+        """True when some window reaches past the end pad (possible with ``ceil_mode``)."""
+        return any((o - 1) * s + (k - 1) * d - b >= n + e for n, k, s, d, b, e, o in self._axes())
+
+    def _axes(self) -> zip[tuple[int, int, int, int, int, int, int]]:
+        return zip(self.size, self.kernel, self.strides, self.dilations, self.begin, self.end, self.out)
 
 
 def window(

@@ -29,7 +29,7 @@ class _Geometry:
         auto_pad: str,
         ceil_mode: int,
     ) -> None:
-        geo = window(in_shape, kernel_shape, strides, dilations, pads, auto_pad, bool(ceil_mode))
+        self.window = geo = window(in_shape, kernel_shape, strides, dilations, pads, auto_pad, bool(ceil_mode))
         self.kernel, self.strides, self.dilations = geo.kernel, geo.strides, geo.dilations
         self.begin, self.end, self.out = geo.begin, geo.end, geo.out
 
@@ -54,15 +54,7 @@ class _Geometry:
 
     def counts(self, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
         """Cells each window covers inside the input (or inside input + pads)."""
-        total = np.ones((), dtype=np.int64)
-        for size, k, s, d, b, e, o in zip(
-            in_shape, self.kernel, self.strides, self.dilations, self.begin, self.end, self.out
-        ):
-            lo, hi = (-b, size + e) if include_pad else (0, size)
-            pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
-            axis_count = ((pos >= lo) & (pos < hi)).sum(axis=1)
-            total = np.multiply.outer(total, axis_count)
-        return total
+        return self.window.counts(include_pad)
 
 
 def _lowest(dtype: np.dtype) -> float:
