@@ -2,9 +2,21 @@
 
 Everything else (the gradient pass, the runtime's planner, the checker, shape inference and
 the version converter) asks this layer about ops instead of naming them.
+
+* ``_schema.py`` + generated ``_spec_data.py``: the spec's signatures (:func:`get_schema`);
+  ``_signature.py``: what the ``ctx.op`` builder checks of a call (:func:`signature`);
+* the family modules ``_infer_math.py``, ``_infer_nn.py``, ``_infer_tensor.py`` (helpers in
+  ``_infer_common.py``): each op's shape/type inference, its upgrades (``@upgrade``) and its
+  traits (:func:`declare_traits`); ``_reduction.py``: the Reduce* list and versions;
+* ``_registries.py``: :data:`INFER` and :data:`UPGRADES`, :class:`OpTable` s by opset range;
+  ``_upgrade.py``: the machinery of :func:`upgrade_nodes`;
+* ``_traits.py``: :func:`traits`, :func:`is_random`; ``_window.py``: Conv / pooling window
+  geometry (:func:`window`, :func:`transpose_window`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ._reduction import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from ._registries import INFER, UPGRADES, OpsetTable, upgrade
@@ -36,6 +48,18 @@ from ._window import (
     window,
     window_out_dim,
 )
+
+
+def upgrade_nodes(*args: Any, **kwargs: Any) -> Any:
+    """Rewrites default-domain nodes of a source opset so they mean the same at a target
+    opset: see ``onnx_core/ops/_upgrade.py``'s ``upgrade_nodes`` for the arguments.
+
+    (Imported on first call: the upgrades read types with the gradient package's inference.)
+    """
+    from ._upgrade import upgrade_nodes as run
+
+    return run(*args, **kwargs)
+
 
 __all__ = [
     "OpTable",
@@ -83,4 +107,5 @@ __all__ = [
     "signature",
     "UnknownOp",
     "ATTRIBUTE_TYPE_NAMES",
+    "upgrade_nodes",
 ]
