@@ -70,3 +70,45 @@ def test_reduce_versions_match_the_spec(op: str) -> None:
 def test_reduce_ops_are_every_reduce_in_the_spec() -> None:
     spec = {s.name for s in onnx.defs.get_all_schemas() if s.domain == "" and s.name.startswith("Reduce")}
     assert set(ops.REDUCE_OPS) == spec
+
+
+def _op_name_literals(path: str, emitted_ok: bool) -> list[str]:
+    """Op names spelt as string literals in a module; with ``emitted_ok`` the first argument
+    of ``emit(...)`` / ``new_node(...)`` calls (ops the module builds) is not counted."""
+    import ast
+    import pathlib
+
+    names = {s.name for s in onnx.defs.get_all_schemas_with_history()}
+    tree = ast.parse(pathlib.Path(path).read_text(encoding="utf-8"))
+    built: set[int] = set()
+    if emitted_ok:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node.args:
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in ("emit", "new_node"):
+                    built.add(id(node.args[0]))
+    return sorted(
+        f"{n.value} (line {n.lineno})"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and n.value in names and id(n) not in built
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "emitted_ok", "allowed"),
+    [
+        ("onnx_light/runtime/_plan.py", False, set()),
+        ("onnx_light/runtime/_codegen.py", False, set()),
+        # the pass builds its own nodes (Constant, Cast, ReduceSum, ...) and accumulates with
+        # Add or Sum (DESIGN 3): those are ops it emits, not ops it asks about
+        ("onnx_light/onnx_core/gradient/_pass.py", True, {"Add", "Sum"}),
+    ],
+)
+def test_the_pass_and_the_planner_name_no_op(module: str, emitted_ok: bool, allowed: set[str]) -> None:
+    """They ask the layer's traits instead (issue 9 §1)."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    found = [f for f in _op_name_literals(str(root / module), emitted_ok) if f.split()[0] not in allowed]
+    assert not found, f"{module} names ops: {found}"
