@@ -29,6 +29,7 @@ __all__ = [
     "resolve_pads",
     "window",
     "window_out_dim",
+    "output_size",
     "transpose_window",
     "transpose_out_dim",
 ]
@@ -102,7 +103,9 @@ def resolve_pads(
     return [int(p) for p in pads[:nd]], [int(p) for p in pads[nd:]]
 
 
-def _out(n: int, k: int, s: int, d: int, b: int, e: int, ceil_mode: bool) -> int:
+def output_size(n: int, k: int, s: int, d: int, b: int = 0, e: int = 0, ceil_mode: bool = False) -> int:
+    """One output dim of a Conv / pooling window: input ``n``, kernel ``k``, stride ``s``,
+    dilation ``d``, pads ``b`` and ``e`` (see the module docstring for ``ceil_mode``)."""
     room = n + b + e - _span(k, d)
     o = (-(-room // s) if ceil_mode else room // s) + 1
     return o - 1 if ceil_mode and (o - 1) * s >= n + b else o
@@ -186,7 +189,8 @@ def window(
     dilations_ = [int(d) for d in dilations] if dilations else [1] * nd
     begin, end = resolve_pads(size_, kernel_, strides_, dilations_, pads, auto_pad)
     out = [
-        _out(n, k, s, d, b, e, ceil_mode) for n, k, s, d, b, e in zip(size_, kernel_, strides_, dilations_, begin, end)
+        output_size(n, k, s, d, b, e, ceil_mode)
+        for n, k, s, d, b, e in zip(size_, kernel_, strides_, dilations_, begin, end)
     ]
     return Window(size_, kernel_, strides_, dilations_, begin, end, out)
 
@@ -203,7 +207,7 @@ def window_out_dim(
         return None
     if auto_pad == "VALID":
         pad_begin = pad_end = 0
-    return _out(d, k, stride, dilation, pad_begin, pad_end, ceil_mode)
+    return output_size(d, k, stride, dilation, pad_begin, pad_end, ceil_mode)
 
 
 class TransposeWindow:

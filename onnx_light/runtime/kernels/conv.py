@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_light.onnx_core.ops import legacy_transpose_split, resolve_pads, transpose_window
+from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolve_pads, transpose_window
 from onnx_light.runtime._native import conv2d_native
 from onnx_light.runtime._registry import kernel
 
@@ -136,7 +136,7 @@ def _conv_im2col(
     nd = x.ndim - 2
     ksize = w.shape[2:]
     xp = pad_spatial(x, begin, end)
-    out_shape = [(xp.shape[2 + i] - (ksize[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)]
+    out_shape = [output_size(xp.shape[2 + i], ksize[i], strides[i], dilations[i]) for i in range(nd)]
     n, m = x.shape[0], w.shape[0]
     windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
     # (N, C, *out, *k) -> (N, group, C / group * prod(k), prod(out)): the im2col copy.
