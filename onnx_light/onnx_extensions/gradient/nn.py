@@ -18,7 +18,8 @@ largest ``output_padding`` cropped to ``Shape(X)``, and the correlations take th
 forward's end pads and crop their output to the kernel. ``auto_pad=SAME_*`` with
 strides > 1 on a symbolic axis pads by amounts that depend on the size: Conv then
 pads X at run time and differentiates the VALID convolution of the padded X
-(AveragePool likewise).
+(AveragePool likewise). The geometry itself (pads, output dims, which pads only the run
+time knows) is ``onnx_core.ops``' ``window`` / ``transpose_window``.
 """
 
 from __future__ import annotations
