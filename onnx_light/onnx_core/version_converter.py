@@ -1,13 +1,14 @@
 """onnx's version converter, protobuf-free: ``convert_version(model, target_version)``.
 
 Upgrades the default-domain opset of a model (7 -> 21 and newer): the nodes of ops whose
-signature or meaning changed on the way are rewritten by the adapters of
-``gradient._upgrade`` (the ones the gradient pass uses on torch exports: Reduce* axes,
-Split, Squeeze/Unsqueeze, Slice, Pad, Clip, Dropout, Softmax family, BatchNormalization,
-TopK, Scatter, Upsample/Resize, GroupNormalization, RoiAlign, GridSample, DFT), in the
-main graph, every subgraph and every model-local function; every other op keeps its node. Each converted node is
-then checked against its schema at the target opset, so an op the adapters do not cover
-fails with the node's name and reason instead of producing an invalid model. Downgrades
+signature or meaning changed on the way are rewritten by the op-schema layer's upgrades
+(``@upgrade`` beside each op's inference in ``ops/``; the ones the gradient pass uses on
+torch exports: Reduce* axes, Split, Squeeze/Unsqueeze, Slice, Pad, Clip, Dropout, Softmax
+family, BatchNormalization, TopK, Scatter, Upsample/Resize, GroupNormalization,
+ConvTranspose's odd padding, RoiAlign, GridSample, DFT), in the main graph, every
+subgraph and every model-local function; every other op keeps its node. Each converted
+node is then checked against its schema at the target opset, so an op the upgrades do
+not cover fails with the node's name and reason instead of producing an invalid model. Downgrades
 are refused.
 """
 
@@ -22,9 +23,9 @@ from ._errors import GradientError, OnnxLightError
 from ._infer_model import infer_graph
 from ._proto import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto
 from .gradient._types import ValueType
-from .gradient._upgrade import upgrade_nodes
 from .helper import find_min_ir_version_for
 from .ops import has_schema, normalise_domain, op_label, schema_table
+from .ops._upgrade import upgrade_nodes
 
 __all__ = ["ConvertError", "convert_version", "newest_opset"]
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.onnx_core.ops import output_size
+
 __all__ = ["NATIVE", "EXTENSION", "conv2d_native", "max_pool2d", "max_pool2d_twin", "using_native"]
 
 
@@ -130,7 +132,7 @@ def _native_conv_pays(
     Conv gradient: 9) follow the general rules.
     """
     oh, ow = (
-        (size + b + e - (k - 1) * d - 1) // s + 1
+        output_size(size, k, s, d, b, e)
         for size, k, s, d, b, e in zip(x_shape[2:], w_shape[2:], strides, dilations, begin, end)
     )
     if oh <= 0 or ow <= 0:

@@ -26,6 +26,7 @@ from ..onnx_core import (
 )
 from ..onnx_core._inline import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
+from ..onnx_core.ops import traits
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
 from ._registry import lookup_kernel, registered_kernels
@@ -78,15 +79,6 @@ class Plan:
 _BIT_FLOATS = _dtypes.BIT_PATTERN_TYPES - _dtypes.SMALL_INT_TYPES
 # TensorProto FLOAT, FLOAT16 and DOUBLE: the input types the generated code specialises on
 _TYPED_FLOATS: dict[int, np.dtype] = {1: np.dtype(np.float32), 10: np.dtype(np.float16), 11: np.dtype(np.float64)}
-# ops whose kernels understand bit-pattern floats themselves, or only move elements around
-_BIT_NATIVE = frozenset(
-    "Cast CastLike EyeLike Range If Loop Scan Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat "
-    "Split Slice Gather GatherElements GatherND Expand Tile Shape Size Constant Where Compress DepthToSpace "
-    "SpaceToDepth".split()
-)
-
-# of those, the ones that only move elements (numpy may drop the dtype's tag on the way)
-_BIT_MOVERS = _BIT_NATIVE - {"Cast", "CastLike", "EyeLike", "Range", "If", "Loop", "Scan", "Shape", "Size"}
 
 
 def _elem_type(vi: Any) -> int:
@@ -100,7 +92,29 @@ def _is_bit_float(value: Any) -> bool:
 def _reads_bit_floats(node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -> bool:
     if any(n in bits for n in node.input):
         return True
-    return node.op_type == "Constant" and _is_bit_float(kwargs.get("value"))
+    return traits(node.domain, node.op_type).constant and _is_bit_float(kwargs.get("value"))
+
+
+def _bit_pattern_kernel(fn: Callable[..., Any], node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -> Any:
+    """``fn``, or a wrapper of it, for a node that may read bit-pattern floats; adds the
+    node's outputs to ``bits`` (the values holding bit-pattern floats) when they will.
+
+    The op's traits decide: a kernel that does float arithmetic (not ``bit_exact``) gets
+    them decoded to float32; one that only moves elements keeps the dtype's tag; a cast's
+    output holds them exactly when its target type is one.
+    """
+    op = traits(node.domain, node.op_type)
+    casts_bits = op.casts_to is not None and kwargs.get(op.casts_to) in _BIT_FLOATS
+    if bits and _reads_bit_floats(node, kwargs, bits):
+        if not op.bit_exact:
+            fn = _in_float32(fn)
+        elif op.moves_elements:
+            fn = _keep_tag(fn)
+        if op.casts_to is None or casts_bits:
+            bits.update(n for n in node.output if n)
+    elif casts_bits:
+        bits.update(n for n in node.output if n)
+    return fn
 
 
 def _in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -356,16 +370,7 @@ def compile_graph(
         if scope_names:
             kwargs["_captured"] = tuple(scope_names)
         out_slots = tuple(slot(n) if n else 1 for n in node.output)
-        fn = info.fn
-        if bits and _reads_bit_floats(node, kwargs, bits):
-            if node.op_type not in _BIT_NATIVE:
-                fn = _in_float32(fn)
-            elif node.op_type in _BIT_MOVERS:
-                fn = _keep_tag(fn)
-            if not (node.op_type == "Cast" and kwargs.get("to") not in _BIT_FLOATS):
-                bits.update(n for n in node.output if n)
-        elif node.op_type == "Cast" and kwargs.get("to") in _BIT_FLOATS:
-            bits.update(n for n in node.output if n)
+        fn = _bit_pattern_kernel(info.fn, node, kwargs, bits)
         steps.append(Step(fn, in_slots, out_slots, kwargs, node, opset))
         known.update(n for n in node.output if n)
 
@@ -431,9 +436,8 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
         if len(after) != 1:
             continue
         relu = steps[after[0]]
-        if relu.node.op_type != "Relu" or relu.node.domain not in ("", "ai.onnx") or relu.inputs != step.outputs:
-            continue
-        if getattr(relu.fn, "float_ufunc", None) != "relu":  # e.g. wrapped to compute bit-pattern floats
+        # the reader's kernel says it is Relu (and not wrapped to compute bit-pattern floats)
+        if relu.inputs != step.outputs or getattr(relu.fn, "float_ufunc", None) != "relu":
             continue
         merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset)
         dropped.add(after[0])

@@ -29,12 +29,20 @@ def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: 
     return oh.make_node(op, inputs, outputs or ["y"], **attrs)
 
 
-def conv(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, op: str = "Conv", **attrs: Any) -> Case:
+def conv(
+    name: str,
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    bias: bool = True,
+    op: str = "Conv",
+    opset: int = 21,
+    **attrs: Any,
+) -> Case:
     """A Conv / ConvTranspose row differentiated w.r.t. every operand."""
     inputs = {"x": rnd(*x), "w": rnd(*w)}
     if bias:
         inputs["b"] = rnd(w[0] if op == "Conv" else w[1] * attrs.get("group", 1))
-    return Case(name, [node(op, list(inputs), **attrs)], inputs, list(inputs), ort_dtype=F32)
+    return Case(name, [node(op, list(inputs), **attrs)], inputs, list(inputs), opset=opset, ort_dtype=F32)
 
 
 CONV = [
@@ -95,7 +103,45 @@ CONV = [
 ]
 
 
-@pytest.mark.parametrize("case", CONV, ids=lambda c: c.name)
+# An odd total of SAME_* padding (and of padding imposed by output_shape) at the opsets
+# where ConvTranspose's split changed (issue 8: opset 10 gave a wrong gradient).
+CONV_AUTO_PAD = [
+    conv(f"{op}-{ap}-opset{opset}", (1, 1, 3), (1, 1, 3), op=op, opset=opset, strides=[2], auto_pad=ap)
+    for op in ("Conv", "ConvTranspose")
+    for ap in ("SAME_UPPER", "SAME_LOWER")
+    for opset in (10, 11)
+] + [
+    conv(
+        "ConvTranspose-2d-SAME_UPPER-opset10",
+        (1, 2, 3, 2),
+        (2, 1, 3, 2),
+        op="ConvTranspose",
+        opset=10,
+        strides=[2, 3],
+        auto_pad="SAME_UPPER",
+    ),
+    conv(
+        "ConvTranspose-output_shape-opset10",
+        (1, 1, 3),
+        (1, 1, 3),
+        op="ConvTranspose",
+        opset=10,
+        strides=[2],
+        output_shape=[6],
+    ),
+    conv(
+        "ConvTranspose-output_shape-opset11",
+        (1, 1, 3),
+        (1, 1, 3),
+        op="ConvTranspose",
+        opset=11,
+        strides=[2],
+        output_shape=[6],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CONV + CONV_AUTO_PAD, ids=lambda c: c.name)
 def test_conv(case: Case) -> None:
     check_gradient(case)
 

@@ -19,7 +19,7 @@ from onnx import helper as oh
 
 from onnx_light.onnx_core import GradientError, NodeProto
 from onnx_light.onnx_core.gradient._types import ValueType, infer_types
-from onnx_light.onnx_core.gradient._upgrade import upgrade_nodes
+from onnx_light.onnx_core.ops._upgrade import upgrade_nodes
 
 TARGET = 21
 
@@ -221,3 +221,26 @@ def test_dtype_of_intermediate_is_inferred() -> None:
 def test_same_or_newer_opset_passes_through() -> None:
     node = NodeProto.FromString(oh.make_node("ReduceSum", ["x"], ["y"], axes=[1]).SerializeToString())
     assert upgrade_nodes([node], 21, 21, lambda p: p)[0] is node
+
+
+def _conv_transpose_10(**attrs: Any) -> NodeProto:
+    return NodeProto.FromString(oh.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs).SerializeToString())
+
+
+def test_conv_transpose_odd_padding_gets_explicit_pads() -> None:
+    """ConvTranspose-1 put SAME_UPPER's odd cell at the start; at 11+ explicit pads say so."""
+    shapes = {"x": (1, 1, 3), "w": (1, 1, 3)}
+    node = _conv_transpose_10(strides=[2], auto_pad="SAME_UPPER")
+    (new,) = upgrade_nodes([node], 10, TARGET, lambda p: p + "_1", shape_of=shapes.get)
+    attrs = {a.name: list(a.ints) if a.ints else a.s for a in new.attribute}
+    # full = (3 - 1) * 2 + 3 = 7 cells, 6 kept: the one padded cell at the start
+    assert attrs["pads"] == [1, 0] and "auto_pad" not in attrs
+    even = _conv_transpose_10(strides=[1], auto_pad="SAME_UPPER")
+    shapes_even = {"x": (1, 1, 4), "w": (1, 1, 3)}
+    assert upgrade_nodes([even], 10, TARGET, lambda p: p, shape_of=shapes_even.get)[0] is even
+
+
+def test_conv_transpose_odd_padding_without_shapes_is_a_clear_error() -> None:
+    node = _conv_transpose_10(strides=[2], auto_pad="SAME_LOWER")
+    with pytest.raises(GradientError, match="spatial dims of 'x' and 'w'"):
+        upgrade_nodes([node], 10, TARGET, lambda p: p + "_1")

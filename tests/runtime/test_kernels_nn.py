@@ -265,6 +265,35 @@ def test_conv_transpose_float64_vs_ort(spec: dict) -> None:
     _compare("ConvTranspose", inputs, attrs, tol=10, ort_dtype=np.float32)  # none in ort
 
 
+# odd SAME_* padding at the opsets where ConvTranspose's split changed (ConvTranspose-1
+# put SAME_UPPER's extra cell at the start; onnxruntime applies the opset-11 split at
+# every opset, so below 11 our ConvTranspose must differ from it and equal our opset-11
+# result: every row has an odd total on one axis, k - s >= 0 with strides [k - 1, k])
+_ODD_PAD = [
+    (f"{op}-{ap}-k{k}-opset{opset}", op, ap, k, opset)
+    for op in ("Conv", "ConvTranspose")
+    for ap in ("SAME_UPPER", "SAME_LOWER")
+    for k in (2, 3)
+    for opset in (10, 11)
+]
+
+
+@pytest.mark.parametrize(("op", "auto_pad", "k", "opset"), [r[1:] for r in _ODD_PAD], ids=[r[0] for r in _ODD_PAD])
+def test_odd_same_padding_vs_ort(op: str, auto_pad: str, k: int, opset: int) -> None:
+    inputs, attrs = _conv_inputs(
+        dict(nd=2, auto_pad=auto_pad, strides=[k - 1, k], k=k, g=1, b=True), np.float32, op == "ConvTranspose"
+    )
+    if op == "ConvTranspose" and opset < 11:
+        from onnx import helper
+
+        (ours,), (theirs,) = _run_both(op, inputs, attrs, opset=opset)
+        (new,) = kernel_harness.call_kernel(helper.make_node(op, ["x", "w", "b"], ["y"], **attrs), 11, inputs)
+        np.testing.assert_allclose(new, theirs, rtol=1e-4, atol=1e-5)
+        assert not np.allclose(ours, theirs), "the opset-1 split must differ from the opset-11 one"
+        return
+    _compare(op, inputs, attrs, opset=opset, tol=10)
+
+
 # ---- pool
 
 

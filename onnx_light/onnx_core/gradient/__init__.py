@@ -6,6 +6,7 @@ live in ``onnx_light.onnx_extensions.gradient``).
 
 from __future__ import annotations
 
+from ..ops import upgrade_nodes
 from ._api import GradientOfFunction, GradientOfNodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._export import backward_model, function_to_model, gradient_model, input_types
@@ -13,7 +14,6 @@ from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
 from ._registry import GradFn, GradRegistry, GradRule, RegisterGradientFunction
 from ._rules import elementwise, linear, no_grad, rule
 from ._types import UNKNOWN, ValueType
-from ._upgrade import upgrade_nodes
 
 __all__ = [
     "GradientOfNodes",

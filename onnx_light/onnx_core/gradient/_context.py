@@ -9,48 +9,87 @@ import numpy as np
 
 from .._errors import GradientError
 from .._proto import NodeProto, TensorProto, ValueInfoProto
+from ..ops import Signature, UnknownOp, signature
 from ._fastpath import Fields, node_fields, value_type
 from ._types import UNKNOWN, ValueType
 
 if TYPE_CHECKING:
+    from ._opset import Opset as _TypedOpset  # generated: a typed method per op (tools/gen_ctx_opset.py)
     from ._pass import _GradientPass
+else:
+    _TypedOpset = object
 
-__all__ = ["GradContext", "OpBuilder", "FLOAT_TYPES"]
+__all__ = ["GradContext", "OpBuilder", "BuilderError", "FLOAT_TYPES"]
+
+_UNSEEN: Any = object()
 
 #: element types that carry gradients
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16})
 
 
-class OpBuilder:
+class BuilderError(GradientError):
+    """A rule asked ``ctx.op`` for a node its op's schema does not allow (the pass adds the rule's name)."""
+
+
+class OpBuilder(_TypedOpset):
     """``ctx.op.Mul(a, b)`` emits a backward node and returns its output name.
 
     Positional arguments are input names (``None`` or ``""`` for an omitted optional
     input, a numpy array for a constant); keyword arguments are attributes, except
     ``_outputs`` (number of outputs; a list of names is returned when it is not 1)
     and ``_domain``.
+
+    Each call is checked against the op's schema at the pass's opset (the op exists,
+    input and output counts, attribute names, types and required ones), as onnxscript's
+    opset classes do: a misspelt op or attribute raises :class:`BuilderError` at once.
+    Ops of domains the spec does not know (custom ops) are not checked.
     """
 
-    __slots__ = ("_pass", "_prefix")
+    __slots__ = ("_pass", "_prefix", "_opset")
 
     def __init__(self, grad_pass: _GradientPass, prefix: str) -> None:
         self._pass = grad_pass
         self._prefix = prefix
+        self._opset = grad_pass.opset
 
-    def __getattr__(self, op_type: str) -> Any:
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-        # The builder of ``op_type`` becomes a method of the class: every later
-        # ``ctx.op.<op_type>`` is an ordinary method lookup, not a failed attribute
-        # lookup (an AttributeError raised and caught) plus a new closure per node.
-        method = _builder(op_type)
-        setattr(OpBuilder, op_type, method)
-        return method.__get__(self, OpBuilder)
+    def emit(self, op_type: str, *inputs: Any, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
+        """``ctx.op.emit("MyOp", x, _domain="my.ops")``: the same as ``ctx.op.MyOp(x, ...)``,
+        for ops type checkers do not know (custom domains)."""
+        return getattr(self, op_type)(*inputs, _outputs=_outputs, _domain=_domain, **attrs)
+
+    if not TYPE_CHECKING:  # type checkers see the generated methods only, so a typo is an error
+
+        def __getattr__(self, op_type: str) -> Any:
+            if op_type.startswith("_"):
+                raise AttributeError(op_type)
+            # The builder of ``op_type`` becomes a method of the class: every later
+            # ``ctx.op.<op_type>`` is an ordinary method lookup, not a failed attribute
+            # lookup (an AttributeError raised and caught) plus a new closure per node.
+            method = _builder(op_type)
+            setattr(OpBuilder, op_type, method)
+            return method.__get__(self, OpBuilder)
 
 
 def _builder(op_type: str) -> Callable[..., Any]:
     """The ``OpBuilder`` method that emits an ``op_type`` node."""
+    checked: dict[Any, Signature | None] = {}  # by opset (default domain) or (domain, opset)
 
     def build(self: OpBuilder, *inputs: Any, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
+        opset = self._opset
+        sig = checked.get((_domain, opset) if _domain else opset, _UNSEEN)
+        if sig is _UNSEEN:
+            try:
+                sig = checked[(_domain, opset) if _domain else opset] = signature(op_type, opset, _domain)
+            except UnknownOp as e:
+                raise BuilderError(f"ctx.op.{op_type}: {e}") from None
+        n = len(inputs)
+        # the common node (no attribute, one output, a valid input count) in three comparisons
+        if sig is not None and (
+            attrs or _outputs != 1 or not (sig.one_output and sig.min_inputs <= n <= sig.input_limit)
+        ):
+            problem = sig.problem(n, _outputs, attrs)
+            if problem is not None:
+                raise BuilderError(f"ctx.op.{op_type}: {problem}")
         names = []
         for value in inputs:
             if type(value) is str or isinstance(value, str):

@@ -214,7 +214,7 @@ def _add_loss(
     out: ModelProto, model: ModelProto, bwd: FunctionProto, y: str, types: dict[str, ValueType], inline: bool
 ) -> None:
     """Prepends the forward nodes computing ``y`` (at the backward's opset) and outputs ``y``."""
-    from ._upgrade import upgrade_nodes
+    from ..ops import upgrade_nodes
 
     graph = out.graph
     nodes = _ancestors(list(model.graph.node), y)

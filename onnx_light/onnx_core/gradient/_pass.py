@@ -36,7 +36,9 @@ from ..helper import (
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
-from ._context import FLOAT_TYPES, GradContext, OpBuilder
+from ..ops import is_random, op_types_with
+from ..ops._upgrade import upgrade_nodes
+from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
     attribute,
@@ -53,7 +55,6 @@ from ._fastpath import (
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
-from ._upgrade import upgrade_nodes
 
 __all__ = ["FOLD_MAX", "subgraph_inputs"]
 
@@ -743,7 +744,11 @@ class _GradientPass:
         fields = self._fields[i]
         ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
         dy = out_grads[0] if out_grads else None
-        result = rule.fn(ctx, dy)
+        try:
+            result = rule.fn(ctx, dy)
+        except BuilderError as e:
+            fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
+            raise self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {e}") from None
         if result is None or isinstance(result, str):
             result = (result,)
         result = list(result)
@@ -799,7 +804,8 @@ class _GradientPass:
         read = {n for names, _, _ in backward_io for n in names}
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
-        random = {i for i, f in enumerate(self._fields) if f[0] in _MAYBE_RANDOM and _is_random(self.nodes[i])}
+        maybe = op_types_with("random") | op_types_with("random_if_input")
+        random = {i for i, f in enumerate(self._fields) if f[0] in maybe and is_random(self.nodes[i])}
         # nor is the producer of an intermediate x (a cut point): x is an input
         stop = random | {producer[x] for x in self.xs if x in producer}
         roots = [n for n in read if n in producer and producer[n] not in stop]
@@ -863,25 +869,6 @@ class _GradientPass:
             if t is not None and t.dtype:
                 value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
-
-
-#: ops that draw random numbers unless given a seed
-RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
-)
-#: the op types `_is_random` can be true for
-_MAYBE_RANDOM = RANDOM_OPS | {"Dropout"}
-
-
-def _is_random(node: NodeProto) -> bool:
-    """True for a node whose outputs differ from run to run (no ``seed``)."""
-    if node.domain not in ("", "ai.onnx"):
-        return False
-    if any(a.name == "seed" for a in node.attribute):
-        return False
-    if node.op_type == "Dropout":
-        return len(node.input) >= 3 and bool(node.input[2])  # training_mode given
-    return node.op_type in RANDOM_OPS
 
 
 def _rename_reserved(nodes: list[NodeProto], clash: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._attributes import get_attribute_value
 from .._proto import AttributeProto, NodeProto
+from ..ops._registries import INFER as _INFER_TABLE
 
 __all__ = [
     "ValueType",
@@ -94,15 +95,18 @@ class InferContext:
 #: op_type -> fn(ctx) returning one ValueType per output, and optionally (as a second
 #: element of a tuple) the constant values of outputs
 InferFn = Callable[[InferContext], "list[ValueType] | tuple[list[ValueType], list[np.ndarray | None]]"]
-INFER: dict[str, InferFn] = {}
+#: the inference functions, an OpTable by opset range (``INFER.at(opset)``: by op type)
+INFER = _INFER_TABLE
 #: ops (default domain) whose inference function, when every input has one same fully
 #: known type and no input value is known, gives exactly that type to their one output
 #: and folds nothing: :func:`infer_types` answers those nodes without calling it
 SAME_TYPE: set[str] = set()
 
 
-def infer(*op_types: str, same_type: bool = False) -> Callable[[InferFn], InferFn]:
-    """Registers an inference function for ``op_types`` (default domain).
+def infer(
+    *op_types: str, same_type: bool = False, since: int = 1, until: int | None = None
+) -> Callable[[InferFn], InferFn]:
+    """Registers an inference function for ``op_types`` (default domain, opsets ``since..until``).
 
     ``same_type=True`` declares that ``fn`` behaves as :data:`SAME_TYPE` describes (for
     every op in ``op_types``); registering an op again without it withdraws that.
@@ -110,7 +114,7 @@ def infer(*op_types: str, same_type: bool = False) -> Callable[[InferFn], InferF
 
     def register(fn: InferFn) -> InferFn:
         for op in op_types:
-            INFER[op] = fn
+            INFER.register("", op, fn, since=since, until=until)
             if same_type:
                 SAME_TYPE.add(op)
             else:
@@ -256,7 +260,7 @@ class _InferState:
     """The values :func:`infer_types` has typed or folded so far, and its two phases per
     node: inferring the outputs (:meth:`infer_node`) and recording them (:meth:`store`)."""
 
-    __slots__ = ("types", "consts", "partial", "opset", "known_get", "declared")
+    __slots__ = ("types", "consts", "partial", "opset", "infer_get", "known_get", "declared")
 
     def __init__(
         self,
@@ -269,6 +273,7 @@ class _InferState:
         self.consts = dict(constants)
         self.partial: dict[str, np.ndarray] = {}
         self.opset = opset
+        self.infer_get = INFER.at(opset).get  # the inference functions covering this opset
         self.known_get = known.get
         self.declared = declared
 
@@ -276,7 +281,7 @@ class _InferState:
         self, node: NodeProto, op_type: str, domain: str, inputs: list[str], attrs: dict[str, Any] | None
     ) -> tuple[list[ValueType], list[np.ndarray | None]]:
         """The node's output types and known output values (empty lists when unknown)."""
-        fn = INFER.get(op_type) if not domain or domain == "ai.onnx" else None
+        fn = self.infer_get(op_type) if not domain or domain == "ai.onnx" else None
         outs: list[ValueType] = []
         vals: list[np.ndarray | None] = []
         if fn is _CONSTANT and attrs is not None and "value" in attrs and "sparse_value" not in attrs:
@@ -352,7 +357,7 @@ class _InferState:
                     consts[name] = v
 
 
-from . import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)
+from ..ops import _infer_math, _infer_nn, _infer_tensor  # noqa: E402, F401  (registers the ops)
 
 #: the registered inference of Constant, which infer_types answers directly (registering
 #: another function for Constant withdraws that)

@@ -18,7 +18,8 @@ largest ``output_padding`` cropped to ``Shape(X)``, and the correlations take th
 forward's end pads and crop their output to the kernel. ``auto_pad=SAME_*`` with
 strides > 1 on a symbolic axis pads by amounts that depend on the size: Conv then
 pads X at run time and differentiates the VALID convolution of the padded X
-(AveragePool likewise).
+(AveragePool likewise). The geometry itself (pads, output dims, which pads only the run
+time knows) is ``onnx_core.ops``' ``window`` / ``transpose_window``.
 """
 
 from __future__ import annotations
@@ -27,44 +28,23 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.onnx_core.ops import (
+    RunTimePads,
+    TransposeWindow,
+    Window,
+    runtime_pad_axes,
+    transpose_window,
+    window,
+)
+
 from ._table import rule
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
 
 
-class Geometry:
-    """Resolved window geometry along each spatial axis.
-
-    Attributes:
-        size: input spatial dims. kernel: kernel dims. out: output spatial dims.
-        strides, dilations: per axis. begin, end: pads.
-        ``size`` and ``out`` hold None (or a symbol) where a dim is only known at run time.
-    """
-
-    __slots__ = ("size", "kernel", "strides", "dilations", "begin", "end", "out")
-
-    def __init__(
-        self,
-        size: list[Any],
-        kernel: list[int],
-        strides: list[int],
-        dilations: list[int],
-        begin: list[int],
-        end: list[int],
-        out: list[Any],
-    ) -> None:
-        self.size, self.kernel, self.strides, self.dilations = size, kernel, strides, dilations
-        self.begin, self.end, self.out = begin, end, out
-
-    @property
-    def nd(self) -> int:
-        """The number of spatial axes."""
-        return len(self.size)
-
-    @property
-    def is_static(self) -> bool:
-        """True when every input and output spatial dim is known when the pass runs."""
-        return all(isinstance(d, int) for d in self.size) and all(isinstance(d, int) for d in self.out)
+Geometry = Window
+"""The resolved window geometry of a Conv or pooling node (``onnx_core.ops.Window``):
+``size`` and ``out`` hold None where a dim is only known at run time (``geo.is_static``)."""
 
 
 def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
@@ -86,46 +66,9 @@ def _input_dims(ctx: Any, name: str, nd: int) -> list[Any]:
     return [d if isinstance(d, int) else None for d in shape[2:]]
 
 
-def _need_static_begin(ctx: Any, begin: list[Any], what: str) -> list[int]:
-    """``begin`` when every pad is known; else a clear error (SAME with strides > 1)."""
-    if all(isinstance(b, int) for b in begin):
-        return begin
-    raise ctx.error(
-        f"{what}: auto_pad={ctx.attr('auto_pad')} with strides > 1 pads the begin of a symbolic "
-        "spatial axis by an amount that depends on its size; export with explicit pads, "
-        "or give the input static spatial dims"
-    )
-
-
 def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
     value = ctx.attr(name)
     return [int(v) for v in value] if value is not None else list(default)
-
-
-def _pads(
-    ctx: Any, size: list[Any], kernel: list[int], strides: list[int], dilations: list[int]
-) -> tuple[list[Any], list[Any]]:
-    """Begin and end pads of a Conv / pooling window after resolving ``auto_pad`` (None
-    where they depend on a size only known at run time)."""
-    nd = len(size)
-    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
-    if auto_pad == "VALID":
-        return [0] * nd, [0] * nd
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin: list[Any] = []
-        end: list[Any] = []
-        for d, k, s, dil in zip(size, kernel, strides, dilations):
-            if not isinstance(d, int) and s != 1:
-                begin.append(None)  # depends on d mod s: see _need_static_begin
-                end.append(None)
-                continue
-            # (stride 1: the total is (k - 1) * dil whatever the size)
-            total = max(0, (-(-d // s) - 1) * s + (k - 1) * dil + 1 - d) if isinstance(d, int) else (k - 1) * dil
-            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-            end.append(total - begin[-1])
-        return begin, end
-    pads = _int_list(ctx, "pads", [0] * 2 * nd)
-    return pads[:nd], pads[nd:]
 
 
 def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geometry:
@@ -139,17 +82,16 @@ def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geome
     size = _input_dims(ctx, ctx.input(0), nd)
     strides = _int_list(ctx, "strides", [1] * nd)
     dilations = _int_list(ctx, "dilations", [1] * nd)
-    begin, end = _pads(ctx, size, kernel, strides, dilations)
-    begin = _need_static_begin(ctx, begin, "the window geometry")
-    out: list[Any] = []
-    for n, k, s, d, b, e in zip(size, kernel, strides, dilations, begin, end):
-        if not isinstance(n, int):
-            out.append(None)
-            continue
-        room = n + b + e - (k - 1) * d - 1
-        o = (-(-room // s) if ceil_mode else room // s) + 1
-        out.append(o - 1 if ceil_mode and (o - 1) * s >= n + b else o)
-    return Geometry(size, kernel, strides, dilations, begin, end, out)
+    pads = _int_list(ctx, "pads", [0] * 2 * nd)
+    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
+    try:
+        return window(size, kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    except RunTimePads:
+        raise ctx.error(
+            f"the window geometry: auto_pad={auto_pad} with strides > 1 pads the begin of a symbolic "
+            "spatial axis by an amount that depends on its size; export with explicit pads, "
+            "or give the input static spatial dims"
+        ) from None
 
 
 def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int, like: str | None = None) -> str:
@@ -360,23 +302,20 @@ def valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
     nd = len(kernel)
     strides = _int_list(ctx, "strides", [1] * nd)
     dilations = _int_list(ctx, "dilations", [1] * nd)
-    return Geometry([None] * nd, kernel, strides, dilations, [0] * nd, [0] * nd, [None] * nd)
+    return window([None] * nd, kernel, strides, dilations, None, "VALID")
 
 
 def same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str, str] | None:
-    """``auto_pad=SAME_*`` with strides > 1 on a symbolic axis: ``(Pad(X, pads), begin,
-    Shape(X)[2:], pads)`` with the pads computed at run time, else None.
+    """``auto_pad=SAME_*`` with strides > 1 on a symbolic axis (``ops.runtime_pad_axes``):
+    ``(Pad(X, pads), begin, Shape(X)[2:], pads)`` with the pads computed at run time, else None.
 
     Per axis, out = ceil(n / s), total = max((out - 1) * s + (k - 1) * d + 1 - n, 0),
     begin = total // 2 (SAME_UPPER) or total - total // 2 (SAME_LOWER), end = total - begin.
     """
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
-    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        return None
     nd = len(kernel)
     strides = _int_list(ctx, "strides", [1] * nd)
-    size = _input_dims(ctx, x, nd)
-    if all(isinstance(n, int) or st == 1 for n, st in zip(size, strides)):
+    if not runtime_pad_axes(_input_dims(ctx, x, nd), strides, auto_pad):
         return None
     dilations = _int_list(ctx, "dilations", [1] * nd)
     n = ctx.op.Shape(x, start=2)
@@ -392,42 +331,29 @@ def same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str, str
     return ctx.op.Pad(x, pads), begin, n, pads
 
 
-def _transpose_begin(
-    ctx: Any, size: list[Any], kernel: list[int], strides: list[int], dilations: list[int]
-) -> tuple[list[int], list[Any], list[int]]:
-    """ConvTranspose's begin pads, output spatial dims and end pads, per the opset-11+ rules.
+def _transpose_window(ctx: Any, size: list[Any], kernel: list[int]) -> TransposeWindow:
+    """ConvTranspose's geometry (``ops.transpose_window``; None dims where ``size`` is unknown).
 
-    The full output (n - 1) * s + (k - 1) * d + 1 + output_padding loses begin + end
-    cells; with ``auto_pad=SAME_*`` the output is n * s, so the pads total
-    (k - 1) * d + 1 + output_padding - s whatever n. Output dims are None where n is.
+    The pass has upgraded older nodes to the opset-11+ split of an odd imposed padding.
     """
     nd = len(size)
-    extra = _int_list(ctx, "output_padding", [0] * nd)
-    full = [
-        (n - 1) * s + (k - 1) * d + 1 + e if isinstance(n, int) else None
-        for n, s, k, d, e in zip(size, strides, kernel, dilations, extra)
-    ]
-    auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     output_shape = ctx.attr("output_shape")
-    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        if output_shape is not None:
-            if not all(isinstance(f, int) for f in full):
-                raise ctx.error(
-                    f"output_shape={list(output_shape)} on an input with symbolic spatial dims "
-                    f"{size}: the pads depend on the input's size; give the input static spatial dims"
-                )
-            out: list[Any] = [int(v) for v in output_shape][-nd:]
-            totals = [f - t for f, t in zip(full, out)]
-        else:
-            out = [n * s if isinstance(n, int) else None for n, s in zip(size, strides)]
-            totals = [(k - 1) * d + 1 + e - s for s, k, d, e in zip(strides, kernel, dilations, extra)]
-        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals]
-        return begin, out, [t - b for t, b in zip(totals, begin)]
-    if auto_pad == "VALID":
-        return [0] * nd, full, [0] * nd
-    pads = _int_list(ctx, "pads", [0] * 2 * nd)
-    out = [f - pads[i] - pads[i + nd] if isinstance(f, int) else None for i, f in enumerate(full)]
-    return pads[:nd], out, pads[nd:]
+    try:
+        return transpose_window(
+            size,
+            kernel,
+            _int_list(ctx, "strides", [1] * nd),
+            _int_list(ctx, "dilations", [1] * nd),
+            _int_list(ctx, "pads", [0] * 2 * nd),
+            str(ctx.attr("auto_pad", "NOTSET")),
+            _int_list(ctx, "output_padding", [0] * nd),
+            [int(v) for v in output_shape] if output_shape is not None else None,
+        )
+    except RunTimePads:
+        raise ctx.error(
+            f"output_shape={list(output_shape)} on an input with symbolic spatial dims "
+            f"{size}: the pads depend on the input's size; give the input static spatial dims"
+        ) from None
 
 
 @rule("", "ConvTranspose")
@@ -445,13 +371,11 @@ def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
     nd = len(kernel)
     size = _input_dims(ctx, x, nd)
     rank = nd + 2
-    strides = _int_list(ctx, "strides", [1] * nd)
-    dilations = _int_list(ctx, "dilations", [1] * nd)
-    begin, out, end = _transpose_begin(ctx, size, kernel, strides, dilations)
+    tw = _transpose_window(ctx, size, kernel)
+    strides, dilations, begin, out, end = tw.strides, tw.dilations, tw.begin, tw.out, tw.end
     # both correlations below end exactly e - output_padding past Y's last cell (Y's size
     # is (n - 1) * s + (k - 1) * d + 1 + output_padding - begin - e), whatever n
-    extra = _int_list(ctx, "output_padding", [0] * nd)
-    corr_end = [e - p for e, p in zip(end, extra)]
+    corr_end = [e - p for e, p in zip(end, tw.output_padding)]
     dx = None
     if ctx.needs_grad(0):
         dx = correlate(

@@ -237,14 +237,9 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
         scaled = ctx.op.Mul(dy, _inverse_counts(ctx, geo, dy))
         weights = ctx.const(np.ones((channels, 1, *kernel)), like=x)
         return (transpose_into(ctx, scaled, weights, geo, channels),)
-    # valid(o): window cells inside the unpadded input, per spatial axis then outer product
-    valid = np.ones((), dtype=np.int64)
-    overhang = False
-    for i, (n, k, s, d, b, o) in enumerate(zip(geo.size, kernel, geo.strides, geo.dilations, geo.begin, geo.out)):
-        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
-        valid = np.multiply.outer(valid, ((pos >= 0) & (pos < n)).sum(axis=1))
-        overhang |= bool(pos[-1, -1] >= n + geo.end[i])
-    valid = valid.reshape((1, 1, *geo.out))
+    # valid(o): window cells inside the unpadded input
+    valid = geo.counts().reshape((1, 1, *geo.out))
+    overhang = geo.overhangs()
     include_pad = bool(ctx.attr("count_include_pad", 0))
     if not include_pad:
         scaled = ctx.op.Mul(dy, ctx.const(1.0 / valid, like=x))

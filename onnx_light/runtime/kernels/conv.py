@@ -20,31 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolve_pads, transpose_window
 from onnx_light.runtime._native import conv2d_native
 from onnx_light.runtime._registry import kernel
 
-__all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "same_pads", "sliding_windows"]
-
-
-def same_pads(
-    in_shape: Sequence[int],
-    kernel_shape: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    auto_pad: str,
-) -> tuple[list[int], list[int]]:
-    """Begin and end pads that make ``out = ceil(in / stride)`` (SAME_UPPER / SAME_LOWER).
-
-    An odd total puts the extra cell at the end for SAME_UPPER, at the start for SAME_LOWER.
-    """
-    begin, end = [], []
-    for size, k, s, d in zip(in_shape, kernel_shape, strides, dilations):
-        out = -(-size // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-        b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-        begin.append(b)
-        end.append(total - b)
-    return begin, end
+__all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
 
 
 def explicit_pads(
@@ -56,12 +36,7 @@ def explicit_pads(
     auto_pad: str,
 ) -> tuple[list[int], list[int]]:
     """Resolves ``auto_pad`` / ``pads`` into begin and end pads per spatial axis."""
-    nd = len(in_shape)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        return same_pads(in_shape, kernel_shape, strides, dilations, auto_pad)
-    if auto_pad == "VALID" or not pads:
-        return [0] * nd, [0] * nd
-    return list(pads[:nd]), list(pads[nd:])
+    return resolve_pads(in_shape, kernel_shape, strides, dilations, pads, auto_pad)
 
 
 def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0) -> np.ndarray:
@@ -161,7 +136,7 @@ def _conv_im2col(
     nd = x.ndim - 2
     ksize = w.shape[2:]
     xp = pad_spatial(x, begin, end)
-    out_shape = [(xp.shape[2 + i] - (ksize[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)]
+    out_shape = [output_size(xp.shape[2 + i], ksize[i], strides[i], dilations[i]) for i in range(nd)]
     n, m = x.shape[0], w.shape[0]
     windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
     # (N, C, *out, *k) -> (N, group, C / group * prod(k), prod(out)): the im2col copy.
@@ -178,20 +153,6 @@ def _conv_im2col(
 conv.fresh_output = conv_relu.fresh_output = True  # type: ignore[attr-defined]
 #: the plan replaces Conv -> Relu by this (runtime/_plan.py)
 conv.with_relu = conv_relu  # type: ignore[attr-defined]
-
-
-def _transpose_pads(full: list[int], target: Sequence[int], auto_pad: str, legacy: bool) -> list[int]:
-    """Begin pads when the output shape is imposed (``output_shape`` or SAME_*).
-
-    From opset 11 an odd total puts the extra cell at the end for SAME_UPPER and at
-    the start otherwise; opset 1 documented the opposite, kept here for old models.
-    """
-    begin = []
-    for f, t in zip(full, target):
-        total = f - t
-        extra_at_end = (auto_pad == "SAME_UPPER") != legacy
-        begin.append(total // 2 if extra_at_end else total - total // 2)
-    return begin
 
 
 def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndarray:
@@ -226,20 +187,11 @@ def _conv_transpose(
     nd = x.ndim - 2
     ksize = list(w.shape[2:])
     in_shape = list(x.shape[2:])
-    strides, dilations = _defaults(nd, strides, dilations)
-    extra = list(output_padding or [0] * nd)
+    tw = transpose_window(
+        in_shape, ksize, strides, dilations, pads, auto_pad, output_padding, output_shape, legacy=legacy
+    )
+    strides, dilations, begin, size = tw.strides, tw.dilations, tw.begin, tw.out
     span = [(i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_shape, strides, ksize, dilations)]
-    full = [f + e for f, e in zip(span, extra)]
-    if output_shape:
-        size = list(output_shape[-nd:])
-        begin = _transpose_pads(full, size, auto_pad, legacy)
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        size = [i * s for i, s in zip(in_shape, strides)]
-        begin = _transpose_pads(full, size, auto_pad, legacy)
-    else:
-        pb, pe = explicit_pads(in_shape, ksize, strides, dilations, pads, auto_pad)
-        begin = pb
-        size = [f - p - q for f, p, q in zip(full, pb, pe)]
     if all(s == 1 for s in strides):
         y = _conv_transpose_as_conv(x, w, b, dilations, group, begin, size)
         if y is not None:
@@ -322,7 +274,9 @@ def conv_transpose_1(
 ) -> np.ndarray:
     """Transposed convolution, opset-1 split of imposed padding (extra cell at the start
     only for SAME_UPPER)."""
-    return _conv_transpose(x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, True)
+    return _conv_transpose(
+        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, legacy_transpose_split(1)
+    )
 
 
 @kernel("", "ConvTranspose", since=(11, 22))
@@ -341,4 +295,6 @@ def conv_transpose(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Transposed convolution; ``w`` is ``(C, M / group, *kernel)``."""
-    return _conv_transpose(x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, False)
+    return _conv_transpose(
+        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, legacy_transpose_split(11)
+    )

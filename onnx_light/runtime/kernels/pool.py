@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from onnx_light.onnx_core.ops import window
 from onnx_light.runtime._native import max_pool2d
 from onnx_light.runtime._registry import kernel
-from onnx_light.runtime.kernels.conv import explicit_pads, kernel_offsets, pad_spatial
+from onnx_light.runtime.kernels.conv import kernel_offsets, pad_spatial
 
 
 class _Geometry:
@@ -28,18 +29,9 @@ class _Geometry:
         auto_pad: str,
         ceil_mode: int,
     ) -> None:
-        nd = len(in_shape)
-        self.kernel = list(kernel_shape)
-        self.strides = list(strides or [1] * nd)
-        self.dilations = list(dilations or [1] * nd)
-        self.begin, self.end = explicit_pads(in_shape, self.kernel, self.strides, self.dilations, pads, auto_pad)
-        self.out: list[int] = []
-        for size, k, s, d, b, e in zip(in_shape, self.kernel, self.strides, self.dilations, self.begin, self.end):
-            room = size + b + e - (k - 1) * d - 1
-            out = (-(-room // s) if ceil_mode else room // s) + 1
-            if ceil_mode and (out - 1) * s >= size + b:
-                out -= 1  # the last window would start in the end padding
-            self.out.append(out)
+        self.window = geo = window(in_shape, kernel_shape, strides, dilations, pads, auto_pad, bool(ceil_mode))
+        self.kernel, self.strides, self.dilations = geo.kernel, geo.strides, geo.dilations
+        self.begin, self.end, self.out = geo.begin, geo.end, geo.out
 
     def padded(self, x: np.ndarray, value: float) -> np.ndarray:
         """``x`` padded far enough that every (ceil-mode) window is in range."""
@@ -62,15 +54,7 @@ class _Geometry:
 
     def counts(self, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
         """Cells each window covers inside the input (or inside input + pads)."""
-        total = np.ones((), dtype=np.int64)
-        for size, k, s, d, b, e, o in zip(
-            in_shape, self.kernel, self.strides, self.dilations, self.begin, self.end, self.out
-        ):
-            lo, hi = (-b, size + e) if include_pad else (0, size)
-            pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
-            axis_count = ((pos >= lo) & (pos < hi)).sum(axis=1)
-            total = np.multiply.outer(total, axis_count)
-        return total
+        return self.window.counts(include_pad)
 
 
 def _lowest(dtype: np.dtype) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.onnx_core.ops import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from onnx_light.runtime._registry import kernel
 
 __all__: list[str] = []
@@ -57,17 +58,6 @@ _REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...] | None, bool], np.nda
     "ReduceLogSumExp": _log_sum_exp,
 }
 
-# op_type -> (since versions with axes as an attribute, since versions with axes as an input)
-_VERSIONS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
-    "ReduceSum": ((1, 11), (13,)),
-    "ReduceMax": ((1, 11, 12, 13), (18, 20)),
-    "ReduceMin": ((1, 11, 12, 13), (18, 20)),
-    **{op: ((1, 11, 13), (18,)) for op in ("ReduceProd", "ReduceMean", "ReduceL1", "ReduceL2")},
-    "ReduceSumSquare": ((1, 11, 13), (18,)),
-    "ReduceLogSum": ((1, 11, 13), (18, 28)),
-    "ReduceLogSumExp": ((1, 11, 13), (18, 28)),
-}
-
 
 def _reduce(op: str, data: np.ndarray, axes: Sequence[int] | np.ndarray | None, keepdims: int, noop: int) -> np.ndarray:
     if axes is None or len(axes) == 0:
@@ -105,9 +95,10 @@ def _input_axes_kernel(op: str) -> Callable[..., np.ndarray]:
     return run
 
 
-for _op, (_old, _new) in _VERSIONS.items():
-    kernel("", _op, since=_old)(_attr_axes_kernel(_op))
-    kernel("", _op, since=_new)(_input_axes_kernel(_op))
+for _op in REDUCE_OPS:
+    _since = axes_input_since(_op)
+    kernel("", _op, since=tuple(v for v in REDUCE_VERSIONS[_op] if v < _since))(_attr_axes_kernel(_op))
+    kernel("", _op, since=tuple(v for v in REDUCE_VERSIONS[_op] if v >= _since))(_input_axes_kernel(_op))
 
 
 # --- ArgMax / ArgMin -----------------------------------------------------------------------------

@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _fastpath  # (the module: it imports _types, which imports this module)
+from .._proto import NodeProto
+from ..gradient import _fastpath  # (the module: it imports _types, which imports this module)
+from ..gradient._types import Dim, InferContext, Shape, ValueType, infer
 from ._infer_common import (
     FLOAT,
     INT64,
@@ -32,7 +34,9 @@ from ._infer_common import (
     tensor_dtype,
     value,
 )
-from ._types import Dim, InferContext, Shape, ValueType, infer
+from ._registries import upgrade
+from ._traits import declare_traits
+from ._upgrade import Upgrader, attr_value, clone
 
 Result = tuple[list[ValueType], list[np.ndarray | None]]
 
@@ -546,3 +550,85 @@ def depth_space(ctx: InferContext) -> list[ValueType]:
     if ctx.node.op_type == "DepthToSpace":
         return [ValueType(x.dtype, (n, div(c, b * b), mul(h, b), mul(w, b)))]
     return [ValueType(x.dtype, (n, mul(c, b * b), div(h, b), div(w, b)))]
+
+
+# --------------------------------------------------------------------------- upgrades
+@upgrade("Squeeze", "Unsqueeze", until=12)
+def _axes_to_input(u: Upgrader, node: NodeProto, attr: str = "axes") -> None:
+    axes = attr_value(node, attr)
+    if u.source >= 13 or u.target < 13 or axes is None:
+        u.out.append(node)
+        return
+    u.out.append(clone(node, [node.input[0], u.ints(axes, f"{node.op_type}_{attr}")], drop=[attr]))
+
+
+@upgrade("Split", until=17)
+def _split(u: Upgrader, node: NodeProto) -> None:
+    sizes = attr_value(node, "split")
+    inputs = list(node.input)
+    changed = False
+    if u.source < 13 <= u.target and sizes is not None:
+        inputs = [inputs[0], u.ints(sizes, "Split_split")]
+        changed = True
+    num: int | None = None
+    if u.source < 18 <= u.target and (len(inputs) < 2 or not inputs[1]):
+        num = len(node.output)  # equal split: at 18 the count must be explicit
+        changed = True
+    u.out.append(clone(node, inputs, drop=["split"], num_outputs=num) if changed else node)
+
+
+@upgrade("Slice", until=9)
+def _slice(u: Upgrader, node: NodeProto) -> None:
+    starts = attr_value(node, "starts")
+    if u.source >= 10 or u.target < 10 or starts is None:
+        u.out.append(node)
+        return
+    inputs = [node.input[0], u.ints(starts, "Slice_starts"), u.ints(attr_value(node, "ends"), "Slice_ends")]
+    axes = attr_value(node, "axes")
+    if axes is not None:
+        inputs.append(u.ints(axes, "Slice_axes"))
+    u.out.append(clone(node, inputs, drop=["starts", "ends", "axes"]))
+
+
+@upgrade("Pad", until=10)
+def _pad(u: Upgrader, node: NodeProto) -> None:
+    pads = attr_value(node, "pads", attr_value(node, "paddings"))
+    if u.source >= 11 or u.target < 11 or pads is None:
+        u.out.append(node)
+        return
+    inputs = [node.input[0], u.ints(pads, "Pad_pads")]
+    value = float(attr_value(node, "value", 0.0))
+    if value != 0.0 and str(attr_value(node, "mode", "constant")) == "constant":
+        inputs.append(u.scalar_like(value, node.input[0], node, "value"))
+    u.out.append(clone(node, inputs, drop=["pads", "paddings", "value"]))
+
+
+@upgrade("Scan", until=8)
+def _scan(u: Upgrader, node: NodeProto) -> None:
+    """Scan-8 cannot be rewritten into Scan-9: it is refused with the fix."""
+    if u.source >= 9 or u.target < 9:
+        u.out.append(node)
+        return
+    raise u.error(
+        node,
+        "Scan-8 has a batch axis and a sequence_lens input that Scan-9 dropped; re-export the model at opset 9+",
+    )
+
+
+@upgrade("Scatter", until=None)
+def _scatter(u: Upgrader, node: NodeProto) -> None:
+    u.out.append(clone(node, op_type="ScatterElements") if u.target >= 11 else node)
+
+
+# --------------------------------------------------------------------------- traits
+declare_traits(
+    "Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat Split Slice Gather GatherElements GatherND "
+    "Expand Tile Constant Where Compress DepthToSpace SpaceToDepth",
+    moves_elements=True,
+    bit_exact=True,
+)
+declare_traits("Cast CastLike EyeLike Range Shape Size", bit_exact=True)
+declare_traits("If Loop Scan", subgraphs=True, bit_exact=True)
+declare_traits("SequenceMap", subgraphs=True)
+declare_traits("Constant", constant=True)
+declare_traits("Cast", casts_to="to")

@@ -11,6 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from .._proto import NodeProto
+from ..gradient._types import Dim, InferContext, Shape, ValueType, infer
+from ..helper import make_node
 from ._infer_common import (
     BOOL,
     INT64,
@@ -28,7 +31,10 @@ from ._infer_common import (
     small,
     value,
 )
-from ._types import Dim, InferContext, Shape, ValueType, infer
+from ._reduction import REDUCE_OPS, axes_input_since
+from ._registries import upgrade
+from ._traits import declare_traits
+from ._upgrade import Upgrader, attr_value, clone, pad_inputs
 
 Result = tuple[list[ValueType], list[np.ndarray | None]]
 
@@ -377,9 +383,6 @@ def einsum(ctx: InferContext) -> list[ValueType]:
 
 
 # --------------------------------------------------------------------------- reductions
-_REDUCE = (
-    "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare"
-).split()
 _REDUCE_FOLD: dict[str, Callable[..., Any]] = {
     "ReduceSum": np.sum,
     "ReduceProd": np.prod,
@@ -388,7 +391,7 @@ _REDUCE_FOLD: dict[str, Callable[..., Any]] = {
 }
 
 
-@infer(*_REDUCE)
+@infer(*REDUCE_OPS)
 def reduce(ctx: InferContext) -> Result:
     """Axes from the attribute (older opsets) or input 1; keepdims; noop_with_empty_axes."""
     x = in_type(ctx, 0)
@@ -448,3 +451,110 @@ def topk(ctx: InferContext) -> list[ValueType]:
         k = ks[0] if ks else None
     shape = tuple(k if i == a else d for i, d in enumerate(x.shape))
     return [ValueType(x.dtype, shape), ValueType(INT64, shape)]
+
+
+# --------------------------------------------------------------------------- upgrades
+def _reduce(u: Upgrader, node: NodeProto) -> None:
+    since = axes_input_since(node.op_type)
+    axes = attr_value(node, "axes")
+    if u.source >= since or u.target < since or axes is None:
+        u.out.append(node)
+        return
+    ax = u.ints(axes, f"{node.op_type}_axes")
+    u.out.append(clone(node, [node.input[0], ax], drop=["axes"]))
+
+
+for _op in REDUCE_OPS:
+    upgrade(_op, until=axes_input_since(_op) - 1)(_reduce)
+
+
+@upgrade("Clip", until=10)
+def _clip(u: Upgrader, node: NodeProto) -> None:
+    lo, hi = attr_value(node, "min"), attr_value(node, "max")
+    if u.source >= 11 or u.target < 11 or (lo is None and hi is None):
+        u.out.append(node)
+        return
+    inputs = [node.input[0], "", ""]
+    if lo is not None:
+        inputs[1] = u.scalar_like(float(lo), node.input[0], node, "min")
+    if hi is not None:
+        inputs[2] = u.scalar_like(float(hi), node.input[0], node, "max")
+    while inputs[-1] == "":
+        inputs.pop()
+    u.out.append(clone(node, inputs, drop=["min", "max"]))
+
+
+@upgrade("Dropout", until=11)
+def _dropout(u: Upgrader, node: NodeProto) -> None:
+    if u.source >= 12 or u.target < 12:
+        u.out.append(node)
+        return
+    ratio = attr_value(node, "ratio")
+    inputs = [node.input[0]]
+    if ratio is not None:
+        inputs.append(u.const(np.asarray(ratio, np.float32), "Dropout_ratio"))
+    outputs = list(node.output)
+    cast_to = None
+    if u.source < 10 and len(outputs) > 1 and outputs[1]:
+        # the mask was of the input's type before opset 10, bool since
+        cast_to, outputs[1] = outputs[1], u.new_name("Dropout_mask")
+    u.out.append(clone(node, inputs, outputs, drop=["ratio", "is_test"]))
+    if cast_to is not None:
+        dt = u.dtype(node.input[0])
+        if not dt:
+            raise u.error(node, f"the element type of {node.input[0]!r} is unknown, needed to convert the mask")
+        u.out.append(make_node("Cast", [outputs[1]], [cast_to], to=dt))
+
+
+@upgrade("Softmax", "LogSoftmax", "Hardmax", until=12)
+def _softmax(u: Upgrader, node: NodeProto) -> None:
+    if u.source >= 13 or u.target < 13:
+        u.out.append(node)
+        return
+    x = node.input[0]
+    axis = int(attr_value(node, "axis", 1))
+    shape = u.shape(x)
+    rank = None if shape is None else len(shape)
+    if rank is not None and not -rank <= axis < rank:
+        raise u.error(node, f"axis {axis} is outside [{-rank}, {rank - 1}] for an input of rank {rank}")
+    if rank is not None and (axis + rank if axis < 0 else axis) == rank - 1:
+        u.out.append(clone(node, axis=-1))
+        return
+    # flatten-to-2D semantics: the op runs on rows of prod(dims[axis:]) elements
+    flat = u.emit("Flatten", [x], f"{node.op_type}_2d", axis=axis)[0]
+    shp = u.emit("Shape", [x], f"{node.op_type}_shape")[0]
+    res = u.new_name(f"{node.op_type}_out")
+    u.out.append(clone(node, [flat], [res], axis=-1))
+    u.out.append(make_node("Reshape", [res, shp], [node.output[0]]))
+
+
+@upgrade("DFT", until=19)
+def _dft(u: Upgrader, node: NodeProto) -> None:
+    """DFT 20 takes ``axis`` as a scalar input (default -2) instead of an attribute (default 1)."""
+    if u.source >= 20 or u.target < 20:
+        u.out.append(node)
+        return
+    axis = u.const(np.asarray(int(attr_value(node, "axis", 1)), np.int64), "DFT_axis")
+    u.out.append(clone(node, [*pad_inputs(node.input, 2)[:2], axis], drop=["axis"]))
+
+
+@upgrade("TopK", until=9)
+def _topk(u: Upgrader, node: NodeProto) -> None:
+    k = attr_value(node, "k")
+    if u.source >= 10 or u.target < 10 or k is None:
+        u.out.append(node)
+        return
+    u.out.append(clone(node, [node.input[0], u.ints([k], "TopK_k")], drop=["k"]))
+
+
+# --------------------------------------------------------------------------- traits
+declare_traits("RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial", random=True)
+declare_traits("Dropout", random_if_input=2)  # training_mode (opset 12+; no input 2 before)
+declare_traits(
+    "Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor Cast "
+    "CastLike Ceil Celu Clip Cos Cosh Div Elu Equal Erf Exp Floor Gelu Greater GreaterOrEqual HardSigmoid "
+    "HardSwish IsInf IsNaN LeakyRelu Less LessOrEqual Log Max Mean Min Mish Mod Mul Neg Not Or PRelu Pow "
+    "Reciprocal Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Sub Sum Tan Tanh "
+    "ThresholdedRelu Where Xor",
+    elementwise=True,
+)

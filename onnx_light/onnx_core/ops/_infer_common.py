@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import np_dtype_to_tensor_dtype, pattern_np_dtype
-from ._types import UNKNOWN, Dim, InferContext, Shape, ValueType
+from ..gradient._types import UNKNOWN, Dim, InferContext, Shape, ValueType
 
 __all__ = [
     "BOOL",

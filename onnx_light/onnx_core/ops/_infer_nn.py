@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
+
+from .._proto import NodeProto
+from ..gradient._types import Dim, InferContext, ValueType, infer
 from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis, value
-from ._types import Dim, InferContext, ValueType, infer
-
-
-def _spatial_out(
-    d: Dim, k: Dim, stride: int, pad_begin: int, pad_end: int, dilation: int, auto_pad: str, ceil_mode: bool
-) -> Dim:
-    """One output dim of a convolution or pooling window."""
-    if not isinstance(d, int):
-        return None
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        return -(-d // stride)
-    if not isinstance(k, int):
-        return None
-    span = (k - 1) * dilation + 1
-    if auto_pad == "VALID":
-        pad_begin = pad_end = 0
-    num = d + pad_begin + pad_end - span
-    if ceil_mode:
-        out = -(-num // stride) + 1
-        # the last window must start inside the input or its begin padding
-        if (out - 1) * stride >= d + pad_begin:
-            out -= 1
-        return out
-    return num // stride + 1
+from ._registries import upgrade
+from ._upgrade import Upgrader, attr, attr_value, clone
+from ._window import SAME_PADS, transpose_out_dim, transpose_window, window_out_dim
 
 
 def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil_mode: bool) -> list[Dim]:
@@ -38,7 +22,7 @@ def _window(ctx: InferContext, kernel: list[Dim], x_shape: tuple[Dim, ...], ceil
     pads = list(ctx.attr("pads", [0] * 2 * n))
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     return [
-        _spatial_out(x_shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], auto_pad, ceil_mode)
+        window_out_dim(x_shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], auto_pad, ceil_mode)
         for i in range(n)
     ]
 
@@ -76,16 +60,12 @@ def conv_transpose(ctx: InferContext) -> list[ValueType]:
     out_pad = list(ctx.attr("output_padding", [0] * n))
     auto_pad = str(ctx.attr("auto_pad", "NOTSET"))
     pads = [0] * 2 * n if auto_pad != "NOTSET" else list(ctx.attr("pads", [0] * 2 * n))
-    spatial = []
-    for i in range(n):
-        d, k = x.shape[2 + i], kernel[i]
-        if not isinstance(d, int) or not isinstance(k, int):
-            spatial.append(None)
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            spatial.append(d * strides[i])
-        else:
-            span = (k - 1) * dilations[i] + 1
-            spatial.append(strides[i] * (d - 1) + out_pad[i] + span - pads[i] - pads[i + n])
+    spatial = [
+        transpose_out_dim(
+            x.shape[2 + i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i], out_pad[i], auto_pad
+        )
+        for i in range(n)
+    ]
     return [ValueType(x.dtype, (x.shape[0], c, *spatial))]
 
 
@@ -200,3 +180,120 @@ def resize(ctx: InferContext) -> list[ValueType]:
             d = x.shape[a]
             shape[a] = int(math.floor(d * scales[j])) if isinstance(d, int) else (d if scales[j] == 1 else None)
     return [ValueType(x.dtype, tuple(shape))]
+
+
+# --------------------------------------------------------------------------- upgrades
+@upgrade("ConvTranspose", until=10)
+def _conv_transpose(u: Upgrader, node: NodeProto) -> None:
+    """Before opset 11 an odd imposed padding (``output_shape`` or SAME_*) was split the
+    other way round: the node gets the explicit ``pads`` that mean the same at 11+."""
+    auto_pad = str(attr_value(node, "auto_pad", "NOTSET"))
+    output_shape = attr_value(node, "output_shape")
+    if u.source >= 11 or u.target < 11 or (not output_shape and auto_pad not in SAME_PADS):
+        u.out.append(node)
+        return
+    x, w = u.shape(node.input[0]), u.shape(node.input[1])
+    if x is None or w is None or not all(isinstance(d, int) for d in (*x[2:], *w[2:])):
+        raise u.error(
+            node,
+            f"the spatial dims of {node.input[0]!r} and {node.input[1]!r} are needed to place its odd "
+            "padding (ConvTranspose-1 split it the other way round); give the inputs static shapes",
+        )
+    attrs = {k: attr_value(node, k) for k in ("strides", "dilations", "output_padding")}
+    args = (x[2:], w[2:], attrs["strides"], attrs["dilations"], None, auto_pad, attrs["output_padding"], output_shape)
+    old = transpose_window(*args, legacy=True)
+    if old.begin == transpose_window(*args).begin:
+        u.out.append(node)
+        return
+    u.out.append(clone(node, drop=["auto_pad", "output_shape"], pads=old.begin + old.end))
+
+
+@upgrade("GroupNormalization", until=20, since=18)
+def _group_norm(u: Upgrader, node: NodeProto) -> None:
+    if not 18 <= u.source < 21 or u.target < 21:
+        u.out.append(node)
+        return
+    x, scale, bias = node.input[:3]
+    groups = int(attr_value(node, "num_groups", 0))
+    shape = u.shape(x)
+    c = shape[1] if shape is not None and len(shape) > 1 else None
+    if isinstance(c, int):
+        if c % groups:
+            raise u.error(node, f"channels {c} not divisible by num_groups {groups}")
+        target = u.ints([groups, c // groups], "GroupNormalization_target")
+    else:
+        # the channel count is known only at run time: target = [G, C / G]
+        c_val = u.emit("Shape", [x], "GroupNormalization_C", start=1, end=2)[0]
+        per = u.emit("Div", [c_val, u.ints([groups], "GroupNormalization_G")], "GroupNormalization_CG")[0]
+        target = u.emit("Concat", [u.ints([groups], "GroupNormalization_G"), per], "GroupNormalization_target", axis=0)[
+            0
+        ]
+    col = u.ints([groups, 1], "GroupNormalization_col")
+    flat = u.ints([-1], "GroupNormalization_flat")
+    per_channel = []
+    for v, what in ((scale, "scale"), (bias, "bias")):
+        r = u.emit("Reshape", [v, col], f"GroupNormalization_{what}_col")[0]
+        e = u.emit("Expand", [r, target], f"GroupNormalization_{what}_expand")[0]
+        per_channel.append(u.emit("Reshape", [e, flat], f"GroupNormalization_{what}_c")[0])
+    u.out.append(clone(node, [x, *per_channel]))
+
+
+@upgrade("BatchNormalization", until=13)
+def _batch_norm(u: Upgrader, node: NodeProto) -> None:
+    if u.source >= 14 or u.target < 9:
+        u.out.append(node)
+        return
+    if attr(node, "spatial") is not None and int(attr_value(node, "spatial")) == 0:
+        raise u.error(
+            node,
+            "spatial=0 (per-activation statistics) has no equivalent after opset 9; re-export the model with spatial=1",
+        )
+    if int(attr_value(node, "is_test", 1)) == 0 or len([o for o in node.output[1:] if o]) > 0:
+        raise u.error(
+            node,
+            "the training-mode outputs (mean, var, saved_mean, saved_var) changed meaning at "
+            "opset 14; export the model in inference mode",
+        )
+    if any(attr(node, a) is not None for a in ("spatial", "is_test", "consumed_inputs")):
+        u.out.append(clone(node, outputs=node.output[:1], drop=["spatial", "is_test", "consumed_inputs"]))
+    else:
+        u.out.append(node)
+
+
+@upgrade("Upsample", "Resize", until=None)
+def _resize(u: Upgrader, node: NodeProto) -> None:
+    """Upsample (7–9) and Resize-10 -> Resize with asymmetric coordinates, floor nearest."""
+    if node.op_type == "Resize" and (u.source >= 11 or u.target < 11):
+        u.out.append(node)
+        return
+    if node.op_type == "Upsample" and u.target < 10:
+        u.out.append(node)
+        return
+    mode = str(attr_value(node, "mode", "nearest"))
+    if node.op_type == "Upsample" and attr(node, "scales") is not None:
+        scales = u.const(np.asarray(attr_value(node, "scales"), np.float32), "Upsample_scales")
+    else:
+        scales = node.input[1]
+    attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        attrs["nearest_mode"] = "floor"
+    u.out.append(clone(node, [node.input[0], "", scales], drop=["scales"], op_type="Resize", **attrs))
+
+
+@upgrade("RoiAlign", until=15)
+def _roi_align(u: Upgrader, node: NodeProto) -> None:
+    """Before 16 RoiAlign sampled as ``output_half_pixel``; 16 added the attribute with ``half_pixel``."""
+    if u.source >= 16 or u.target < 16 or attr(node, "coordinate_transformation_mode") is not None:
+        u.out.append(node)
+        return
+    u.out.append(clone(node, coordinate_transformation_mode="output_half_pixel"))
+
+
+@upgrade("GridSample", until=19)
+def _grid_sample(u: Upgrader, node: NodeProto) -> None:
+    """GridSample 20 renamed the modes: bilinear -> linear, bicubic -> cubic (the default was bilinear)."""
+    if u.source >= 20 or u.target < 20:
+        u.out.append(node)
+        return
+    mode = str(attr_value(node, "mode", "bilinear"))
+    u.out.append(clone(node, mode={"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)))
