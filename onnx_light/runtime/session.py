@@ -82,9 +82,12 @@ def _type_string(tp: TypeProto) -> str | None:
 
 
 def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
-    tp: TypeProto = vi.type
+    return _arg_from_type(vi.name, vi.type)
+
+
+def _arg_from_type(name: str, tp: TypeProto) -> NodeArg:
     if not tp.HasField("tensor_type"):
-        return NodeArg(vi.name, _type_string(tp), None)
+        return NodeArg(name, _type_string(tp), None)
     tt = tp.tensor_type
     shape: list[int | str | None] | None = None
     if tt.HasField("shape"):
@@ -92,7 +95,7 @@ def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
         for d in tt.shape.dim:
             kind = d.WhichOneof("value")
             shape.append(d.dim_value if kind == "dim_value" else d.dim_param if kind == "dim_param" else None)
-    return NodeArg(vi.name, _type_string(tp), shape, tt.elem_type)
+    return NodeArg(name, _type_string(tp), shape, tt.elem_type)
 
 
 def _opsets(imports: Any) -> dict[str, int]:
@@ -107,6 +110,22 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return value if value is None else np.array(value, copy=True)
+
+
+def _ids(value: Any) -> set[int]:
+    """The ids of a feed and, for a sequence, of its tensors."""
+    if isinstance(value, list):
+        return {id(value)}.union(*(_ids(v) for v in value))
+    return {id(value)}
+
+
+def _detach(value: Any, fed_ids: set[int]) -> Any:
+    """``value`` with every tensor the caller fed (or a read-only constant) replaced by a copy."""
+    if isinstance(value, list):
+        return [_detach(v, fed_ids) for v in value]
+    if id(value) in fed_ids or (isinstance(value, np.ndarray) and not value.flags.writeable):
+        return _copy(value)
+    return value
 
 
 class InferenceSession:
@@ -199,6 +218,12 @@ class InferenceSession:
             fuse=not (verbose or check_finite),
         )
         self._expected = {a.name: a for a in self._inputs}
+        # full types of typed inputs: sequence and optional feeds are checked element by element
+        self._types: dict[str, TypeProto] = {}
+        if graph is not None:
+            self._types = {i.name: i.type for i in graph.input}
+        elif isinstance(proto, FunctionProto):
+            self._types = {vi.name: vi.type for vi in proto.value_info if vi.name in input_names}
         if graph is not None:
             # inputs with an initializer default can be fed too, and are checked the same way
             self._expected.update({i.name: _arg_from_value_info(i) for i in graph.input if i.name in self._defaults})
@@ -220,8 +245,36 @@ class InferenceSession:
     # -- running -----------------------------------------------------------------
     def _check_feed(self, name: str, value: Any) -> Any:
         arg = self._expected.get(name)
-        if arg is not None and arg.type is not None and not arg.type.startswith("tensor("):
-            return value  # a sequence or an optional: kernels take lists and None as they are
+        tp = self._types.get(name)
+        if tp is not None and tp.WhichOneof("value") in ("sequence_type", "optional_type"):
+            return self._check_container(name, value, tp)
+        if (arg is None or arg.type is None) and (value is None or isinstance(value, list)):
+            return value  # an untyped input fed a sequence or an empty optional
+        return self._check_tensor(name, value, arg)
+
+    def _check_container(self, name: str, value: Any, tp: TypeProto) -> Any:
+        """Checks a sequence (a list of arrays) or an optional (None or its value) feed."""
+        kind = tp.WhichOneof("value")
+        if kind == "optional_type":
+            return None if value is None else self._check_value(name, value, tp.optional_type.elem_type)
+        if kind != "sequence_type":
+            return value  # maps and other non-tensor types go to the kernels as given
+        if not isinstance(value, (list, tuple)):
+            raise InvalidFeed(
+                f"input {name!r}: expected {_type_string(tp)}, a list of arrays, got {type(value).__name__}"
+            )
+        elem = tp.sequence_type.elem_type
+        return [self._check_value(f"{name}[{i}]", v, elem) for i, v in enumerate(value)]
+
+    def _check_value(self, name: str, value: Any, tp: TypeProto) -> Any:
+        kind = tp.WhichOneof("value")
+        if kind == "tensor_type":
+            if value is None or isinstance(value, (list, tuple)):
+                raise InvalidFeed(f"input {name!r}: expected {_type_string(tp)}, got {type(value).__name__}")
+            return self._check_tensor(name, value, _arg_from_type(name, tp))
+        return self._check_container(name, value, tp)
+
+    def _check_tensor(self, name: str, value: Any, arg: NodeArg | None) -> Any:
         arr = value if isinstance(value, np.ndarray) else np.asarray(value)
         if arg is None or arg.elem_type == 0:
             return arr
@@ -284,15 +337,9 @@ class InferenceSession:
                     f"unknown output name {err.args[0]!r}; the model's outputs are {self._output_names}"
                 ) from None
         results = self._execute(feeds)
-        fed_ids = {id(v) for v in feeds}
-        out = []
-        for i in wanted:
-            r = results[i]
-            # never hand the caller's own array (or a read-only constant) back as an output
-            if id(r) in fed_ids or (isinstance(r, np.ndarray) and not r.flags.writeable):
-                r = _copy(r)
-            out.append(r)
-        return out
+        fed_ids: set[int] = set().union(*(_ids(v) for v in feeds)) if feeds else set()
+        # never hand the caller's own array (or a read-only constant) back as an output
+        return [_detach(results[i], fed_ids) for i in wanted]
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
         trace = self._trace if (self.verbose or self.check_finite) else None
