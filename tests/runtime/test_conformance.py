@@ -45,6 +45,7 @@ IN_SCOPE_OPS = frozenset(
     Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan RNN GRU LSTM
     SequenceConstruct SequenceEmpty SequenceAt SequenceInsert SequenceErase SequenceLength
     SplitToSequence ConcatFromSequence SequenceMap Optional OptionalHasElement OptionalGetElement
+    ReverseSequence Unique TensorScatter CenterCropPad Scatter Upsample
     """.split()
 )
 
