@@ -309,26 +309,10 @@ def from_dict(dict_: dict[Any, Any], name: str | None = None) -> MapProto:
     return proto
 
 
-_OPTIONAL_FIELDS = {
-    OptionalProto.TENSOR: "tensor_value",
-    OptionalProto.SPARSE_TENSOR: "sparse_tensor_value",
-    OptionalProto.SEQUENCE: "sequence_value",
-    OptionalProto.MAP: "map_value",
-    OptionalProto.OPTIONAL: "optional_value",
-}
-
-
 def to_optional(optional: OptionalProto) -> Any | None:
-    """The value of an OptionalProto, or None when it holds nothing.
-
-    An empty optional may still name its element type (``elem_type`` TENSOR with no
-    ``tensor_value``, as onnx writes ``from_optional(None, dtype=TENSOR)``): it is None too.
-    """
+    """The value of an OptionalProto, or None when it holds nothing."""
     et = optional.elem_type
     if et == OptionalProto.UNDEFINED:
-        return None
-    field = _OPTIONAL_FIELDS.get(et)
-    if field is not None and not optional.HasField(field):
         return None
     if et == OptionalProto.TENSOR:
         return to_array(optional.tensor_value)
