@@ -112,22 +112,6 @@ def _copy(value: Any) -> Any:
     return value if value is None else np.array(value, copy=True)
 
 
-def _ids(value: Any) -> set[int]:
-    """The ids of a feed and, for a sequence, of its tensors."""
-    if isinstance(value, list):
-        return {id(value)}.union(*(_ids(v) for v in value))
-    return {id(value)}
-
-
-def _detach(value: Any, fed_ids: set[int]) -> Any:
-    """``value`` with every tensor the caller fed (or a read-only constant) replaced by a copy."""
-    if isinstance(value, list):
-        return [_detach(v, fed_ids) for v in value]
-    if id(value) in fed_ids or (isinstance(value, np.ndarray) and not value.flags.writeable):
-        return _copy(value)
-    return value
-
-
 class InferenceSession:
     """Runs a ModelProto, GraphProto or FunctionProto with numpy kernels.
 
@@ -337,9 +321,15 @@ class InferenceSession:
                     f"unknown output name {err.args[0]!r}; the model's outputs are {self._output_names}"
                 ) from None
         results = self._execute(feeds)
-        fed_ids: set[int] = set().union(*(_ids(v) for v in feeds)) if feeds else set()
-        # never hand the caller's own array (or a read-only constant) back as an output
-        return [_detach(results[i], fed_ids) for i in wanted]
+        fed_ids = {id(v) for v in feeds}
+        out = []
+        for i in wanted:
+            r = results[i]
+            # never hand the caller's own array (or a read-only constant) back as an output
+            if id(r) in fed_ids or (isinstance(r, np.ndarray) and not r.flags.writeable):
+                r = _copy(r)
+            out.append(r)
+        return out
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
         trace = self._trace if (self.verbose or self.check_finite) else None
