@@ -83,10 +83,25 @@ _BIT_NATIVE = frozenset(
     "Cast CastLike EyeLike Range If Loop Scan Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat "
     "Split Slice Gather GatherElements GatherND Expand Tile Shape Size Constant Where Compress DepthToSpace "
     "SpaceToDepth".split()
+    # sequences and optionals hold tensors as they are; these tensor ops only place elements
+    + "SequenceConstruct SequenceEmpty SequenceAt SequenceInsert SequenceErase SequenceLength SplitToSequence "
+    "ConcatFromSequence SequenceMap Optional OptionalHasElement OptionalGetElement ReverseSequence CenterCropPad "
+    "TensorScatter".split()
 )
 
 # of those, the ones that only move elements (numpy may drop the dtype's tag on the way)
-_BIT_MOVERS = _BIT_NATIVE - {"Cast", "CastLike", "EyeLike", "Range", "If", "Loop", "Scan", "Shape", "Size"}
+_BIT_MOVERS = _BIT_NATIVE - {
+    "Cast",
+    "CastLike",
+    "EyeLike",
+    "Range",
+    "If",
+    "Loop",
+    "Scan",
+    "Shape",
+    "Size",
+    "SequenceMap",
+}
 
 
 def _elem_type(vi: Any) -> int:

@@ -98,6 +98,20 @@ def _arg_from_type(name: str, tp: TypeProto) -> NodeArg:
     return NodeArg(name, _type_string(tp), shape, tt.elem_type)
 
 
+def _holds_bit_floats(tp: TypeProto) -> bool:
+    """Whether a sequence or optional type holds bit-pattern floats (bfloat16, float8, ...)."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        inner = tp.sequence_type.elem_type
+    elif kind == "optional_type":
+        inner = tp.optional_type.elem_type
+    else:
+        return False
+    if inner.HasField("tensor_type"):
+        return inner.tensor_type.elem_type in _dtypes.BIT_PATTERN_TYPES
+    return _holds_bit_floats(inner)
+
+
 def _opsets(imports: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for imp in imports:
@@ -187,6 +201,8 @@ class InferenceSession:
         self._input_names = input_names
         self._output_names = output_names
         bit_values = {a.name for a in self._inputs if a.elem_type in _dtypes.BIT_PATTERN_TYPES}
+        typed_inputs = graph.input if graph is not None else getattr(proto, "value_info", [])
+        bit_values |= {vi.name for vi in typed_inputs if _holds_bit_floats(vi.type)}
         # the types run() enforces (see _check_feed): the plan specialises on them
         input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
         # fused steps (Conv + Relu) only when no node is traced, so a trace shows every node

@@ -50,7 +50,9 @@ def _assert_same(got: Any, want: Any, where: str = "") -> None:
         for i, (g, w) in enumerate(zip(got, want)):
             _assert_same(g, w, f"{where}[{i}]")
         return
-    assert got.dtype == want.dtype and got.shape == want.shape, f"{where}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+    assert got.dtype == want.dtype and got.shape == want.shape, (
+        f"{where}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+    )
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=where)
 
 
@@ -208,11 +210,6 @@ def test_sequence_at_out_of_range_is_a_clear_error() -> None:
         sess.run(None, {"s": [np.zeros(1, np.float32)] * 2, "p": np.array(2, np.int64)})
 
 
-def test_empty_optional_proto_with_an_element_type_reads_as_none() -> None:
-    proto = onnx.numpy_helper.from_optional(None, dtype=onnx.OptionalProto.TENSOR)
-    assert ol.numpy_helper.to_optional(ol.OptionalProto.FromString(proto.SerializeToString())) is None
-
-
 def _r(*shape: int, dtype: str = "float32") -> np.ndarray:
     return rng().standard_normal(shape).astype(dtype)
 
@@ -290,3 +287,35 @@ ORT_ROWS: list[tuple[str, str, list[Any], dict[str, Any], int, int]] = [
 def test_kernel_matches_onnxruntime(row: tuple[str, str, list[Any], dict[str, Any], int, int]) -> None:
     _, op, inputs, attrs, n_out, opset = row
     compare_with_ort(op, inputs, attrs, n_out, opset)
+
+
+def test_bfloat16_sequences_keep_their_meaning() -> None:
+    """bfloat16 travels as tagged bit patterns: through a sequence feed, SplitToSequence,
+    ConcatFromSequence and SequenceAt into an Add, the values stay bfloat16 numbers."""
+    import ml_dtypes
+
+    bf_seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(T.BFLOAT16, None))
+    model = _model(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["parts"], axis=1),
+            helper.make_node("ConcatFromSequence", ["parts"], ["joined"], axis=1),
+            helper.make_node("SequenceAt", ["s", "one"], ["picked"]),
+            helper.make_node("Add", ["picked", "picked"], ["doubled"]),
+        ],
+        [
+            helper.make_tensor_value_info("x", T.BFLOAT16, [2, 3]),
+            helper.make_value_info("s", bf_seq),
+            helper.make_tensor_value_info("one", T.INT64, []),
+        ],
+        [
+            helper.make_tensor_value_info("joined", T.BFLOAT16, None),
+            helper.make_tensor_value_info("doubled", T.BFLOAT16, None),
+        ],
+    )
+    x = np.array([[1.5, 2.25, -3.0], [4.0, 5.0, 6.0]], np.float32)
+    xb = x.astype(ml_dtypes.bfloat16)
+    sess = InferenceSession(ol.ModelProto.FromString(model.SerializeToString()))
+    joined, doubled = sess.run(None, {"x": xb, "s": [xb, 2 * xb], "one": np.array(1, np.int64)})
+    as_float = [np.asarray(v).view(ml_dtypes.bfloat16).astype(np.float32) for v in (joined, doubled)]
+    np.testing.assert_array_equal(as_float[0], x)
+    np.testing.assert_array_equal(as_float[1], 4 * x)

@@ -101,9 +101,11 @@ def concat_from_sequence(seq: list[np.ndarray], *, axis: int, new_axis: int = 0)
     if not seq:
         raise ValueError("ConcatFromSequence: the sequence is empty")
     if new_axis:
-        rank = seq[0].ndim + 1
-        return np.stack(seq, axis=axis % rank)
-    return np.concatenate(seq, axis=axis % seq[0].ndim)
+        out = np.stack(seq, axis=axis % (seq[0].ndim + 1))
+    else:
+        out = np.concatenate(seq, axis=axis % seq[0].ndim)
+    # numpy drops a bit-pattern dtype's tag (bfloat16 as tagged uint16); the elements keep it
+    return out.view(seq[0].dtype) if out.dtype == seq[0].dtype else out
 
 
 @kernel("", "SequenceMap", since=17)
