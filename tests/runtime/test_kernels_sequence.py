@@ -319,3 +319,18 @@ def test_bfloat16_sequences_keep_their_meaning() -> None:
     as_float = [np.asarray(v).view(ml_dtypes.bfloat16).astype(np.float32) for v in (joined, doubled)]
     np.testing.assert_array_equal(as_float[0], x)
     np.testing.assert_array_equal(as_float[1], 4 * x)
+
+
+def test_sequence_insert_of_another_type_is_a_clear_error() -> None:
+    """A float64 tensor inserted into a float32 sequence is refused (numpy would promote it silently)."""
+    model = _model(
+        [
+            helper.make_node("SequenceInsert", ["s", "t"], ["u"]),
+            helper.make_node("ConcatFromSequence", ["u"], ["y"], axis=0),
+        ],
+        [helper.make_value_info("s", FLOAT_SEQ), helper.make_tensor_value_info("t", T.DOUBLE, [2])],
+        [helper.make_tensor_value_info("y", T.FLOAT, None)],
+    )
+    sess = InferenceSession(ol.ModelProto.FromString(model.SerializeToString()))
+    with pytest.raises(ol.OnnxLightError, match=r"SequenceInsert.*share one type.*float32.*float64"):
+        sess.run(None, {"s": [np.zeros(2, np.float32)], "t": np.zeros(2, np.float64)})

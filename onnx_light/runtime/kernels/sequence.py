@@ -26,9 +26,17 @@ def _position(position: np.ndarray | None, length: int, default: int, upper: int
     return pos + length if pos < 0 else pos
 
 
+def _same_dtype(tensors: list[np.ndarray], op: str) -> None:
+    """A sequence holds one element type: numpy would silently promote a mix when concatenating."""
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) > 1:
+        raise ValueError(f"{op}: a sequence's tensors must share one type, got {sorted(map(str, dtypes))}")
+
+
 @kernel("", "SequenceConstruct", since=11)
 def sequence_construct(*inputs: np.ndarray) -> list[np.ndarray]:
     """SequenceConstruct: the inputs, in order, as one sequence."""
+    _same_dtype(list(inputs), "SequenceConstruct")
     return list(inputs)
 
 
@@ -49,6 +57,8 @@ def sequence_at(seq: list[np.ndarray], position: np.ndarray) -> np.ndarray:
 def sequence_insert(seq: list[np.ndarray], tensor: np.ndarray, position: np.ndarray | None = None) -> list[np.ndarray]:
     """SequenceInsert: a new sequence with ``tensor`` inserted before ``position`` (default: at the back)."""
     n = len(seq)
+    if seq:
+        _same_dtype([seq[0], tensor], "SequenceInsert")
     pos = _position(position, n, n, n, "SequenceInsert")
     return [*seq[:pos], tensor, *seq[pos:]]
 
