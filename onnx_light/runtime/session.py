@@ -271,7 +271,10 @@ class InferenceSession:
         if kind == "tensor_type":
             if value is None or isinstance(value, (list, tuple)):
                 raise InvalidFeed(f"input {name!r}: expected {_type_string(tp)}, got {type(value).__name__}")
-            return self._check_tensor(name, value, _arg_from_type(name, tp))
+            # read-only: an output that is this element (SequenceAt) is then copied, never the caller's array
+            element = np.asarray(self._check_tensor(name, value, _arg_from_type(name, tp))).view()
+            element.flags.writeable = False
+            return element
         return self._check_container(name, value, tp)
 
     def _check_tensor(self, name: str, value: Any, arg: NodeArg | None) -> Any:

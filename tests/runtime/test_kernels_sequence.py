@@ -334,3 +334,17 @@ def test_sequence_insert_of_another_type_is_a_clear_error() -> None:
     sess = InferenceSession(ol.ModelProto.FromString(model.SerializeToString()))
     with pytest.raises(ol.OnnxLightError, match=r"SequenceInsert.*share one type.*float32.*float64"):
         sess.run(None, {"s": [np.zeros(2, np.float32)], "t": np.zeros(2, np.float64)})
+
+
+def test_sequence_at_of_a_fed_sequence_returns_a_copy() -> None:
+    model = _model(
+        [helper.make_node("SequenceAt", ["s", "p"], ["t"])],
+        [helper.make_value_info("s", FLOAT_SEQ), helper.make_tensor_value_info("p", T.INT64, [])],
+        [helper.make_tensor_value_info("t", T.FLOAT, None)],
+    )
+    fed = [np.ones(2, np.float32)]
+    (out,) = InferenceSession(ol.ModelProto.FromString(model.SerializeToString())).run(
+        None, {"s": fed, "p": np.array(0, np.int64)}
+    )
+    out[0] = 7.0
+    assert fed[0][0] == 1.0
