@@ -348,3 +348,43 @@ def test_sequence_at_of_a_fed_sequence_returns_a_copy() -> None:
     )
     out[0] = 7.0
     assert fed[0][0] == 1.0
+
+
+def _random_row(op: str, seed: int) -> tuple[list[Any], dict[str, Any], int, int]:
+    """Random shapes and attributes for ``op``: (inputs, attrs, n_out, opset)."""
+    r = np.random.default_rng(seed)
+    if op == "Unique":
+        shape = tuple(int(d) for d in r.integers(1, 5, r.integers(1, 4)))
+        x = r.integers(-2, 3, shape).astype(r.choice(["float32", "int64"]))
+        attrs: dict[str, Any] = {"sorted": int(r.integers(0, 2))}
+        if r.integers(0, 2):
+            attrs["axis"] = int(r.integers(-x.ndim, x.ndim))
+        return [x], attrs, 4, 11
+    if op == "ReverseSequence":
+        t, b = (int(d) for d in r.integers(1, 6, 2))
+        batch_axis = int(r.integers(0, 2))
+        shape = [b, t, 2] if batch_axis == 0 else [t, b, 2]
+        lens = r.integers(0, t + 1, b).astype(np.int64)
+        return (
+            [r.standard_normal(shape).astype(np.float32), lens],
+            {"batch_axis": batch_axis, "time_axis": 1 - batch_axis},
+            1,
+            10,
+        )
+    if op == "CenterCropPad":
+        x = r.standard_normal(tuple(int(d) for d in r.integers(1, 7, 3))).astype(np.float32)
+        return [x, r.integers(1, 8, 3).astype(np.int64)], {}, 1, 18
+    # TensorScatter: batch 2, cache length 6 on axis 2
+    update_len = int(r.integers(1, 4))
+    mode = str(r.choice(["linear", "circular"]))
+    high = 6 - update_len + 1 if mode == "linear" else 6
+    cache, update = r.standard_normal((2, 3, 6, 2)), r.standard_normal((2, 3, update_len, 2))
+    starts = r.integers(0, high, 2).astype(np.int64)
+    return [cache.astype(np.float32), update.astype(np.float32), starts], {"mode": mode, "axis": 2}, 1, 24
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("op", ["Unique", "ReverseSequence", "CenterCropPad", "TensorScatter"])
+def test_random_inputs_match_onnxruntime(op: str, seed: int) -> None:
+    inputs, attrs, n_out, opset = _random_row(op, seed)
+    compare_with_ort(op, inputs, attrs, n_out, opset)
