@@ -483,8 +483,17 @@ def run_plan(
     return _run_steps(plan, feeds, scope, trace)
 
 
+def _shape_of(value: Any) -> Any:
+    """How an error shows an input: its shape, a sequence's shapes as ``seq[...]``, or None."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return f"seq{[_shape_of(v) for v in value]}"
+    return list(getattr(value, "shape", ()))
+
+
 def _failure(step: Step, args: list[Any], err: Exception) -> RuntimeFailure:
-    shapes = [None if v is None else list(getattr(v, "shape", ())) for v in args]
+    shapes = [_shape_of(v) for v in args]
     return RuntimeFailure(
         f"{node_label(step.node)} at opset {step.opset} failed on inputs with shapes {shapes}: "
         f"{type(err).__name__}: {err}"

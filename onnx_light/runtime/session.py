@@ -86,9 +86,12 @@ def _type_string(tp: TypeProto) -> str | None:
 
 
 def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
-    tp: TypeProto = vi.type
+    return _arg_from_type(vi.name, vi.type)
+
+
+def _arg_from_type(name: str, tp: TypeProto) -> NodeArg:
     if not tp.HasField("tensor_type"):
-        return NodeArg(vi.name, _type_string(tp), None)
+        return NodeArg(name, _type_string(tp), None)
     tt = tp.tensor_type
     shape: list[int | str | None] | None = None
     if tt.HasField("shape"):
@@ -96,7 +99,21 @@ def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
         for d in tt.shape.dim:
             kind = d.WhichOneof("value")
             shape.append(d.dim_value if kind == "dim_value" else d.dim_param if kind == "dim_param" else None)
-    return NodeArg(vi.name, _type_string(tp), shape, tt.elem_type)
+    return NodeArg(name, _type_string(tp), shape, tt.elem_type)
+
+
+def _holds_bit_floats(tp: TypeProto) -> bool:
+    """Whether a sequence or optional type holds bit-pattern floats (bfloat16, float8, ...)."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        inner = tp.sequence_type.elem_type
+    elif kind == "optional_type":
+        inner = tp.optional_type.elem_type
+    else:
+        return False
+    if inner.HasField("tensor_type"):
+        return inner.tensor_type.elem_type in _dtypes.BIT_PATTERN_TYPES
+    return _holds_bit_floats(inner)
 
 
 def _opsets(imports: Any) -> dict[str, int]:
@@ -208,6 +225,8 @@ class InferenceSession:
         self._input_names = input_names
         self._output_names = output_names
         bit_values = {a.name for a in self._inputs if a.elem_type in _dtypes.BIT_PATTERN_TYPES}
+        typed_inputs = graph.input if graph is not None else getattr(proto, "value_info", [])
+        bit_values |= {vi.name for vi in typed_inputs if _holds_bit_floats(vi.type)}
         # the types run() enforces (see _check_feed): the plan specialises on them
         input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
         # fused steps (Conv + Relu) only when no node is traced, so a trace shows every node
@@ -224,6 +243,12 @@ class InferenceSession:
                 fuse=not (verbose or check_finite),
             )
         self._expected = {a.name: a for a in self._inputs}
+        # full types of typed inputs: sequence and optional feeds are checked element by element
+        self._types: dict[str, TypeProto] = {}
+        if graph is not None:
+            self._types = {i.name: i.type for i in graph.input}
+        elif isinstance(proto, FunctionProto):
+            self._types = {vi.name: vi.type for vi in proto.value_info if vi.name in input_names}
         if graph is not None:
             # inputs with an initializer default can be fed too, and are checked the same way
             self._expected.update({i.name: _arg_from_value_info(i) for i in graph.input if i.name in self._defaults})
@@ -245,8 +270,39 @@ class InferenceSession:
     # -- running -----------------------------------------------------------------
     def _check_feed(self, name: str, value: Any) -> Any:
         arg = self._expected.get(name)
-        if arg is not None and arg.type is not None and not arg.type.startswith("tensor("):
-            return value  # a sequence or an optional: kernels take lists and None as they are
+        tp = self._types.get(name)
+        if tp is not None and tp.WhichOneof("value") in ("sequence_type", "optional_type"):
+            return self._check_container(name, value, tp)
+        if (arg is None or arg.type is None) and (value is None or isinstance(value, list)):
+            return value  # an untyped input fed a sequence or an empty optional
+        return self._check_tensor(name, value, arg)
+
+    def _check_container(self, name: str, value: Any, tp: TypeProto) -> Any:
+        """Checks a sequence (a list of arrays) or an optional (None or its value) feed."""
+        kind = tp.WhichOneof("value")
+        if kind == "optional_type":
+            return None if value is None else self._check_value(name, value, tp.optional_type.elem_type)
+        if kind != "sequence_type":
+            return value  # maps and other non-tensor types go to the kernels as given
+        if not isinstance(value, (list, tuple)):
+            raise InvalidFeed(
+                f"input {name!r}: expected {_type_string(tp)}, a list of arrays, got {type(value).__name__}"
+            )
+        elem = tp.sequence_type.elem_type
+        return [self._check_value(f"{name}[{i}]", v, elem) for i, v in enumerate(value)]
+
+    def _check_value(self, name: str, value: Any, tp: TypeProto) -> Any:
+        kind = tp.WhichOneof("value")
+        if kind == "tensor_type":
+            if value is None or isinstance(value, (list, tuple)):
+                raise InvalidFeed(f"input {name!r}: expected {_type_string(tp)}, got {type(value).__name__}")
+            # read-only: an output that is this element (SequenceAt) is then copied, never the caller's array
+            element = np.asarray(self._check_tensor(name, value, _arg_from_type(name, tp))).view()
+            element.flags.writeable = False
+            return element
+        return self._check_container(name, value, tp)
+
+    def _check_tensor(self, name: str, value: Any, arg: NodeArg | None) -> Any:
         arr = value if isinstance(value, np.ndarray) else np.asarray(value)
         if arg is None or arg.elem_type == 0:
             return arr

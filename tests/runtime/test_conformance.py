@@ -43,6 +43,9 @@ IN_SCOPE_OPS = frozenset(
     GlobalAveragePool GlobalMaxPool GroupNormalization InstanceNormalization LayerNormalization
     LogSoftmax LpNormalization MatMul MaxPool MeanVarianceNormalization RMSNormalization Softmax
     Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan RNN GRU LSTM
+    SequenceConstruct SequenceEmpty SequenceAt SequenceInsert SequenceErase SequenceLength
+    SplitToSequence ConcatFromSequence SequenceMap Optional OptionalHasElement OptionalGetElement
+    ReverseSequence Unique TensorScatter CenterCropPad Scatter Upsample
     """.split()
 )
 
@@ -241,8 +244,10 @@ def test_pass_rate(record_property: Any) -> None:
 
 
 def test_scope_partition_is_sane() -> None:
-    """The op filter sees through subgraphs: Loop/If/Scan cases are in scope, sequence ops are not."""
+    """The op filter sees through subgraphs: Loop/If/Scan and sequence cases are in scope, ML ops are not."""
     in_scope, out_of_scope = partition()
     assert "test_if" in in_scope and "test_loop11" in in_scope and "test_scan9_sum" in in_scope
-    assert "test_if_seq" in out_of_scope and "test_sequence_insert_at_back" in out_of_scope
+    assert "test_if_seq" in in_scope and "test_sequence_insert_at_back" in in_scope
+    assert "test_sequence_map_add_2_sequences" in in_scope and "test_loop16_seq_none" in in_scope
+    assert "test_ai_onnx_ml_binarizer" in out_of_scope
     assert len(in_scope) > 1300

@@ -629,6 +629,14 @@ declare_traits(
 )
 declare_traits("Cast CastLike EyeLike Range Shape Size", bit_exact=True)
 declare_traits("If Loop Scan", subgraphs=True, bit_exact=True)
-declare_traits("SequenceMap", subgraphs=True)
+declare_traits("SequenceMap", subgraphs=True, bit_exact=True)
+# sequences and optionals hold tensors as they are; these tensor ops only place elements
+declare_traits(
+    "SequenceConstruct SequenceEmpty SequenceAt SequenceInsert SequenceErase SplitToSequence ConcatFromSequence "
+    "Optional OptionalGetElement ReverseSequence CenterCropPad TensorScatter",
+    moves_elements=True,
+    bit_exact=True,
+)
+declare_traits("SequenceLength OptionalHasElement", bit_exact=True)
 declare_traits("Constant", constant=True)
 declare_traits("Cast", casts_to="to")
