@@ -226,3 +226,11 @@ def test_gradient_is_optimized_by_default() -> None:
     feeds["x"] = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     feeds["dy"] = np.ones((), np.float32)
     np.testing.assert_allclose(_run(raw, feeds)[0], _run(opt, feeds)[0], rtol=1e-6)
+
+
+def test_constant_of_empty_shape_folds_to_a_scalar() -> None:
+    value = numpy_helper.from_array(np.array([0.0], np.float32))
+    fn = _fn([_const("s", np.zeros(0)), helper.make_node("ConstantOfShape", ["s"], ["out"], value=value)], [], ["out"])
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Constant"]
+    assert _run(opt, {})[0].shape == ()

@@ -137,7 +137,7 @@ def fold_numpy(
         return None
     try:
         with np.errstate(all="ignore"):
-            return [np.ascontiguousarray(run(*inputs, **attributes))]
+            return [np.array(run(*inputs, **attributes))]  # a copy; not ascontiguousarray, which makes 0-d 1-d
     except (ValueError, TypeError, IndexError, ZeroDivisionError):
         return None
 
