@@ -14,7 +14,7 @@ import numpy as np
 
 from .._dtypes import tensor_dtype_to_np_dtype
 from .._proto import FunctionProto, NodeProto, TensorProto
-from ..gradient._fastpath import attribute_values, node_fields, tensor_array, tensor_attribute, value_type
+from ..gradient._fastpath import Fields, attribute_values, tensor_array, tensor_attribute, value_type
 from ..numpy_helper import from_array
 
 __all__ = ["FoldFn", "FOLD_MAX_ELEMENTS", "fold_numpy", "fold_constants"]
@@ -170,7 +170,9 @@ def _shape_of(shape: tuple[int, ...], attributes: list[Any]) -> np.ndarray:
     return np.asarray(shape[start:end], dtype=np.int64)
 
 
-def fold_constants(nodes: list[NodeProto], fn: FunctionProto, fold: FoldFn) -> list[NodeProto]:
+def fold_constants(
+    nodes: list[tuple[NodeProto, Fields]], fn: FunctionProto, fold: FoldFn
+) -> list[tuple[NodeProto, Fields]]:
     """Replaces each node ``fold`` computes from constant inputs by a ``Constant`` node.
 
     The constants are ``Constant`` nodes' values and earlier folds; ``Shape`` of a value
@@ -178,14 +180,14 @@ def fold_constants(nodes: list[NodeProto], fn: FunctionProto, fold: FoldFn) -> l
     """
     known: dict[str, np.ndarray] = {}
     shapes = _static_shapes(fn)
-    out: list[NodeProto] = []
-    for node in nodes:
-        op_type, domain, inputs, outputs, attributes = node_fields(node)
+    out: list[tuple[NodeProto, Fields]] = []
+    for item in nodes:
+        op_type, domain, inputs, outputs, attributes = item[1]
         if op_type == "Constant" and not domain:
             value = _constant_value(attributes)
             if value is not None and len(outputs) == 1:
                 known[outputs[0]] = value
-            out.append(node)
+            out.append(item)
             continue
         result: list[np.ndarray] | None = None
         if len(outputs) != 1 or not outputs[0]:
@@ -195,10 +197,11 @@ def fold_constants(nodes: list[NodeProto], fn: FunctionProto, fold: FoldFn) -> l
         elif inputs and all(i in known for i in inputs):
             result = fold(op_type, domain, [known[i] for i in inputs], attribute_values(attributes))
         if result is None or len(result) != 1 or result[0].size > FOLD_MAX_ELEMENTS:
-            out.append(node)
+            out.append(item)
             continue
         known[outputs[0]] = result[0]
-        out.append(_constant_node(outputs[0], result[0]))
+        node = _constant_node(outputs[0], result[0])
+        out.append((node, ("Constant", "", [], list(node.output), list(node.attribute))))
     return out
 
 

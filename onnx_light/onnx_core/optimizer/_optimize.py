@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from .._proto import FunctionProto, NodeProto
+from ..gradient._fastpath import nodes_fields
 from ._fold import FoldFn, fold_constants, fold_numpy
-from ._simplify import deterministic_ops, eliminate_common, name_outputs, remove_dead
+from ._simplify import Nodes, deterministic_ops, eliminate_common, name_outputs, pinned_names, remove_dead
 
 __all__ = ["optimize"]
 
@@ -35,15 +36,16 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> Function
         A FunctionProto with ``fn``'s name, domain, inputs, outputs, opset imports and
         value_info.
     """
-    nodes: list[NodeProto] = list(fn.node)
+    source = list(fn.node)
+    nodes: Nodes = list(zip(source, nodes_fields(source)))
     outputs = list(fn.output)
     opset = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
     if fold is not None:
         nodes = fold_constants(nodes, fn, fold)
-    nodes = eliminate_common(nodes, set(outputs), deterministic_ops(opset))
-    nodes = name_outputs(nodes, outputs, set(fn.input))
-    nodes = remove_dead(nodes, outputs)
-    return _with_nodes(fn, nodes)
+    pinned = pinned_names(nodes, outputs)
+    nodes = eliminate_common(nodes, pinned, deterministic_ops(opset))
+    nodes = name_outputs(nodes, outputs, set(fn.input), pinned)
+    return _with_nodes(fn, remove_dead(nodes, outputs))
 
 
 #: a FunctionProto's field slots, and the unknown fields it keeps
