@@ -37,6 +37,7 @@ from .onnx_core.gradient import (  # noqa: E402
 from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction  # noqa: E402
 from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes  # noqa: E402
 from .onnx_core.gradient import gradient_model as _gradient_model  # noqa: E402
+from .onnx_core.optimizer import optimize  # noqa: E402
 from .onnx_extensions.gradient import DefaultGradRegistry  # noqa: E402
 
 # `import onnx_light.helper` works like `import onnx.helper`
@@ -46,13 +47,19 @@ _sys.modules[__name__ + ".numpy_helper"] = numpy_helper
 __version__ = "0.1.0"
 
 
-def GradientOfFunction(fn, xs, y, zs=None, registry=None, *, allow_unused=False):  # type: ignore[no-untyped-def]  # noqa: N802
+def GradientOfFunction(fn, xs, y, zs=None, registry=None, *, allow_unused=False, optimize=False):  # type: ignore[no-untyped-def]  # noqa: N802
     """Differentiates a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
 
     See :func:`onnx_light.onnx_core.gradient.GradientOfFunction`.
     """
     return _GradientOfFunction(
-        fn, xs, y, zs, registry if registry is not None else DefaultGradRegistry(), allow_unused=allow_unused
+        fn,
+        xs,
+        y,
+        zs,
+        registry if registry is not None else DefaultGradRegistry(),
+        allow_unused=allow_unused,
+        optimize=optimize,
     )
 
 
@@ -126,6 +133,7 @@ __all__ = [
     "onnx_core",
     "GradientOfFunction",
     "GradientOfNodes",
+    "optimize",
     "DefaultGradRegistry",
     "RegisterGradientFunction",
     "GradRegistry",

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import optimizer as _optimizer
 from .._errors import GradientError
 from .._inline import FunctionInliner
 from .._interop import from_foreign
@@ -69,6 +70,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     opset: int = EMITTED_OPSET,
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "gradient",
+    optimize: bool = False,
 ) -> FunctionProto:
     """Differentiates a list of forward nodes.
 
@@ -84,6 +86,9 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         opset: the default-domain opset the nodes were written for.
         value_info: types of values (inputs especially), when known.
         name: the FunctionProto's name.
+        optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
+            and dead-node elimination, constant folding). Off by default: it costs 1-1.5x the
+            pass's own time, which would undo the transform-speed target (benchmarks/RESULTS.md).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``; the
@@ -103,7 +108,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         for i in list(n.input) + subgraph_inputs(n):
             if i and i not in produced and i not in free:
                 free.append(i)
-    return _GradientPass(
+    bwd = _GradientPass(
         nodes,
         xs,
         y,
@@ -116,6 +121,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         opset_imports={"": opset},
         name=name,
     ).run()
+    return _optimizer.optimize(bwd) if optimize else bwd
 
 
 @_gc_paused
@@ -127,6 +133,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     registry: GradRegistry | None = None,
     *,
     allow_unused: bool = False,
+    optimize: bool = False,
 ) -> FunctionProto:
     """Differentiates a FunctionProto, GraphProto or ModelProto.
 
@@ -154,6 +161,9 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             graph inputs first, then initializers, in their order).
         registry: the rules.
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+        optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
+            and dead-node elimination, constant folding). Off by default: it costs 1-1.5x the
+            pass's own time, which would undo the transform-speed target (benchmarks/RESULTS.md).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``.
@@ -202,7 +212,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     if functions:
         nodes = FunctionInliner(functions).expand(nodes)
     imports.setdefault("", EMITTED_OPSET)
-    return _GradientPass(
+    bwd = _GradientPass(
         nodes,
         xs,
         y,
@@ -216,6 +226,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         name=name,
         declared=declared,
     ).run()
+    return _optimizer.optimize(bwd) if optimize else bwd
 
 
 def _graph_types(graph: GraphProto, types: dict[str, ValueType]) -> dict[str, ValueInfoProto]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ._masks import mask
 from ._table import elementwise, rule
 
 
@@ -99,18 +100,23 @@ def _softsign(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 def _hard_sigmoid(ctx, dy):  # type: ignore[no-untyped-def]
-    """dX = alpha * dY where 0 < Y < 1, else 0."""
+    """dX = alpha * dY where 0 < Y < 1, else 0: ``Mul(dY, alpha * mask)``, see ``_masks``."""
     y = ctx.output(0)
     inside = ctx.op.And(ctx.op.Greater(y, _c(ctx, 0.0)), ctx.op.Less(y, _c(ctx, 1.0)))
-    return ctx.op.Where(inside, ctx.op.Mul(dy, _c(ctx, ctx.attr("alpha", 0.2))), _c(ctx, 0.0))
+    return ctx.op.Mul(dy, ctx.op.Mul(mask(ctx, inside, y), _c(ctx, ctx.attr("alpha", 0.2))))
 
 
 def _hard_swish(ctx, dy):  # type: ignore[no-untyped-def]
-    """Y = X * max(0, min(1, X/6 + 1/2)): dX = 0 for X < -3, dY for X > 3, dY * (X/3 + 1/2) between."""
+    """Y = X * max(0, min(1, X/6 + 1/2)): dX = 0 for X < -3, dY for X > 3, dY * (X/3 + 1/2) between
+    (at the kinks PyTorch's one-sided choice: 0 at X = -3, 1 at X = 3).
+
+    One ``Mul`` of dY by the slope ``[|X| < 3] * (X/3 + 1/2) + [X >= 3]`` (masks, see ``_masks``).
+    """
     x = ctx.input(0)
-    middle = ctx.op.Mul(dy, ctx.op.Add(ctx.op.Div(x, _c(ctx, 3.0)), _c(ctx, 0.5)))
-    lower = ctx.op.Where(ctx.op.Less(x, _c(ctx, -3.0)), _c(ctx, 0.0), middle)
-    return ctx.op.Where(ctx.op.Greater(x, _c(ctx, 3.0)), dy, lower)
+    middle = ctx.op.Add(ctx.op.Div(x, _c(ctx, 3.0)), _c(ctx, 0.5))
+    inside = mask(ctx, ctx.op.Less(ctx.op.Abs(x), _c(ctx, 3.0)), x)
+    above = mask(ctx, ctx.op.GreaterOrEqual(x, _c(ctx, 3.0)), x)
+    return ctx.op.Mul(dy, ctx.op.Add(ctx.op.Mul(inside, middle), above))
 
 
 def _gelu(ctx, dy):  # type: ignore[no-untyped-def]

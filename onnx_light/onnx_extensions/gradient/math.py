@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ._masks import mask
 from ._table import elementwise, linear, no_grad, rule
 
 # -- no gradient: piecewise-constant, boolean or integer results --------------------------
@@ -163,10 +164,10 @@ def clip_grad(ctx, dy):  # type: ignore[no-untyped-def]
     x, lo, hi = ctx.input(0), ctx.input(1), ctx.input(2)
     if not lo and not hi:
         return (dy,)
-    zero = ctx.const(0.0, like=x)
-    dx = ctx.op.Where(ctx.op.Equal(x, ctx.output(0)), dy, zero) if ctx.needs_grad(0) else None
-    dlo = ctx.op.Where(ctx.op.Less(x, lo), dy, zero) if ctx.needs_grad(1) else None
-    dhi = ctx.op.Where(ctx.op.Greater(x, hi), dy, zero) if ctx.needs_grad(2) else None
+    # Where(cond, dY, 0) as dY * Cast(cond): see _masks
+    dx = ctx.op.Mul(dy, mask(ctx, ctx.op.Equal(x, ctx.output(0)), x)) if ctx.needs_grad(0) else None
+    dlo = ctx.op.Mul(dy, mask(ctx, ctx.op.Less(x, lo), x)) if ctx.needs_grad(1) else None
+    dhi = ctx.op.Mul(dy, mask(ctx, ctx.op.Greater(x, hi), x)) if ctx.needs_grad(2) else None
     return (dx, dlo, dhi)[: len(ctx.inputs)]
 
 

@@ -1,0 +1,237 @@
+"""onnx_light.optimize: each pass on a small function, checked by node lists and by running
+the result against the original in our runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnx_light as ol
+from onnx_light import helper, numpy_helper
+from onnx_light.onnx_core import FunctionProto, TensorProto
+
+FLOAT = TensorProto.FLOAT
+
+
+def _fn(nodes, inputs, outputs, shapes=None, opset=21):  # type: ignore[no-untyped-def]
+    fn = helper.make_function("test", "f", inputs, outputs, nodes, [helper.make_opsetid("", opset)])
+    for name, shape in (shapes or {}).items():
+        fn.value_info.append(helper.make_tensor_value_info(name, FLOAT, shape))
+    return fn
+
+
+def _run(fn: FunctionProto, feeds):  # type: ignore[no-untyped-def]
+    return ol.runtime.InferenceSession(fn).run(None, feeds)
+
+
+def _ops(fn: FunctionProto) -> list[str]:
+    return [n.op_type for n in fn.node]
+
+
+def _same_values(fn: FunctionProto, opt: FunctionProto, feeds) -> None:  # type: ignore[no-untyped-def]
+    assert list(opt.output) == list(fn.output)
+    assert list(opt.input) == list(fn.input)
+    for a, b in zip(_run(fn, feeds), _run(opt, feeds)):
+        np.testing.assert_array_equal(a, b)
+
+
+X = {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5}
+
+
+def test_identity_chain_removed_and_output_keeps_its_name() -> None:
+    fn = _fn(
+        [
+            helper.make_node("Identity", ["x"], ["a"]),
+            helper.make_node("Neg", ["a"], ["b"]),
+            helper.make_node("Identity", ["b"], ["out"]),
+        ],
+        ["x"],
+        ["out"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Neg"]
+    assert list(opt.node[0].input) == ["x"] and list(opt.node[0].output) == ["out"]
+    assert len(fn.node) == 3  # the argument is not modified
+    _same_values(fn, opt, X)
+
+
+def test_output_identity_of_an_input_is_kept() -> None:
+    fn = _fn([helper.make_node("Identity", ["x"], ["out"])], ["x"], ["out"])
+    assert _ops(ol.optimize(fn)) == ["Identity"]
+
+
+def test_two_outputs_of_one_value_keep_one_identity() -> None:
+    fn = _fn(
+        [
+            helper.make_node("Neg", ["x"], ["b"]),
+            helper.make_node("Identity", ["b"], ["o1"]),
+            helper.make_node("Identity", ["b"], ["o2"]),
+        ],
+        ["x"],
+        ["o1", "o2"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Neg", "Identity"]
+    _same_values(fn, opt, X)
+
+
+def test_common_subexpressions_merged() -> None:
+    fn = _fn(
+        [
+            helper.make_node("Mul", ["x", "x"], ["a"]),
+            helper.make_node("Mul", ["x", "x"], ["b"]),
+            helper.make_node("Transpose", ["a"], ["ta"], perm=[1, 0]),
+            helper.make_node("Transpose", ["b"], ["tb"], perm=[1, 0]),
+            helper.make_node("Transpose", ["b"], ["tc"]),  # other attributes: kept
+            helper.make_node("Add", ["ta", "tb"], ["s"]),
+            helper.make_node("Add", ["s", "tc"], ["out"]),
+        ],
+        ["x"],
+        ["out"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Mul", "Transpose", "Transpose", "Add", "Add"]
+    assert list(opt.node[3].input) == ["ta", "ta"]
+    _same_values(fn, opt, {"x": np.arange(4, dtype=np.float32).reshape(2, 2)})
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        helper.make_node("RandomUniformLike", ["x"], ["{}"]),
+        helper.make_node("Dropout", ["x", "r", "t"], ["{}"]),
+        helper.make_node("MyOp", ["x"], ["{}"], domain="my.domain"),
+    ],
+    ids=["random", "dropout", "custom-domain"],
+)
+def test_nondeterministic_and_unknown_ops_not_merged(node) -> None:  # type: ignore[no-untyped-def]
+    copies = []
+    for name in ("a", "b"):
+        n = helper.make_node(node.op_type, list(node.input), [name], domain=node.domain)
+        copies.append(n)
+    fn = _fn([*copies, helper.make_node("Add", ["a", "b"], ["out"])], ["x", "r", "t"], ["out"])
+    fn.opset_import.append(helper.make_opsetid("my.domain", 1))
+    assert _ops(ol.optimize(fn)).count(node.op_type) == 2
+
+
+def test_dead_nodes_removed() -> None:
+    fn = _fn(
+        [
+            helper.make_node("Neg", ["x"], ["dead"]),
+            helper.make_node("Exp", ["dead"], ["dead2"]),
+            helper.make_node("Abs", ["x"], ["out"]),
+        ],
+        ["x"],
+        ["out"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Abs"]
+    _same_values(fn, opt, X)
+
+
+def _const(name: str, values, dtype=np.int64):  # type: ignore[no-untyped-def]
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(values, dtype=dtype)))
+
+
+def test_shape_arithmetic_folded() -> None:
+    fn = _fn(
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            _const("two", [2]),
+            helper.make_node("Mul", ["s", "two"], ["s2"]),
+            _const("zero", [0]),
+            helper.make_node("Gather", ["s2", "zero"], ["g"]),
+            helper.make_node("Concat", ["g", "two", "zero"], ["c"], axis=0),
+            helper.make_node("Cast", ["c"], ["cf"], to=FLOAT),
+            helper.make_node("Add", ["cf", "x"], ["out"]),
+        ],
+        ["x"],
+        ["out"],
+        shapes={"x": [2, 3]},
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Constant", "Add"]
+    np.testing.assert_array_equal(numpy_helper.to_array(opt.node[0].attribute[0].t), [4.0, 2.0, 0.0])
+    _same_values(fn, opt, {"x": np.ones((2, 3), np.float32)})
+
+
+def test_shape_of_symbolic_input_not_folded() -> None:
+    fn = _fn([helper.make_node("Shape", ["x"], ["out"])], ["x"], ["out"])
+    assert _ops(ol.optimize(fn)) == ["Shape"]
+
+
+@pytest.mark.parametrize(
+    ("op", "a", "b", "folded"),
+    [
+        ("Div", [7, -7], [2, 2], False),  # ONNX truncates, numpy floors: left to run
+        ("Div", [7, 8], [2, 2], True),
+        ("Sub", [7, 8], [2, 2], True),
+    ],
+)
+def test_integer_arithmetic_folded_only_where_numpy_agrees(op: str, a, b, folded: bool) -> None:  # type: ignore[no-untyped-def]
+    fn = _fn([_const("a", a), _const("b", b), helper.make_node(op, ["a", "b"], ["out"])], [], ["out"])
+    opt = ol.optimize(fn)
+    assert (op not in _ops(opt)) == folded
+    assert _ops(ol.optimize(fn, fold=None)).count(op) == 1
+    np.testing.assert_array_equal(_run(opt, {})[0], _run(fn, {})[0])
+
+
+def test_names_read_by_a_subgraph_stay() -> None:
+    then = helper.make_graph(
+        [helper.make_node("Neg", ["a"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Abs", ["a"], ["e"])], "else", [], [helper.make_tensor_value_info("e", FLOAT, None)]
+    )
+    fn = _fn(
+        [
+            helper.make_node("Identity", ["x"], ["a"]),
+            helper.make_node("If", ["c"], ["out"], then_branch=then, else_branch=other),
+        ],
+        ["x", "c"],
+        ["out"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Identity", "If"]
+    for c in (True, False):
+        _same_values(fn, opt, {**X, "c": np.array(c)})
+
+
+def _cnn() -> ol.ModelProto:
+    w = numpy_helper.from_array(np.full((2, 1, 3, 3), 0.1, np.float32), "W")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+            helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0),
+        ],
+        "cnn",
+        [helper.make_tensor_value_info("x", FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("loss", FLOAT, [])],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_gradient_optimized_on_request() -> None:
+    # off by default (it would double the transform time); the result is the same function
+    model = _cnn()
+    raw = ol.GradientOfFunction(model, ["W"], "loss")
+    opt = ol.GradientOfFunction(model, ["W"], "loss", optimize=True)
+    assert list(opt.output) == ["grad_W"] and list(opt.input) == list(raw.input)
+    assert "Identity" in _ops(raw) and "Identity" not in _ops(opt)
+    assert len(opt.node) < len(raw.node)
+    rng = np.random.default_rng(0)
+    feeds = {"W": rng.standard_normal((2, 1, 3, 3)).astype(np.float32)}
+    feeds["x"] = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    feeds["dy"] = np.ones((), np.float32)
+    np.testing.assert_allclose(_run(raw, feeds)[0], _run(opt, feeds)[0], rtol=1e-6)
+
+
+def test_constant_of_empty_shape_folds_to_a_scalar() -> None:
+    value = numpy_helper.from_array(np.array([0.0], np.float32))
+    fn = _fn([_const("s", np.zeros(0)), helper.make_node("ConstantOfShape", ["s"], ["out"], value=value)], [], ["out"])
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Constant"]
+    assert _run(opt, {})[0].shape == ()
