@@ -1,0 +1,175 @@
+"""Image and geometry kernels (Resize, ...) against onnxruntime on random inputs.
+
+The backend node tests of these ops run in ``test_conformance.py``; here every attribute
+combination onnxruntime supports is compared on random data. Where onnxruntime and the
+spec (as onnx's reference implementation reads it) disagree, the row is a strict xfail
+saying why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ort_reference import compare_with_ort  # noqa: E402
+
+import onnx_light as ol  # noqa: E402
+from onnx_light.runtime import InferenceSession  # noqa: E402
+
+_X = np.random.default_rng(7).standard_normal((2, 3, 5, 7)).astype(np.float32)
+_ROI = np.array([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2], np.float32)
+_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+_SCALES = {"up": [1, 1, 2, 1.5], "down": [1, 1, 0.6, 0.5], "mixed": [1, 1, 0.2, 3.0]}
+_SIZES = {"up": [2, 3, 9, 13], "one": [2, 3, 1, 1], "mixed": [2, 3, 3, 13]}
+
+XFAIL = (
+    {
+        # onnxruntime divides by the integer output length; the spec's output_width (and onnx's
+        # reference, whose backend cases we pass) is scale * length, fractional here (7 * 1.5).
+        f"resize-{m}-align_corners-scales-{s}": "onnxruntime: align_corners with a fractional output_width"
+        for m in ("nearest", "linear", "cubic")
+        for s in ("up", "down")
+    }
+    | {
+        # onnxruntime ignores negative axes under keep_aspect_ratio_policy (the shape stays 7)
+        f"resize-{m}-axes-neg-{p}": "onnxruntime: negative axes with keep_aspect_ratio_policy"
+        for m in ("nearest", "linear")
+        for p in ("not_larger", "not_smaller")
+    }
+    | {
+        # onnxruntime truncates integer results; onnx's reference rounds to nearest (as we do)
+        f"resize-linear-{dt}": "onnxruntime truncates interpolated integers"
+        for dt in ("uint8", "int8", "int32")
+    }
+)
+
+
+def _resize_rows() -> list[tuple[str, list[Any], dict[str, Any], int]]:
+    rows: list[tuple[str, list[Any], dict[str, Any], int]] = []
+    for mode, ctm, (sn, sc) in itertools.product(("nearest", "linear", "cubic"), _TRANSFORMS, _SCALES.items()):
+        attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
+        rows.append((f"resize-{mode}-{ctm}-scales-{sn}", [_X, None, np.array(sc, np.float32)], attrs, 19))
+    for mode, ctm, (zn, sz) in itertools.product(("nearest", "linear", "cubic"), _TRANSFORMS, _SIZES.items()):
+        attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
+        rows.append((f"resize-{mode}-{ctm}-sizes-{zn}", [_X, None, None, np.array(sz, np.int64)], attrs, 19))
+    for nm, ctm, (sn, sc) in itertools.product(
+        ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"), ("half_pixel", "asymmetric"), _SCALES.items()
+    ):
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": ctm, "nearest_mode": nm}
+        rows.append((f"resize-nearest-{nm}-{ctm}-{sn}", [_X, None, np.array(sc, np.float32)], attrs, 19))
+    for nm in ("round_prefer_floor", "ceil"):
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn", "nearest_mode": nm}
+        ins = [_X, np.zeros(0, np.float32), np.array(_SCALES["up"], np.float32)]
+        rows.append((f"resize11-tf_half_pixel_for_nn-{nm}", ins, attrs, 11))
+    for mode, (zn, sz) in itertools.product(("nearest", "linear", "cubic"), _SIZES.items()):
+        attrs = {"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": -3.0}
+        rows.append((f"resize-{mode}-crop-{zn}", [_X, _ROI, None, np.array(sz, np.int64)], attrs, 19))
+    for mode, ex, (sn, sc) in itertools.product(("linear", "cubic"), (0, 1), _SCALES.items()):
+        for aa, a in ((0, -0.5), (1, -0.75)):
+            if mode == "linear" and ex and not aa:
+                continue  # onnxruntime refuses it (a no-op: linear taps never fall outside)
+            attrs = {"mode": mode, "exclude_outside": ex, "antialias": aa, "cubic_coeff_a": a}
+            rows.append((f"resize-{mode}-ex{ex}-aa{aa}-{sn}", [_X, None, np.array(sc, np.float32)], attrs, 19))
+    for mode, (an, ax), pol in itertools.product(
+        ("nearest", "linear"),
+        (("23", [2, 3]), ("32", [3, 2]), ("neg", [-2, -1])),
+        ("stretch", "not_larger", "not_smaller"),
+    ):
+        sizes = np.array([4, 11][: len(ax)], np.int64)
+        attrs = {"mode": mode, "axes": ax, "keep_aspect_ratio_policy": pol}
+        rows.append((f"resize-{mode}-axes-{an}-{pol}", [_X, None, None, sizes], attrs, 19))
+    for mode, (sn, sc), opset in itertools.product(("nearest", "linear"), _SCALES.items(), (10, 11, 13)):
+        ins = [_X, np.array(sc, np.float32)] if opset == 10 else [_X, np.zeros(0, np.float32), np.array(sc, np.float32)]
+        rows.append((f"resize{opset}-{mode}-{sn}", ins, {"mode": mode}, opset))
+    r = np.random.default_rng(3)
+    for dt, mode in itertools.product(("float16", "uint8", "int8", "int32"), ("nearest", "linear")):
+        x = r.integers(0, 256, _X.shape) if dt == "uint8" else 50 * r.standard_normal(_X.shape)
+        ins = [x.astype(dt), None, np.array([1, 1, 1.6, 0.7], np.float32)]
+        rows.append((f"resize-{mode}-{dt}" if mode == "linear" else f"resize-nearest-{dt}", ins, {"mode": mode}, 19))
+    return rows
+
+
+def _params(rows: list[tuple[str, list[Any], dict[str, Any], int]]) -> list[Any]:
+    out = []
+    for name, ins, attrs, opset in rows:
+        marks = [pytest.mark.xfail(reason=XFAIL[name], strict=True)] if name in XFAIL else []
+        out.append(pytest.param(ins, attrs, opset, id=name, marks=marks))
+    return out
+
+
+_RESIZE = _resize_rows()
+
+
+def test_xfail_keys_are_rows() -> None:
+    assert set(XFAIL) <= {name for name, *_ in _RESIZE}, sorted(set(XFAIL) - {name for name, *_ in _RESIZE})
+
+
+@pytest.mark.parametrize(("inputs", "attrs", "opset"), _params(_RESIZE))
+def test_resize_vs_ort(inputs: list[Any], attrs: dict[str, Any], opset: int) -> None:
+    while inputs and inputs[-1] is None:
+        inputs = inputs[:-1]
+    compare_with_ort("Resize", inputs, attrs, opset=opset)
+
+
+def _resize_session(attrs: dict[str, Any], n_in: int = 3) -> InferenceSession:
+    h = ol.helper
+    names = ["X", "roi", "scales", "sizes"][:n_in]
+    node = h.make_node("Resize", names, ["Y"], **attrs)
+    inputs = [h.make_tensor_value_info("X", ol.TensorProto.FLOAT, None)] + [
+        h.make_tensor_value_info(n, ol.TensorProto.INT64 if n == "sizes" else ol.TensorProto.FLOAT, None)
+        for n in names[1:]
+    ]
+    graph = h.make_graph([node], "g", inputs, [h.make_tensor_value_info("Y", ol.TensorProto.FLOAT, None)])
+    return InferenceSession(h.make_model(graph, opset_imports=[h.make_opsetid("", 19)]))
+
+
+@pytest.mark.parametrize(
+    ("attrs", "feeds", "message"),
+    [
+        ({"mode": "bilinear"}, {"scales": [1, 1, 2, 2]}, "mode must be one of"),
+        ({"coordinate_transformation_mode": "corners"}, {"scales": [1, 1, 2, 2]}, "coordinate_transformation_mode"),
+        ({}, {"scales": [1, 1, 2]}, "holds 3 values for 4 axes"),
+        ({}, {"scales": [1, 1, 0, 2]}, "scales must be positive"),
+        ({}, {"scales": [1, 1, 2, 2], "sizes": [2, 3, 4, 4]}, "exactly one of"),
+        ({}, {}, "exactly one of"),
+        ({"coordinate_transformation_mode": "tf_crop_and_resize"}, {"scales": [1, 1, 2, 2]}, "needs 'roi'"),
+        ({"axes": [2, 2]}, {"scales": [2, 2]}, "distinct axes"),
+        ({"mode": "linear"}, {"sizes": [2, 3, 4, 4], "X": np.zeros((2, 3, 0, 4), np.float32)}, "cannot be reached"),
+    ],
+)
+def test_resize_bad_arguments_name_the_node(attrs: dict[str, Any], feeds: dict[str, Any], message: str) -> None:
+    sess = _resize_session(attrs, n_in=4)
+    x = feeds.pop("X", _X)
+    run_feeds = {
+        "X": x,
+        "roi": np.zeros(0, np.float32),
+        "scales": np.array(feeds.get("scales", []), np.float32),
+        "sizes": np.array(feeds.get("sizes", []), np.int64),
+    }
+    with pytest.raises(ol.OnnxLightError, match=message) as err:
+        sess.run(None, run_feeds)
+    assert "Resize" in str(err.value)
+
+
+def test_resize_float64_and_bfloat16_follow_float32() -> None:
+    """Types onnxruntime lacks: float64 computes in float64, bfloat16 through float32."""
+    from onnx_light.runtime.kernels.resize import resize_18
+
+    x64 = _X.astype(np.float64)
+    scales = np.array([1, 1, 1.6, 0.7], np.float32)
+    y32 = resize_18(_X, None, scales, mode="cubic")
+    y64 = resize_18(x64, None, scales, mode="cubic")
+    assert y64.dtype == np.float64
+    np.testing.assert_allclose(y64, y32, rtol=1e-5, atol=1e-5)
+    from onnx_light.runtime.kernels import _dtypes
+
+    bf16 = _dtypes.encode(_X, ol.TensorProto.BFLOAT16)
+    got = resize_18(bf16, None, scales, mode="cubic")
+    assert _dtypes.onnx_type_of(got) == ol.TensorProto.BFLOAT16
+    np.testing.assert_allclose(_dtypes.decode(got), y32, rtol=2e-2, atol=2e-2)
