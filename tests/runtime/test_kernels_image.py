@@ -173,3 +173,88 @@ def test_resize_float64_and_bfloat16_follow_float32() -> None:
     got = resize_18(bf16, None, scales, mode="cubic")
     assert _dtypes.onnx_type_of(got) == ol.TensorProto.BFLOAT16
     np.testing.assert_allclose(_dtypes.decode(got), y32, rtol=2e-2, atol=2e-2)
+
+
+_IMG = np.random.default_rng(11).standard_normal((2, 3, 5, 7)).astype(np.float32)
+_GRID = np.random.default_rng(12).uniform(-1.3, 1.3, (2, 4, 6, 2)).astype(np.float32)
+_VOL = np.random.default_rng(13).standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+_VGRID = np.random.default_rng(14).uniform(-1.3, 1.3, (2, 3, 4, 2, 3)).astype(np.float32)
+_OLD_NAMES = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
+
+
+def _grid_rows() -> list[Any]:
+    rows = []
+    for mode, pad, ac in itertools.product(("linear", "nearest", "cubic"), ("zeros", "border", "reflection"), (0, 1)):
+        attrs = {"mode": mode, "padding_mode": pad, "align_corners": ac}
+        rows.append(pytest.param(_IMG, _GRID, attrs, 20, id=f"gridsample-2d-{mode}-{pad}-ac{ac}"))
+        old = dict(attrs, mode=_OLD_NAMES[mode])
+        rows.append(pytest.param(_IMG, _GRID, old, 16, id=f"gridsample16-{mode}-{pad}-ac{ac}"))
+        if mode != "cubic":  # onnxruntime has cubic for 4-D inputs only
+            rows.append(pytest.param(_VOL, _VGRID, attrs, 22, id=f"gridsample-3d-{mode}-{pad}-ac{ac}"))
+    rows.append(pytest.param(_IMG.astype(np.float64), _GRID.astype(np.float64), {}, 20, id="gridsample-float64"))
+    return rows
+
+
+@pytest.mark.parametrize(("x", "grid", "attrs", "opset"), _grid_rows())
+def test_grid_sample_vs_ort(x: np.ndarray, grid: np.ndarray, attrs: dict[str, Any], opset: int) -> None:
+    compare_with_ort("GridSample", [x, grid], attrs, opset=opset)
+
+
+_THETA2 = np.random.default_rng(15).standard_normal((2, 2, 3)).astype(np.float32)
+_THETA3 = np.random.default_rng(16).standard_normal((2, 3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize(
+    ("theta", "size"),
+    [
+        (_THETA2, [2, 3, 5, 7]),
+        (_THETA3, [2, 3, 4, 5, 6]),
+        (_THETA2, [2, 1, 2, 1]),
+        (_THETA2.astype(np.float64), [2, 1, 3, 3]),
+    ],
+    ids=["2d", "3d", "2d-width1", "2d-float64"],
+)
+def test_affine_grid_vs_ort(theta: np.ndarray, size: list[int], align_corners: int, request: Any) -> None:
+    if align_corners and 1 in size[2:]:
+        # one position along an axis with align_corners: onnxruntime puts it at +1, torch at 0,
+        # onnx's reference (and we) at -1, the corner both ends name
+        request.applymarker(pytest.mark.xfail(reason="degenerate axis: references disagree", strict=True))
+    compare_with_ort("AffineGrid", [theta, np.array(size, np.int64)], {"align_corners": align_corners}, opset=20)
+
+
+def test_spatial_transformer_identity_theta_reproduces_the_image() -> None:
+    """AffineGrid + GridSample with the identity affine map give back the input (align_corners 0 and 1)."""
+    from onnx_light.runtime.kernels.grid_sample import affine_grid, grid_sample_20
+
+    theta = np.tile(np.eye(2, 3, dtype=np.float64), (2, 1, 1))
+    x = _IMG.astype(np.float64)
+    for ac in (0, 1):
+        grid = affine_grid(theta, np.array(x.shape), align_corners=ac)
+        for mode in ("linear", "nearest", "cubic"):
+            np.testing.assert_allclose(grid_sample_20(x, grid, mode=mode, align_corners=ac), x, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "attrs", "message"),
+    [
+        ("GridSample", [_IMG, _GRID[..., :1]], {}, "does not fit"),
+        ("GridSample", [_IMG, _GRID], {"mode": "bilinear"}, "mode must be linear, nearest or cubic"),
+        ("GridSample", [_IMG, _GRID], {"padding_mode": "wrap"}, "padding_mode must be one of"),
+        ("AffineGrid", [_THETA2, np.array([2, 3, 4, 5, 6], np.int64)], {}, "do not fit"),
+    ],
+)
+def test_image_bad_arguments_name_the_node(
+    op: str, inputs: list[np.ndarray], attrs: dict[str, Any], message: str
+) -> None:
+    h = ol.helper
+    names = [f"in{i}" for i in range(len(inputs))]
+    node = h.make_node(op, names, ["Y"], **attrs)
+    vis = [
+        h.make_tensor_value_info(n, ol.helper.np_dtype_to_tensor_dtype(a.dtype), None) for n, a in zip(names, inputs)
+    ]
+    graph = h.make_graph([node], "g", vis, [h.make_tensor_value_info("Y", ol.TensorProto.FLOAT, None)])
+    sess = InferenceSession(h.make_model(graph, opset_imports=[h.make_opsetid("", 20)]))
+    with pytest.raises(ol.OnnxLightError, match=message) as err:
+        sess.run(None, dict(zip(names, inputs)))
+    assert op in str(err.value)
