@@ -114,18 +114,22 @@ def grid_sample(
         for i, size in enumerate(spatial)
     ]
     work = np.float64 if x.dtype == np.float64 else np.float32
-    flat_x = x.reshape(n, c, -1).astype(work, copy=False)
+    # channels last, so that each gathered point is one contiguous run of C values
+    rows = np.ascontiguousarray(x.reshape(n, c, -1).transpose(0, 2, 1), dtype=work)
     strides = np.cumprod((1, *spatial[::-1]))[:-1][::-1]
-    out = np.zeros((n, c, points.shape[1]), dtype=work)
+    out = np.zeros((n, points.shape[1], c), dtype=work)
+    scratch = np.empty((points.shape[1], c), dtype=work)
     for combo in itertools.product(*(range(t.indices.shape[1]) for t in taps)):
-        flat = sum(t.indices[:, j] * int(s) for t, j, s in zip(taps, combo, strides))
         weight = np.prod([t.weight[:, j] for t, j in zip(taps, combo)], axis=0)
         if not weight.any():
             continue
-        flat = np.asarray(flat).reshape(n, -1)
-        weight = weight.reshape(n, 1, -1).astype(work)
+        flat = np.asarray(sum(t.indices[:, j] * int(s) for t, j, s in zip(taps, combo, strides))).reshape(n, -1)
+        weight = weight.reshape(n, -1, 1).astype(work)
         for b in range(n):  # one whole-image gather per batch item
-            out[b] += np.take(flat_x[b], flat[b], axis=1) * weight[b]
+            np.take(rows[b], flat[b], axis=0, out=scratch, mode="clip")
+            scratch *= weight[b]
+            out[b] += scratch
+    out = out.transpose(0, 2, 1)
     return out.reshape(n, c, *out_spatial).astype(x.dtype, copy=False)
 
 
