@@ -258,3 +258,40 @@ def test_image_bad_arguments_name_the_node(
     with pytest.raises(ol.OnnxLightError, match=message) as err:
         sess.run(None, dict(zip(names, inputs)))
     assert op in str(err.value)
+
+
+def _col2im_case(image: list[int], block: list[int], attrs: dict[str, Any]) -> list[np.ndarray]:
+    nd = len(image)
+    st, p, d = attrs.get("strides", [1] * nd), attrs.get("pads", [0] * 2 * nd), attrs.get("dilations", [1] * nd)
+    blocks = [(i + p[k] + p[k + nd] - d[k] * (b - 1) - 1) // st[k] + 1 for k, (i, b) in enumerate(zip(image, block))]
+    x = np.random.default_rng(21).standard_normal((2, 3 * int(np.prod(block)), int(np.prod(blocks))))
+    return [x.astype(np.float32), np.array(image, np.int64), np.array(block, np.int64)]
+
+
+@pytest.mark.parametrize(
+    ("image", "block", "attrs"),
+    [
+        ([5, 6], [2, 3], {}),
+        ([7, 6], [3, 2], {"strides": [2, 1], "pads": [1, 0, 1, 2], "dilations": [1, 2]}),
+        ([4, 5, 6], [2, 2, 3], {"strides": [1, 2, 1]}),
+    ],
+    ids=["plain", "strided-padded-dilated", "3d"],
+)
+def test_col2im_vs_ort(image: list[int], block: list[int], attrs: dict[str, Any]) -> None:
+    compare_with_ort("Col2Im", _col2im_case(image, block, attrs), attrs, opset=18)
+
+
+@pytest.mark.parametrize("with_shape", [False, True])
+def test_max_unpool_vs_ort(with_shape: bool, request: Any) -> None:
+    from kernel_harness import call_kernel
+    from onnx import helper
+
+    x = np.random.default_rng(22).standard_normal((2, 3, 6, 8)).astype(np.float32)
+    pool = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    y, i = call_kernel(pool, 12, [x])
+    inputs = [y, i] + ([np.array([2, 3, 7, 9], np.int64)] if with_shape else [])
+    if with_shape:
+        # onnxruntime reads the indices as flat positions in the larger output; the backend
+        # case test_maxunpool_export_with_output_shape (which we pass) keeps their row/column
+        request.applymarker(pytest.mark.xfail(reason="onnxruntime: indices with output_shape", strict=True))
+    compare_with_ort("MaxUnpool", inputs, {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
