@@ -295,3 +295,33 @@ def test_max_unpool_vs_ort(with_shape: bool, request: Any) -> None:
         # case test_maxunpool_export_with_output_shape (which we pass) keeps their row/column
         request.applymarker(pytest.mark.xfail(reason="onnxruntime: indices with output_shape", strict=True))
     compare_with_ort("MaxUnpool", inputs, {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+
+
+_FEAT = np.random.default_rng(31).standard_normal((2, 3, 10, 12)).astype(np.float32)
+_BOXES = np.array([[0, 0, 9, 9], [1.5, 2.2, 11.7, 6.1], [-2, -1, 4, 3], [3, 3, 3.2, 3.4], [5, 1, 13, 12]], np.float32)
+_BATCH = np.array([0, 1, 1, 0, 1], np.int64)
+
+
+def _roi_rows() -> list[Any]:
+    rows = []
+    for mode, ctm, sr, (oh, ow), sc in itertools.product(
+        ("avg", "max"), ("half_pixel", "output_half_pixel"), (0, 2), ((1, 1), (3, 4)), (1.0, 0.5)
+    ):
+        attrs = {"mode": mode, "sampling_ratio": sr, "output_height": oh, "output_width": ow, "spatial_scale": sc}
+        name = f"roialign-{mode}-{ctm}-sr{sr}-{oh}x{ow}-s{sc}"
+        rows.append(pytest.param(dict(attrs, coordinate_transformation_mode=ctm), 16, id=name))
+        if ctm == "output_half_pixel":
+            rows.append(pytest.param(attrs, 10, id=f"roialign10-{mode}-sr{sr}-{oh}x{ow}-s{sc}"))
+    return rows
+
+
+@pytest.mark.parametrize(("attrs", "opset"), _roi_rows())
+def test_roi_align_vs_ort(attrs: dict[str, Any], opset: int) -> None:
+    compare_with_ort("RoiAlign", [_FEAT, _BOXES, _BATCH], attrs, opset=opset)
+
+
+def test_roi_align_bad_batch_index_is_an_error() -> None:
+    from onnx_light.runtime.kernels.roi import roi_align_16
+
+    with pytest.raises(ValueError, match="batch_indices must lie in"):
+        roi_align_16(_FEAT, _BOXES, np.array([0, 1, 2, 0, 1], np.int64))
