@@ -325,3 +325,14 @@ def test_roi_align_bad_batch_index_is_an_error() -> None:
 
     with pytest.raises(ValueError, match="batch_indices must lie in"):
         roi_align_16(_FEAT, _BOXES, np.array([0, 1, 2, 0, 1], np.int64))
+
+
+_POOL_BOXES = np.array(
+    [[0, 0, 0, 9, 9], [1, 1.5, 2.2, 11.7, 6.1], [1, -2, -1, 4, 3], [0, 3, 3, 3.2, 3.4], [1, 5, 1, 13, 12]], np.float32
+)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+@pytest.mark.parametrize("pooled", [[1, 1], [2, 2], [3, 4]])
+def test_max_roi_pool_vs_ort(pooled: list[int], scale: float) -> None:
+    compare_with_ort("MaxRoiPool", [_FEAT, _POOL_BOXES], {"pooled_shape": pooled, "spatial_scale": scale}, opset=13)

@@ -171,3 +171,38 @@ def roi_align_16(
         sampling_ratio=sampling_ratio,
         spatial_scale=spatial_scale,
     )
+
+
+def _round_half_away(v: float) -> int:
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
+@kernel("", "MaxRoiPool", since=(1, 22))
+def max_roi_pool(x: np.ndarray, rois: np.ndarray, *, pooled_shape: list[int], spatial_scale: float = 1.0) -> np.ndarray:
+    """MaxRoiPool: the max of each of ``pooled_shape`` bins of each box ``[batch, x1, y1, x2, y2]``.
+
+    Box corners are rounded to cells (half away from zero) and the box split into bins
+    ``[floor(i * bin), ceil((i + 1) * bin))`` clipped to the map; an empty bin gives 0.
+    """
+    if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5 or len(pooled_shape) != 2:
+        raise ValueError(
+            f"MaxRoiPool: want X (N, C, H, W), rois (R, 5) and pooled_shape of 2; got {list(x.shape)}, "
+            f"{list(rois.shape)}, {pooled_shape}"
+        )
+    ph_n, pw_n = pooled_shape
+    n, c, h, w = x.shape
+    out = np.zeros((rois.shape[0], c, ph_n, pw_n), dtype=x.dtype)
+    for r, (b, *corners) in enumerate(rois.astype(np.float64)):
+        if not 0 <= int(b) < n:
+            raise ValueError(f"MaxRoiPool: box {r} names batch {int(b)}, not in [0, {n})")
+        x1, y1, x2, y2 = (_round_half_away(v * spatial_scale) for v in corners)
+        bin_h, bin_w = max(y2 - y1 + 1, 1) / ph_n, max(x2 - x1 + 1, 1) / pw_n
+        for i in range(ph_n):  # loops over the bins (pooled_shape), not over pixels
+            top = min(max(math.floor(i * bin_h) + y1, 0), h)
+            bottom = min(max(math.ceil((i + 1) * bin_h) + y1, 0), h)
+            for j in range(pw_n):
+                left = min(max(math.floor(j * bin_w) + x1, 0), w)
+                right = min(max(math.ceil((j + 1) * bin_w) + x1, 0), w)
+                if bottom > top and right > left:
+                    out[r, :, i, j] = x[int(b), :, top:bottom, left:right].max(axis=(1, 2))
+    return out
