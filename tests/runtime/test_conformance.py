@@ -43,7 +43,7 @@ IN_SCOPE_OPS = frozenset(
     GlobalAveragePool GlobalMaxPool GroupNormalization InstanceNormalization LayerNormalization
     LogSoftmax LpNormalization MatMul MaxPool MeanVarianceNormalization RMSNormalization Softmax
     Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan RNN GRU LSTM
-    Resize LpPool GlobalLpPool GridSample AffineGrid Col2Im MaxUnpool RoiAlign MaxRoiPool
+    Resize LpPool GlobalLpPool GridSample AffineGrid Col2Im MaxUnpool RoiAlign MaxRoiPool DeformConv
     """.split()
 )
 

@@ -336,3 +336,27 @@ _POOL_BOXES = np.array(
 @pytest.mark.parametrize("pooled", [[1, 1], [2, 2], [3, 4]])
 def test_max_roi_pool_vs_ort(pooled: list[int], scale: float) -> None:
     compare_with_ort("MaxRoiPool", [_FEAT, _POOL_BOXES], {"pooled_shape": pooled, "spatial_scale": scale}, opset=13)
+
+
+@pytest.mark.parametrize(
+    ("group", "offset_group", "with_mask", "attrs"),
+    [
+        (1, 1, False, {}),
+        (2, 2, True, {"strides": [2, 1], "pads": [1, 1, 1, 1]}),
+        (1, 2, True, {"dilations": [2, 1], "pads": [2, 0, 1, 0]}),
+    ],
+    ids=["plain", "groups-mask-strided", "dilated-offset-groups"],
+)
+def test_deform_conv_vs_ort(group: int, offset_group: int, with_mask: bool, attrs: dict[str, Any]) -> None:
+    r = np.random.default_rng(41)
+    x = r.standard_normal((2, 4, 7, 8)).astype(np.float32)
+    w = r.standard_normal((6, 4 // group, 3, 3)).astype(np.float32)
+    st, d = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    p = attrs.get("pads", [0, 0, 0, 0])
+    oh, ow = ((s + p[i] + p[i + 2] - d[i] * 2 - 1) // st[i] + 1 for i, s in enumerate((7, 8)))
+    offset = (1.5 * r.standard_normal((2, offset_group * 18, oh, ow))).astype(np.float32)
+    b = r.standard_normal(6).astype(np.float32)
+    mask = r.uniform(0, 1, (2, offset_group * 9, oh, ow)).astype(np.float32) if with_mask else None
+    inputs = [x, w, offset, b] + ([mask] if mask is not None else [])
+    all_attrs = dict(attrs, group=group, offset_group=offset_group, kernel_shape=[3, 3])
+    compare_with_ort("DeformConv", inputs, all_attrs, opset=22)
