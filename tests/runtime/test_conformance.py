@@ -46,6 +46,7 @@ IN_SCOPE_OPS = frozenset(
     SequenceConstruct SequenceEmpty SequenceAt SequenceInsert SequenceErase SequenceLength
     SplitToSequence ConcatFromSequence SequenceMap Optional OptionalHasElement OptionalGetElement
     ReverseSequence Unique TensorScatter CenterCropPad Scatter Upsample
+    Resize LpPool GlobalLpPool GridSample AffineGrid Col2Im MaxUnpool RoiAlign MaxRoiPool DeformConv
     """.split()
 )
 
