@@ -82,11 +82,15 @@ _TYPED_FLOATS: dict[int, np.dtype] = {1: np.dtype(np.float32), 10: np.dtype(np.f
 _BIT_NATIVE = frozenset(
     "Cast CastLike EyeLike Range If Loop Scan Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat "
     "Split Slice Gather GatherElements GatherND Expand Tile Shape Size Constant Where Compress DepthToSpace "
-    "SpaceToDepth".split()
+    "SpaceToDepth QuantizeLinear DequantizeLinear QLinearMatMul QLinearConv BitCast".split()
 )
 
 # of those, the ones that only move elements (numpy may drop the dtype's tag on the way)
-_BIT_MOVERS = _BIT_NATIVE - {"Cast", "CastLike", "EyeLike", "Range", "If", "Loop", "Scan", "Shape", "Size"}
+_BIT_MOVERS = (
+    _BIT_NATIVE
+    - {"Cast", "CastLike", "EyeLike", "Range", "If", "Loop", "Scan", "Shape", "Size"}
+    - {"QuantizeLinear", "DequantizeLinear", "QLinearMatMul", "QLinearConv", "BitCast"}
+)
 
 
 def _elem_type(vi: Any) -> int:

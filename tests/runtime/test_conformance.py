@@ -43,6 +43,7 @@ IN_SCOPE_OPS = frozenset(
     GlobalAveragePool GlobalMaxPool GroupNormalization InstanceNormalization LayerNormalization
     LogSoftmax LpNormalization MatMul MaxPool MeanVarianceNormalization RMSNormalization Softmax
     Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan RNN GRU LSTM
+    QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger
     """.split()
 )
 

@@ -1,0 +1,63 @@
+"""Quantization, random, math kernels of issue 11 against onnxruntime on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+from ort_reference import compare_with_ort, rng
+
+
+def test_quantize_linear_per_axis_int8() -> None:
+    g = rng()
+    x = g.standard_normal((2, 3, 4)).astype(np.float32)
+    scale = np.array([0.02, 0.05, 0.1], np.float32)
+    zp = np.array([-3, 0, 7], np.int8)
+    compare_with_ort("QuantizeLinear", [x, scale, zp], {"axis": 1}, opset=21)
+
+
+def test_dequantize_linear_uint8() -> None:
+    g = rng()
+    x = g.integers(0, 256, (3, 5)).astype(np.uint8)
+    compare_with_ort("DequantizeLinear", [x, np.array(0.1, np.float32), np.array(128, np.uint8)], opset=21)
+
+
+def test_dynamic_quantize_linear() -> None:
+    x = rng().standard_normal((4, 6)).astype(np.float32)
+    compare_with_ort("DynamicQuantizeLinear", [x], n_out=3, opset=11)
+
+
+def test_matmul_integer_and_qlinear_matmul() -> None:
+    g = rng()
+    a = g.integers(0, 256, (3, 4)).astype(np.uint8)
+    b = g.integers(0, 256, (4, 5)).astype(np.uint8)
+    compare_with_ort("MatMulInteger", [a, b, np.array(12, np.uint8), np.array(130, np.uint8)], opset=10)
+    ins = [
+        a,
+        np.array(0.05, np.float32),
+        np.array(12, np.uint8),
+        b,
+        np.array(0.02, np.float32),
+        np.array(130, np.uint8),
+        np.array(0.3, np.float32),
+        np.array(100, np.uint8),
+    ]
+    compare_with_ort("QLinearMatMul", ins, opset=10)
+
+
+def test_conv_integer_and_qlinear_conv() -> None:
+    g = rng()
+    x = g.integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)
+    w = g.integers(0, 256, (3, 2, 3, 3)).astype(np.uint8)
+    compare_with_ort(
+        "ConvInteger", [x, w, np.array(10, np.uint8), np.array(120, np.uint8)], {"pads": [1, 1, 1, 1]}, opset=10
+    )
+    bias = g.integers(-100, 100, (3,)).astype(np.int32)
+    ins = [
+        x,
+        np.array(0.05, np.float32),
+        np.array(10, np.uint8),
+        w.astype(np.int8) // 2,
+        np.array(0.01, np.float32),
+        np.array(0, np.int8),
+        np.array(0.2, np.float32),
+    ]
+    compare_with_ort("QLinearConv", [*ins, np.array(90, np.uint8), bias], opset=10)
