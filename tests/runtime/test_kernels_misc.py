@@ -61,3 +61,19 @@ def test_conv_integer_and_qlinear_conv() -> None:
         np.array(0.2, np.float32),
     ]
     compare_with_ort("QLinearConv", [*ins, np.array(90, np.uint8), bias], opset=10)
+
+
+def test_random_ops_seeded_are_reproducible_and_distributed() -> None:
+    from onnx_light.runtime.kernels import random as r
+
+    a = r.random_normal(shape=[2000], seed=3.0)
+    assert np.array_equal(a, r.random_normal(shape=[2000], seed=3.0)) and a.dtype == np.float32
+    assert not np.array_equal(a, r.random_normal(shape=[2000], seed=4.0))
+    assert abs(a.mean()) < 0.1 and abs(a.std() - 1) < 0.1
+    u = r.random_uniform_like(np.zeros((50, 40), np.float64), low=2.0, high=3.0, seed=1.0)
+    assert u.dtype == np.float64 and u.min() >= 2.0 and u.max() < 3.0
+    b = r.bernoulli(np.full(4000, 0.25, np.float32), seed=5.0)
+    assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.25) < 0.03
+    m = r.multinomial(np.log(np.array([[0.1, 0.0001, 0.9]], np.float32)), sample_size=3000, seed=2.0)
+    assert m.dtype == np.int32 and m.shape == (1, 3000)
+    assert abs((m == 2).mean() - 0.9) < 0.03 and (m == 1).mean() < 0.01
