@@ -45,6 +45,7 @@ IN_SCOPE_OPS = frozenset(
     Hardmax SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss LRN If Loop Scan RNN GRU LSTM
     QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger
     RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial
+    Det CumProd Swish SwiGLU BitCast BitShift
     """.split()
 )
 

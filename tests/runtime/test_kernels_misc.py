@@ -77,3 +77,20 @@ def test_random_ops_seeded_are_reproducible_and_distributed() -> None:
     m = r.multinomial(np.log(np.array([[0.1, 0.0001, 0.9]], np.float32)), sample_size=3000, seed=2.0)
     assert m.dtype == np.int32 and m.shape == (1, 3000)
     assert abs((m == 2).mean() - 0.9) < 0.03 and (m == 1).mean() < 0.01
+
+
+def test_det_and_bitshift_match_onnxruntime() -> None:
+    g = rng()
+    compare_with_ort("Det", [g.standard_normal((2, 3, 4, 4)).astype(np.float32)], opset=22)
+    x = g.integers(0, 2**16, (3, 4)).astype(np.uint32)
+    compare_with_ort("BitShift", [x, np.array([1, 3, 0, 7], np.uint32)], {"direction": "LEFT"}, opset=11)
+    compare_with_ort("BitShift", [x, np.array([1, 3, 0, 7], np.uint32)], {"direction": "RIGHT"}, opset=11)
+
+
+def test_cum_prod_with_zeros_exclusive_reverse() -> None:
+    from onnx_light.runtime.kernels.math_misc import cum_prod
+
+    x = np.array([[2.0, 0.0, 3.0, 4.0]], np.float32)
+    np.testing.assert_array_equal(cum_prod(x, np.array(1), exclusive=1), [[1, 2, 0, 0]])
+    np.testing.assert_array_equal(cum_prod(x, np.array(-1), reverse=1), [[0, 0, 12, 4]])
+    np.testing.assert_array_equal(cum_prod(x, np.array(1), exclusive=1, reverse=1), [[0, 12, 4, 1]])
