@@ -46,6 +46,7 @@ IN_SCOPE_OPS = frozenset(
     QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger
     RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial
     Det CumProd Swish SwiGLU BitCast BitShift
+    DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
     """.split()
 )
 

@@ -94,3 +94,16 @@ def test_cum_prod_with_zeros_exclusive_reverse() -> None:
     np.testing.assert_array_equal(cum_prod(x, np.array(1), exclusive=1), [[1, 2, 0, 0]])
     np.testing.assert_array_equal(cum_prod(x, np.array(-1), reverse=1), [[0, 0, 12, 4]])
     np.testing.assert_array_equal(cum_prod(x, np.array(1), exclusive=1, reverse=1), [[0, 12, 4, 1]])
+
+
+def test_signal_ops_match_onnxruntime() -> None:
+    g = rng()
+    x = g.standard_normal((2, 16, 1)).astype(np.float32)
+    compare_with_ort("DFT", [x], {"onesided": 1}, opset=17)
+    compare_with_ort("DFT", [g.standard_normal((2, 8, 2)).astype(np.float32)], {"inverse": 1}, opset=17)
+    sig = g.standard_normal((1, 64, 1)).astype(np.float32)
+    window = np.hanning(16).astype(np.float32)
+    compare_with_ort("STFT", [sig, np.array(8, np.int64), window], opset=17)
+    for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
+        compare_with_ort(op, [np.array(10, np.int64)], {"periodic": 0}, opset=17)
+        compare_with_ort(op, [np.array(10, np.int64)], opset=17)
