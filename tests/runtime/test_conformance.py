@@ -47,6 +47,7 @@ IN_SCOPE_OPS = frozenset(
     RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial
     Det CumProd Swish SwiGLU BitCast BitShift
     DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
+    StringConcat StringSplit RegexFullMatch StringNormalizer
     """.split()
 )
 

@@ -107,3 +107,15 @@ def test_signal_ops_match_onnxruntime() -> None:
     for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
         compare_with_ort(op, [np.array(10, np.int64)], {"periodic": 0}, opset=17)
         compare_with_ort(op, [np.array(10, np.int64)], opset=17)
+
+
+def test_string_ops_match_onnxruntime() -> None:
+    x = np.array(["Monday", "tuesday", "THE", "the end", "a1b2"], dtype=object)
+    from onnx_light.runtime.kernels.strings import string_normalizer
+
+    # onnxruntime's StringNormalizer needs an installed en_US locale; the expected value is by hand
+    got = string_normalizer(x, case_change_action="UPPER", stopwords=["the"])
+    assert list(got) == ["MONDAY", "TUESDAY", "THE END", "A1B2"]
+    compare_with_ort("RegexFullMatch", [x], {"pattern": r"[a-z]+\d?b?\d?"}, opset=20)
+    compare_with_ort("StringSplit", [x], {"delimiter": "e"}, n_out=2, opset=20)
+    compare_with_ort("StringConcat", [x, np.array(["!"], dtype=object)], opset=20)
