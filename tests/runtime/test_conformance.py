@@ -47,8 +47,18 @@ IN_SCOPE_OPS = frozenset(
     SplitToSequence ConcatFromSequence SequenceMap Optional OptionalHasElement OptionalGetElement
     ReverseSequence Unique TensorScatter CenterCropPad Scatter Upsample
     Resize LpPool GlobalLpPool GridSample AffineGrid Col2Im MaxUnpool RoiAlign MaxRoiPool DeformConv
+    QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger
+    RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial
+    Det CumProd Swish SwiGLU BitCast BitShift
+    DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
+    StringConcat StringSplit RegexFullMatch StringNormalizer
     """.split()
 )
+
+#: ops whose outputs are random draws: the spec fixes their distribution, not their values
+#: (onnx's expected values come from numpy's legacy global stream), so a case running one of
+#: them is checked for shape and dtype only
+RANDOM_OPS = frozenset("RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial".split())
 
 #: In-scope cases we do not pass, each with its cause. Keep it short and honest: the
 #: pass-rate test fails when an entry starts passing, so fixed cases leave the list.
@@ -199,12 +209,17 @@ def run_case(case: Case) -> None:
     session = InferenceSession(model)
     inputs = [vi.name for vi in model.graph.input]
     outputs = list(model.graph.output)
+    random = any(op in RANDOM_OPS for _, op in ops_of(model))
     for k, (ins, outs) in enumerate(case.data_sets):
         feeds = {name: _read(kind, data) for name, (kind, data) in zip(inputs, ins)}
         with np.errstate(all="ignore"):  # several cases produce inf/NaN on purpose
             got = session.run(None, feeds)
         assert len(got) == len(outputs)
         for vi, (kind, data), value in zip(outputs, outs, got):
+            if random:
+                want = _read(kind, data)
+                assert (value.shape, value.dtype) == (want.shape, want.dtype), f"{case.name}[{k}] {vi.name}"
+                continue
             elem_type = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
             assert_same(value, _read(kind, data), elem_type, case.rtol, case.atol, f"{case.name}[{k}] {vi.name}")
 
@@ -220,6 +235,18 @@ def test_node_case(name: str, request: pytest.FixtureRequest) -> None:
     run_case(partition()[0][name])
 
 
+def _count_passing(cases: list[Case]) -> int:
+    """How many of ``cases`` run and match (out-of-scope ones too: the all-cases count)."""
+    passed = 0
+    for case in cases:
+        try:
+            run_case(case)
+        except Exception:  # noqa: BLE001 - any failure just does not count
+            continue
+        passed += 1
+    return passed
+
+
 def test_pass_rate(record_property: Any) -> None:
     in_scope, out_of_scope = partition()
     failures: dict[str, str] = {}
@@ -229,10 +256,13 @@ def test_pass_rate(record_property: Any) -> None:
         except Exception as err:  # a failure of any kind counts against the rate
             failures[name] = f"{type(err).__name__}: {str(err)[:200]}"
     passed = len(in_scope) - len(failures)
+    outside_passed = _count_passing([c for c in all_cases() if c.name in set(out_of_scope)])
+    total = len(all_cases())
     summary = (
-        f"backend node cases: {len(all_cases())} collected, {len(in_scope)} in scope, {passed} passed "
+        f"backend node cases: {total} collected, {len(in_scope)} in scope, {passed} passed "
         f"({passed / len(in_scope):.1%}), {len(failures)} failed ({len(EXCLUDED)} excluded), "
-        f"{len(out_of_scope)} out of scope (ops outside the list, not run)"
+        f"{len(out_of_scope)} out of scope; over ALL cases {passed + outside_passed}/{total} pass "
+        f"({(passed + outside_passed) / total:.1%})"
     )
     print(summary)
     record_property("conformance", summary)

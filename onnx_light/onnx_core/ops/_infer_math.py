@@ -550,6 +550,8 @@ def _topk(u: Upgrader, node: NodeProto) -> None:
 # --------------------------------------------------------------------------- traits
 declare_traits("RandomNormal RandomNormalLike RandomUniform RandomUniformLike Bernoulli Multinomial", random=True)
 declare_traits("Dropout", random_if_input=2)  # training_mode (opset 12+; no input 2 before)
+# kernels that read and write the low-precision types (float8, int4, ...) as bit patterns themselves
+declare_traits("QuantizeLinear DequantizeLinear QLinearMatMul QLinearConv BitCast", bit_exact=True)
 declare_traits(
     "Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor Cast "
     "CastLike Ceil Celu Clip Cos Cosh Div Elu Equal Erf Exp Floor Gelu Greater GreaterOrEqual HardSigmoid "
