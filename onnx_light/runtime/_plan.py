@@ -9,8 +9,10 @@ after its last use.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,7 @@ from ..onnx_core._inline import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
-from ._registry import lookup_kernel, registered_kernels
+from ._registry import NO_OPTIONS, KernelOptions, lookup_kernel, registered_kernels
 from .kernels import _dtypes
 
 __all__ = ["Plan", "Step", "compile_graph", "run_plan", "attribute_value", "node_label", "tensor_value", "tag_dtype"]
@@ -48,6 +50,8 @@ class Step:
     kwargs: dict[str, Any]
     node: NodeProto
     opset: int
+    #: what the plan compiler may assume about ``fn`` (none for a wrapped kernel)
+    options: KernelOptions = NO_OPTIONS
 
 
 @dataclass
@@ -67,6 +71,8 @@ class Plan:
     input_types: dict[int, tuple[np.dtype, tuple[int | None, ...]]] = field(default_factory=dict)
     #: the same plan as one generated function (see ``_codegen``); None until generated
     fast: Callable[[list[Any], dict[str, Any] | None], list[Any]] | None = None
+    #: the code objects of ``fast`` and of its untyped twin once generated (error reports)
+    codes: list[CodeType] = field(default_factory=list)
 
     def initial_values(self) -> list[Any]:
         values: list[Any] = [None] * self.n_slots
@@ -124,7 +130,7 @@ def _in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         return outs if type(out) is tuple else outs[0]
 
-    run.__wrapped__ = fn  # type: ignore[attr-defined]
+    functools.update_wrapper(run, fn, assigned=(), updated=())  # sets run.__wrapped__ only
     return run
 
 
@@ -143,7 +149,7 @@ def _keep_tag(fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         return outs if type(out) is tuple else outs[0]
 
-    run.__wrapped__ = fn  # type: ignore[attr-defined]
+    functools.update_wrapper(run, fn, assigned=(), updated=())  # sets run.__wrapped__ only
     return run
 
 
@@ -356,17 +362,17 @@ def compile_graph(
         if scope_names:
             kwargs["_captured"] = tuple(scope_names)
         out_slots = tuple(slot(n) if n else 1 for n in node.output)
-        fn = info.fn
+        fn, options = info.fn, info.options
         if bits and _reads_bit_floats(node, kwargs, bits):
             if node.op_type not in _BIT_NATIVE:
-                fn = _in_float32(fn)
+                fn, options = _in_float32(fn), NO_OPTIONS
             elif node.op_type in _BIT_MOVERS:
-                fn = _keep_tag(fn)
+                fn, options = _keep_tag(fn), NO_OPTIONS
             if not (node.op_type == "Cast" and kwargs.get("to") not in _BIT_FLOATS):
                 bits.update(n for n in node.output if n)
         elif node.op_type == "Cast" and kwargs.get("to") in _BIT_FLOATS:
             bits.update(n for n in node.output if n)
-        steps.append(Step(fn, in_slots, out_slots, kwargs, node, opset))
+        steps.append(Step(fn, in_slots, out_slots, kwargs, node, opset, options))
         known.update(n for n in node.output if n)
 
     for name in outputs:
@@ -424,7 +430,7 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
     merged: dict[int, Step] = {}
     dropped: set[int] = set()
     for i, step in enumerate(steps):
-        fused = getattr(step.fn, "with_relu", None)
+        fused = step.options.with_relu
         if fused is None or len(step.outputs) != 1 or step.outputs[0] in keep:
             continue
         after = readers.get(step.outputs[0], [])
@@ -433,9 +439,10 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
         relu = steps[after[0]]
         if relu.node.op_type != "Relu" or relu.node.domain not in ("", "ai.onnx") or relu.inputs != step.outputs:
             continue
-        if getattr(relu.fn, "float_ufunc", None) != "relu":  # e.g. wrapped to compute bit-pattern floats
+        if relu.options.float_ufunc != "relu":  # e.g. wrapped to compute bit-pattern floats
             continue
-        merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset)
+        fused_options = replace(step.options, with_relu=None)
+        merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset, fused_options)
         dropped.add(after[0])
     if not merged:
         return steps
@@ -468,7 +475,7 @@ def run_plan(
         except OnnxLightError:
             raise
         except Exception as err:
-            where = failed_step(fast, err.__traceback__)
+            where = failed_step(plan.codes, err.__traceback__)
             if where is None:
                 raise
             index, local_values = where
