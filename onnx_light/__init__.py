@@ -42,7 +42,7 @@ _sys.modules[__name__ + ".numpy_helper"] = numpy_helper
 __version__ = "0.1.0"
 
 
-def GradientOfFunction(fn, xs, y, zs=None, registry=None, *, allow_unused=False):  # type: ignore[no-untyped-def]  # noqa: N802
+def GradientOfFunction(fn, xs, y, zs=None, registry=None, *, allow_unused=False):  # noqa: N802
     """Differentiates a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
 
     See :func:`onnx_light.onnx_core.gradient.GradientOfFunction`.
@@ -52,7 +52,7 @@ def GradientOfFunction(fn, xs, y, zs=None, registry=None, *, allow_unused=False)
     )
 
 
-def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False, **kwargs):  # type: ignore[no-untyped-def]  # noqa: N802
+def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False, **kwargs):  # noqa: N802
     """Differentiates a list of nodes (default rules unless ``registry``).
 
     See :func:`onnx_light.onnx_core.gradient.GradientOfNodes`.

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import GradientOfFunction, OnnxLightError, helper, load, numpy_helper, save
-from .onnx_core.gradient._export import backward_model, input_types
+from .onnx_core.gradient import backward_model, input_types
 from .runtime import InferenceSession
 
 __all__ = ["main"]

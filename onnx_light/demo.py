@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import GradientOfFunction, ModelProto, TensorProto, helper, numpy_helper, save
-from .onnx_core.gradient._export import backward_model, input_types
+from .onnx_core.gradient import backward_model, input_types
 from .runtime import InferenceSession
 
 __all__ = ["make_spirals", "make_classifier", "train", "main"]

@@ -70,7 +70,7 @@ load = load_model
 
 def load_model_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> ModelProto:  # noqa: A002
     """Decodes a ModelProto from bytes."""
-    return decode(ModelProto, s)  # type: ignore[no-any-return]
+    return decode(ModelProto, s)
 
 
 load_from_string = load_model_from_string
@@ -78,12 +78,12 @@ load_from_string = load_model_from_string
 
 def load_tensor(f: Any, format: Any = None) -> TensorProto:  # noqa: A002
     """Loads a TensorProto (``.pb``) from a path or a binary file object."""
-    return decode(TensorProto, _read_source(f))  # type: ignore[no-any-return]
+    return decode(TensorProto, _read_source(f))
 
 
 def load_tensor_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> TensorProto:  # noqa: A002
     """Decodes a TensorProto from bytes."""
-    return decode(TensorProto, s)  # type: ignore[no-any-return]
+    return decode(TensorProto, s)
 
 
 # ----------------------------------------------------------------------------

@@ -179,7 +179,7 @@ def _make_decoder(cls: type[Message], shared: dict[str, Any]) -> Any:
     return ns["decode"]
 
 
-class _Table(dict):  # type: ignore[type-arg]
+class _Table(dict):
     """class -> generated function, built on first use of a class."""
 
     def __init__(self, factory: Any, shared: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from ._fastpath import (
     value_type,
 )
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
-from ._registry import GradRegistry, GradRule
+from ._registry import GradRegistry, GradRule, SeedGradFn, ShortGradFn
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
 from ._upgrade import upgrade_nodes
 
@@ -584,10 +584,9 @@ class _GradientPass:
         fields = self._fields[i]
         ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
         dy = out_grads[0] if out_grads else None
-        result = rule.fn(ctx, dy)
-        if result is None or isinstance(result, str):
-            result = (result,)
-        result = list(result)
+        # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
+        grads = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
+        result = [grads] if grads is None or isinstance(grads, str) else list(grads)
         inputs = fields[2]
         n_in = len(inputs)
         if len(result) > n_in:
@@ -622,7 +621,7 @@ class _GradientPass:
         assert rule.fn is not None
         accum = _SeedAccum()
         func = FunctionProto()
-        ok = rule.fn(node, out_grads[0] or "", accum, self.counter, func)
+        ok = cast("SeedGradFn", rule.fn)(node, out_grads[0] or "", accum, self.counter, func)
         if ok is False:
             raise self.node_error(node, "the registered (five-argument) rule returned False")
         for n in func.node:

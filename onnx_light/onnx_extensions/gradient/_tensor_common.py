@@ -51,7 +51,7 @@ def pad_axes(ctx: Any, x: str, rank: int, axes: list[int], begins: list[int], en
     pads = [0] * (2 * rank)
     for a, b, e in zip(axes, begins, ends):
         pads[a], pads[rank + a] = b, e
-    return ctx.op.Pad(x, ctx.ints(pads))  # type: ignore[no-any-return]
+    return ctx.op.Pad(x, ctx.ints(pads))
 
 
 def norm_axis(axis: int, rank: int) -> int:

@@ -7,20 +7,23 @@ broadcast=True.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
-def _sum_to(ctx, g, g_shape, x):  # type: ignore[no-untyped-def]
+def _sum_to(ctx: GradContext, g: str, g_shape: tuple[Any, ...] | None, x: str) -> str:
     """Sums ``g`` (of shape ``g_shape``, None when unknown) back to the shape of ``x``."""
     return ctx.unbroadcast(g, x, frm=g, shape=g_shape)
 
 
-def _swap_last(ctx, v, rank):  # type: ignore[no-untyped-def]
+def _swap_last(ctx: GradContext, v: str, rank: int) -> str:
     return ctx.op.Transpose(v, perm=[*range(rank - 2), rank - 1, rank - 2])
 
 
 @rule("", "MatMul")
-def matmul_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def matmul_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY @ B^T, dB = A^T @ dY, summed over broadcast batch dims.
 
     A 1-D operand is promoted as numpy does (A to (1, k), B to (k, 1)) and dY gets the
@@ -74,7 +77,7 @@ def matmul_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Gemm")
-def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gemm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = alpha * A' @ B' + beta * C, with A' = A^T if transA, B' = B^T if transB.
 
     dA = alpha * dY @ B'^T (transposed back if transA), dB = alpha * A'^T @ dY (likewise),
@@ -95,7 +98,7 @@ def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (da, db, dc)[: len(ctx.inputs)]
 
 
-def _parse_einsum(ctx, equation):  # type: ignore[no-untyped-def]
+def _parse_einsum(ctx: GradContext, equation: str) -> tuple[list[str], str]:
     """(input terms, output term) of an equation, the implicit output made explicit."""
     eq = equation.replace(" ", "")
     lhs, arrow, out = eq.partition("->")
@@ -110,7 +113,7 @@ def _parse_einsum(ctx, equation):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Einsum")
-def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def einsum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX_i = Einsum(dY, X_j for j != i) with the equation "out,t_j...->t_i".
 
     An index of t_i found neither in the output nor in another operand was summed
@@ -123,7 +126,7 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
     equation = ctx.attr("equation")
     terms, out = _parse_einsum(ctx, equation)
     y = ctx.output(0)
-    grads = []
+    grads: list[str | None] = []
     for i, (x, t) in enumerate(zip(ctx.inputs, terms)):
         if not ctx.needs_grad(i):
             grads.append(None)
@@ -155,7 +158,7 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return tuple(grads)
 
 
-def _einsum_grad_shape(ctx, x, letters, y, out):  # type: ignore[no-untyped-def]
+def _einsum_grad_shape(ctx: GradContext, x: str, letters: str, y: str, out: str) -> tuple[Any, ...] | None:
     """The shape of X's gradient Einsum: Y's ``...`` dims followed by X's lettered dims."""
     xs, ys = ctx.shape(x), ctx.shape(y)
     if xs is None or ys is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
@@ -69,14 +70,14 @@ def _nll_backward(ctx: Any, dy: str | None, logp: str, labels: str, weights: str
 
 
 @rule("", "NegativeLogLikelihoodLoss", nondiff=(1,))
-def nll_loss_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def nll_loss_grad(ctx: GradContext, dy: str) -> Grads:
     """dInput = -coef * M * w; dWeight as in the module docstring."""
     d_input, d_w = _nll_backward(ctx, dy, ctx.input(0), ctx.input(1), ctx.input(2))
     return (d_input, None, d_w)[: len(ctx.inputs)]
 
 
 @rule("", "SoftmaxCrossEntropyLoss", nondiff=(1,))
-def softmax_cross_entropy_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def softmax_cross_entropy_grad(ctx: GradContext, dy: str) -> Grads:
     """dScores = dP - softmax(scores) * sum_c dP, with dP the NLL gradient plus d(log_prob).
 
     P is the forward node's ``log_prob`` output (computed by the re-emitted node when the

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate"]
@@ -218,7 +219,7 @@ def _weight_grad_im2col(ctx: Any, x: str, dy: str, w_shape: tuple[Any, ...], geo
 
 
 @rule("", "Conv")
-def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def conv_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = Conv(X, W) + B with W (M, C/g, k...):
 
     dX = ConvTranspose(dY, W) (same strides, dilations, groups, pads);
@@ -281,7 +282,7 @@ def _transpose_begin(
 
 
 @rule("", "ConvTranspose")
-def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = ConvTranspose(X, W) + B with W (C, M/g, k...), Y[i*s + k*d - pad] += X[i] W[k]:
 
     dX = Conv(dY, W) (same strides, dilations, groups, begin pads);

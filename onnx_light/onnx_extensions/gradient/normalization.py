@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
@@ -83,7 +84,7 @@ def _layer_norm_stats(ctx: Any, x: str) -> tuple[str, str] | None:
 
 
 @rule("", "LayerNormalization")
-def layer_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def layer_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale + bias over axes [axis, rank), xhat = (X - mean) * inv, inv = 1/std:
 
     dX = (g - mean(g) - xhat mean(g xhat)) * inv with g = dY * scale,
@@ -143,7 +144,7 @@ def layer_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "BatchNormalization", since=15)
-def batch_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def batch_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = (X - mean) / std * scale + B per channel (axis 1), std = sqrt(var + eps).
 
     Inference: dX = dY scale / std, dScale = sum(dY xhat), dB = sum(dY),
@@ -210,7 +211,7 @@ def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str 
 
 
 @rule("", "InstanceNormalization")
-def instance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def instance_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale + B per (n, c) over the spatial axes:
 
     dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY scale
@@ -230,7 +231,7 @@ def instance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "GroupNormalization", since=21)
-def group_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def group_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale[c] + bias[c], xhat standardized over (C/G, spatial) per (n, group):
 
     on X viewed as (N, G, -1): dX = (g - mean(g) - xhat mean(g xhat)) / std, g = dY scale;
@@ -254,7 +255,7 @@ def group_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "LpNormalization")
-def lp_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def lp_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = X / |X|_p along ``axis``:  dX = (dY - s * sum(dY * Y)) / |X|_p, with s = Y for
     p = 2 and s = sign(X) for p = 1."""
     x, y = ctx.input(0), ctx.output(0)
@@ -269,7 +270,7 @@ def lp_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "MeanVarianceNormalization")
-def mean_variance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def mean_variance_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = c / s with c = X - mean(X), sigma = sqrt(mean(c^2)), s = sigma + 1e-9 (the
     spec's function body):  dX = (dY - mean(dY) - c * mean(dY c) / (s sigma)) / s."""
     x = ctx.input(0)
@@ -283,7 +284,7 @@ def mean_variance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "RMSNormalization", since=23)
-def rms_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def rms_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale, xhat = X / rms, rms = sqrt(mean(X^2 over [axis, rank)) + eps):
 
     dX = (g - xhat * mean(g xhat)) / rms with g = dY scale;  dScale = sum(dY xhat)

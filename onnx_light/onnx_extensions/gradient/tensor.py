@@ -21,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import linear, no_grad, rule
 from ._tensor_common import INT64_MAX, INT64_MIN, arg_ints, const_ints, dim_of, norm_axis, pad_axes, zeros_of_shape
 
 no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike", "NonZero", "OneHot")
 
 
-def _reshape_back(ctx, dy):  # type: ignore[no-untyped-def]
+def _reshape_back(ctx: GradContext, dy: str) -> Grads:
     """dX = Reshape(dY, Shape(X)): the op only reinterprets the element order."""
     return ctx.op.Reshape(dy, ctx.shape_of(ctx.inputs[0]))
 
@@ -37,7 +38,7 @@ for _op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze"):
 
 
 @rule("", "Transpose")
-def transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def transpose_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Transpose(dY, perm⁻¹); the default perm (reversal) is its own inverse."""
     perm = ctx.attr("perm")
     if perm is None:
@@ -51,13 +52,13 @@ def transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Expand")
-def expand_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def expand_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY summed over the axes the broadcast created or stretched."""
     return ctx.unbroadcast(dy, ctx.inputs[0])
 
 
 @rule("", "Tile")
-def tile_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def tile_grad(ctx: GradContext, dy: str) -> Grads:
     """dX[j] = Σ_k dY[k·d + j] per axis: view dY as ``[r0, d0, r1, d1, ...]``, sum the r axes.
 
     The view is static when the repeats are known and at most one dimension of X is
@@ -67,14 +68,14 @@ def tile_grad(ctx, dy):  # type: ignore[no-untyped-def]
     x, repeats = ctx.inputs[0], ctx.inputs[1]
     rank = ctx.require_rank(x)
     reps = arg_ints(ctx, 1, "repeats")[1]
-    shape = ctx.shape(x)
-    unknown = sum(1 for d in shape if not isinstance(d, int)) if shape is not None else rank
+    shape = ctx.shape(x) or (None,) * rank
+    unknown = sum(1 for d in shape if not isinstance(d, int))
     if reps is not None and unknown <= 1:
         if all(r == 1 for r in reps):
             return dy
         target: list[int] = []
         axes: list[int] = []
-        for r, d in zip(reps, shape):  # type: ignore[arg-type]
+        for r, d in zip(reps, shape):
             if r != 1:
                 axes.append(len(target))
                 target.append(r)
@@ -87,8 +88,13 @@ def tile_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return ctx.op.ReduceSum(view, ctx.ints(list(range(0, 2 * rank, 2))), keepdims=0)
 
 
+def _dim(shape: tuple[Any, ...] | None, axis: int) -> Any:
+    """Dimension ``axis`` of ``shape`` (None when the shape is unknown)."""
+    return None if shape is None else shape[axis]
+
+
 @rule("", "Concat")
-def concat_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def concat_grad(ctx: GradContext, dy: str) -> Grads:
     """dX_i = the i-th piece of Split(dY, [size_0, size_1, ...], axis).
 
     Sizes known when the pass runs become a constant; the others are read with
@@ -98,7 +104,7 @@ def concat_grad(ctx, dy):  # type: ignore[no-untyped-def]
     xs = ctx.inputs
     if len(xs) == 1:
         return (dy,)
-    dims = [ctx.shape(x)[axis] if ctx.shape(x) is not None else None for x in xs]  # type: ignore[index]
+    dims = [_dim(ctx.shape(x), axis) for x in xs]
     if all(isinstance(d, int) for d in dims):
         sizes = ctx.ints(dims)
     else:
@@ -107,7 +113,7 @@ def concat_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Split")
-def split_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def split_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Concat(dY_0, dY_1, ..., axis), zeros for an output that has no gradient."""
     pieces = [g if g is not None else ctx.zeros_like(out) for g, out in zip(ctx.output_grads, ctx.outputs)]
     if len(pieces) == 1:
@@ -116,7 +122,7 @@ def split_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "CumSum")
-def cumsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def cumsum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = CumSum(dY) in the other direction, same ``exclusive``.
 
     Y_i = Σ_{j≤i} X_j gives dX_j = Σ_{i≥j} dY_i (and strict inequalities when exclusive).
@@ -165,7 +171,7 @@ def _sum(ctx: Any, parts: list[str]) -> str:
 
 
 @rule("", "Slice")
-def slice_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def slice_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY placed back at the sliced positions, zeros elsewhere.
 
     With known starts/ends/steps and known sizes on the sliced axes: reverse dY on the
@@ -248,7 +254,7 @@ def _static_slice_grad(
 
 
 @rule("", "Gather")
-def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gather_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterND(zeros, indices, dY, reduction="add"), with ``axis`` moved first.
 
     Negative indices are wrapped (i + n) unless known non-negative; repeated indices
@@ -282,14 +288,14 @@ def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "GatherElements")
-def gather_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gather_elements_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterElements(zeros, indices, dY, axis, reduction="add")."""
     x, idx = ctx.inputs[0], ctx.inputs[1]
     return ctx.op.ScatterElements(ctx.zeros_like(x), idx, dy, axis=int(ctx.attr("axis", 0)), reduction="add")
 
 
 @rule("", "GatherND")
-def gather_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gather_nd_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterND(zeros, indices, dY, reduction="add").
 
     With ``batch_dims`` b > 0, X, indices and dY are viewed with their b batch dims
@@ -344,7 +350,7 @@ def _check_reduction(ctx: Any) -> str:
 
 
 @rule("", "ScatterElements")
-def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def scatter_elements_grad(ctx: GradContext, dy: str) -> Grads:
     """dData = dY with the scattered positions zeroed ('none') or dY ('add');
     dUpdates = GatherElements(dY, indices, axis).
 
@@ -361,7 +367,7 @@ def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "ScatterND")
-def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def scatter_nd_grad(ctx: GradContext, dy: str) -> Grads:
     """dData = dY with the scattered positions zeroed ('none') or dY ('add');
     dUpdates = GatherND(dY, indices)."""
     data, idx, updates = ctx.inputs[:3]
@@ -374,7 +380,7 @@ def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "TopK")
-def topk_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def topk_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterElements(zeros, Indices, dValues, axis, reduction="add"); Indices pass nothing."""
     if dy is None:
         return None
@@ -387,7 +393,7 @@ def topk_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Pad")
-def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def pad_grad(ctx: GradContext, dy: str) -> Grads:
     """Constant mode: dX = Pad(dY, -pads), i.e. dY cropped to X (negative pads, which
     cropped X, become zeros); dValue = ΣdY - ΣdX, the sum over the padded border.
 
@@ -403,7 +409,7 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
     if mode == "constant":
         rank = ctx.rank(x)
         if pads is not None and rank is not None and (not axes_n or axes is not None):
-            at = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+            at = [norm_axis(a, rank) for a in axes] if axes_n and axes is not None else list(range(rank))
             m = len(at)
             dx = pad_axes(ctx, dy, rank, at, [-p for p in pads[:m]], [-p for p in pads[m:]])
         else:
@@ -420,7 +426,7 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
     rank = ctx.require_rank(x)
     if pads is None or (axes_n and axes is None):
         raise ctx.error(f"mode={mode!r} is differentiated only with pads (and axes) known when the pass runs")
-    axes = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+    axes = [norm_axis(a, rank) for a in axes] if axes_n and axes is not None else list(range(rank))
     shape = ctx.shape(x)
     m = len(axes)
     g = dy
