@@ -19,6 +19,7 @@ import numpy as np
 
 from ..onnx_core import (
     AttributeProto,
+    FunctionInliner,
     FunctionProto,
     GraphProto,
     NodeProto,
@@ -26,8 +27,8 @@ from ..onnx_core import (
     OnnxLightError,
     RuntimeFailure,
 )
-from ..onnx_core._inline import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
+from ..onnx_core.ops import DEFAULT_DOMAIN, normalise_domain, op_label
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
 from ._registry import NO_OPTIONS, KernelOptions, lookup_kernel, registered_kernels
@@ -211,9 +212,8 @@ def _sparse_to_dense(sparse: Any) -> np.ndarray:
 
 def node_label(node: NodeProto) -> str:
     """How errors name a node: its name, ``domain::op_type`` and outputs."""
-    domain = node.domain or "ai.onnx"
     name = f" {node.name!r}" if node.name else ""
-    return f"node{name} ({domain}::{node.op_type}, outputs {list(node.output)})"
+    return f"node{name} ({op_label(node.domain, node.op_type)}, outputs {list(node.output)})"
 
 
 def _subgraph_free_names(graph: GraphProto) -> list[str]:
@@ -304,7 +304,7 @@ def compile_graph(
         return compile_sub
 
     for node in nodes:
-        domain = "" if node.domain == "ai.onnx" else node.domain
+        domain = normalise_domain(node.domain)
         opset = opsets.get(domain)
         if opset is None:
             raise NotImplementedOp(
@@ -437,7 +437,8 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
         if len(after) != 1:
             continue
         relu = steps[after[0]]
-        if relu.node.op_type != "Relu" or relu.node.domain not in ("", "ai.onnx") or relu.inputs != step.outputs:
+        is_relu = relu.node.op_type == "Relu" and normalise_domain(relu.node.domain) == DEFAULT_DOMAIN
+        if not is_relu or relu.inputs != step.outputs:
             continue
         if relu.options.float_ufunc != "relu":  # e.g. wrapped to compute bit-pattern floats
             continue

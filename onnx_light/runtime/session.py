@@ -19,6 +19,7 @@ from ..onnx_core import (
     load,
     load_from_string,
 )
+from ..onnx_core.ops import normalise_domain
 from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
 from .kernels import _dtypes
 
@@ -98,7 +99,7 @@ def _arg_from_value_info(vi: ValueInfoProto) -> NodeArg:
 def _opsets(imports: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for imp in imports:
-        out["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
+        out[normalise_domain(imp.domain)] = int(imp.version)
     return out
 
 
@@ -160,7 +161,7 @@ class InferenceSession:
             raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {kind}")
         for fn in fns:
             for imp in fn.opset_import:
-                opsets.setdefault("" if imp.domain == "ai.onnx" else imp.domain, int(imp.version))
+                opsets.setdefault(normalise_domain(imp.domain), int(imp.version))
         opsets.setdefault("", DEFAULT_OPSET)
         self._opsets = opsets
         if graph is not None:

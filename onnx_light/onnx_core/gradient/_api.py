@@ -13,6 +13,7 @@ from .._errors import GradientError
 from .._inline import FunctionInliner
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
+from ..ops import normalise_domain
 from ._fastpath import value_type
 from ._names import EMITTED_OPSET
 from ._pass import FOLD_MAX, _GradientPass, subgraph_inputs
@@ -146,7 +147,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     registry = _default_registry(registry)
     functions: list[FunctionProto] = []
     if isinstance(fn, ModelProto):
-        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
+        imports = {normalise_domain(o.domain): int(o.version) for o in fn.opset_import}
         functions = list(fn.functions)
         graph: GraphProto | None = fn.graph
         name = (fn.graph.name or "model") + "_grad"
@@ -155,7 +156,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         graph = fn
         name = (fn.name or "graph") + "_grad"
     elif isinstance(fn, FunctionProto):
-        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
+        imports = {normalise_domain(o.domain): int(o.version) for o in fn.opset_import}
         graph = None
         name = (fn.name or "function") + "_grad"
     else:

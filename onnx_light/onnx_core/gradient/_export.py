@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from .._errors import GradientError
 from .._proto import FunctionProto, ModelProto, ValueInfoProto
 from ..helper import make_graph, make_model, make_node, make_opsetid, make_tensor_value_info
+from ..ops import DEFAULT_DOMAIN, normalise_domain
 from ._types import ValueType
 
 __all__ = ["backward_model", "input_types"]
@@ -61,7 +62,7 @@ def input_types(model: ModelProto, y: str, names: Sequence[str]) -> dict[str, Va
             known[vi.name] = t
     for init in graph.initializer:
         known[init.name] = ValueType(init.data_type, tuple(init.dims))
-    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 21)
+    opset = next((int(o.version) for o in model.opset_import if normalise_domain(o.domain) == DEFAULT_DOMAIN), 21)
     types, _ = infer_types(list(graph.node), known, {}, opset)
     out = {n: types[n] for n in names if n in types}
     if y in types:

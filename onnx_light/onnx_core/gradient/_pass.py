@@ -35,6 +35,7 @@ from ..helper import (
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
+from ..ops import DEFAULT_DOMAIN, normalise_domain, op_label
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
@@ -329,11 +330,9 @@ class _GradientPass:
         return copy_node(node, outputs)
 
     def node_error(self, node: NodeProto, message: str) -> GradientError:
-        domain = node.domain or "ai.onnx"
         name = f" {node.name!r}" if node.name else ""
-        return GradientError(
-            f"node{name} ({domain}::{node.op_type} -> {list(node.output)}) at opset {self.opset}: {message}"
-        )
+        label = op_label(node.domain, node.op_type)
+        return GradientError(f"node{name} ({label} -> {list(node.output)}) at opset {self.opset}: {message}")
 
     # -- the pass ---------------------------------------------------------------------
     def _upgrade(self, nodes: list[NodeProto], types: dict[str, ValueType], fields: list[Fields]) -> list[NodeProto]:
@@ -560,7 +559,7 @@ class _GradientPass:
             have = f" (rules exist for opset ranges {versions})" if versions else ""
             raise self.node_error(
                 node,
-                f"no gradient rule for {domain or 'ai.onnx'}::{op_type}{have}. "
+                f"no gradient rule for {op_label(domain, op_type)}{have}. "
                 f"Register one: onnx_light.RegisterGradientFunction({domain!r}, {op_type!r}, rule, "
                 "registry=reg) and pass registry=reg",
             )
@@ -655,7 +654,7 @@ class _GradientPass:
             extra = extra_outputs.get(i)
             if extra:
                 defined.update(extra.values())
-            if d and d != "ai.onnx" and d not in domains:
+            if normalise_domain(d) != DEFAULT_DOMAIN and d not in domains:
                 domains[d] = self.opset_imports.get(d, 1)
         for names, outs, d in backward_io:
             for name in names:
@@ -663,7 +662,7 @@ class _GradientPass:
                     defined.add(name)
                     free.append(name)
             defined.update(outs)
-            if d and d != "ai.onnx" and d not in domains:
+            if normalise_domain(d) != DEFAULT_DOMAIN and d not in domains:
                 domains[d] = self.opset_imports.get(d, 1)
         if self.zs is None:
             rank = {n: i for i, n in enumerate(self.free_order)}
@@ -709,7 +708,7 @@ _MAYBE_RANDOM = RANDOM_OPS | {"Dropout"}
 
 def _is_random(node: NodeProto) -> bool:
     """True for a node whose outputs differ from run to run (no ``seed``)."""
-    if node.domain not in ("", "ai.onnx"):
+    if normalise_domain(node.domain) != DEFAULT_DOMAIN:
         return False
     if any(a.name == "seed" for a in node.attribute):
         return False
