@@ -13,7 +13,6 @@ from ._errors import (
     OnnxLightError,
     RuntimeFailure,
 )
-from ._inline import FunctionInliner
 from ._io import (
     load,
     load_external_data_for_model,
@@ -56,7 +55,6 @@ from ._proto import (
 )
 
 __all__ = [
-    "FunctionInliner",
     "AttributeProto",
     "ValueInfoProto",
     "NodeProto",

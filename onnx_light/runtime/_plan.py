@@ -19,7 +19,6 @@ import numpy as np
 
 from ..onnx_core import (
     AttributeProto,
-    FunctionInliner,
     FunctionProto,
     GraphProto,
     NodeProto,
@@ -27,6 +26,7 @@ from ..onnx_core import (
     OnnxLightError,
     RuntimeFailure,
 )
+from ..onnx_core.inliner import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
 from ..onnx_core.ops import DEFAULT_DOMAIN, normalise_domain, op_label
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)

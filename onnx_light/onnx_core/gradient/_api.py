@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import gc
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,28 +31,24 @@ def _default_registry(registry: GradRegistry | None) -> GradRegistry:
     )
 
 
-def _gc_paused(fn: Callable[..., FunctionProto]) -> Callable[..., FunctionProto]:
-    """Runs ``fn`` with the cyclic garbage collector paused (re-enabled after, if it was on).
+@contextlib.contextmanager
+def _gc_paused(pause: bool) -> Iterator[None]:
+    """Pauses the cyclic garbage collector while the block runs (re-enabled after, if it was on).
 
     The pass allocates many small acyclic objects (nodes, names, lists); on a large
     graph the collector's generational passes over them and over the caller's model
     cost a fifth of the run, and find nothing: everything is freed by reference counting.
     """
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> FunctionProto:
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return run
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
-@_gc_paused
 def GradientOfNodes(  # noqa: N802  (the seed's name)
     nodes: Iterable[NodeProto],
     xs: Sequence[str],
@@ -65,6 +60,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     opset: int = EMITTED_OPSET,
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "gradient",
+    pause_gc: bool = True,
 ) -> FunctionProto:
     """Differentiates a list of forward nodes.
 
@@ -80,6 +76,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         opset: the default-domain opset the nodes were written for.
         value_info: types of values (inputs especially), when known.
         name: the FunctionProto's name.
+        pause_gc: pause the cyclic garbage collector while the pass runs (faster on large
+            graphs; the collector is re-enabled after).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
@@ -87,30 +85,30 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     Raises:
         GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
     """
-    nodes = list(nodes)
-    types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
-    produced = {o for n in nodes for o in n.output}
-    free: list[str] = []
-    for n in nodes:
-        for i in list(n.input) + subgraph_inputs(n):
-            if i and i not in produced and i not in free:
-                free.append(i)
-    return _GradientPass(
-        nodes,
-        xs,
-        y,
-        zs,
-        _default_registry(registry),
-        allow_unused=allow_unused,
-        types=types,
-        constants={},
-        free_order=free,
-        opset_imports={"": opset},
-        name=name,
-    ).run()
+    with _gc_paused(pause_gc):
+        nodes = list(nodes)
+        types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
+        produced = {o for n in nodes for o in n.output}
+        free: list[str] = []
+        for n in nodes:
+            for i in list(n.input) + subgraph_inputs(n):
+                if i and i not in produced and i not in free:
+                    free.append(i)
+        return _GradientPass(
+            nodes,
+            xs,
+            y,
+            zs,
+            _default_registry(registry),
+            allow_unused=allow_unused,
+            types=types,
+            constants={},
+            free_order=free,
+            opset_imports={"": opset},
+            name=name,
+        ).run()
 
 
-@_gc_paused
 def GradientOfFunction(  # noqa: N802  (the seed's name)
     fn: FunctionProto | GraphProto | ModelProto,
     xs: Sequence[str],
@@ -119,6 +117,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     registry: GradRegistry | None = None,
     *,
     allow_unused: bool = False,
+    pause_gc: bool = True,
 ) -> FunctionProto:
     """Differentiates a FunctionProto, GraphProto or ModelProto.
 
@@ -140,63 +139,77 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             graph inputs first, then initializers, in their order).
         registry: the rules.
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+        pause_gc: pause the cyclic garbage collector while the pass runs.
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
     """
-    registry = _default_registry(registry)
-    functions: list[FunctionProto] = []
+    with _gc_paused(pause_gc):
+        registry = _default_registry(registry)
+        imports, functions, graph, name = _source(fn)
+        if graph is not None:
+            nodes, types, constants, declared, free_order = _graph_source(graph)
+        else:
+            assert isinstance(fn, FunctionProto)
+            nodes, types, constants, declared, free_order = _function_source(fn)
+        if functions:
+            nodes = FunctionInliner(functions).expand(nodes)
+        imports.setdefault("", EMITTED_OPSET)
+        return _GradientPass(
+            nodes,
+            xs,
+            y,
+            zs,
+            registry,
+            allow_unused=allow_unused,
+            types=types,
+            constants=constants,
+            free_order=free_order,
+            opset_imports=imports,
+            name=name,
+            declared=declared,
+        ).run()
+
+
+def _source(
+    fn: FunctionProto | GraphProto | ModelProto,
+) -> tuple[dict[str, int], list[FunctionProto], GraphProto | None, str]:
+    """What ``GradientOfFunction`` differentiates: (opset imports, local functions, graph or None, result name)."""
     if isinstance(fn, ModelProto):
         imports = {normalise_domain(o.domain): int(o.version) for o in fn.opset_import}
-        functions = list(fn.functions)
-        graph: GraphProto | None = fn.graph
-        name = (fn.graph.name or "model") + "_grad"
-    elif isinstance(fn, GraphProto):
-        imports = {"": EMITTED_OPSET}
-        graph = fn
-        name = (fn.name or "graph") + "_grad"
-    elif isinstance(fn, FunctionProto):
+        return imports, list(fn.functions), fn.graph, (fn.graph.name or "model") + "_grad"
+    if isinstance(fn, GraphProto):
+        return {"": EMITTED_OPSET}, [], fn, (fn.name or "graph") + "_grad"
+    if isinstance(fn, FunctionProto):
         imports = {normalise_domain(o.domain): int(o.version) for o in fn.opset_import}
-        graph = None
-        name = (fn.name or "function") + "_grad"
-    else:
-        raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
+        return imports, [], None, (fn.name or "function") + "_grad"
+    raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
+
+
+_Source = tuple[list[NodeProto], dict[str, ValueType], dict[str, np.ndarray], dict[str, ValueInfoProto], list[str]]
+
+
+def _graph_source(graph: GraphProto) -> _Source:
+    """(nodes, types, folded int64 initializers, value_info left unread, free-input order) of a graph."""
     types: dict[str, ValueType] = {}
     constants: dict[str, np.ndarray] = {}
-    declared: dict[str, ValueInfoProto] = {}
-    if graph is not None:
-        nodes = list(graph.node)
-        declared = _graph_types(graph, types)
-        for init in graph.initializer:
-            types[init.name] = ValueType(init.data_type, tuple(init.dims))
-            if init.data_type == TensorProto.INT64 and int(np.prod(init.dims)) <= FOLD_MAX:
-                constants[init.name] = to_array(init)
-        free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
-    else:
-        assert isinstance(fn, FunctionProto)
-        nodes = list(fn.node)
-        for vi in fn.value_info:
-            t = value_type(vi)
-            if t is not None:
-                types[vi.name] = t
-        free_order = list(fn.input)
-    if functions:
-        nodes = FunctionInliner(functions).expand(nodes)
-    imports.setdefault("", EMITTED_OPSET)
-    return _GradientPass(
-        nodes,
-        xs,
-        y,
-        zs,
-        registry,
-        allow_unused=allow_unused,
-        types=types,
-        constants=constants,
-        free_order=free_order,
-        opset_imports=imports,
-        name=name,
-        declared=declared,
-    ).run()
+    declared = _graph_types(graph, types)
+    for init in graph.initializer:
+        types[init.name] = ValueType(init.data_type, tuple(init.dims))
+        if init.data_type == TensorProto.INT64 and int(np.prod(init.dims)) <= FOLD_MAX:
+            constants[init.name] = to_array(init)
+    free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
+    return list(graph.node), types, constants, declared, free_order
+
+
+def _function_source(fn: FunctionProto) -> _Source:
+    """(nodes, types, constants, declared, free-input order) of a function, as for a graph."""
+    types: dict[str, ValueType] = {}
+    for vi in fn.value_info:
+        t = value_type(vi)
+        if t is not None:
+            types[vi.name] = t
+    return list(fn.node), types, {}, {}, list(fn.input)
 
 
 def _graph_types(graph: GraphProto, types: dict[str, ValueType]) -> dict[str, ValueInfoProto]:
