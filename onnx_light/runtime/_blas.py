@@ -56,8 +56,17 @@ def _entry_points() -> tuple[Any, Any] | None:
     return setter, getter
 
 
+#: the count the user chose with set_blas_threads (sessions then default to it)
+_chosen: list[int] = []
+
+
 def set_blas_threads(n: int) -> bool:
-    """Sets numpy's OpenBLAS thread count; returns False when no OpenBLAS is loaded."""
+    """Sets numpy's OpenBLAS thread count, now and for sessions that are not told another.
+
+    Returns:
+        False when no OpenBLAS is loaded.
+    """
+    _chosen[:] = [int(n)]
     entry = _entry_points()
     if entry is None:
         return False
@@ -72,7 +81,10 @@ def get_blas_threads() -> int | None:
 
 
 def default_blas_threads() -> int:
-    """The thread count a session uses unless told: ``ONNX_LIGHT_BLAS_THREADS``, else 1."""
+    """The thread count a session uses unless told: the last :func:`set_blas_threads`, else
+    ``ONNX_LIGHT_BLAS_THREADS``, else 1."""
+    if _chosen:
+        return _chosen[0]
     return int(os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1"))
 
 

@@ -124,7 +124,8 @@ class InferenceSession:
         check_finite: raise at the first node whose output holds NaN or Inf.
         functions: model-local functions available to a bare graph or function.
         blas_threads: numpy's BLAS thread count while ``run`` runs (set by each run, left
-            so after it; None: ``ONNX_LIGHT_BLAS_THREADS``, else 1; 0: leave it as it is).
+            so after it; None: the last ``set_blas_threads(n)``, else ``ONNX_LIGHT_BLAS_THREADS``,
+            else 1; 0: leave it as it is).
 
     Raises:
         NotImplementedOp: a node's op has no kernel at the model's opset.

@@ -63,3 +63,17 @@ def test_thread_count_is_an_option_of_the_session() -> None:
 
 def test_thread_count_default_follows_the_environment() -> None:
     assert _probe("blas_threads=None", {"ONNX_LIGHT_BLAS_THREADS": "2"}) == ["2", "2", "2", "2"]
+
+
+CHOSEN = PROBE.replace(
+    "    lib.scipy_openblas_set_num_threads64_(2)\n    ol.runtime.InferenceSession(g, {option})",
+    "    ol.runtime.set_blas_threads(2)\n    ol.runtime.InferenceSession(g)",
+)
+
+
+def test_a_count_chosen_with_set_blas_threads_is_the_sessions_default() -> None:
+    assert CHOSEN != PROBE
+    out = _threads_after(CHOSEN.format(), {})
+    if out == ["None"]:
+        pytest.xfail("numpy here is not linked with OpenBLAS")
+    assert out == ["2", "2", "1", "2"]
