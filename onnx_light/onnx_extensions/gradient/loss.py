@@ -15,15 +15,13 @@ LogSoftmax's backward ``ds = dP - softmax * sum_c dP``; a gradient on its option
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
-def _mask(ctx: Any, labels: str, scores: str) -> str:
+def _mask(ctx: GradContext, labels: str, scores: str) -> str:
     """``M[i, c] = [c == l_i]`` in the scores' type, zero rows where ``l_i == ignore_index``."""
     shape = ctx.shape(scores)
     if shape is None or len(shape) < 2 or not isinstance(shape[1], int):
@@ -38,7 +36,9 @@ def _mask(ctx: Any, labels: str, scores: str) -> str:
     return ctx.op.CastLike(hit, scores)
 
 
-def _nll_backward(ctx: Any, dy: str | None, logp: str, labels: str, weights: str) -> tuple[str | None, str | None]:
+def _nll_backward(
+    ctx: GradContext, dy: str | None, logp: str, labels: str, weights: str
+) -> tuple[str | None, str | None]:
     """(dP, dWeights) of the negative log-likelihood of ``logp``; see the module docstring.
 
     ``logp`` is shaped like input 0, whose inferred shape gives the rank and class count.
@@ -100,7 +100,7 @@ def softmax_cross_entropy_grad(ctx: GradContext, dy: str) -> Grads:
     return (d_scores, None, d_w)[: len(ctx.inputs)]
 
 
-def _unweighted_scores_grad(ctx: Any, dy: str, scores: str, labels: str, logp: str) -> str:
+def _unweighted_scores_grad(ctx: GradContext, dy: str, scores: str, labels: str, logp: str) -> str:
     """dScores = coef * (softmax * [l != ignore_index] - M) (no class weights)."""
     shape = ctx.shape(scores)
     mask = _mask(ctx, labels, scores)
@@ -113,7 +113,7 @@ def _unweighted_scores_grad(ctx: Any, dy: str, scores: str, labels: str, logp: s
         coef = ctx.op.Unsqueeze(dy, ctx.ints([1]))
     elif reduction == "sum":
         coef = dy
-    elif not can_ignore and all(isinstance(d, int) for d in shape):
+    elif not can_ignore and shape is not None and all(isinstance(d, int) for d in shape):
         coef = ctx.op.Div(dy, ctx.const(float(np.prod(shape)) / shape[1], like=scores))
     else:
         coef = ctx.op.Div(dy, ctx.op.ReduceSum(mask, keepdims=0))

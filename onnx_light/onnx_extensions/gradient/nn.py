@@ -55,7 +55,7 @@ class Geometry:
         return len(self.size)
 
 
-def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
+def _spatial(ctx: GradContext, name: str, what: str) -> tuple[Any, ...]:
     shape = ctx.shape(name)
     if shape is None or len(shape) < 3 or not all(isinstance(d, int) for d in shape[1:]):
         raise ctx.error(
@@ -65,13 +65,13 @@ def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
     return tuple(shape)
 
 
-def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
+def _int_list(ctx: GradContext, name: str, default: list[int]) -> list[int]:
     value = ctx.attr(name)
     return [int(v) for v in value] if value is not None else list(default)
 
 
 def _pads(
-    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
+    ctx: GradContext, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
 ) -> tuple[list[int], list[int]]:
     """Begin and end pads of a Conv / pooling window after resolving ``auto_pad``."""
     nd = len(size)
@@ -89,7 +89,7 @@ def _pads(
     return pads[:nd], pads[nd:]
 
 
-def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geometry:
+def conv_geometry(ctx: GradContext, kernel: list[int], ceil_mode: bool = False) -> Geometry:
     """The geometry of a Conv or pooling node (input 0 must have static spatial dims).
 
     The output dims are computed here, as onnxruntime does: with ``ceil_mode`` a last
@@ -109,7 +109,7 @@ def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geome
     return Geometry(size, kernel, strides, dilations, begin, end, out)
 
 
-def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int) -> str:
+def transpose_into(ctx: GradContext, dy: str, w: str, geo: Geometry, group: int) -> str:
     """The adjoint of ``Conv(·, w)`` with geometry ``geo`` applied to ``dy``: one ConvTranspose.
 
     The end pad is what makes the last window end exactly at the input's end; when the
@@ -129,7 +129,7 @@ def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int) -> str:
 
 
 def correlate(
-    ctx: Any,
+    ctx: GradContext,
     inp: str,
     wt: str,
     *,
@@ -161,11 +161,11 @@ def correlate(
     return ctx.op.Conv(inp, wt, **attrs)
 
 
-def _swap01(ctx: Any, t: str, rank: int) -> str:
+def _swap01(ctx: GradContext, t: str, rank: int) -> str:
     return ctx.op.Transpose(t, perm=[1, 0, *range(2, rank)])
 
 
-def _group_major(ctx: Any, t: str, channels: int, group: int, spatial: list[int]) -> str:
+def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: list[int]) -> str:
     """``(N, g*Cg, S...)`` -> ``(Cg, g*N, S...)``: channels per group become the batch."""
     rank = 2 + len(spatial)
     if group == 1:
@@ -178,7 +178,7 @@ def _group_major(ctx: Any, t: str, channels: int, group: int, spatial: list[int]
     return ctx.op.Reshape(moved, ctx.ints([per, -1, *spatial]))
 
 
-def _bias_grad(ctx: Any, dy: str, rank: int) -> str:
+def _bias_grad(ctx: GradContext, dy: str, rank: int) -> str:
     return ctx.op.ReduceSum(dy, ctx.ints([0, *range(2, rank)]), keepdims=0)
 
 
@@ -187,7 +187,7 @@ def _bias_grad(ctx: Any, dy: str, rank: int) -> str:
 _IM2COL_MAX_WINDOW = 25
 
 
-def _weight_grad_im2col(ctx: Any, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
+def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
     """dW of an ungrouped Conv as one batched matrix product over im2col columns.
 
     cols = Conv(X, E, group=C) with the forward's geometry and E (C*K, 1, k...) one-hot
@@ -257,7 +257,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
 
 
 def _transpose_begin(
-    ctx: Any, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
+    ctx: GradContext, size: list[int], kernel: list[int], strides: list[int], dilations: list[int]
 ) -> tuple[list[int], list[int]]:
     """ConvTranspose's begin pads and output spatial dims, per the opset-11+ rules."""
     nd = len(size)

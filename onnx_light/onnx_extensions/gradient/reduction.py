@@ -31,14 +31,12 @@ where the sum is 0.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 from ._tensor_common import arg_ints
 
 
-def _broadcastable(ctx: Any, value: str) -> str:
+def _broadcastable(ctx: GradContext, value: str) -> str:
     """``value`` (shaped like Y) with the reduced axes restored as size 1."""
     if int(ctx.attr("keepdims", 1)):
         return value
@@ -48,7 +46,7 @@ def _broadcastable(ctx: Any, value: str) -> str:
     return ctx.op.Unsqueeze(value, axes_name)
 
 
-def _spread(ctx: Any, g: str) -> str:
+def _spread(ctx: GradContext, g: str) -> str:
     return ctx.op.Expand(g, ctx.shape_of(ctx.inputs[0]))
 
 

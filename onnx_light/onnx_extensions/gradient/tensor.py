@@ -134,7 +134,7 @@ def cumsum_grad(ctx: GradContext, dy: str) -> Grads:
 # -- selection helpers --------------------------------------------------------------
 
 
-def _merged_shape(ctx: Any, value: str, typed: str, b: int) -> str:
+def _merged_shape(ctx: GradContext, value: str, typed: str, b: int) -> str:
     """``[-1, *Shape(value)[b:]]``: the shape of ``value`` with its first b dims merged.
 
     A constant when ``typed`` (which has the same shape) is static from dim b on.
@@ -145,7 +145,7 @@ def _merged_shape(ctx: Any, value: str, typed: str, b: int) -> str:
     return ctx.op.Concat(ctx.ints([-1]), ctx.op.Shape(value, start=b), axis=0)
 
 
-def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
+def _scalar_dim(ctx: GradContext, name: str, axis: int) -> str:
     """Dimension ``axis`` of ``name`` as an int64 scalar."""
     shape = ctx.shape(name)
     if shape is not None and isinstance(shape[axis], int):
@@ -153,7 +153,7 @@ def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
     return ctx.op.Reshape(ctx.op.Shape(name, start=axis, end=axis + 1), ctx.ints([]))
 
 
-def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
+def _wrap_negative(ctx: GradContext, indices: str, bound: Callable[[], str]) -> str:
     """``i + n`` where ``i < 0``: indices in ``[-n, n)`` made non-negative (skipped when known to be)."""
     known = const_ints(ctx, indices)
     if known is not None and all(i >= 0 for i in known):
@@ -161,7 +161,7 @@ def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
     return ctx.op.Where(ctx.op.Less(indices, ctx.ints(0)), ctx.op.Add(indices, bound()), indices)
 
 
-def _sum(ctx: Any, parts: list[str]) -> str:
+def _sum(ctx: GradContext, parts: list[str]) -> str:
     if len(parts) == 1:
         return parts[0]
     return ctx.op.Add(*parts) if len(parts) == 2 else ctx.op.Sum(*parts)
@@ -202,7 +202,7 @@ def slice_grad(ctx: GradContext, dy: str) -> Grads:
 
 
 def _static_slice_grad(
-    ctx: Any, dy: str, rank: int, starts: list[int], ends: list[int], axes: list[int], steps: list[int]
+    ctx: GradContext, dy: str, rank: int, starts: list[int], ends: list[int], axes: list[int], steps: list[int]
 ) -> str | None:
     shape = ctx.shape(ctx.inputs[0])
     if shape is None:
@@ -339,7 +339,7 @@ def gather_nd_grad(ctx: GradContext, dy: str) -> Grads:
 # -- Scatter family -------------------------------------------------------------------
 
 
-def _check_reduction(ctx: Any) -> str:
+def _check_reduction(ctx: GradContext) -> str:
     reduction = ctx.attr("reduction", "none")
     if reduction not in ("none", "add"):
         raise ctx.error(
@@ -444,7 +444,7 @@ def pad_grad(ctx: GradContext, dy: str) -> Grads:
     return g
 
 
-def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
+def _fold_border(ctx: GradContext, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
     """Folds the padded border of ``g`` on axis ``a`` (size d + b + e) back onto size d."""
     ax = ctx.ints([a])
     rank = ctx.require_rank(ctx.inputs[0])
