@@ -15,7 +15,6 @@ import importlib
 import pathlib
 import subprocess
 import sys
-import types
 
 import onnx_light as ol
 
@@ -39,16 +38,26 @@ def public_modules() -> list[str]:
     return sorted(n for n in names if _is_public(n))
 
 
+def _top_level_names(path: str) -> set[str]:
+    """The names a module's source defines at top level (def, class, assignment)."""
+    names: set[str] = set()
+    for node in ast.parse(pathlib.Path(path).read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
 def public_names(modname: str) -> list[str]:
-    """``__all__`` when the module has one, else its public attributes that are not modules."""
+    """``__all__`` when the module has one, else the public names its source defines."""
     module = importlib.import_module(modname)
     if hasattr(module, "__all__"):
         return sorted(set(module.__all__))
-    return sorted(
-        n
-        for n, v in vars(module).items()
-        if not n.startswith("_") and not isinstance(v, types.ModuleType) and n != "annotations"
-    )
+    assert module.__file__ is not None
+    return sorted(n for n in _top_level_names(module.__file__) if not n.startswith("_"))
 
 
 def surface() -> list[str]:

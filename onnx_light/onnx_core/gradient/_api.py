@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -31,20 +30,18 @@ def _default_registry(registry: GradRegistry | None) -> GradRegistry:
     )
 
 
-@contextlib.contextmanager
-def _gc_paused(pause: bool) -> Iterator[None]:
-    """Pauses the cyclic garbage collector while the block runs (re-enabled after, if it was on).
+def _gc_paused(pause: bool, run: Callable[[], FunctionProto]) -> FunctionProto:
+    """``run()`` with the cyclic garbage collector paused when ``pause`` (re-enabled after, if it was on).
 
     The pass allocates many small acyclic objects (nodes, names, lists); on a large
     graph the collector's generational passes over them and over the caller's model
     cost a fifth of the run, and find nothing: everything is freed by reference counting.
     """
     if not pause or not gc.isenabled():
-        yield
-        return
+        return run()
     gc.disable()
     try:
-        yield
+        return run()
     finally:
         gc.enable()
 
@@ -85,17 +82,18 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     Raises:
         GradientError: an unreachable ``x``, a missing ``y``, an op without a rule, ...
     """
-    with _gc_paused(pause_gc):
-        nodes = list(nodes)
+
+    def run() -> FunctionProto:
+        forward = list(nodes)
         types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
-        produced = {o for n in nodes for o in n.output}
+        produced = {o for n in forward for o in n.output}
         free: list[str] = []
-        for n in nodes:
+        for n in forward:
             for i in list(n.input) + subgraph_inputs(n):
                 if i and i not in produced and i not in free:
                     free.append(i)
         return _GradientPass(
-            nodes,
+            forward,
             xs,
             y,
             zs,
@@ -107,6 +105,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
             opset_imports={"": opset},
             name=name,
         ).run()
+
+    return _gc_paused(pause_gc, run)
 
 
 def GradientOfFunction(  # noqa: N802  (the seed's name)
@@ -144,8 +144,9 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, "dy"]`` and outputs ``grad_<x>``.
     """
-    with _gc_paused(pause_gc):
-        registry = _default_registry(registry)
+
+    def run() -> FunctionProto:
+        rules = _default_registry(registry)
         imports, functions, graph, name = _source(fn)
         if graph is not None:
             nodes, types, constants, declared, free_order = _graph_source(graph)
@@ -160,7 +161,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             xs,
             y,
             zs,
-            registry,
+            rules,
             allow_unused=allow_unused,
             types=types,
             constants=constants,
@@ -169,6 +170,8 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             name=name,
             declared=declared,
         ).run()
+
+    return _gc_paused(pause_gc, run)
 
 
 def _source(
