@@ -654,7 +654,7 @@ class _GradientPass:
             extra = extra_outputs.get(i)
             if extra:
                 defined.update(extra.values())
-            if normalise_domain(d) != DEFAULT_DOMAIN and d not in domains:
+            if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
         for names, outs, d in backward_io:
             for name in names:
@@ -662,7 +662,7 @@ class _GradientPass:
                     defined.add(name)
                     free.append(name)
             defined.update(outs)
-            if normalise_domain(d) != DEFAULT_DOMAIN and d not in domains:
+            if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
         if self.zs is None:
             rank = {n: i for i, n in enumerate(self.free_order)}
