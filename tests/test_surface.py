@@ -135,7 +135,12 @@ print(changed, before[1:] == after[1:])
 
 
 def test_import_changes_no_process_wide_state() -> None:
-    out = subprocess.run([sys.executable, "-c", PROCESS_STATE], capture_output=True, text=True, check=True)
+    import os
+
+    # a fresh environment without the thread variables (this process imported onnx_light already)
+    drop = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "ONNX_LIGHT_BLAS_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    out = subprocess.run([sys.executable, "-c", PROCESS_STATE], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split("\n")[0] == "[] True", f"environment variables changed / gc or sys state: {out.stdout}"
 
 
@@ -171,3 +176,24 @@ if __name__ == "__main__":
         print(f"wrote {LOCK}")
     else:
         print("\n".join(surface()))
+
+
+#: functions over 80 lines being split by other work (issue 9 §3); none may be added
+LONG_FUNCTIONS_BEING_SPLIT = {"onnx_core/gradient/_pass.py:run", "onnx_core/gradient/_types.py:infer_types"}
+
+
+def test_no_function_over_80_lines() -> None:
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                where = f"{path.relative_to(PACKAGE).as_posix()}:{node.name}"
+                if n > 80 and where not in LONG_FUNCTIONS_BEING_SPLIT:
+                    long.append(f"{where} ({n} lines)")
+    assert not long, f"split these into their phases: {long}"
+
+
+def test_at_most_20_type_ignores() -> None:
+    count = sum(path.read_text().count("type: ignore") for path in PACKAGE.rglob("*.py"))
+    assert count <= 20, f"{count} '# type: ignore' under onnx_light/ (at most 20): type the code instead"
