@@ -113,7 +113,11 @@ _HOW = "register one with onnx_light.RegisterGradientFunction(domain, op_type, r
 
 
 class GradRegistry:
-    """Gradient rules by ``(domain, op_type)``, each with an opset range (an :class:`OpTable`)."""
+    """Gradient rules by ``(domain, op_type)``, each with an opset range.
+
+    Attributes:
+        table: the ``OpTable[GradRule]`` behind it (the one registry type of ``onnx_core.ops``).
+    """
 
     __slots__ = ("table",)
 
