@@ -153,7 +153,7 @@ elementwise("", "Gelu", _gelu, since=20)
 elementwise("", "Mish", _mish)
 
 
-def _softmax_axes(ctx):  # type: ignore[no-untyped-def]
+def _softmax_axes(ctx: GradContext) -> str:
     """The ``axis`` attribute (default -1) as a 1-D Constant; refused outside [-rank, rank - 1]."""
     axis = int(ctx.attr("axis", -1))
     rank = ctx.rank(ctx.input(0))
