@@ -8,23 +8,18 @@ runs forward and backward graphs with numpy.
 
 from __future__ import annotations
 
-import os as _os
 import sys as _sys
 from collections.abc import Sequence
 
-# One BLAS thread unless the user chose otherwise: on small shared machines a busy
-# second core makes multi-threaded GEMMs collapse (ONNX_LIGHT_BLAS_THREADS raises it).
-# The variables help when numpy is not imported yet; runtime._blas sets the count in
-# the loaded library either way.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    _os.environ.setdefault(_var, _os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1"))
-
-from . import onnx_core, runtime  # noqa: E402
-from ._gradcheck import GradcheckResult, gradcheck  # noqa: E402
-from .onnx_core import *  # noqa: E402,F403  (the IR classes, errors, load/save)
-from .onnx_core import ModelProto, helper, numpy_helper  # noqa: E402
-from .onnx_core import __all__ as _core_all  # noqa: E402
-from .onnx_core.gradient import (  # noqa: E402
+# Importing changes no process-wide state (no environment variables, BLAS threads or gc
+# settings): the session sets numpy's BLAS thread count when it runs (its blas_threads
+# option) and the gradient pass pauses the collector while it runs (pause_gc).
+from . import onnx_core, runtime
+from ._gradcheck import GradcheckResult, gradcheck
+from .onnx_core import *  # noqa: F403  (the IR classes, errors, load/save)
+from .onnx_core import ModelProto, helper, numpy_helper
+from .onnx_core import __all__ as _core_all
+from .onnx_core.gradient import (
     AccumulateGrad,
     GradContext,
     GradFn,
@@ -32,13 +27,13 @@ from .onnx_core.gradient import (  # noqa: E402
     GradRule,
     NewGradName,
     RegisterGradientFunction,
-    function_to_model,  # noqa: E402
+    function_to_model,
 )
-from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction  # noqa: E402
-from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes  # noqa: E402
-from .onnx_core.gradient import gradient_model as _gradient_model  # noqa: E402
-from .onnx_core.optimizer import optimize  # noqa: E402
-from .onnx_extensions.gradient import DefaultGradRegistry  # noqa: E402
+from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction
+from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes
+from .onnx_core.gradient import gradient_model as _gradient_model
+from .onnx_core.optimizer import optimize
+from .onnx_extensions.gradient import DefaultGradRegistry
 
 # `import onnx_light.helper` works like `import onnx.helper`
 _sys.modules[__name__ + ".helper"] = helper
@@ -47,23 +42,18 @@ _sys.modules[__name__ + ".numpy_helper"] = numpy_helper
 __version__ = "0.1.0"
 
 
-def GradientOfFunction(fn, xs, y, zs=None, registry=None, *, allow_unused=False, optimize=False):  # type: ignore[no-untyped-def]  # noqa: N802
+def GradientOfFunction(  # noqa: N802
+    fn, xs, y, zs=None, registry=None, *, allow_unused=False, pause_gc=True, optimize=False
+):
     """Differentiates a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
 
     See :func:`onnx_light.onnx_core.gradient.GradientOfFunction`.
     """
-    return _GradientOfFunction(
-        fn,
-        xs,
-        y,
-        zs,
-        registry if registry is not None else DefaultGradRegistry(),
-        allow_unused=allow_unused,
-        optimize=optimize,
-    )
+    reg = registry if registry is not None else DefaultGradRegistry()
+    return _GradientOfFunction(fn, xs, y, zs, reg, allow_unused=allow_unused, pause_gc=pause_gc, optimize=optimize)
 
 
-def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False, **kwargs):  # type: ignore[no-untyped-def]  # noqa: N802
+def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False, **kwargs):  # noqa: N802
     """Differentiates a list of nodes (default rules unless ``registry``).
 
     See :func:`onnx_light.onnx_core.gradient.GradientOfNodes`.
@@ -133,7 +123,6 @@ __all__ = [
     "onnx_core",
     "GradientOfFunction",
     "GradientOfNodes",
-    "optimize",
     "DefaultGradRegistry",
     "RegisterGradientFunction",
     "GradRegistry",
@@ -142,4 +131,5 @@ __all__ = [
     "GradContext",
     "NewGradName",
     "AccumulateGrad",
+    "optimize",
 ]

@@ -134,6 +134,20 @@ def make_attribute(
     attr = AttributeProto(name=key)
     if doc_string:
         attr.doc_string = doc_string
+    if not _set_single(attr, value):
+        if not isinstance(value, Iterable):
+            raise TypeError(f"'{value}' is not an accepted attribute value.")
+        _set_list(attr, key, list(value), attr_type)
+    if attr_type is not None and attr.type != attr_type:
+        raise TypeError(
+            f"Inferred attribute type '{_attr_type_name(attr.type)}'({attr.type}) mismatched "
+            f"with specified type '{_attr_type_name(attr_type)}'({attr_type})"
+        )
+    return attr
+
+
+def _set_single(attr: AttributeProto, value: Any) -> bool:
+    """Sets a single value (number, string, message) and its type; False for anything else."""
     kind = type(value)
     # exact built-in types first: the same branches as below, without the ABC checks
     if kind is int:
@@ -166,38 +180,34 @@ def make_attribute(
     elif isinstance(value, TypeProto):
         attr.tp = _copy(value)
         attr.type = AttributeProto.TYPE_PROTO
-    elif isinstance(value, Iterable):
-        values = list(value)
-        if values and hasattr(values[0], "SerializeToString"):
-            values = [from_foreign(v) for v in values]
-        if not values and attr_type is None:
-            raise ValueError(f"Could not infer attribute `{key}` type from empty iterator")
-        if attr_type is None:
-            kinds = {type(v) for v in values}
-            for py_type, list_type in _LIST_KINDS:
-                if all(issubclass(k, py_type) for k in kinds):
-                    attr_type = list_type
-                    break
-            else:
-                raise ValueError(
-                    "Could not infer the attribute type from the elements of the passed "
-                    f"Iterable value (element types {sorted(k.__name__ for k in kinds)})."
-                )
-        if attr_type not in _LIST_FIELD:
-            raise TypeError(
-                f"Inferred attribute type 'list' mismatched with specified type "
-                f"'{_attr_type_name(attr_type)}'({attr_type})"
-            )
-        setattr(attr, _LIST_FIELD[attr_type], _list_values(attr_type, values))
-        attr.type = attr_type
     else:
-        raise TypeError(f"'{value}' is not an accepted attribute value.")
-    if attr_type is not None and attr.type != attr_type:
+        return False
+    return True
+
+
+def _set_list(attr: AttributeProto, key: str, values: list[Any], attr_type: int | None) -> None:
+    """Sets a list value and its type: ``attr_type``, or the list type the elements share."""
+    if values and hasattr(values[0], "SerializeToString"):
+        values = [from_foreign(v) for v in values]
+    if not values and attr_type is None:
+        raise ValueError(f"Could not infer attribute `{key}` type from empty iterator")
+    if attr_type is None:
+        kinds = {type(v) for v in values}
+        for py_type, list_type in _LIST_KINDS:
+            if all(issubclass(k, py_type) for k in kinds):
+                attr_type = list_type
+                break
+        else:
+            raise ValueError(
+                "Could not infer the attribute type from the elements of the passed "
+                f"Iterable value (element types {sorted(k.__name__ for k in kinds)})."
+            )
+    if attr_type not in _LIST_FIELD:
         raise TypeError(
-            f"Inferred attribute type '{_attr_type_name(attr.type)}'({attr.type}) mismatched "
-            f"with specified type '{_attr_type_name(attr_type)}'({attr_type})"
+            f"Inferred attribute type 'list' mismatched with specified type '{_attr_type_name(attr_type)}'({attr_type})"
         )
-    return attr
+    setattr(attr, _LIST_FIELD[attr_type], _list_values(attr_type, values))
+    attr.type = attr_type
 
 
 def make_attribute_ref(

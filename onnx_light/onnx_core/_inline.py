@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from ._errors import OnnxLightError
 from ._proto import AttributeProto, FunctionProto, GraphProto, NodeProto
+from .ops import normalise_domain, op_label
 
 __all__ = ["FunctionInliner", "MAX_INLINE_DEPTH"]
 
@@ -14,11 +15,11 @@ MAX_INLINE_DEPTH = 64
 
 
 def _label(node: NodeProto) -> str:
-    return f"node {node.name!r} ({node.domain or 'ai.onnx'}::{node.op_type})"
+    return f"node {node.name!r} ({op_label(node.domain, node.op_type)})"
 
 
 def _function_key(domain: str, name: str) -> tuple[str, str]:
-    return ("" if domain == "ai.onnx" else domain, name)
+    return (normalise_domain(domain), name)
 
 
 class FunctionInliner:

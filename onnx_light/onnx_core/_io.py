@@ -91,7 +91,7 @@ def _is_function(data: Any) -> bool:
 
 def load_model_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> ModelProto:  # noqa: A002
     """Decodes a ModelProto from bytes."""
-    return decode(ModelProto, s)  # type: ignore[no-any-return]
+    return decode(ModelProto, s)
 
 
 load_from_string = load_model_from_string
@@ -120,12 +120,12 @@ def load_function_from_string(s: bytes | bytearray | memoryview, format: Any = N
 
 def load_tensor(f: Any, format: Any = None) -> TensorProto:  # noqa: A002
     """Loads a TensorProto (``.pb``) from a path or a binary file object."""
-    return decode(TensorProto, _read_source(f))  # type: ignore[no-any-return]
+    return decode(TensorProto, _read_source(f))
 
 
 def load_tensor_from_string(s: bytes | bytearray | memoryview, format: Any = None) -> TensorProto:  # noqa: A002
     """Decodes a TensorProto from bytes."""
-    return decode(TensorProto, s)  # type: ignore[no-any-return]
+    return decode(TensorProto, s)
 
 
 # ----------------------------------------------------------------------------

@@ -129,7 +129,7 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
             if value is _UNSET:
                 value = []
                 setattr(self, slot, value)
-            return value  # type: ignore[no-any-return]
+            return value
 
         def set_repeated(self: Message, value: Any) -> None:
             _attach(self)
@@ -142,7 +142,7 @@ def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) 
         def get_message(self: Message) -> Message:
             value = getattr(self, slot, _UNSET)
             if value is not _UNSET:
-                return value  # type: ignore[no-any-return]
+                return value
             else:
                 value = _resolve(field)()
                 value._implicit = True

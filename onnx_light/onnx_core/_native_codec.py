@@ -83,7 +83,8 @@ def _load() -> ModuleType | None:
 
 
 #: the initialised extension module, or None when it is not built
-NATIVE: ModuleType | None = None
+#: the native codec module once loaded (a nanobind module: its functions are untyped here)
+NATIVE: Any = None
 _loaded = False
 _enabled = os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") != "1"
 

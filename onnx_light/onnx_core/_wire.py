@@ -196,7 +196,7 @@ def _scalar_bytes(code: int, value: Any) -> bytes:
 
 def _encode_into(msg: Message, out: list[Any]) -> int:
     """Appends the pieces of ``msg``'s encoding to ``out``; returns their total size."""
-    return _ENC[type(msg)](msg, out)  # type: ignore[no-any-return]
+    return _ENC[type(msg)](msg, out)
 
 
 def _encode_child(child: Message, key: bytes, out: list[Any], force: bool) -> int:
@@ -238,7 +238,7 @@ def encode_pieces(msg: Message) -> tuple[list[Any], int]:
     a file without joining everything into one buffer.
     """
     if _native_codec.enabled():
-        return _native_codec.NATIVE.encode_pieces(msg, _native_codec.STREAM_MIN)  # type: ignore[union-attr,no-any-return]
+        return _native_codec.NATIVE.encode_pieces(msg, _native_codec.STREAM_MIN)
     return encode_pieces_twin(msg)
 
 
@@ -258,7 +258,7 @@ def encode_pieces_twin(msg: Message) -> tuple[list[Any], int]:
 def encode(msg: Message) -> bytes:
     """The protobuf wire-format bytes of ``msg``."""
     if _native_codec.enabled():
-        return _native_codec.NATIVE.encode(msg)  # type: ignore[union-attr,no-any-return]
+        return _native_codec.NATIVE.encode(msg)
     return encode_twin(msg)
 
 
@@ -271,7 +271,7 @@ def encode_twin(msg: Message) -> bytes:
 def encoded_size(msg: Message) -> int:
     """The length of ``encode(msg)``."""
     if _native_codec.enabled():
-        return _native_codec.NATIVE.encoded_size(msg)  # type: ignore[union-attr,no-any-return]
+        return _native_codec.NATIVE.encoded_size(msg)
     return encoded_size_twin(msg)
 
 
@@ -481,7 +481,7 @@ def decode_into(msg: Message, data: Any) -> None:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _native_codec.NATIVE.decode_into(msg, view)  # type: ignore[union-attr]
+        _native_codec.NATIVE.decode_into(msg, view)
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -43,23 +43,8 @@ _READ_LEN = """\
 
 def _decode_body(i: int, f: Field, ns: dict[str, Any]) -> tuple[int, str]:
     """The tag the field is inlined for and the statements that read it into ``value``."""
-    slot = f.slot
     if f.kind in _VARINT_KINDS:
-        tag = _key(f.number, 0)
-        code = """\
-            if pos < end and buf[pos] < 0x80:
-                value = buf[pos]
-                pos += 1
-            else:
-                value, pos = _read_varint(buf, pos, end)
-"""
-        if f.kind in _SIGNED_KINDS:
-            code += "                if value >= 0x8000000000000000:\n"
-            code += "                    value -= 0x10000000000000000\n"
-        if f.kind == "int32":
-            code += "                value = ((value + 0x80000000) & 0xFFFFFFFF) - 0x80000000\n"
-        if f.kind == "bool":
-            code += "            value = value != 0\n"
+        tag, code = _key(f.number, 0), _read_varint_code(f)
     elif f.kind in ("float", "double"):
         width, tag = (4, _key(f.number, 5)) if f.kind == "float" else (8, _key(f.number, 1))
         unpack = "_unpack_f" if f.kind == "float" else "_unpack_d"
@@ -91,44 +76,73 @@ def _decode_body(i: int, f: Field, ns: dict[str, Any]) -> tuple[int, str]:
 """
         )
     else:
-        tag = _key(f.number, 2)
-        ns[f"C{i}"] = _resolve(f)
-        if f.repeated:
-            make = f"            value = _new(C{i})\n"
-            where = f"f\".{f.name}[{{len(getattr(msg, '{slot}', ()))}}]\""
-        else:
-            make = f"""\
+        tag, code = _key(f.number, 2), _read_message_code(i, f, ns)
+    return tag, code + _store_code(i, f, ns)
+
+
+def _read_varint_code(f: Field) -> str:
+    """The statements reading a varint field into ``value`` (sign, int32 wrap, bool)."""
+    code = """\
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = _read_varint(buf, pos, end)
+"""
+    if f.kind in _SIGNED_KINDS:
+        code += "                if value >= 0x8000000000000000:\n"
+        code += "                    value -= 0x10000000000000000\n"
+    if f.kind == "int32":
+        code += "                value = ((value + 0x80000000) & 0xFFFFFFFF) - 0x80000000\n"
+    if f.kind == "bool":
+        code += "            value = value != 0\n"
+    return code
+
+
+def _read_message_code(i: int, f: Field, ns: dict[str, Any]) -> str:
+    """The statements decoding a sub-message field into ``value`` (errors get the field's path)."""
+    slot = f.slot
+    ns[f"C{i}"] = _resolve(f)
+    if f.repeated:
+        make = f"            value = _new(C{i})\n"
+        where = f"f\".{f.name}[{{len(getattr(msg, '{slot}', ()))}}]\""
+    else:
+        make = f"""\
             value = getattr(msg, "{slot}", None)
             if value is None:
                 value = _new(C{i})
             else:
                 value._implicit = False
 """
-            where = f'".{f.name}"'
-        code = (
-            _READ_LEN
-            + make
-            + f"""\
+        where = f'".{f.name}"'
+    return (
+        _READ_LEN
+        + make
+        + f"""\
             try:
                 _DEC[C{i}](value, buf, view, pos, stop, depth + 1)
             except DecodeError as err:
                 raise err.with_prefix({where}) from None
             pos = stop
 """
-        )
+    )
+
+
+def _store_code(i: int, f: Field, ns: dict[str, Any]) -> str:
+    """The statements storing ``value``: appended to the list, or set (clearing oneof siblings)."""
+    slot = f.slot
     if f.repeated:
-        code += f"""\
+        return f"""\
             if l{i} is None:
                 l{i} = getattr(msg, "{slot}", None)
                 if l{i} is None:
                     l{i} = msg.{slot} = []
             l{i}.append(value)
 """
-    else:
-        for other in msg_oneof_siblings(f, ns["_CLS"]):
-            code += f'            if hasattr(msg, "{other}"):\n                del msg.{other}\n'
-        code += f"            msg.{slot} = value\n"
-    return tag, code
+    code = ""
+    for other in msg_oneof_siblings(f, ns["_CLS"]):
+        code += f'            if hasattr(msg, "{other}"):\n                del msg.{other}\n'
+    return code + f"            msg.{slot} = value\n"
 
 
 def msg_oneof_siblings(f: Field, cls: type[Message]) -> list[str]:
@@ -179,7 +193,7 @@ def _make_decoder(cls: type[Message], shared: dict[str, Any]) -> Any:
     return ns["decode"]
 
 
-class _Table(dict):  # type: ignore[type-arg]
+class _Table(dict):
     """class -> generated function, built on first use of a class."""
 
     def __init__(self, factory: Any, shared: dict[str, Any]) -> None:

@@ -5,12 +5,9 @@
 
 from __future__ import annotations
 
-from ._blas import apply_default as _apply_blas_default
 from ._blas import get_blas_threads, set_blas_threads
 from ._registry import kernel, lookup_kernel, registered_kernels
 from .session import DEFAULT_OPSET, InferenceSession, NodeArg
-
-_apply_blas_default()
 
 __all__ = [
     "InferenceSession",

@@ -1,17 +1,20 @@
 """The number of BLAS threads numpy uses, set at run time.
 
 On a small shared machine a multi-threaded GEMM collapses when the other core is
-busy (measured: 24 ms per GEMM instead of ~1 ms), so onnx-light runs BLAS on one
-thread unless told otherwise (``ONNX_LIGHT_BLAS_THREADS`` or
-:func:`set_blas_threads`). The environment variables only work before numpy is
-imported; this module finds the OpenBLAS library numpy has loaded and calls its
-``set_num_threads`` entry point, which works at any time.
+busy (measured: 24 ms per GEMM instead of ~1 ms), so an ``InferenceSession`` runs BLAS on
+one thread unless told otherwise (its ``blas_threads`` option, ``ONNX_LIGHT_BLAS_THREADS``,
+or :func:`set_blas_threads`). Nothing is set at import: the session sets the count when it
+runs. The environment variables of OpenBLAS only work before numpy is imported; this module
+finds the OpenBLAS library numpy has loaded and calls its ``set_num_threads`` entry point,
+which works at any time.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+from typing import Any
 
 __all__ = ["set_blas_threads", "get_blas_threads"]
 
@@ -37,35 +40,56 @@ def _openblas() -> ctypes.CDLL | None:
     return None
 
 
-def set_blas_threads(n: int) -> bool:
-    """Sets numpy's OpenBLAS thread count; returns False when no OpenBLAS is loaded."""
+@functools.cache
+def _entry_points() -> tuple[Any, Any] | None:
+    """OpenBLAS's (set_num_threads, get_num_threads), found once; None when it is not loaded."""
     import numpy  # noqa: F401  (loads the library)
 
     lib = _openblas()
     if lib is None:
+        return None
+    setter = next((getattr(lib, n) for n in _SETTERS if hasattr(lib, n)), None)
+    getter = next((getattr(lib, n) for n in _GETTERS if hasattr(lib, n)), None)
+    if setter is None or getter is None:
+        return None
+    getter.restype = ctypes.c_int
+    return setter, getter
+
+
+#: the count the user chose with set_blas_threads (sessions then default to it)
+_chosen: list[int] = []
+
+
+def set_blas_threads(n: int) -> bool:
+    """Sets numpy's OpenBLAS thread count, now and for sessions that are not told another.
+
+    Returns:
+        False when no OpenBLAS is loaded.
+    """
+    _chosen[:] = [int(n)]
+    entry = _entry_points()
+    if entry is None:
         return False
-    for name in _SETTERS:
-        if hasattr(lib, name):
-            getattr(lib, name)(ctypes.c_int(int(n)))
-            return True
-    return False
+    entry[0](ctypes.c_int(int(n)))
+    return True
 
 
 def get_blas_threads() -> int | None:
     """numpy's OpenBLAS thread count, or None when no OpenBLAS is loaded."""
-    import numpy  # noqa: F401
-
-    lib = _openblas()
-    if lib is None:
-        return None
-    for name in _GETTERS:
-        if hasattr(lib, name):
-            fn = getattr(lib, name)
-            fn.restype = ctypes.c_int
-            return int(fn())
-    return None
+    entry = _entry_points()
+    return None if entry is None else int(entry[1]())
 
 
-def apply_default() -> None:
-    """One BLAS thread unless ``ONNX_LIGHT_BLAS_THREADS`` says otherwise."""
-    set_blas_threads(int(os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1")))
+def default_blas_threads() -> int:
+    """The thread count a session uses unless told: the last :func:`set_blas_threads`, else
+    ``ONNX_LIGHT_BLAS_THREADS``, else 1."""
+    if _chosen:
+        return _chosen[0]
+    return int(os.environ.get("ONNX_LIGHT_BLAS_THREADS", "1"))
+
+
+def use_blas_threads(n: int) -> None:
+    """Sets the thread count to ``n`` when it is not already (one cheap call when it is)."""
+    entry = _entry_points()
+    if entry is not None and entry[1]() != n:
+        entry[0](ctypes.c_int(n))

@@ -11,10 +11,11 @@ also compiled into the function a person would write by hand::
         v5 = k1(v4, **kw1); ...
         return [v5]
 
-Two marks on a kernel function shorten its line further: ``returns_one`` (it never
-returns a tuple, so no unpacking test) and ``inline_ufunc`` (a numpy ufunc that gives the
-kernel's exact answer whenever it returns an ndarray whose dtype *is* the first input's;
-the line calls the ufunc, checks that, and calls the kernel itself only otherwise)::
+Two options of a kernel (declared by ``@kernel``, see ``KernelOptions``) shorten its line
+further: ``returns_one`` (it never returns a tuple, so no unpacking test) and ``inline_ufunc``
+(a numpy ufunc that gives the kernel's exact answer whenever it returns an ndarray whose dtype
+*is* the first input's; the line calls the ufunc, checks that, and calls the kernel itself only
+otherwise)::
 
         v6 = u2(v5, c1); v6 = v6 if v6.__class__ is _nd and v6.dtype is v5.dtype else k2(v5, c1)
 
@@ -89,53 +90,23 @@ def generate(plan: Plan, typed: bool = True) -> Callable[[list[Any], dict[str, A
 
     With ``typed`` and ``plan.input_types``, the function first checks that the feeds are
     what the types promise and runs an untyped twin (generated on first need) when not.
+    The code objects of the function (and of its twin, once generated) are kept in
+    ``plan.codes``, where :func:`failed_step` looks for them.
     """
-    namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray, "_max": np.maximum}
-    namespace.update(_SIGMOID_UFUNCS)
+    codes: list[CodeType] = []
+    fn = _generate(plan, typed, codes)
+    plan.codes = codes
+    return fn
 
-    def ref(slot: int) -> str:
-        if slot == 0:
-            return "None"
-        if slot in plan.constants:
-            namespace[f"c{slot}"] = plan.constants[slot]
-            return f"c{slot}"
-        return f"v{slot}"
 
-    def target(slot: int) -> str:
-        return "_" if slot == 1 else f"v{slot}"
-
-    def dtype_name(dtype: np.dtype) -> str:
-        name = f"_d{dtype.char}"
-        namespace[name] = dtype
-        namespace[f"_z{dtype.char}"] = np.zeros((), dtype)
-        namespace[f"_o{dtype.char}"] = np.ones((), dtype)
-        return name
-
-    # slot -> (dtype, shape) for values proven to be exact ndarrays of a builtin float dtype
-    # (one of _FLOATS, by identity) with that shape (None: a dimension not known here)
-    types: dict[int, _Type] = {}
-    guard: list[str] = []
-    if typed and plan.input_types:
-        for slot, (dtype, shape) in plan.input_types.items():
-            v = f"v{slot}"
-            checks = [f"{v}.__class__ is _nd", f"{v}.dtype is {dtype_name(dtype)}"]
-            if all(d is not None for d in shape):
-                checks.append(f"{v}.shape == {tuple(shape)!r}")
-            else:
-                checks.append(f"{v}.ndim == {len(shape)}")
-                checks += [f"{v}.shape[{j}] == {d}" for j, d in enumerate(shape) if d is not None]
-            guard.append(" and ".join(checks))
-            types[slot] = (dtype, shape)
-        for slot, value in plan.constants.items():
-            # an initializer's dtype may be an equal copy of the builtin one ('<f4'): ufuncs answer
-            # in the builtin one all the same
-            if value.__class__ is np.ndarray and value.dtype.isnative and not value.dtype.metadata:
-                builtin = next((d for d in _FLOATS if value.dtype == d), None)
-                if builtin is not None:
-                    types[slot] = (builtin, value.shape)
-
+def _generate(
+    plan: Plan, typed: bool, codes: list[CodeType]
+) -> Callable[[list[Any], dict[str, Any] | None], list[Any]]:
+    """:func:`generate`, appending the code objects it makes to ``codes``."""
+    em = _Emitter(plan)
+    types, guard = em.promised_types() if typed and plan.input_types else ({}, [])
     lines = ["def plan(feeds, scope):"]
-    ins = [target(s) for s in plan.input_slots]
+    ins = [em.target(s) for s in plan.input_slots]
     lines.append(f"    ({', '.join(ins)},) = feeds" if ins else "    pass")
     captured = [f"v{plan.slot_of[n]} = scope[{n!r}]" for n in plan.captured]
     if guard:
@@ -148,19 +119,112 @@ def generate(plan: Plan, typed: bool = True) -> Callable[[list[Any], dict[str, A
     # read them so far may have returned a view or the array itself)
     fresh: set[int] = set()
     for i, (step, free) in enumerate(zip(plan.steps, plan.free_after)):
+        lines.append("    " + em.step_line(i, step, free, types, fresh))
+    lines.append(f"    return [{', '.join(em.ref(s) for s in plan.output_slots)}]")
+    namespace = em.namespace
+    filename = f"<onnx-light plan {next(_counter)}>"
+    exec(compile("\n".join(lines), filename, "exec"), namespace)
+    fn: Callable[[list[Any], dict[str, Any] | None], list[Any]] = namespace["plan"]
+    codes.append(fn.__code__)
+    if guard:
+
+        def untyped(feeds: list[Any], scope: dict[str, Any] | None) -> list[Any]:
+            twin = _generate(plan, False, codes)
+            namespace["_untyped"] = twin
+            return twin(feeds, scope)
+
+        namespace["_untyped"] = untyped
+    return fn
+
+
+class _Emitter:
+    """The lines of one generated function and the globals (``namespace``) they refer to."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray, "_max": np.maximum}
+        self.namespace.update(_SIGMOID_UFUNCS)
+
+    def ref(self, slot: int) -> str:
+        """How the code reads ``slot``: None, a constant global or a local variable."""
+        if slot == 0:
+            return "None"
+        if slot in self.plan.constants:
+            self.namespace[f"c{slot}"] = self.plan.constants[slot]
+            return f"c{slot}"
+        return f"v{slot}"
+
+    @staticmethod
+    def target(slot: int) -> str:
+        """How the code writes ``slot`` (slot 1 swallows omitted outputs)."""
+        return "_" if slot == 1 else f"v{slot}"
+
+    def dtype_name(self, dtype: np.dtype) -> str:
+        """The global naming ``dtype`` (with ``_z``/``_o`` 0-d zero and one of it)."""
+        name = f"_d{dtype.char}"
+        self.namespace[name] = dtype
+        self.namespace[f"_z{dtype.char}"] = np.zeros((), dtype)
+        self.namespace[f"_o{dtype.char}"] = np.ones((), dtype)
+        return name
+
+    def promised_types(self) -> tuple[dict[int, _Type], list[str]]:
+        """The types of the typed feeds and float constants, and the checks of the feeds' promise.
+
+        slot -> (dtype, shape) for values proven to be exact ndarrays of a builtin float dtype
+        (one of _FLOATS, by identity) with that shape (None: a dimension not known here).
+        """
+        types: dict[int, _Type] = {}
+        guard: list[str] = []
+        for slot, (dtype, shape) in self.plan.input_types.items():
+            v = f"v{slot}"
+            checks = [f"{v}.__class__ is _nd", f"{v}.dtype is {self.dtype_name(dtype)}"]
+            if all(d is not None for d in shape):
+                checks.append(f"{v}.shape == {tuple(shape)!r}")
+            else:
+                checks.append(f"{v}.ndim == {len(shape)}")
+                checks += [f"{v}.shape[{j}] == {d}" for j, d in enumerate(shape) if d is not None]
+            guard.append(" and ".join(checks))
+            types[slot] = (dtype, shape)
+        for slot, value in self.plan.constants.items():
+            # an initializer's dtype may be an equal copy of the builtin one ('<f4'): ufuncs answer
+            # in the builtin one all the same
+            if value.__class__ is np.ndarray and value.dtype.isnative and not value.dtype.metadata:
+                builtin = next((d for d in _FLOATS if value.dtype == d), None)
+                if builtin is not None:
+                    types[slot] = (builtin, value.shape)
+        return types, guard
+
+    def step_line(self, i: int, step: Step, free: tuple[int, ...], types: dict[int, _Type], fresh: set[int]) -> str:
+        """The line of step ``i``; updates ``types`` and ``fresh`` with what it produces."""
+        namespace = self.namespace
         namespace[f"k{i}"] = step.fn
-        args = [ref(s) for s in step.inputs]
+        args = [self.ref(s) for s in step.inputs]
         if step.kwargs:
             namespace[f"kw{i}"] = step.kwargs
             args.append(f"**kw{i}")
+        outs = [self.target(s) for s in step.outputs]
+        options = step.options
+        ufunc = options.inline_ufunc
+        typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name) if types else None
+        stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh)
+        if not options.makes_new_arrays:
+            fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
+        elif typed_stmt is not None or ufunc is not None or options.fresh_output:
+            fresh.update(step.outputs)
+        dead = [f"v{s}" for s in free if s > 1 and s not in self.plan.constants]
+        if dead:
+            stmt += f"; del {', '.join(dead)}"
+        return stmt
+
+    def _untyped_stmt(
+        self, i: int, step: Step, args: list[str], outs: list[str], free: tuple[int, ...], fresh: set[int]
+    ) -> str:
+        """The statement of a step that the typed lines do not cover: in place, inline ufunc or a call."""
+        options = step.options
         call = f"k{i}({', '.join(args)})"
-        outs = [target(s) for s in step.outputs]
-        ufunc = getattr(step.fn, "inline_ufunc", None)
-        inplace = getattr(step.fn, "inplace", None)
-        typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, dtype_name) if types else None
-        if typed_stmt is not None:
-            stmt = typed_stmt
-        elif (
+        ufunc = options.inline_ufunc
+        inplace = options.inplace
+        if (
             inplace is not None
             and len(outs) == 1
             and not step.kwargs
@@ -168,53 +232,23 @@ def generate(plan: Plan, typed: bool = True) -> Callable[[list[Any], dict[str, A
             and step.inputs[0] in fresh
             and step.inputs[0] in free
         ):
-            namespace[f"p{i}"] = inplace
-            stmt = f"{outs[0]} = p{i}({args[0]})"
-        elif len(outs) == 1 and ufunc is not None and not step.kwargs and args and "None" not in args:
+            self.namespace[f"p{i}"] = inplace
+            return f"{outs[0]} = p{i}({args[0]})"
+        if len(outs) == 1 and ufunc is not None and not step.kwargs and args and "None" not in args:
             o = outs[0]
-            namespace[f"u{i}"] = ufunc
-            stmt = (
+            self.namespace[f"u{i}"] = ufunc
+            return (
                 f"{o} = u{i}({', '.join(args)}); "
                 f"{o} = {o} if {o}.__class__ is _nd and {o}.dtype is {args[0]}.dtype else {call}"
             )
-        elif len(outs) == 1 and getattr(step.fn, "returns_one", False):
-            stmt = f"{outs[0]} = {call}"
-        elif len(outs) == 1:
+        if len(outs) == 1 and options.returns_one:
+            return f"{outs[0]} = {call}"
+        if len(outs) == 1:
             o = outs[0]
-            stmt = f"{o} = {call}; {o} = {o}[0] if {o}.__class__ is tuple else {o}"
-        elif outs:
-            stmt = f"{', '.join(outs)} = _outputs({call}, {len(outs)})"
-        else:
-            stmt = call
-        if not _makes_new_arrays(step.fn):
-            fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
-        elif typed_stmt is not None or ufunc is not None or getattr(step.fn, "fresh_output", False):
-            fresh.update(step.outputs)
-        dead = [f"v{s}" for s in free if s > 1 and s not in plan.constants]
-        if dead:
-            stmt += f"; del {', '.join(dead)}"
-        lines.append("    " + stmt)
-    lines.append(f"    return [{', '.join(ref(s) for s in plan.output_slots)}]")
-    filename = f"<onnx-light plan {next(_counter)}>"
-    exec(compile("\n".join(lines), filename, "exec"), namespace)
-    fn: Callable[[list[Any], dict[str, Any] | None], list[Any]] = namespace["plan"]
-    codes = [fn.__code__]
-    if guard:
-
-        def untyped(feeds: list[Any], scope: dict[str, Any] | None) -> list[Any]:
-            twin = generate(plan, typed=False)
-            codes.append(twin.__code__)
-            namespace["_untyped"] = twin
-            return twin(feeds, scope)
-
-        namespace["_untyped"] = untyped
-    fn.plan_codes = codes  # type: ignore[attr-defined]
-    return fn
-
-
-def _makes_new_arrays(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn``'s outputs never share memory with its inputs (see the module's marks)."""
-    return any(getattr(fn, mark, None) for mark in ("inline_ufunc", "float_ufunc", "fresh_output"))
+            return f"{o} = {call}; {o} = {o}[0] if {o}.__class__ is tuple else {o}"
+        if outs:
+            return f"{', '.join(outs)} = _outputs({call}, {len(outs)})"
+        return call
 
 
 def _broadcast(shapes: list[tuple[int | None, ...]]) -> tuple[int | None, ...] | None:
@@ -262,7 +296,7 @@ def _typed_step(
     """The line of a step whose inputs are all proven float arrays of one dtype and whose kernel
     is then exactly ``float_ufunc`` (a ufunc, or ``"relu"``/``"sigmoid"``); records its output's
     type. None when the step does not qualify."""
-    kind = getattr(step.fn, "float_ufunc", None)
+    kind = step.options.float_ufunc
     if kind is None or len(outs) != 1 or step.kwargs or not step.inputs:
         return None
     if any(s not in types for s in step.inputs):
@@ -301,7 +335,7 @@ def _typed_step(
             # the kernel's own small-array path: max against a 0-d zero of the dtype
             stmt = f"{o} = _max({x}, _z{d}, out={x})" if buffer else f"{o} = _max({x}, _z{d})"
         elif buffer is not None:
-            namespace[f"p{i}"] = step.fn.inplace  # type: ignore[attr-defined]
+            namespace[f"p{i}"] = step.options.inplace
             stmt = f"{o} = p{i}({x})"
         else:
             stmt = f"{o} = k{i}({x})"
@@ -317,10 +351,9 @@ def _typed_step(
     return stmt
 
 
-def failed_step(fn: Callable[..., Any], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:
-    """(step index, the frame's locals) where the generated ``fn`` (or its untyped twin) was
-    when it raised."""
-    codes: list[CodeType] = getattr(fn, "plan_codes", [fn.__code__])
+def failed_step(codes: list[CodeType], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:
+    """(step index, the frame's locals) where the generated function whose code objects are
+    ``codes`` (``plan.codes``: it and its untyped twin) was when it raised."""
     found = None
     while tb is not None:
         if any(tb.tb_frame.f_code is code for code in codes):

@@ -91,7 +91,7 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`max_pool2d_twin`, natively when the extension is selected (float32/float64)."""
     xp = args[0]
     if NATIVE is not None and xp.dtype in (np.float32, np.float64):
-        return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])  # type: ignore[no-any-return]
+        return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])
     return max_pool2d_twin(*args)
 
 

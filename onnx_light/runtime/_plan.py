@@ -9,8 +9,10 @@ after its last use.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -24,12 +26,12 @@ from ..onnx_core import (
     OnnxLightError,
     RuntimeFailure,
 )
-from ..onnx_core._inline import FunctionInliner
+from ..onnx_core.inliner import FunctionInliner
 from ..onnx_core.numpy_helper import to_array
-from ..onnx_core.ops import traits
+from ..onnx_core.ops import normalise_domain, op_label, traits
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
-from ._registry import lookup_kernel, registered_kernels
+from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
 from .kernels import _dtypes
 
 __all__ = ["Plan", "Step", "compile_graph", "run_plan", "attribute_value", "node_label", "tensor_value", "tag_dtype"]
@@ -49,6 +51,8 @@ class Step:
     kwargs: dict[str, Any]
     node: NodeProto
     opset: int
+    #: what the plan compiler may assume about ``fn`` (none for a wrapped kernel)
+    options: KernelOptions = NO_OPTIONS
 
 
 @dataclass
@@ -68,6 +72,8 @@ class Plan:
     input_types: dict[int, tuple[np.dtype, tuple[int | None, ...]]] = field(default_factory=dict)
     #: the same plan as one generated function (see ``_codegen``); None until generated
     fast: Callable[[list[Any], dict[str, Any] | None], list[Any]] | None = None
+    #: the code objects of ``fast`` and of its untyped twin once generated (error reports)
+    codes: list[CodeType] = field(default_factory=list)
 
     def initial_values(self) -> list[Any]:
         values: list[Any] = [None] * self.n_slots
@@ -95,28 +101,6 @@ def _reads_bit_floats(node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -
     return traits(node.domain, node.op_type).constant and _is_bit_float(kwargs.get("value"))
 
 
-def _bit_pattern_kernel(fn: Callable[..., Any], node: NodeProto, kwargs: dict[str, Any], bits: set[str]) -> Any:
-    """``fn``, or a wrapper of it, for a node that may read bit-pattern floats; adds the
-    node's outputs to ``bits`` (the values holding bit-pattern floats) when they will.
-
-    The op's traits decide: a kernel that does float arithmetic (not ``bit_exact``) gets
-    them decoded to float32; one that only moves elements keeps the dtype's tag; a cast's
-    output holds them exactly when its target type is one.
-    """
-    op = traits(node.domain, node.op_type)
-    casts_bits = op.casts_to is not None and kwargs.get(op.casts_to) in _BIT_FLOATS
-    if bits and _reads_bit_floats(node, kwargs, bits):
-        if not op.bit_exact:
-            fn = _in_float32(fn)
-        elif op.moves_elements:
-            fn = _keep_tag(fn)
-        if op.casts_to is None or casts_bits:
-            bits.update(n for n in node.output if n)
-    elif casts_bits:
-        bits.update(n for n in node.output if n)
-    return fn
-
-
 def _in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps a kernel so that bit-pattern float inputs arrive decoded to float32 and its float32
     outputs go back to the first such input's type, rounding once per op as onnxruntime does."""
@@ -138,7 +122,7 @@ def _in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         return outs if type(out) is tuple else outs[0]
 
-    run.__wrapped__ = fn  # type: ignore[attr-defined]
+    functools.update_wrapper(run, fn, assigned=(), updated=())  # sets run.__wrapped__ only
     return run
 
 
@@ -157,7 +141,7 @@ def _keep_tag(fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         return outs if type(out) is tuple else outs[0]
 
-    run.__wrapped__ = fn  # type: ignore[attr-defined]
+    functools.update_wrapper(run, fn, assigned=(), updated=())  # sets run.__wrapped__ only
     return run
 
 
@@ -219,9 +203,8 @@ def _sparse_to_dense(sparse: Any) -> np.ndarray:
 
 def node_label(node: NodeProto) -> str:
     """How errors name a node: its name, ``domain::op_type`` and outputs."""
-    domain = node.domain or "ai.onnx"
     name = f" {node.name!r}" if node.name else ""
-    return f"node{name} ({domain}::{node.op_type}, outputs {list(node.output)})"
+    return f"node{name} ({op_label(node.domain, node.op_type)}, outputs {list(node.output)})"
 
 
 def _subgraph_free_names(graph: GraphProto) -> list[str]:
@@ -276,26 +259,99 @@ def compile_graph(
         NotImplementedOp: a node's op has no kernel for the opset.
         OnnxLightError: the graph reads a value nothing defines.
     """
-    inliner = FunctionInliner(functions)
-    nodes = inliner.expand(nodes)
-    # slot 0 holds None for omitted optional inputs; slot 1 swallows omitted outputs
-    slot_of: dict[str, int] = {"": 0, _TRASH: 1}
+    compiler = _Compiler(opsets, FunctionInliner(functions), outer, bit_values, constants, fuse)
+    nodes = compiler.inliner.expand(nodes)
+    input_slots = [compiler.slot(n) for n in inputs]
+    const_slots = {compiler.slot(n): v for n, v in constants.items() if n not in inputs}
+    compiler.known.update(inputs)
+    steps = [compiler.step(node) for node in nodes]
+    for name in outputs:
+        if name not in compiler.known:
+            compiler.capture(name, f"graph output {name!r} is not computed by any node or input")
+    output_slots = [compiler.slot(n) for n in outputs]
+    slot_of = compiler.slot_of
+    for name in compiler.captured:
+        compiler.slot(name)
+    # release each intermediate after its last reader
+    keep = set(output_slots) | set(input_slots) | set(const_slots) | {0, 1} | {slot_of[n] for n in compiler.captured}
+    if fuse:
+        steps = _fuse_relu(steps, keep)
+    plan = Plan(
+        slot_of,
+        const_slots,
+        input_slots,
+        output_slots,
+        steps,
+        _free_after(steps, keep),
+        compiler.captured,
+        len(slot_of),
+    )
+    for name, (elem_type, shape) in (input_types or {}).items():
+        dtype = _TYPED_FLOATS.get(elem_type)
+        if dtype is not None and shape is not None and name in inputs and name not in constants:
+            dims = tuple(d if isinstance(d, int) and d > 0 else None for d in shape)
+            plan.input_types[slot_of[name]] = (dtype, dims)
+    plan.fast = generate(plan)
+    return plan
 
-    def slot(name: str) -> int:
-        s = slot_of.get(name)
+
+def _free_after(steps: list[Step], keep: set[int]) -> list[tuple[int, ...]]:
+    """Per step, the slots whose last use it is (never those in ``keep``)."""
+    last_use: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for s in step.inputs:
+            last_use[s] = i
+        for s in step.outputs:
+            last_use.setdefault(s, i)
+    free_after: list[list[int]] = [[] for _ in steps]
+    for s, i in last_use.items():
+        if s not in keep:
+            free_after[i].append(s)
+    return [tuple(f) for f in free_after]
+
+
+class _Compiler:
+    """The state of one :func:`compile_graph` call: slots, defined names, captures, bit-pattern values."""
+
+    def __init__(
+        self,
+        opsets: dict[str, int],
+        inliner: FunctionInliner,
+        outer: set[str] | None,
+        bit_values: set[str] | None,
+        constants: dict[str, Any],
+        fuse: bool,
+    ) -> None:
+        self.opsets = opsets
+        self.inliner = inliner
+        self.outer = outer
+        self.fuse = fuse
+        # slot 0 holds None for omitted optional inputs; slot 1 swallows omitted outputs
+        self.slot_of: dict[str, int] = {"": 0, _TRASH: 1}
+        self.known = set(constants)
+        # values that may hold bit-pattern floats; steps reading one compute in float32
+        self.bits = set(bit_values or ()) | {n for n, v in constants.items() if _is_bit_float(v)}
+        self.captured: list[str] = []
+
+    def slot(self, name: str) -> int:
+        """The slot of ``name``, allocated on first use."""
+        s = self.slot_of.get(name)
         if s is None:
-            s = slot_of[name] = len(slot_of)
+            s = self.slot_of[name] = len(self.slot_of)
         return s
 
-    input_slots = [slot(n) for n in inputs]
-    const_slots = {slot(n): v for n, v in constants.items() if n not in inputs}
-    known = set(inputs) | set(constants)
-    # values that may hold bit-pattern floats; steps reading one compute in float32
-    bits = set(bit_values or ()) | {n for n, v in constants.items() if _is_bit_float(v)}
-    captured: list[str] = []
-    steps: list[Step] = []
+    def capture(self, name: str, error: str) -> None:
+        """Reads ``name`` from the enclosing scope; raises ``error`` when no scope defines it."""
+        if self.outer is None or name not in self.outer:
+            raise OnnxLightError(error)
+        if name not in self.captured:
+            self.captured.append(name)
+        self.known.add(name)
 
-    def sub_compiler(scope: set[str]) -> Callable[[GraphProto], Plan]:
+    def sub_compiler(self, scope: set[str]) -> Callable[[GraphProto], Plan]:
+        """Compiles a subgraph that may read the names of ``scope``."""
+        bits, opsets, inliner, fuse = self.bits, self.opsets, self.inliner, self.fuse
+
         def compile_sub(g: GraphProto) -> Plan:
             return compile_graph(
                 list(g.node),
@@ -311,36 +367,45 @@ def compile_graph(
 
         return compile_sub
 
-    for node in nodes:
-        domain = "" if node.domain == "ai.onnx" else node.domain
-        opset = opsets.get(domain)
+    def step(self, node: NodeProto) -> Step:
+        """The step of ``node``: its kernel, slots and bound attributes."""
+        domain = normalise_domain(node.domain)
+        opset = self.opsets.get(domain)
         if opset is None:
             raise NotImplementedOp(
                 f"{node_label(node)}: the model imports no opset for domain {domain or 'ai.onnx'!r}; "
                 "add it to opset_import"
             )
         for name in node.input:
-            if name and name not in known:
-                if outer is not None and name in outer:
-                    if name not in captured:
-                        captured.append(name)
-                    known.add(name)
-                else:
-                    raise OnnxLightError(
-                        f"{node_label(node)} reads {name!r}, which no input, initializer or earlier node defines"
-                    )
-        info = lookup_kernel(domain, node.op_type, opset)
-        if info is None:
-            versions = registered_kernels().get((domain, node.op_type))
-            hint = (
-                f"kernels exist for opset versions {versions}"
-                if versions
-                else "no kernel exists for any version; register one with onnx_light.runtime.kernel"
-            )
-            raise NotImplementedOp(f"{node_label(node)} at opset {opset}: {hint}")
+            if name and name not in self.known:
+                self.capture(
+                    name, f"{node_label(node)} reads {name!r}, which no input, initializer or earlier node defines"
+                )
+        info = _kernel_of(node, domain, opset)
+        kwargs = self._bind_attributes(node, info, opset)
+        # values that subgraphs read from this scope are passed after the node's inputs
+        scope_names: dict[str, None] = {}
+        for value in kwargs.values():
+            for sub in value if isinstance(value, list) else [value]:
+                if isinstance(sub, Plan):
+                    scope_names.update(dict.fromkeys(sub.captured))
+        for name in scope_names:
+            if name not in self.known:
+                self.capture(name, f"{node_label(node)}: a subgraph reads undefined value {name!r}")
+        slot = self.slot
+        in_slots = tuple(slot(n) if n else 0 for n in node.input) + tuple(slot(n) for n in scope_names)
+        if scope_names:
+            kwargs["_captured"] = tuple(scope_names)
+        out_slots = tuple(slot(n) if n else 1 for n in node.output)
+        fn, options = self._bit_pattern_kernel(node, info, kwargs)
+        self.known.update(n for n in node.output if n)
+        return Step(fn, in_slots, out_slots, kwargs, node, opset, options)
+
+    def _bind_attributes(self, node: NodeProto, info: KernelInfo, opset: int) -> dict[str, Any]:
+        """The kernel's keyword arguments: the node's attributes (subgraphs compiled) and ``_num_outputs``."""
         # what a subgraph of this node may read; built only for nodes that have subgraphs
         has_graphs = any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
-        scope = known | set(outer or ()) if has_graphs else set()
+        scope = self.known | set(self.outer or ()) if has_graphs else set()
         kwargs: dict[str, Any] = {}
         for attr in node.attribute:
             if attr.name not in info.attributes:
@@ -350,72 +415,50 @@ def compile_graph(
                     f"{node_label(node)} at opset {opset}: attribute {attr.name!r} is not supported "
                     f"(the kernel takes {sorted(info.attributes)})"
                 )
-            kwargs[attr.name] = attribute_value(attr, sub_compiler(scope))
+            kwargs[attr.name] = attribute_value(attr, self.sub_compiler(scope))
         if info.wants_num_outputs:
             kwargs["_num_outputs"] = len(node.output)
-        # values that subgraphs read from this scope are passed after the node's inputs
-        scope_names: dict[str, None] = {}
-        for value in kwargs.values():
-            for sub in value if isinstance(value, list) else [value]:
-                if isinstance(sub, Plan):
-                    scope_names.update(dict.fromkeys(sub.captured))
-        for name in scope_names:
-            if name not in known:
-                if outer is not None and name in outer:
-                    captured.append(name)
-                    known.add(name)
-                else:
-                    raise OnnxLightError(f"{node_label(node)}: a subgraph reads undefined value {name!r}")
-        in_slots = tuple(slot(n) if n else 0 for n in node.input) + tuple(slot(n) for n in scope_names)
-        if scope_names:
-            kwargs["_captured"] = tuple(scope_names)
-        out_slots = tuple(slot(n) if n else 1 for n in node.output)
-        fn = _bit_pattern_kernel(info.fn, node, kwargs, bits)
-        steps.append(Step(fn, in_slots, out_slots, kwargs, node, opset))
-        known.update(n for n in node.output if n)
+        return kwargs
 
-    for name in outputs:
-        if name not in known:
-            if outer is not None and name in outer:
-                captured.append(name)
-                known.add(name)
-            else:
-                raise OnnxLightError(f"graph output {name!r} is not computed by any node or input")
-    output_slots = [slot(n) for n in outputs]
-    for name in captured:
-        slot(name)
+    def _bit_pattern_kernel(
+        self, node: NodeProto, info: KernelInfo, kwargs: dict[str, Any]
+    ) -> tuple[Callable[..., Any], KernelOptions]:
+        """The kernel, wrapped when the node may read bit-pattern floats; adds the node's
+        outputs to ``bits`` (the values holding bit-pattern floats) when they will.
 
-    # release each intermediate after its last reader
-    keep = set(output_slots) | set(input_slots) | set(const_slots) | {0, 1} | {slot_of[n] for n in captured}
-    if fuse:
-        steps = _fuse_relu(steps, keep)
-    last_use: dict[int, int] = {}
-    for i, step in enumerate(steps):
-        for s in step.inputs:
-            last_use[s] = i
-        for s in step.outputs:
-            last_use.setdefault(s, i)
-    free_after: list[list[int]] = [[] for _ in steps]
-    for s, i in last_use.items():
-        if s not in keep:
-            free_after[i].append(s)
-    plan = Plan(
-        slot_of,
-        const_slots,
-        input_slots,
-        output_slots,
-        steps,
-        [tuple(f) for f in free_after],
-        captured,
-        len(slot_of),
-    )
-    for name, (elem_type, shape) in (input_types or {}).items():
-        dtype = _TYPED_FLOATS.get(elem_type)
-        if dtype is not None and shape is not None and name in inputs and name not in constants:
-            dims = tuple(d if isinstance(d, int) and d > 0 else None for d in shape)
-            plan.input_types[slot_of[name]] = (dtype, dims)
-    plan.fast = generate(plan)
-    return plan
+        The op's traits decide: a kernel that does float arithmetic (not ``bit_exact``) gets
+        them decoded to float32; one that only moves elements keeps the dtype's tag; a cast's
+        output holds them exactly when its target type is one. A wrapped kernel has no
+        planner options (it is no longer the function they describe).
+        """
+        fn, options = info.fn, info.options
+        bits = self.bits
+        op = traits(node.domain, node.op_type)
+        casts_bits = op.casts_to is not None and kwargs.get(op.casts_to) in _BIT_FLOATS
+        if bits and _reads_bit_floats(node, kwargs, bits):
+            if not op.bit_exact:
+                fn, options = _in_float32(fn), NO_OPTIONS
+            elif op.moves_elements:
+                fn, options = _keep_tag(fn), NO_OPTIONS
+            if op.casts_to is None or casts_bits:
+                bits.update(n for n in node.output if n)
+        elif casts_bits:
+            bits.update(n for n in node.output if n)
+        return fn, options
+
+
+def _kernel_of(node: NodeProto, domain: str, opset: int) -> KernelInfo:
+    """The kernel of ``node`` at ``opset``; raises NotImplementedOp saying which versions exist."""
+    info = lookup_kernel(domain, node.op_type, opset)
+    if info is None:
+        versions = registered_kernels().get((domain, node.op_type))
+        hint = (
+            f"kernels exist for opset versions {versions}"
+            if versions
+            else "no kernel exists for any version; register one with onnx_light.runtime.kernel"
+        )
+        raise NotImplementedOp(f"{node_label(node)} at opset {opset}: {hint}")
+    return info
 
 
 def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
@@ -429,7 +472,7 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
     merged: dict[int, Step] = {}
     dropped: set[int] = set()
     for i, step in enumerate(steps):
-        fused = getattr(step.fn, "with_relu", None)
+        fused = step.options.with_relu
         if fused is None or len(step.outputs) != 1 or step.outputs[0] in keep:
             continue
         after = readers.get(step.outputs[0], [])
@@ -437,9 +480,10 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
             continue
         relu = steps[after[0]]
         # the reader's kernel says it is Relu (and not wrapped to compute bit-pattern floats)
-        if relu.inputs != step.outputs or getattr(relu.fn, "float_ufunc", None) != "relu":
+        if relu.inputs != step.outputs or relu.options.float_ufunc != "relu":
             continue
-        merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset)
+        fused_options = replace(step.options, with_relu=None)
+        merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset, fused_options)
         dropped.add(after[0])
     if not merged:
         return steps
@@ -472,7 +516,7 @@ def run_plan(
         except OnnxLightError:
             raise
         except Exception as err:
-            where = failed_step(fast, err.__traceback__)
+            where = failed_step(plan.codes, err.__traceback__)
             if where is None:
                 raise
             index, local_values = where

@@ -15,6 +15,10 @@ decoded from UTF-8), ``list`` (INTS, FLOATS, STRINGS), ``np.ndarray`` (TENSOR)
 and ``GraphProto`` (GRAPH). A kernel returns one array or a tuple of arrays. A
 kernel that declares the keyword ``_num_outputs`` is told how many outputs the
 node has (Split, Dropout, MaxPool's Indices, ...).
+
+What the plan compiler may assume about a kernel (it returns one array, a new one, is
+exactly a ufunc on floats, has an in-place or a fused-Relu variant) is declared by the
+decorator's keywords and kept in :class:`KernelOptions`, never patched onto functions.
 """
 
 from __future__ import annotations
@@ -24,7 +28,46 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["kernel", "KernelInfo", "lookup_kernel", "registered_kernels"]
+import numpy as np
+
+from ..onnx_core.ops import OpTable, normalise_domain
+
+__all__ = ["kernel", "KernelInfo", "KernelOptions", "lookup_kernel", "registered_kernels", "KERNELS"]
+
+Kernel = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """What the plan compiler (``runtime/_codegen.py``, ``_plan.py``) may assume about a kernel.
+
+    Attributes:
+        returns_one: it always returns one array, never a tuple.
+        fresh_output: it returns a new array that nothing else references.
+        inline_ufunc: a ufunc that gives the kernel's exact answer whenever it returns an
+            ndarray whose dtype *is* the first input's (the plan may call it first).
+        float_ufunc: on exact ndarrays of one builtin float dtype with a result of rank >= 1
+            the kernel returns exactly ``float_ufunc(*args)`` (a ufunc, or ``"relu"`` /
+            ``"sigmoid"`` naming those kernels' steps).
+        inplace: a variant writing its answer into its (dying, fresh) single input.
+        with_relu: a variant computing ``Relu(kernel(...))`` in one step (Conv).
+    """
+
+    returns_one: bool = False
+    fresh_output: bool = False
+    inline_ufunc: np.ufunc | None = None
+    float_ufunc: np.ufunc | str | None = None
+    inplace: Kernel | None = None
+    with_relu: Kernel | None = None
+
+    @property
+    def makes_new_arrays(self) -> bool:
+        """Whether the kernel's outputs never share memory with its inputs."""
+        return bool(self.inline_ufunc is not None or self.float_ufunc is not None or self.fresh_output)
+
+
+#: the options of a kernel that declares none
+NO_OPTIONS = KernelOptions()
 
 
 @dataclass(frozen=True)
@@ -34,21 +77,30 @@ class KernelInfo:
     domain: str
     op_type: str
     since: int
-    fn: Callable[..., Any]
+    fn: Kernel
     attributes: frozenset[str]
     wants_num_outputs: bool
+    options: KernelOptions = NO_OPTIONS
 
 
-_KERNELS: dict[tuple[str, str], list[KernelInfo]] = {}
-
-
-def _normalise_domain(domain: str) -> str:
-    return "" if domain in ("", "ai.onnx") else domain
+#: every registered kernel, by ``(domain, op_type)`` and ``since``
+KERNELS: OpTable[KernelInfo] = OpTable(
+    "kernel", "register one with @onnx_light.runtime.kernel(domain, op_type, since=...)"
+)
 
 
 def kernel(
-    domain: str, op_type: str, since: int | Iterable[int] = 1
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    domain: str,
+    op_type: str,
+    since: int | Iterable[int] = 1,
+    *,
+    returns_one: bool = False,
+    fresh_output: bool = False,
+    inline_ufunc: np.ufunc | None = None,
+    float_ufunc: np.ufunc | str | None = None,
+    inplace: Kernel | None = None,
+    with_relu: Kernel | None = None,
+) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
     One function may serve several schema versions whose semantics it covers alike:
@@ -58,24 +110,30 @@ def kernel(
         domain: ONNX domain (``""`` for the default domain).
         op_type: operator name as the spec spells it.
         since: first opset version this kernel implements, or several such versions.
+        returns_one: see :class:`KernelOptions` (as are the other keywords).
+        fresh_output: the kernel returns a new array.
+        inline_ufunc: the ufunc the plan may call in its place.
+        float_ufunc: the ufunc it is exactly on builtin float arrays.
+        inplace: its in-place variant.
+        with_relu: its variant fused with a following Relu.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
     """
     versions = (since,) if isinstance(since, int) else tuple(since)
+    options = KernelOptions(returns_one, fresh_output, inline_ufunc, float_ufunc, inplace, with_relu)
+    if options == NO_OPTIONS:
+        options = NO_OPTIONS
 
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def register(fn: Kernel) -> Kernel:
         params = inspect.signature(fn).parameters.values()
         attrs = frozenset(
             p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and not p.name.startswith("_")
         )
         wants = any(p.name == "_num_outputs" for p in params)
-        key = (_normalise_domain(domain), op_type)
-        registered = _KERNELS.setdefault(key, [])
+        key = normalise_domain(domain)
         for v in versions:
-            registered[:] = [r for r in registered if r.since != v]
-            registered.append(KernelInfo(key[0], op_type, v, fn, attrs, wants))
-        registered.sort(key=lambda r: r.since)
+            KERNELS.register(key, op_type, KernelInfo(key, op_type, v, fn, attrs, wants, options), since=v)
         return fn
 
     return register
@@ -83,16 +141,9 @@ def kernel(
 
 def lookup_kernel(domain: str, op_type: str, opset: int) -> KernelInfo | None:
     """Returns the newest kernel whose ``since`` is not above ``opset``, or None."""
-    versions = _KERNELS.get((_normalise_domain(domain), op_type))
-    if not versions:
-        return None
-    best = None
-    for v in versions:
-        if v.since <= opset:
-            best = v
-    return best
+    return KERNELS.lookup(domain, op_type, opset)
 
 
 def registered_kernels() -> dict[tuple[str, str], list[int]]:
     """Maps every registered ``(domain, op_type)`` to its ``since`` versions."""
-    return {k: [v.since for v in vs] for k, vs in _KERNELS.items()}
+    return {key: [since for since, _ in KERNELS.versions(*key)] for key in KERNELS.ops()}

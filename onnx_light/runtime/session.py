@@ -23,6 +23,8 @@ from ..onnx_core import (
     load,
     load_from_string,
 )
+from ..onnx_core.ops import normalise_domain
+from ._blas import default_blas_threads, use_blas_threads
 from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
 from .kernels import _dtypes
 
@@ -119,7 +121,7 @@ def _holds_bit_floats(tp: TypeProto) -> bool:
 def _opsets(imports: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for imp in imports:
-        out["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
+        out[normalise_domain(imp.domain)] = int(imp.version)
     return out
 
 
@@ -161,6 +163,9 @@ class InferenceSession:
         verbose: 1 prints each node as it runs with its output shapes and L2 norms.
         check_finite: raise at the first node whose output holds NaN or Inf.
         functions: model-local functions available to a bare graph or function.
+        blas_threads: numpy's BLAS thread count while ``run`` runs (set by each run, left
+            so after it; None: the last ``set_blas_threads(n)``, else ``ONNX_LIGHT_BLAS_THREADS``,
+            else 1; 0: leave it as it is).
 
     Raises:
         NotImplementedOp: a node's op has no kernel at the model's opset.
@@ -176,6 +181,7 @@ class InferenceSession:
         check_finite: bool = False,
         functions: list[FunctionProto] | None = None,
         sess_options: Any = None,
+        blas_threads: int | None = None,
     ) -> None:
         proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
         if isinstance(proto, (str, os.PathLike)):
@@ -184,6 +190,7 @@ class InferenceSession:
             proto = load_from_string(proto)
         self.verbose = verbose
         self.check_finite = check_finite
+        self.blas_threads = default_blas_threads() if blas_threads is None else int(blas_threads)
         fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
         if isinstance(proto, ModelProto):
@@ -201,7 +208,7 @@ class InferenceSession:
             raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {kind}")
         for fn in fns:
             for imp in fn.opset_import:
-                opsets.setdefault("" if imp.domain == "ai.onnx" else imp.domain, int(imp.version))
+                opsets.setdefault(normalise_domain(imp.domain), int(imp.version))
         opsets.setdefault("", DEFAULT_OPSET)
         self._opsets = opsets
         if graph is not None:
@@ -369,6 +376,8 @@ class InferenceSession:
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
         trace = self._trace if (self.verbose or self.check_finite) else None
+        if self.blas_threads:
+            use_blas_threads(self.blas_threads)
         # inf and NaN are results, not errors (check_finite is the tool to catch them); set once
         # per run so that kernels need not enter numpy's error state for every call
         with np.errstate(all="ignore"):

@@ -66,8 +66,9 @@ SCRIPT = textwrap.dedent(
 
 def test_tools_run_without_onnx() -> None:
     onnx = pytest.importorskip("onnx")  # only to find a light model file in the wheel
-    light_dir = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-    light = sorted(glob.glob(os.path.join(light_dir, "*.onnx")))
+    light = sorted(
+        glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "*.onnx"))
+    )
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, *light[:1]], capture_output=True, text=True, env=env, timeout=300

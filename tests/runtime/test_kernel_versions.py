@@ -33,7 +33,7 @@ def test_registered_for_every_version(op: str) -> None:
 
 
 def test_one_kernel_serves_several_versions() -> None:
-    from onnx_light.runtime._registry import _KERNELS, kernel
+    from onnx_light.runtime._registry import KERNELS, kernel
 
     @kernel("test.versions", "Thrice", since=(2, 5))
     def thrice(x: object) -> object:
@@ -46,4 +46,4 @@ def test_one_kernel_serves_several_versions() -> None:
             info = lookup_kernel("test.versions", "Thrice", opset)
             assert info is not None and info.since == since and info.fn is thrice
     finally:
-        del _KERNELS[("test.versions", "Thrice")]
+        KERNELS.remove("test.versions", "Thrice")

@@ -20,7 +20,7 @@ import pytest
 import onnx_light as ol
 from onnx_light import InvalidFeed, NotImplementedOp, RuntimeFailure, TensorProto, helper
 from onnx_light.runtime import InferenceSession
-from onnx_light.runtime._registry import _KERNELS, kernel
+from onnx_light.runtime._registry import KERNELS, kernel
 
 F = TensorProto.FLOAT
 OPSET = [helper.make_opsetid("", 18)]
@@ -366,7 +366,7 @@ def test_kernel_error_becomes_runtime_failure_with_context() -> None:
 def test_missing_kernel_is_not_implemented_op() -> None:
     m = model([helper.make_node("Relu", ["X"], ["Y"], name="r")], [vi("X", F, [2])], [vi("Y")],
               opset_imports=[helper.make_opsetid("", 5)])  # fmt: skip
-    versions = sorted(v.since for v in _KERNELS[("", "Relu")])
+    versions = sorted(since for since, _ in KERNELS.versions("", "Relu"))
     if versions[0] > 5:  # the usual case: no Relu kernel as old as opset 5
         with pytest.raises(NotImplementedOp) as info:
             InferenceSession(m)
@@ -404,7 +404,7 @@ def test_registered_kernel_is_used_and_older_opsets_pick_older_versions() -> Non
             np.testing.assert_array_equal(InferenceSession(m).run(None, {"X": np.ones(1, np.float32)})[0], [2])
             assert calls[-1] == want
     finally:
-        del _KERNELS[("test.session", "Twice")]
+        KERNELS.remove("test.session", "Twice")
 
 
 # ---------------------------------------------------------------- determinism, threads, scale

@@ -11,7 +11,7 @@ from ._api import GradientOfFunction, GradientOfNodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._export import backward_model, function_to_model, gradient_model, input_types
 from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
-from ._registry import GradFn, GradRegistry, GradRule, RegisterGradientFunction
+from ._registry import GradFn, GradRegistry, GradRule, Grads, RegisterGradientFunction, SeedGradFn, ShortGradFn
 from ._rules import elementwise, linear, no_grad, rule
 from ._types import UNKNOWN, ValueType
 
@@ -21,6 +21,9 @@ __all__ = [
     "GradRegistry",
     "GradRule",
     "GradFn",
+    "ShortGradFn",
+    "SeedGradFn",
+    "Grads",
     "GradContext",
     "OpBuilder",
     "RegisterGradientFunction",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -15,6 +13,7 @@ from .._inline import FunctionInliner
 from .._interop import from_foreign
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
+from ..ops import normalise_domain
 from ._fastpath import value_type
 from ._names import EMITTED_OPSET
 from ._pass import FOLD_MAX, _GradientPass, subgraph_inputs
@@ -37,28 +36,22 @@ def _default_registry(registry: GradRegistry | None) -> GradRegistry:
     )
 
 
-def _gc_paused(fn: Callable[..., FunctionProto]) -> Callable[..., FunctionProto]:
-    """Runs ``fn`` with the cyclic garbage collector paused (re-enabled after, if it was on).
+def _gc_paused(pause: bool, run: Callable[[], FunctionProto]) -> FunctionProto:
+    """``run()`` with the cyclic garbage collector paused when ``pause`` (re-enabled after, if it was on).
 
     The pass allocates many small acyclic objects (nodes, names, lists); on a large
     graph the collector's generational passes over them and over the caller's model
     cost a fifth of the run, and find nothing: everything is freed by reference counting.
     """
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> FunctionProto:
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return run
+    if not pause or not gc.isenabled():
+        return run()
+    gc.disable()
+    try:
+        return run()
+    finally:
+        gc.enable()
 
 
-@_gc_paused
 def GradientOfNodes(  # noqa: N802  (the seed's name)
     nodes: Iterable[NodeProto],
     xs: Sequence[str],
@@ -70,6 +63,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     opset: int = EMITTED_OPSET,
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "gradient",
+    pause_gc: bool = True,
     optimize: bool = False,
 ) -> FunctionProto:
     """Differentiates a list of forward nodes.
@@ -86,6 +80,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         opset: the default-domain opset the nodes were written for.
         value_info: types of values (inputs especially), when known.
         name: the FunctionProto's name.
+        pause_gc: pause the cyclic garbage collector while the pass runs (faster on large
+            graphs; the collector is re-enabled after).
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
             and dead-node elimination, constant folding). Off by default: it costs 1-1.5x the
             pass's own time, which would undo the transform-speed target (benchmarks/RESULTS.md).
@@ -99,32 +95,35 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         GradientError: an unreachable ``x``, a missing ``y``, a non-float ``x`` or ``y``,
             a cycle, an op without a rule, ...
     """
-    nodes = [from_foreign(n) for n in nodes]
-    value_info = [from_foreign(vi) for vi in value_info]
-    types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
-    produced = {o for n in nodes for o in n.output}
-    free: list[str] = []
-    for n in nodes:
-        for i in list(n.input) + subgraph_inputs(n):
-            if i and i not in produced and i not in free:
-                free.append(i)
-    bwd = _GradientPass(
-        nodes,
-        xs,
-        y,
-        zs,
-        _default_registry(registry),
-        allow_unused=allow_unused,
-        types=types,
-        constants={},
-        free_order=free,
-        opset_imports={"": opset},
-        name=name,
-    ).run()
+
+    def run() -> FunctionProto:
+        forward = [from_foreign(n) for n in nodes]
+        infos = [from_foreign(vi) for vi in value_info]
+        types = {vi.name: t for vi in infos if (t := value_type(vi)) is not None}
+        produced = {o for n in forward for o in n.output}
+        free: list[str] = []
+        for n in forward:
+            for i in list(n.input) + subgraph_inputs(n):
+                if i and i not in produced and i not in free:
+                    free.append(i)
+        return _GradientPass(
+            forward,
+            xs,
+            y,
+            zs,
+            _default_registry(registry),
+            allow_unused=allow_unused,
+            types=types,
+            constants={},
+            free_order=free,
+            opset_imports={"": opset},
+            name=name,
+        ).run()
+
+    bwd = _gc_paused(pause_gc, run)
     return _optimizer.optimize(bwd) if optimize else bwd
 
 
-@_gc_paused
 def GradientOfFunction(  # noqa: N802  (the seed's name)
     fn: FunctionProto | GraphProto | ModelProto,
     xs: Sequence[str],
@@ -133,6 +132,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     registry: GradRegistry | None = None,
     *,
     allow_unused: bool = False,
+    pause_gc: bool = True,
     optimize: bool = False,
 ) -> FunctionProto:
     """Differentiates a FunctionProto, GraphProto or ModelProto.
@@ -161,6 +161,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             graph inputs first, then initializers, in their order).
         registry: the rules.
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
+        pause_gc: pause the cyclic garbage collector while the pass runs.
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
             and dead-node elimination, constant folding). Off by default: it costs 1-1.5x the
             pass's own time, which would undo the transform-speed target (benchmarks/RESULTS.md).
@@ -172,61 +173,77 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         GradientError: an unreachable ``x``, a non-float ``x`` or ``y``, a cycle, an op
             without a rule, ...
     """
-    registry = _default_registry(registry)
-    fn = from_foreign(fn)  # an onnx package object: converted through its bytes
-    functions: list[FunctionProto] = []
+
+    def run() -> FunctionProto:
+        rules = _default_registry(registry)
+        source = from_foreign(fn)  # an onnx package object: converted through its bytes
+        imports, functions, graph, name = _source(source)
+        if graph is not None:
+            nodes, types, constants, declared, free_order = _graph_source(graph)
+        else:
+            assert isinstance(source, FunctionProto)
+            nodes, types, constants, declared, free_order = _function_source(source)
+        if functions:
+            nodes = FunctionInliner(functions).expand(nodes)
+        imports.setdefault("", EMITTED_OPSET)
+        return _GradientPass(
+            nodes,
+            xs,
+            y,
+            zs,
+            rules,
+            allow_unused=allow_unused,
+            types=types,
+            constants=constants,
+            free_order=free_order,
+            opset_imports=imports,
+            name=name,
+            declared=declared,
+        ).run()
+
+    bwd = _gc_paused(pause_gc, run)
+    return _optimizer.optimize(bwd) if optimize else bwd
+
+
+def _source(
+    fn: FunctionProto | GraphProto | ModelProto,
+) -> tuple[dict[str, int], list[FunctionProto], GraphProto | None, str]:
+    """What ``GradientOfFunction`` differentiates: (opset imports, local functions, graph or None, result name)."""
     if isinstance(fn, ModelProto):
-        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
-        functions = list(fn.functions)
-        graph: GraphProto | None = fn.graph
-        name = (fn.graph.name or "model") + "_grad"
-    elif isinstance(fn, GraphProto):
-        imports = {"": EMITTED_OPSET}
-        graph = fn
-        name = (fn.name or "graph") + "_grad"
-    elif isinstance(fn, FunctionProto):
-        imports = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
-        graph = None
-        name = (fn.name or "function") + "_grad"
-    else:
-        raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
+        imports = {normalise_domain(o.domain): int(o.version) for o in fn.opset_import}
+        return imports, list(fn.functions), fn.graph, (fn.graph.name or "model") + "_grad"
+    if isinstance(fn, GraphProto):
+        return {"": EMITTED_OPSET}, [], fn, (fn.name or "graph") + "_grad"
+    if isinstance(fn, FunctionProto):
+        imports = {normalise_domain(o.domain): int(o.version) for o in fn.opset_import}
+        return imports, [], None, (fn.name or "function") + "_grad"
+    raise TypeError(f"GradientOfFunction takes a FunctionProto, GraphProto or ModelProto, not {type(fn).__name__}")
+
+
+_Source = tuple[list[NodeProto], dict[str, ValueType], dict[str, np.ndarray], dict[str, ValueInfoProto], list[str]]
+
+
+def _graph_source(graph: GraphProto) -> _Source:
+    """(nodes, types, folded int32/int64 initializers, value_info left unread, free-input order) of a graph."""
     types: dict[str, ValueType] = {}
     constants: dict[str, np.ndarray] = {}
-    declared: dict[str, ValueInfoProto] = {}
-    if graph is not None:
-        nodes = list(graph.node)
-        declared = _graph_types(graph, types)
-        for init in graph.initializer:
-            types[init.name] = ValueType(init.data_type, tuple(init.dims))
-            if init.data_type in _FOLDED_INT_TYPES and int(np.prod(init.dims)) <= FOLD_MAX:
-                constants[init.name] = to_array(init)
-        free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
-    else:
-        assert isinstance(fn, FunctionProto)
-        nodes = list(fn.node)
-        for vi in fn.value_info:
-            t = value_type(vi)
-            if t is not None:
-                types[vi.name] = t
-        free_order = list(fn.input)
-    if functions:
-        nodes = FunctionInliner(functions).expand(nodes)
-    imports.setdefault("", EMITTED_OPSET)
-    bwd = _GradientPass(
-        nodes,
-        xs,
-        y,
-        zs,
-        registry,
-        allow_unused=allow_unused,
-        types=types,
-        constants=constants,
-        free_order=free_order,
-        opset_imports=imports,
-        name=name,
-        declared=declared,
-    ).run()
-    return _optimizer.optimize(bwd) if optimize else bwd
+    declared = _graph_types(graph, types)
+    for init in graph.initializer:
+        types[init.name] = ValueType(init.data_type, tuple(init.dims))
+        if init.data_type in _FOLDED_INT_TYPES and int(np.prod(init.dims)) <= FOLD_MAX:
+            constants[init.name] = to_array(init)
+    free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
+    return list(graph.node), types, constants, declared, free_order
+
+
+def _function_source(fn: FunctionProto) -> _Source:
+    """(nodes, types, constants, declared, free-input order) of a function, as for a graph."""
+    types: dict[str, ValueType] = {}
+    for vi in fn.value_info:
+        t = value_type(vi)
+        if t is not None:
+            types[vi.name] = t
+    return list(fn.node), types, {}, {}, list(fn.input)
 
 
 def _graph_types(graph: GraphProto, types: dict[str, ValueType]) -> dict[str, ValueInfoProto]:

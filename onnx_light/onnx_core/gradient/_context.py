@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -232,7 +232,7 @@ class GradContext:
     def static_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape when every dimension is known, else None."""
         t = self.type(name)
-        return tuple(t.shape) if t.is_static else None  # type: ignore[arg-type]
+        return tuple(cast("tuple[int, ...]", t.shape)) if t.is_static else None
 
     def require_rank(self, name: str) -> int:
         """The rank of ``name``; raises a GradientError naming the node when unknown."""
@@ -252,6 +252,14 @@ class GradContext:
                 f"(it depends on data, or on values shape inference cannot follow); {fix}"
             )
         return r
+
+    def require_shape(self, name: str) -> tuple[Any, ...]:
+        """The shape of ``name`` (dims int, symbolic str or None); raises a GradientError naming
+        the node when its rank is unknown."""
+        shape = self.shape(name)
+        if shape is None:
+            raise self.error(f"needs the rank of {name!r}, which shape inference could not determine")
+        return shape
 
     def error(self, message: str) -> GradientError:
         """A GradientError naming this node; ``raise ctx.error("...")``."""

@@ -9,6 +9,7 @@ from .._inline import FunctionInliner
 from .._interop import from_foreign
 from .._proto import FunctionProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, ValueInfoProto
 from ..helper import make_graph, make_model, make_node, make_opsetid, make_tensor, make_tensor_value_info
+from ..ops import DEFAULT_DOMAIN, normalise_domain
 from ._names import DY, GradCounter, NewGradName
 from ._pass import subgraph_inputs
 from ._registry import GradRegistry
@@ -25,7 +26,7 @@ def _value_info(name: str, t: ValueType | None) -> ValueInfoProto:
 
 
 def _default_opset(imports: Sequence[OperatorSetIdProto]) -> int:
-    return next((int(o.version) for o in imports if o.domain in ("", "ai.onnx")), 21)
+    return next((int(o.version) for o in imports if normalise_domain(o.domain) == DEFAULT_DOMAIN), 21)
 
 
 TypeSpec = ValueType | ValueInfoProto | tuple[int, Sequence[int | str | None] | None]

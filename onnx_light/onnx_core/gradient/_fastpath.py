@@ -77,14 +77,15 @@ def new_node(
     The same message as ``NodeProto(op_type=..., input=..., output=..., domain=...,
     attribute=...)`` with the empty domain and attribute list left unset.
     """
-    node = NodeProto.__new__(NodeProto)  # nothing to do in __init__ without keywords
-    node._op_type = op_type  # type: ignore[attr-defined]
-    node._input = inputs  # type: ignore[attr-defined]
-    node._output = outputs  # type: ignore[attr-defined]
+    # nothing to do in __init__ without keywords; Any: the slots behind the fields are written
+    node: Any = NodeProto.__new__(NodeProto)
+    node._op_type = op_type
+    node._input = inputs
+    node._output = outputs
     if domain:
-        node._domain = domain  # type: ignore[attr-defined]
+        node._domain = domain
     if attributes:
-        node._attribute = attributes  # type: ignore[attr-defined]
+        node._attribute = attributes
     return node
 
 
@@ -94,16 +95,16 @@ def attribute(name: str, value: Any) -> AttributeProto:
     (axes, perm, pads, ...). Anything else goes through ``make_attribute``."""
     kind = type(value)
     if kind is int:
-        attr = AttributeProto.__new__(AttributeProto)
-        attr._name = name  # type: ignore[attr-defined]
-        attr._i = value  # type: ignore[attr-defined]
-        attr._type = _INT  # type: ignore[attr-defined]
+        attr: Any = AttributeProto.__new__(AttributeProto)
+        attr._name = name
+        attr._i = value
+        attr._type = _INT
         return attr
     if (kind is list or kind is tuple) and value and all(type(v) is int for v in value):
         attr = AttributeProto.__new__(AttributeProto)
-        attr._name = name  # type: ignore[attr-defined]
-        attr._ints = list(value)  # type: ignore[attr-defined]
-        attr._type = _INTS  # type: ignore[attr-defined]
+        attr._name = name
+        attr._ints = list(value)
+        attr._type = _INTS
         return attr
     return make_attribute(name, value)
 
@@ -115,12 +116,12 @@ def copy_node(node: NodeProto, outputs: list[str]) -> NodeProto:
     its own but shares the attribute messages (the pass shares the forward nodes
     themselves with its result already), which spares the deep copy of their tensors.
     """
-    copy = NodeProto.__new__(NodeProto)
+    copy: Any = NodeProto.__new__(NodeProto)
     for slot in _NODE_SLOTS:
         value = getattr(node, slot, _MISSING)
         if value is not _MISSING:
             setattr(copy, slot, list(value) if type(value) is list else value)
-    copy._output = outputs  # type: ignore[attr-defined]
+    copy._output = outputs
     return copy
 
 
@@ -134,10 +135,10 @@ def raw_tensor(value: np.ndarray, raw: bytes) -> TensorProto | None:
     data_type = _RAW_TYPES.get(value.dtype.str)
     if data_type is None:
         return None
-    tensor = TensorProto.__new__(TensorProto)
-    tensor._dims = list(value.shape)  # type: ignore[attr-defined]
-    tensor._data_type = data_type  # type: ignore[attr-defined]
-    tensor._raw_data = raw  # type: ignore[attr-defined]
+    tensor: Any = TensorProto.__new__(TensorProto)
+    tensor._dims = list(value.shape)
+    tensor._data_type = data_type
+    tensor._raw_data = raw
     return tensor
 
 
@@ -191,10 +192,10 @@ def attribute_values(attributes: list[AttributeProto]) -> dict[str, Any]:
 
 def tensor_attribute(name: str, tensor: TensorProto) -> AttributeProto:
     """``make_attribute(name, tensor)`` for a tensor made for it: owned, not copied."""
-    attr = AttributeProto.__new__(AttributeProto)
-    attr._name = name  # type: ignore[attr-defined]
-    attr._t = tensor  # type: ignore[attr-defined]
-    attr._type = _TENSOR  # type: ignore[attr-defined]
+    attr: Any = AttributeProto.__new__(AttributeProto)
+    attr._name = name
+    attr._t = tensor
+    attr._type = _TENSOR
     return attr
 
 
@@ -239,7 +240,7 @@ def has_subgraph(attributes: list[AttributeProto]) -> bool:
 def _absent(sub: Any) -> bool:
     """``Message._present``'s rule for a set sub-message slot: one created by merely
     reading an unset field is absent while empty."""
-    return getattr(sub, "_implicit", False) and sub._is_empty()  # type: ignore[no-any-return]
+    return getattr(sub, "_implicit", False) and sub._is_empty()
 
 
 def value_type(vi: ValueInfoProto) -> ValueType | None:

@@ -77,7 +77,7 @@ def AccumulateGrad(  # noqa: N802  (the seed's name)
     return name
 
 
-class _SeedAccum(dict):  # type: ignore[type-arg]
+class _SeedAccum(dict):
     """``grad_accum`` as seed-form rules see it: every write becomes a contribution."""
 
     def __init__(self) -> None:

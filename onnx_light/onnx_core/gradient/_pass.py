@@ -17,7 +17,7 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,8 +36,7 @@ from ..helper import (
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
-from ..ops import is_random, op_types_with
-from ..ops._upgrade import upgrade_nodes
+from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, upgrade_nodes
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
@@ -53,7 +52,7 @@ from ._fastpath import (
     value_type,
 )
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
-from ._registry import GradRegistry, GradRule
+from ._registry import GradRegistry, GradRule, SeedGradFn, ShortGradFn
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
 
 __all__ = ["FOLD_MAX", "subgraph_inputs"]
@@ -367,11 +366,9 @@ class _GradientPass:
         return copy_node(node, outputs)
 
     def node_error(self, node: NodeProto, message: str) -> GradientError:
-        domain = node.domain or "ai.onnx"
         name = f" {node.name!r}" if node.name else ""
-        return GradientError(
-            f"node{name} ({domain}::{node.op_type} -> {list(node.output)}) at opset {self.opset}: {message}"
-        )
+        label = op_label(node.domain, node.op_type)
+        return GradientError(f"node{name} ({label} -> {list(node.output)}) at opset {self.opset}: {message}")
 
     # -- the pass ---------------------------------------------------------------------
     def _upgrade(self, nodes: list[NodeProto], types: dict[str, ValueType], fields: list[Fields]) -> list[NodeProto]:
@@ -744,14 +741,13 @@ class _GradientPass:
         fields = self._fields[i]
         ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
         dy = out_grads[0] if out_grads else None
+        # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
         try:
-            result = rule.fn(ctx, dy)
+            grads = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
         except BuilderError as e:
             fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
             raise self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {e}") from None
-        if result is None or isinstance(result, str):
-            result = (result,)
-        result = list(result)
+        result = [grads] if grads is None or isinstance(grads, str) else list(grads)
         inputs = fields[2]
         n_in = len(inputs)
         out = []
@@ -790,7 +786,7 @@ class _GradientPass:
         assert rule.fn is not None
         accum = _SeedAccum()
         func = FunctionProto()
-        ok = rule.fn(node, out_grads[0] or "", accum, self.counter, func)
+        ok = cast("SeedGradFn", rule.fn)(node, out_grads[0] or "", accum, self.counter, func)
         if ok is False:
             raise self.node_error(node, "the registered (five-argument) rule returned False")
         for n in func.node:
@@ -827,7 +823,7 @@ class _GradientPass:
             extra = extra_outputs.get(i)
             if extra:
                 defined.update(extra.values())
-            if d and d != "ai.onnx" and d not in domains:
+            if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
         for names, outs, d in backward_io:
             for name in names:
@@ -835,7 +831,7 @@ class _GradientPass:
                     defined.add(name)
                     free.append(name)
             defined.update(outs)
-            if d and d != "ai.onnx" and d not in domains:
+            if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
         if self.zs is None:
             rank = {n: i for i, n in enumerate(self.free_order)}

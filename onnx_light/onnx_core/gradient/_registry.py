@@ -17,19 +17,53 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-__all__ = ["GradFn", "GradRule", "GradRegistry", "RegisterGradientFunction", "normalise_domain"]
+from ..ops import OpTable, normalise_domain, op_label
 
-GradFn = Callable[..., Any]
+if TYPE_CHECKING:
+    from .._proto import FunctionProto, NodeProto
+    from ._context import GradContext
+    from ._names import GradCounter
+
+__all__ = [
+    "GradFn",
+    "Grads",
+    "ShortGradFn",
+    "SeedGradFn",
+    "GradRule",
+    "GradRegistry",
+    "RegisterGradientFunction",
+    "normalise_domain",
+]
+
+#: what a short-form rule returns: one gradient name (or None) per input, or a single one
+Grads: TypeAlias = str | None | Sequence[str | None]
 
 
-def normalise_domain(domain: str) -> str:
-    """``"ai.onnx"`` and ``""`` name the same domain; the registry uses ``""``."""
-    return "" if domain in ("", "ai.onnx") else domain
+class ShortGradFn(Protocol):
+    """The short form ``fn(ctx, dy) -> Grads``.
+
+    ``dy`` is the gradient of output 0; for a multi-output op whose output 0 has none it
+    is None, and the rule reads ``ctx.output_grads``.
+    """
+
+    def __call__(self, ctx: GradContext, dy: str, /) -> Grads: ...
 
 
-def _is_seed_form(fn: GradFn) -> bool:
+class SeedGradFn(Protocol):
+    """The seed's form ``fn(node, output_grad, grad_accum, counter, func) -> bool``."""
+
+    def __call__(
+        self, node: NodeProto, output_grad: str, grad_accum: Any, counter: GradCounter, func: FunctionProto, /
+    ) -> bool | None: ...
+
+
+#: a gradient rule, in either form
+GradFn: TypeAlias = ShortGradFn | SeedGradFn
+
+
+def _is_seed_form(fn: Callable[..., Any]) -> bool:
     try:
         params = [
             p
@@ -75,11 +109,20 @@ class GradRule:
         return self.since <= opset and (self.until is None or opset <= self.until)
 
 
-class GradRegistry:
-    """Gradient rules by ``(domain, op_type)``, each with an opset range."""
+_HOW = "register one with onnx_light.RegisterGradientFunction(domain, op_type, rule, registry=reg)"
 
-    def __init__(self) -> None:
-        self._rules: dict[tuple[str, str], list[GradRule]] = {}
+
+class GradRegistry:
+    """Gradient rules by ``(domain, op_type)``, each with an opset range.
+
+    Attributes:
+        table: the ``OpTable[GradRule]`` behind it (the one registry type of ``onnx_core.ops``).
+    """
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: OpTable[GradRule] | None = None) -> None:
+        self.table: OpTable[GradRule] = OpTable("gradient rule", _HOW) if table is None else table
 
     def register(
         self,
@@ -95,55 +138,39 @@ class GradRegistry:
     ) -> GradRule:
         """Adds (or replaces, for the same ``since``) a rule for ``domain::op_type``."""
         if fn is None and not no_grad:
-            raise ValueError(f"{domain or 'ai.onnx'}::{op_type}: a rule needs a function unless no_grad=True")
+            raise ValueError(f"{op_label(domain, op_type)}: a rule needs a function unless no_grad=True")
+        seed = _is_seed_form(fn) if fn is not None else False
         rule = GradRule(
-            normalise_domain(domain),
-            op_type,
-            fn,
-            since,
-            until,
-            _is_seed_form(fn) if fn is not None else False,
-            broadcast,
-            no_grad,
-            frozenset(nondiff),
+            normalise_domain(domain), op_type, fn, since, until, seed, broadcast, no_grad, frozenset(nondiff)
         )
-        rules = self._rules.setdefault((rule.domain, op_type), [])
-        rules[:] = [r for r in rules if r.since != since]
-        rules.append(rule)
-        rules.sort(key=lambda r: r.since)
+        self.table.register(rule.domain, op_type, rule, since=since, until=until)
         return rule
 
     def lookup(self, domain: str, op_type: str, opset: int) -> GradRule | None:
         """The newest rule for ``domain::op_type`` that covers ``opset``, or None."""
-        best = None
-        for rule in self._rules.get((normalise_domain(domain), op_type), ()):
-            if rule.covers(opset):
-                best = rule
-        return best
+        return self.table.lookup(domain, op_type, opset)
 
     def versions(self, domain: str, op_type: str) -> list[tuple[int, int | None]]:
         """The ``(since, until)`` ranges registered for ``domain::op_type``."""
-        return [(r.since, r.until) for r in self._rules.get((normalise_domain(domain), op_type), ())]
+        return self.table.versions(domain, op_type)
 
     def ops(self) -> list[tuple[str, str]]:
         """Every registered ``(domain, op_type)``, sorted."""
-        return sorted(self._rules)
+        return self.table.ops()
 
     def rules(self) -> list[GradRule]:
         """Every registered rule."""
-        return [r for rs in self._rules.values() for r in rs]
+        return [e.value for e in self.table.entries()]
 
     def copy(self) -> GradRegistry:
         """An independent registry with the same rules."""
-        new = GradRegistry()
-        new._rules = {k: list(v) for k, v in self._rules.items()}
-        return new
+        return GradRegistry(self.table.copy())
 
     def __contains__(self, key: tuple[str, str]) -> bool:
-        return (normalise_domain(key[0]), key[1]) in self._rules
+        return key in self.table
 
     def __len__(self) -> int:
-        return len(self._rules)
+        return len(self.table)
 
 
 def RegisterGradientFunction(  # noqa: N802  (the seed's name)
@@ -167,7 +194,7 @@ def RegisterGradientFunction(  # noqa: N802  (the seed's name)
         The rule function (so the decorator form leaves it usable).
     """
 
-    def add(f: GradFn) -> GradFn:
+    def add(f: Any) -> Any:
         registry.register(domain, op_type, f, since=since, until=until, broadcast=broadcast, nondiff=nondiff)
         return f
 

@@ -8,11 +8,17 @@ registering into a given :class:`GradRegistry`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
-from ._registry import GradFn, GradRegistry
+from ._registry import GradRegistry, Grads, ShortGradFn
+
+if TYPE_CHECKING:
+    from ._context import GradContext
 
 __all__ = ["rule", "elementwise", "linear", "no_grad"]
+
+#: a short-form rule, as the ``rule`` decorator returns it unchanged
+R = TypeVar("R", bound=ShortGradFn)
 
 
 def rule(
@@ -23,10 +29,10 @@ def rule(
     until: int | None = None,
     broadcast: bool = False,
     nondiff: Sequence[int] = (),
-) -> Callable[[GradFn], GradFn]:
+) -> Callable[[R], R]:
     """Decorator registering a short-form rule ``fn(ctx, dy)`` for one or more ops."""
 
-    def register(fn: GradFn) -> GradFn:
+    def register(fn: R) -> R:
         for op in op_types:
             registry.register(domain, op, fn, since=since, until=until, broadcast=broadcast, nondiff=nondiff)
         return fn
@@ -38,14 +44,14 @@ def elementwise(
     registry: GradRegistry,
     domain: str,
     op_type: str,
-    fn: Callable[[Any, str], str],
+    fn: Callable[[GradContext, str], str | None],
     *,
     since: int = 1,
     nondiff: Sequence[int] = (),
 ) -> None:
     """An op with one differentiable input: ``fn(ctx, dy)`` returns dX."""
 
-    def grad(ctx: Any, dy: str) -> tuple[str | None, ...]:
+    def grad(ctx: GradContext, dy: str) -> Grads:
         return (fn(ctx, dy),)
 
     grad.__doc__ = fn.__doc__
@@ -54,7 +60,7 @@ def elementwise(
 
 
 def linear(
-    registry: GradRegistry, domain: str, op_type: str, fn: GradFn, *, since: int = 1, broadcast: bool = False
+    registry: GradRegistry, domain: str, op_type: str, fn: ShortGradFn, *, since: int = 1, broadcast: bool = False
 ) -> None:
     """An op linear in its inputs: ``fn(ctx, dy)`` returns the transpose applied to dy.
 

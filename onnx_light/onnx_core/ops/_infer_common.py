@@ -74,7 +74,7 @@ def ints_of(ctx: InferContext, i: int) -> list[int] | None:
         return None
     a = np.asarray(v).reshape(-1)
     if a.dtype.kind in "iu":  # Python ints, as int(x) gives, in one call
-        return a.tolist()  # type: ignore[no-any-return]
+        return a.tolist()
     return [int(x) for x in a]
 
 
@@ -140,7 +140,7 @@ def dims_value(ctx: InferContext, i: int) -> list[Dim] | None:
         a = np.asarray(v)
         kind = a.dtype.kind
         if kind in "iu":
-            return a.reshape(-1).tolist()  # type: ignore[no-any-return]
+            return a.reshape(-1).tolist()
         if kind == "b":
             return [int(x) for x in a.reshape(-1)]
         return None

@@ -148,7 +148,7 @@ def _sym_entry(op: str, a: Dim, b: Dim) -> Dim:
     """One entry of integer arithmetic on partly known shape values."""
     if isinstance(a, int) and isinstance(b, int):
         r = _BINARY_FOLD[op](np.array(a), np.array(b))
-        return bool(r) if r.dtype == bool else int(r)  # type: ignore[return-value]
+        return bool(r) if r.dtype == bool else int(r)
     if op in ("Mul", "Div") and b == 1:
         return a
     if op == "Mul" and a == 1:
@@ -158,7 +158,7 @@ def _sym_entry(op: str, a: Dim, b: Dim) -> Dim:
     if op == "Add" and a == 0:
         return b
     if op == "Equal" and isinstance(a, str) and a == b:
-        return True  # type: ignore[return-value]
+        return True
     return None
 
 

@@ -170,7 +170,7 @@ def _fold_reshape(ctx: InferContext, p: np.ndarray | None, shape: tuple[Dim, ...
     v = value(ctx, 0)
     if v is not None and small(v):
         return v.reshape(shape)  # type: ignore[arg-type]
-    return finish(p.reshape(shape)) if p is not None else None  # type: ignore[arg-type]
+    return finish(p.reshape(shape)) if p is not None else None
 
 
 @infer("Unsqueeze")

@@ -75,6 +75,10 @@ class OpTable(Generic[T]):
         entries.sort(key=lambda e: e.since)
         return entry
 
+    def remove(self, domain: str, op_type: str) -> None:
+        """Drops every entry of ``domain::op_type`` (no error when there is none)."""
+        self._entries.pop((normalise_domain(domain), op_type), None)
+
     def entry(self, domain: str, op_type: str, opset: int) -> Entry[T] | None:
         """The newest entry for ``domain::op_type`` covering ``opset``, or None."""
         best = None

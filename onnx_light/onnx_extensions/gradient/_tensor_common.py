@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ...onnx_core import TensorProto
+from ...onnx_core.gradient import GradContext
 from ...onnx_core.helper import tensor_dtype_to_np_dtype
 from ...onnx_core.numpy_helper import from_array
 
@@ -25,7 +24,7 @@ INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
 
 
-def const_ints(ctx: Any, name: str) -> list[int] | None:
+def const_ints(ctx: GradContext, name: str) -> list[int] | None:
     """The value of an integer input known when the pass runs (initializer, Constant, folded shape).
 
     None when ``name`` is omitted or computed at run time.
@@ -38,7 +37,7 @@ def const_ints(ctx: Any, name: str) -> list[int] | None:
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
 
-def arg_ints(ctx: Any, index: int, attr: str) -> tuple[str, list[int] | None]:
+def arg_ints(ctx: GradContext, index: int, attr: str) -> tuple[str, list[int] | None]:
     """An integer argument given as input ``index`` or (older opsets) attribute ``attr``.
 
     Returns ``(name, values)``: the input name ("" when the argument is absent) and its
@@ -54,14 +53,14 @@ def arg_ints(ctx: Any, index: int, attr: str) -> tuple[str, list[int] | None]:
     return ctx.ints(values), values
 
 
-def pad_axes(ctx: Any, x: str, rank: int, axes: list[int], begins: list[int], ends: list[int]) -> str:
+def pad_axes(ctx: GradContext, x: str, rank: int, axes: list[int], begins: list[int], ends: list[int]) -> str:
     """``Pad(x)`` by ``begins``/``ends`` on non-negative ``axes``, written as full-rank pads
     with no ``axes`` input: onnxruntime's transpose optimizer moves a Transpose across a Pad
     that has ``axes`` without permuting them (wrong shapes, seen on torch's exports)."""
     pads = [0] * (2 * rank)
     for a, b, e in zip(axes, begins, ends):
         pads[a], pads[rank + a] = b, e
-    return ctx.op.Pad(x, ctx.ints(pads))  # type: ignore[no-any-return]
+    return ctx.op.Pad(x, ctx.ints(pads))
 
 
 def norm_axis(axis: int, rank: int) -> int:
@@ -69,7 +68,7 @@ def norm_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def zeros_of_shape(ctx: Any, shape: str, like: str) -> str:
+def zeros_of_shape(ctx: GradContext, shape: str, like: str) -> str:
     """``ConstantOfShape(shape)`` holding zeros of ``like``'s element type."""
     dtype = ctx.dtype(like)
     try:
@@ -81,7 +80,7 @@ def zeros_of_shape(ctx: Any, shape: str, like: str) -> str:
     return ctx.op.ConstantOfShape(shape, value=from_array(np.zeros((1,), np_dtype)))
 
 
-def dim_of(ctx: Any, name: str, axis: int) -> str:
+def dim_of(ctx: GradContext, name: str, axis: int) -> str:
     """A 1-D int64 holding dimension ``axis`` (non-negative) of ``name``."""
     shape = ctx.shape(name)
     if shape is not None and axis < len(shape) and isinstance(shape[axis], int):
@@ -89,7 +88,7 @@ def dim_of(ctx: Any, name: str, axis: int) -> str:
     return ctx.op.Shape(name, start=axis, end=axis + 1)
 
 
-def index64(ctx: Any, name: str) -> str:
+def index64(ctx: GradContext, name: str) -> str:
     """``name`` (indices of int32 or int64) as int64: the index arithmetic rules emit (Add,
     Less, Concat with int64 constants) and ScatterND/GatherND take int64 only."""
     if ctx.dtype(name) == TensorProto.INT64:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._masks import mask
 from ._table import elementwise, rule
 
 
-def _c(ctx, value):  # type: ignore[no-untyped-def]
+def _c(ctx: GradContext, value: float) -> str:
     """A scalar constant of the input's type."""
     return ctx.const(float(value), like=ctx.input(0))
 
 
-def _positive(ctx):  # type: ignore[no-untyped-def]
+def _positive(ctx: GradContext) -> str:
     return ctx.op.Greater(ctx.input(0), _c(ctx, 0.0))
 
 
@@ -33,7 +34,7 @@ elementwise(
 elementwise("", "Tanh", lambda ctx, dy: ctx.op.Sub(dy, ctx.op.Mul(ctx.op.Mul(dy, ctx.output(0)), ctx.output(0))))
 
 
-def _relu(ctx, dy):  # type: ignore[no-untyped-def]
+def _relu(ctx: GradContext, dy: str) -> str:
     """dX = dY * [Y != 0]: Y = max(X, 0) is non-zero exactly where X > 0.
 
     The indicator is ``Cast(Cast(Y, bool), type of Y)``: no constant, and onnxruntime runs
@@ -70,13 +71,13 @@ elementwise(
 elementwise("", "Softplus", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Sigmoid(ctx.input(0))))
 
 
-def _elu(ctx, dy):  # type: ignore[no-untyped-def]
+def _elu(ctx: GradContext, dy: str) -> str:
     """dX = dY where X > 0 else dY * (Y + alpha)   (alpha * exp(X) = Y + alpha there)."""
     alpha = _c(ctx, ctx.attr("alpha", 1.0))
     return ctx.op.Where(_positive(ctx), dy, ctx.op.Mul(dy, ctx.op.Add(ctx.output(0), alpha)))
 
 
-def _selu(ctx, dy):  # type: ignore[no-untyped-def]
+def _selu(ctx: GradContext, dy: str) -> str:
     """dX = dY * (gamma where X > 0 else Y + gamma * alpha)."""
     alpha = ctx.attr("alpha", 1.67326319217681884765625)
     gamma = ctx.attr("gamma", 1.05070102214813232421875)
@@ -84,7 +85,7 @@ def _selu(ctx, dy):  # type: ignore[no-untyped-def]
     return ctx.op.Mul(dy, slope)
 
 
-def _celu(ctx, dy):  # type: ignore[no-untyped-def]
+def _celu(ctx: GradContext, dy: str) -> str:
     """dX = dY where X > 0 else dY * exp(X / alpha).
 
     Reads only X, so the (float32-only) Celu node is not re-emitted.
@@ -93,20 +94,20 @@ def _celu(ctx, dy):  # type: ignore[no-untyped-def]
     return ctx.op.Where(_positive(ctx), dy, ctx.op.Mul(dy, inner))
 
 
-def _softsign(ctx, dy):  # type: ignore[no-untyped-def]
+def _softsign(ctx: GradContext, dy: str) -> str:
     """dX = dY / (1 + |X|)^2."""
     d = ctx.op.Add(ctx.op.Abs(ctx.input(0)), _c(ctx, 1.0))
     return ctx.op.Div(dy, ctx.op.Mul(d, d))
 
 
-def _hard_sigmoid(ctx, dy):  # type: ignore[no-untyped-def]
+def _hard_sigmoid(ctx: GradContext, dy: str) -> str:
     """dX = alpha * dY where 0 < Y < 1, else 0: ``Mul(dY, alpha * mask)``, see ``_masks``."""
     y = ctx.output(0)
     inside = ctx.op.And(ctx.op.Greater(y, _c(ctx, 0.0)), ctx.op.Less(y, _c(ctx, 1.0)))
     return ctx.op.Mul(dy, ctx.op.Mul(mask(ctx, inside, y), _c(ctx, ctx.attr("alpha", 0.2))))
 
 
-def _hard_swish(ctx, dy):  # type: ignore[no-untyped-def]
+def _hard_swish(ctx: GradContext, dy: str) -> str:
     """Y = X * max(0, min(1, X/6 + 1/2)): dX = 0 for X < -3, dY for X > 3, dY * (X/3 + 1/2) between
     (at the kinks PyTorch's one-sided choice: 0 at X = -3, 1 at X = 3).
 
@@ -119,7 +120,7 @@ def _hard_swish(ctx, dy):  # type: ignore[no-untyped-def]
     return ctx.op.Mul(dy, ctx.op.Add(ctx.op.Mul(inside, middle), above))
 
 
-def _gelu(ctx, dy):  # type: ignore[no-untyped-def]
+def _gelu(ctx: GradContext, dy: str) -> str:
     """approximate="none": Y = X Phi(X), dX = dY * (Phi(X) + X phi(X)),
     Phi(X) = (1 + erf(X / sqrt 2)) / 2, phi(X) = exp(-X^2 / 2) / sqrt(2 pi).
 
@@ -140,7 +141,7 @@ def _gelu(ctx, dy):  # type: ignore[no-untyped-def]
     return ctx.op.Mul(dy, ctx.op.Add(cdf, ctx.op.Mul(x, pdf)))
 
 
-def _mish(ctx, dy):  # type: ignore[no-untyped-def]
+def _mish(ctx: GradContext, dy: str) -> str:
     """Y = X tanh(softplus(X)): dX = dY * (T + X (1 - T^2) sigmoid(X)), T = tanh(softplus(X))."""
     x = ctx.input(0)
     t = ctx.op.Tanh(ctx.op.Softplus(x))
@@ -158,7 +159,7 @@ elementwise("", "Gelu", _gelu, since=20)
 elementwise("", "Mish", _mish)
 
 
-def _softmax_axes(ctx):  # type: ignore[no-untyped-def]
+def _softmax_axes(ctx: GradContext) -> str:
     """The ``axis`` attribute (default -1) as a 1-D Constant; refused outside [-rank, rank - 1]."""
     axis = int(ctx.attr("axis", -1))
     rank = ctx.rank(ctx.input(0))
@@ -168,7 +169,7 @@ def _softmax_axes(ctx):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Softmax", since=13)
-def softmax_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def softmax_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Y * (dY - sum(dY * Y, axis))   (axis default -1, opset 13 semantics)."""
     y = ctx.output(0)
     axes = _softmax_axes(ctx)
@@ -176,7 +177,7 @@ def softmax_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "LogSoftmax", since=13)
-def log_softmax_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def log_softmax_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY - exp(Y) * sum(dY, axis)   (axis default -1, opset 13 semantics)."""
     y = ctx.output(0)
     axes = _softmax_axes(ctx)

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
 @rule("", "Add", broadcast=True)
-def add_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def add_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY, dB = dY."""
     return dy, dy
 
 
 @rule("", "Sub", broadcast=True)
-def sub_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def sub_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY, dB = -dY."""
     return dy, (ctx.op.Neg(dy) if ctx.needs_grad(1) else None)
 
 
 @rule("", "Mul", broadcast=True)
-def mul_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def mul_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY * B, dB = dY * A."""
     a, b = ctx.inputs
     return (
@@ -28,7 +29,7 @@ def mul_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Div", broadcast=True)
-def div_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def div_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY / B, dB = -dY * Y / B."""
     a, b = ctx.inputs
     da = ctx.op.Div(dy, b) if ctx.needs_grad(0) else None
@@ -37,7 +38,7 @@ def div_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Mod", broadcast=True)
-def mod_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def mod_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = A - q * B with q = floor(A / B) (fmod=0) or trunc(A / B) (fmod=1): dA = dY, dB = -dY * q.
 
     Integer operands carry no gradient; q is piecewise constant.
@@ -55,7 +56,7 @@ def mod_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "PRelu", broadcast=True)
-def prelu_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def prelu_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = X if X > 0 else slope * X: dX = dY * (1 or slope), dSlope = dY * X where X <= 0."""
     x, slope = ctx.inputs
     positive = ctx.op.Greater(x, ctx.const(0.0, like=x))

@@ -17,12 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...onnx_core import GraphProto, ValueInfoProto, helper
-from ...onnx_core.gradient import FLOAT_TYPES, GradContext
+from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads
 from ._recurrent_lowering import lower_recurrent
 from ._subgraph import elem_type, tensor_info, vjp_nodes
 from ._table import rule
-
-Grads = list[str | None]
 
 
 def _outer_info(ctx: GradContext, name: str) -> ValueInfoProto:
@@ -169,7 +167,7 @@ def scan_grad(ctx: GradContext, dy: str) -> Grads:
         ctx.declare(name, info)
     for name, i in zip(results[len(infos) :], scans):
         ctx.declare(name, spec.body.input[n + i], scan_axis=spec.in_axes[i])
-    grads: Grads = [None] * (n + m)
+    grads: list[str | None] = [None] * (n + m)
     for j, g in zip(states, results):
         grads[j] = g
     w_grads = dict(zip(wrt, results[len(states) : len(states) + len(wrt)]))
@@ -234,7 +232,7 @@ def loop_grad(ctx: GradContext, dy: str) -> Grads:
     results = [results] if isinstance(results, str) else list(results)
     for name, src in zip(results, [*(ctx.input(2 + j) for j in carried), *wrt]):
         ctx.declare(name, _outer_info(ctx, src))
-    grads: Grads = [None] * len(ctx.inputs)
+    grads: list[str | None] = [None] * len(ctx.inputs)
     for j, g in zip(carried, results):
         grads[2 + j] = g
     w_grads = dict(zip(wrt, results[len(carried) :]))

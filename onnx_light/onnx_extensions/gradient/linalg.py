@@ -7,20 +7,23 @@ broadcast=True.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
-def _sum_to(ctx, g, g_shape, x):  # type: ignore[no-untyped-def]
+def _sum_to(ctx: GradContext, g: str, g_shape: tuple[Any, ...] | None, x: str) -> str:
     """Sums ``g`` (of shape ``g_shape``, None when unknown) back to the shape of ``x``."""
     return ctx.unbroadcast(g, x, frm=g, shape=g_shape)
 
 
-def _swap_last(ctx, v, rank):  # type: ignore[no-untyped-def]
+def _swap_last(ctx: GradContext, v: str, rank: int) -> str:
     return ctx.op.Transpose(v, perm=[*range(rank - 2), rank - 1, rank - 2])
 
 
 @rule("", "MatMul")
-def matmul_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def matmul_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY @ B^T, dB = A^T @ dY, summed over broadcast batch dims.
 
     A 1-D operand is promoted as numpy does (A to (1, k), B to (k, 1)) and dY gets the
@@ -74,7 +77,7 @@ def matmul_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Gemm")
-def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gemm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = alpha * A' @ B' + beta * C, with A' = A^T if transA, B' = B^T if transB.
 
     dA = alpha * dY @ B'^T (transposed back if transA), dB = alpha * A'^T @ dY (likewise),
@@ -95,7 +98,7 @@ def gemm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (da, db, dc)[: len(ctx.inputs)]
 
 
-def _parse_einsum(ctx, equation):  # type: ignore[no-untyped-def]
+def _parse_einsum(ctx: GradContext, equation: str) -> tuple[list[str], str]:
     """(input terms, output term) of an equation, the implicit output made explicit."""
     eq = equation.replace(" ", "")
     lhs, arrow, out = eq.partition("->")
@@ -110,7 +113,7 @@ def _parse_einsum(ctx, equation):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Einsum")
-def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def einsum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX_i = Einsum(dY, X_j for j != i) with the equation "out,t_j...->t_i".
 
     An index of t_i found neither in the output nor in another operand was summed
@@ -126,7 +129,7 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
     terms, out = _parse_einsum(ctx, equation)
     y = ctx.output(0)
     dims = [_letter_dims(ctx.shape(x), t) for x, t in zip(ctx.inputs, terms)]
-    grads = []
+    grads: list[str | None] = []
     for i, (x, t) in enumerate(zip(ctx.inputs, terms)):
         if not ctx.needs_grad(i):
             grads.append(None)
@@ -163,7 +166,7 @@ def einsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return tuple(grads)
 
 
-def _letter_dims(shape, term):  # type: ignore[no-untyped-def]
+def _letter_dims(shape: tuple[Any, ...] | None, term: str) -> dict[str, Any]:
     """The dim of each letter of ``term`` in an operand of ``shape`` (None: rank unknown)."""
     if shape is None:
         return {}
@@ -174,7 +177,7 @@ def _letter_dims(shape, term):  # type: ignore[no-untyped-def]
     return out
 
 
-def _broadcast_dim(dims):  # type: ignore[no-untyped-def]
+def _broadcast_dim(dims: list[Any]) -> Any:
     """The size a letter takes over operands whose dims for it are ``dims`` (1 broadcasts;
     None when a symbolic or unknown dim leaves it open)."""
     sizes = {d for d in dims if d != 1}
@@ -185,16 +188,16 @@ def _broadcast_dim(dims):  # type: ignore[no-untyped-def]
     return None
 
 
-def _fit_letters(ctx, g, x, t, t_grad, g_letters, y, out):  # type: ignore[no-untyped-def]
+def _fit_letters(ctx: GradContext, g: str, x: str, t: str, t_grad: str, g_letters: list[Any], y: str, out: str) -> str:
     """``g`` (X's gradient Einsum, lettered dims ``g_letters``) brought to X's shape: summed
     over a letter X broadcasts (size 1 in X, more in the others), expanded along a letter
     the others broadcast (more in X, size 1 in the gradient), ``...`` dims summed back."""
     xs = ctx.shape(x)
     letters = t.replace("...", "")
-    x_letters = [None] * len(letters) if xs is None else list(_letter_dims(xs, t).get(ch) for ch in letters)
+    x_letters: list[Any] = [None] * len(letters) if xs is None else [_letter_dims(xs, t).get(ch) for ch in letters]
     if "..." in t_grad:
         ys = ctx.shape(y)
-        shape = None
+        shape: tuple[Any, ...] | None = None
         if ys is not None and xs is not None:
             shape = (*ys[: len(ys) - len(out.replace("...", ""))], *g_letters)
         g = _sum_to(ctx, g, shape, x)  # sums the letters X broadcasts too

@@ -15,14 +15,13 @@ LogSoftmax's backward ``ds = dP - softmax * sum_c dP``; a gradient on its option
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
-def _mask(ctx: Any, labels: str, scores: str) -> str:
+def _mask(ctx: GradContext, labels: str, scores: str) -> str:
     """``M[i, c] = [c == l_i]`` in the scores' type, zero rows where ``l_i == ignore_index``.
 
     The class ids are a constant when the class count is static, else ``Range(0,
@@ -56,7 +55,9 @@ def _mask(ctx: Any, labels: str, scores: str) -> str:
     return ctx.op.CastLike(hit, scores)
 
 
-def _nll_backward(ctx: Any, dy: str | None, logp: str, labels: str, weights: str) -> tuple[str | None, str | None]:
+def _nll_backward(
+    ctx: GradContext, dy: str | None, logp: str, labels: str, weights: str
+) -> tuple[str | None, str | None]:
     """(dP, dWeights) of the negative log-likelihood of ``logp``; see the module docstring.
 
     ``logp`` is shaped like input 0, whose inferred shape gives the rank and class count.
@@ -88,14 +89,14 @@ def _nll_backward(ctx: Any, dy: str | None, logp: str, labels: str, weights: str
 
 
 @rule("", "NegativeLogLikelihoodLoss", nondiff=(1,))
-def nll_loss_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def nll_loss_grad(ctx: GradContext, dy: str) -> Grads:
     """dInput = -coef * M * w; dWeight as in the module docstring."""
     d_input, d_w = _nll_backward(ctx, dy, ctx.input(0), ctx.input(1), ctx.input(2))
     return (d_input, None, d_w)[: len(ctx.inputs)]
 
 
 @rule("", "SoftmaxCrossEntropyLoss", nondiff=(1,))
-def softmax_cross_entropy_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def softmax_cross_entropy_grad(ctx: GradContext, dy: str) -> Grads:
     """dScores = dP - softmax(scores) * sum_c dP, with dP the NLL gradient plus d(log_prob).
 
     P is the forward node's ``log_prob`` output (computed by the re-emitted node when the
@@ -118,7 +119,7 @@ def softmax_cross_entropy_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (d_scores, None, d_w)[: len(ctx.inputs)]
 
 
-def _unweighted_scores_grad(ctx: Any, dy: str, scores: str, labels: str, logp: str) -> str:
+def _unweighted_scores_grad(ctx: GradContext, dy: str, scores: str, labels: str, logp: str) -> str:
     """dScores = coef * (softmax * [l != ignore_index] - M) (no class weights)."""
     shape = ctx.shape(scores)
     mask = _mask(ctx, labels, scores)

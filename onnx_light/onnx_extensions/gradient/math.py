@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ...onnx_core.gradient import GradContext, Grads, ShortGradFn
 from ._masks import mask
 from ._table import elementwise, linear, no_grad, rule
 
@@ -26,13 +27,13 @@ linear("", "Neg", lambda ctx, dy: (ctx.op.Neg(dy),))
 
 
 @rule("", "Sum", broadcast=True)
-def sum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def sum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX_i = dY for every input."""
     return tuple(dy for _ in ctx.inputs)
 
 
 @rule("", "Mean", broadcast=True)
-def mean_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def mean_grad(ctx: GradContext, dy: str) -> Grads:
     """dX_i = dY / n for every input."""
     n = len(ctx.inputs)
     if n == 1:
@@ -57,11 +58,11 @@ elementwise("", "Sinh", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Cosh(ctx.input(0))
 elementwise("", "Cosh", lambda ctx, dy: ctx.op.Mul(dy, ctx.op.Sinh(ctx.input(0))))
 
 
-def _x2(ctx):  # type: ignore[no-untyped-def]
+def _x2(ctx: GradContext) -> str:
     return ctx.op.Mul(ctx.input(0), ctx.input(0))
 
 
-def _one(ctx):  # type: ignore[no-untyped-def]
+def _one(ctx: GradContext) -> str:
     return ctx.const(1.0, like=ctx.input(0))
 
 
@@ -75,7 +76,7 @@ elementwise("", "Acosh", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Sqrt(ctx.op.Sub(_
 elementwise("", "Atanh", lambda ctx, dy: ctx.op.Div(dy, ctx.op.Sub(_one(ctx), _x2(ctx))))
 
 
-def _erf(ctx, dy):  # type: ignore[no-untyped-def]
+def _erf(ctx: GradContext, dy: str) -> str:
     """dX = dY * 2/sqrt(pi) * exp(-X^2)."""
     gauss = ctx.op.Exp(ctx.op.Neg(_x2(ctx)))
     return ctx.op.Mul(ctx.op.Mul(dy, ctx.const(2.0 / math.sqrt(math.pi), like=ctx.input(0))), gauss)
@@ -85,7 +86,7 @@ elementwise("", "Erf", _erf)
 
 
 @rule("", "Pow", broadcast=True)
-def pow_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def pow_grad(ctx: GradContext, dy: str) -> Grads:
     """dA = dY * B * A^(B-1); dB = dY * Y * log(A) (valid for A > 0).
 
     The exponent may be an integer tensor (then it has no gradient) or another float type
@@ -108,7 +109,7 @@ def pow_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 # -- selection ----------------------------------------------------------------------------
 @rule("", "Where", broadcast=True, nondiff=(0,))
-def where_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def where_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY where C else 0; dY' = 0 where C else dY (the condition has none)."""
     cond, x, _ = ctx.inputs
     zero = ctx.const(0.0, like=x)
@@ -119,7 +120,7 @@ def where_grad(ctx, dy):  # type: ignore[no-untyped-def]
     )
 
 
-def _extremum_grad(wins: str):  # type: ignore[no-untyped-def]
+def _extremum_grad(wins: str) -> ShortGradFn:
     """The rule of Max (``wins="GreaterOrEqual"``) or Min (``"LessOrEqual"``).
 
     dX_i = dY * [X_i == Y] / #{j : X_j == Y}: tied inputs share the gradient equally,
@@ -128,7 +129,7 @@ def _extremum_grad(wins: str):  # type: ignore[no-untyped-def]
     each other, so the forward result is not needed.
     """
 
-    def grad(ctx, dy):  # type: ignore[no-untyped-def]
+    def grad(ctx: GradContext, dy: str) -> Grads:
         if len(ctx.inputs) == 1:
             return (dy,)
         y = ctx.output(0)
@@ -155,7 +156,7 @@ rule("", "Min", broadcast=True)(_extremum_grad("LessOrEqual"))
 
 
 @rule("", "Clip", broadcast=True)
-def clip_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def clip_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY where min <= X <= max (i.e. Y == X); dmin = dY where X < min; dmax = dY where X > max.
 
     A tie at a bound goes to X, as in PyTorch's ``clamp``. Assumes min <= max (when
@@ -172,7 +173,7 @@ def clip_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 # -- type conversion and dropout ----------------------------------------------------------
-def _cast_back(ctx, dy, x):  # type: ignore[no-untyped-def]
+def _cast_back(ctx: GradContext, dy: str, x: str) -> str:
     dtype = ctx.dtype(x)
     return ctx.op.Cast(dy, to=dtype) if dtype else ctx.op.CastLike(dy, x)
 
@@ -183,7 +184,7 @@ elementwise("", "CastLike", lambda ctx, dy: _cast_back(ctx, dy, ctx.input(0)), n
 
 
 @rule("", "Dropout", since=12, nondiff=(1, 2))
-def dropout_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def dropout_grad(ctx: GradContext, dy: str) -> Grads:
     """Inference (no ``training_mode``): dX = dY. Training: dX = dY * mask / (1 - ratio).
 
     With a ``training_mode`` input (a constant or not), the scale is chosen at run time,

@@ -37,6 +37,7 @@ from onnx_light.onnx_core.ops import (
     window,
 )
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
@@ -47,7 +48,7 @@ Geometry = Window
 ``size`` and ``out`` hold None where a dim is only known at run time (``geo.is_static``)."""
 
 
-def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
+def _spatial(ctx: GradContext, name: str, what: str) -> tuple[Any, ...]:
     """The static shape of a convolution's weight ``name``."""
     shape = ctx.shape(name)
     if shape is None or len(shape) < 3 or not all(isinstance(d, int) for d in shape):
@@ -58,7 +59,7 @@ def _spatial(ctx: Any, name: str, what: str) -> tuple[Any, ...]:
     return tuple(shape)
 
 
-def _input_dims(ctx: Any, name: str, nd: int) -> list[Any]:
+def _input_dims(ctx: GradContext, name: str, nd: int) -> list[Any]:
     """The ``nd`` spatial dims of input ``name`` (None where unknown, e.g. symbolic)."""
     shape = ctx.shape(name)
     if shape is None or len(shape) != nd + 2:
@@ -66,12 +67,12 @@ def _input_dims(ctx: Any, name: str, nd: int) -> list[Any]:
     return [d if isinstance(d, int) else None for d in shape[2:]]
 
 
-def _int_list(ctx: Any, name: str, default: list[int]) -> list[int]:
+def _int_list(ctx: GradContext, name: str, default: list[int]) -> list[int]:
     value = ctx.attr(name)
     return [int(v) for v in value] if value is not None else list(default)
 
 
-def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geometry:
+def conv_geometry(ctx: GradContext, kernel: list[int], ceil_mode: bool = False) -> Geometry:
     """The geometry of a Conv or pooling node (``kernel`` fixes the number of spatial axes).
 
     The output dims are computed here, as onnxruntime does: with ``ceil_mode`` a last
@@ -94,7 +95,7 @@ def conv_geometry(ctx: Any, kernel: list[int], ceil_mode: bool = False) -> Geome
         ) from None
 
 
-def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int, like: str | None = None) -> str:
+def transpose_into(ctx: GradContext, dy: str, w: str, geo: Geometry, group: int, like: str | None = None) -> str:
     """The adjoint of ``Conv(·, w)`` with geometry ``geo`` applied to ``dy``: one ConvTranspose.
 
     The end pad is what makes the last window end exactly at the input's end; when the
@@ -131,7 +132,7 @@ def transpose_into(ctx: Any, dy: str, w: str, geo: Geometry, group: int, like: s
 
 
 def correlate(
-    ctx: Any,
+    ctx: GradContext,
     inp: str,
     wt: str,
     *,
@@ -176,11 +177,11 @@ def correlate(
 _INT64_MAX = (1 << 63) - 1
 
 
-def _swap01(ctx: Any, t: str, rank: int) -> str:
+def _swap01(ctx: GradContext, t: str, rank: int) -> str:
     return ctx.op.Transpose(t, perm=[1, 0, *range(2, rank)])
 
 
-def _group_major(ctx: Any, t: str, channels: int, group: int, spatial: list[Any]) -> str:
+def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: list[Any]) -> str:
     """``(N, g*Cg, S...)`` -> ``(Cg, g*N, S...)``: channels per group become the batch.
 
     Symbolic spatial dims travel flattened into one axis and come back from ``Shape(t)``.
@@ -207,7 +208,7 @@ def _group_major(ctx: Any, t: str, channels: int, group: int, spatial: list[Any]
     return ctx.op.Reshape(moved, target([per, -1]))
 
 
-def _bias_grad(ctx: Any, dy: str, rank: int) -> str:
+def _bias_grad(ctx: GradContext, dy: str, rank: int) -> str:
     return ctx.op.ReduceSum(dy, ctx.ints([0, *range(2, rank)]), keepdims=0)
 
 
@@ -216,7 +217,7 @@ def _bias_grad(ctx: Any, dy: str, rank: int) -> str:
 _IM2COL_MAX_WINDOW = 25
 
 
-def _weight_grad_im2col(ctx: Any, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
+def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
     """dW of an ungrouped Conv as one batched matrix product over im2col columns.
 
     cols = Conv(X, E, group=C) with the forward's geometry and E (C*K, 1, k...) one-hot
@@ -248,7 +249,7 @@ def _weight_grad_im2col(ctx: Any, x: str, dy: str, w_shape: tuple[Any, ...], geo
 
 
 @rule("", "Conv")
-def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def conv_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = Conv(X, W) + B with W (M, C/g, k...):
 
     dX = ConvTranspose(dY, W) (same strides, dilations, groups, pads);
@@ -297,7 +298,7 @@ def conv_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (dx, dw, db)[: len(ctx.inputs)]
 
 
-def valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
+def valid_geometry(ctx: GradContext, kernel: list[int]) -> Geometry:
     """The geometry of the node's window without pads, on input dims known at run time."""
     nd = len(kernel)
     strides = _int_list(ctx, "strides", [1] * nd)
@@ -305,7 +306,7 @@ def valid_geometry(ctx: Any, kernel: list[int]) -> Geometry:
     return window([None] * nd, kernel, strides, dilations, None, "VALID")
 
 
-def same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str, str] | None:
+def same_padded(ctx: GradContext, x: str, kernel: list[int]) -> tuple[str, str, str, str] | None:
     """``auto_pad=SAME_*`` with strides > 1 on a symbolic axis (``ops.runtime_pad_axes``):
     ``(Pad(X, pads), begin, Shape(X)[2:], pads)`` with the pads computed at run time, else None.
 
@@ -331,7 +332,7 @@ def same_padded(ctx: Any, x: str, kernel: list[int]) -> tuple[str, str, str, str
     return ctx.op.Pad(x, pads), begin, n, pads
 
 
-def _transpose_window(ctx: Any, size: list[Any], kernel: list[int]) -> TransposeWindow:
+def _transpose_window(ctx: GradContext, size: list[Any], kernel: list[int]) -> TransposeWindow:
     """ConvTranspose's geometry (``ops.transpose_window``; None dims where ``size`` is unknown).
 
     The pass has upgraded older nodes to the opset-11+ split of an odd imposed padding.
@@ -357,7 +358,7 @@ def _transpose_window(ctx: Any, size: list[Any], kernel: list[int]) -> Transpose
 
 
 @rule("", "ConvTranspose")
-def conv_transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = ConvTranspose(X, W) + B with W (C, M/g, k...), Y[i*s + k*d - pad] += X[i] W[k]:
 
     dX = Conv(dY, W) (same strides, dilations, groups, begin pads);

@@ -12,14 +12,13 @@ the op's own Mean and InvStdDev outputs (stashed as float, as precise as X).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 
 
-def _standardize(ctx: Any, x: str, axes: str, eps: float) -> tuple[str, str, str]:
+def _standardize(ctx: GradContext, x: str, axes: str, eps: float) -> tuple[str, str, str]:
     """(centered, std, xhat) over ``axes`` (kept as size-1 dims)."""
     centered = ctx.op.Sub(x, ctx.op.ReduceMean(x, axes))
     var = ctx.op.ReduceMean(ctx.op.Mul(centered, centered), axes)
@@ -27,14 +26,16 @@ def _standardize(ctx: Any, x: str, axes: str, eps: float) -> tuple[str, str, str
     return centered, std, ctx.op.Div(centered, std)
 
 
-def _standardize_grad(ctx: Any, g: str, xhat: str, std: str, axes: str) -> str:
+def _standardize_grad(ctx: GradContext, g: str, xhat: str, std: str, axes: str) -> str:
     """dx = (g - mean(g) - xhat * mean(g * xhat)) / std."""
     centered_g = ctx.op.Sub(g, ctx.op.ReduceMean(g, axes))
     projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(ctx.op.Mul(g, xhat), axes))
     return ctx.op.Div(ctx.op.Sub(centered_g, projection), std)
 
 
-def _per_channel_standardize_grad(ctx: Any, dy: str, xhat: str, std: str, axes: str, scale_c: str) -> tuple[str, str]:
+def _per_channel_standardize_grad(
+    ctx: GradContext, dy: str, xhat: str, std: str, axes: str, scale_c: str
+) -> tuple[str, str]:
     """(dx, dy * xhat) for g = dY * s with s constant over ``axes`` (one value per channel):
 
     mean(g) = s mean(dY) and mean(g xhat) = s mean(dY xhat), so
@@ -46,12 +47,12 @@ def _per_channel_standardize_grad(ctx: Any, dy: str, xhat: str, std: str, axes: 
     return ctx.op.Mul(ctx.op.Sub(centered, projection), ctx.op.Div(scale_c, std)), dy_xhat
 
 
-def _per_channel(ctx: Any, v: str, rank: int) -> str:
+def _per_channel(ctx: GradContext, v: str, rank: int) -> str:
     """A (C,) vector shaped (C, 1, ...) to broadcast against (N, C, D...)."""
     return ctx.op.Unsqueeze(v, ctx.ints(list(range(1, rank - 1)))) if rank > 2 else v
 
 
-def _count(ctx: Any, x: str, axes: list[int]) -> str:
+def _count(ctx: GradContext, x: str, axes: list[int]) -> str:
     """The number of elements of ``x`` over ``axes``, in x's type."""
     shape = ctx.shape(x)
     if shape is not None and all(isinstance(shape[a], int) for a in axes):
@@ -60,7 +61,7 @@ def _count(ctx: Any, x: str, axes: list[int]) -> str:
     return ctx.op.CastLike(ctx.op.ReduceProd(dims, keepdims=0), x)
 
 
-def _channel_sum(ctx: Any, t: str, rank: int) -> str:
+def _channel_sum(ctx: GradContext, t: str, rank: int) -> str:
     return ctx.op.ReduceSum(t, ctx.ints([0, *range(2, rank)]), keepdims=0)
 
 
@@ -69,7 +70,7 @@ def _channel_sum(ctx: Any, t: str, rank: int) -> str:
 _LN_STASHED = {1: "float", 10: "float16", 16: "bfloat16"}
 
 
-def _layer_norm_stats(ctx: Any, x: str) -> tuple[str, str] | None:
+def _layer_norm_stats(ctx: GradContext, x: str) -> tuple[str, str] | None:
     """(Mean, InvStdDev) of the forward LayerNormalization in X's type, or None where the
     statistics must be recomputed (float64 X, whose float stash would lose precision)."""
     dtype = ctx.dtype(x)
@@ -83,7 +84,7 @@ def _layer_norm_stats(ctx: Any, x: str) -> tuple[str, str] | None:
 
 
 @rule("", "LayerNormalization")
-def layer_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def layer_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale + bias over axes [axis, rank), xhat = (X - mean) * inv, inv = 1/std:
 
     dX = (g - mean(g) - xhat mean(g xhat)) * inv with g = dY * scale,
@@ -143,7 +144,7 @@ def layer_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "BatchNormalization", since=15)
-def batch_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def batch_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = (X - mean) / std * scale + B per channel (axis 1), std = sqrt(var + eps).
 
     Inference: dX = dY scale / std, dScale = sum(dY xhat), dB = sum(dY),
@@ -176,7 +177,7 @@ def batch_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return dx, (sum_dy_xhat if ctx.needs_grad(1) else None), sum_dy, d_mean, d_var
 
 
-def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str | None, ...]:
+def _batch_norm_training(ctx: GradContext, dy: str, rank: int, eps: float) -> tuple[str | None, ...]:
     x, scale = ctx.input(0), ctx.input(1)
     red = [0, *range(2, rank)]
     axes = ctx.ints(red)
@@ -210,7 +211,7 @@ def _batch_norm_training(ctx: Any, dy: str, rank: int, eps: float) -> tuple[str 
 
 
 @rule("", "InstanceNormalization")
-def instance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def instance_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale + B per (n, c) over the spatial axes:
 
     dX = (g - mean(g) - xhat mean(g xhat)) / std with g = dY scale
@@ -230,7 +231,7 @@ def instance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "GroupNormalization", since=21)
-def group_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def group_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale[c] + bias[c], xhat standardized over (C/G, spatial) per (n, group):
 
     on X viewed as (N, G, -1): dX = (g - mean(g) - xhat mean(g xhat)) / std, g = dY scale;
@@ -254,7 +255,7 @@ def group_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "LpNormalization")
-def lp_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def lp_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = X / |X|_p along ``axis``:  dX = (dY - s * sum(dY * Y)) / |X|_p, with s = Y for
     p = 2 and s = sign(X) for p = 1."""
     x, y = ctx.input(0), ctx.output(0)
@@ -269,7 +270,7 @@ def lp_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "MeanVarianceNormalization")
-def mean_variance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def mean_variance_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = c / s with c = X - mean(X), sigma = sqrt(mean(c^2)), s = sigma + 1e-9 (the
     spec's function body):  dX = (dY - mean(dY) - c * mean(dY c) / (s sigma)) / s.
 
@@ -292,7 +293,7 @@ def mean_variance_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "RMSNormalization", since=23)
-def rms_norm_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def rms_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = xhat * scale, xhat = X / rms, rms = sqrt(mean(X^2 over [axis, rank)) + eps):
 
     dX = (g - xhat * mean(g xhat)) / rms with g = dY scale;  dScale = sum(dY xhat)

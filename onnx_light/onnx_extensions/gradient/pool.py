@@ -17,10 +17,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 from ._tensor_common import zeros_of_shape
 from .nn import Geometry, conv_geometry, same_padded, transpose_into, valid_geometry
@@ -33,7 +34,7 @@ _RANK_MAP_CONST_CELLS = 1 << 14
 _PREFIX_POOL_MAX_CELLS = 4
 
 
-def _flat_scatter(ctx, x: str, index: str, dy: str, column_major: bool) -> str:  # type: ignore[no-untyped-def]
+def _flat_scatter(ctx: GradContext, x: str, index: str, dy: str, column_major: bool) -> str:
     """Zeros shaped like ``x`` with ``dy`` added at the flat positions ``index``.
 
     Column-major indices (``storage_order=1``) are row-major positions in X viewed with
@@ -58,7 +59,7 @@ def _flat_scatter(ctx, x: str, index: str, dy: str, column_major: bool) -> str: 
     return ctx.op.Transpose(view, perm=[0, 1, *range(rank - 1, 1, -1)])
 
 
-def _tiling_geometry(ctx) -> Geometry | None:  # type: ignore[no-untyped-def]
+def _tiling_geometry(ctx: GradContext) -> Geometry | None:
     """The geometry when the windows tile the input: kernel == strides, dilations 1, and
     no window reads padding (a remainder the windows skip is allowed); else None."""
     shape = ctx.shape(ctx.input(0))
@@ -83,7 +84,7 @@ def _window_shapes(geo: Geometry, channels: int) -> tuple[list[int], list[int]]:
     return cells, windows
 
 
-def _spread(ctx, v: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
+def _spread(ctx: GradContext, v: str, geo: Geometry) -> str:
     """``v`` in the one-cell form repeated over each window's cells (window layout).
 
     One Concat of copies per spatial axis: onnxruntime runs it 5x faster than Tile and
@@ -95,7 +96,7 @@ def _spread(ctx, v: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
     return v
 
 
-def _rank_map(ctx, x: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def]
+def _rank_map(ctx: GradContext, x: str, geo: Geometry) -> str:
     """K - r at the cell with raster position r in its window of K cells (window layout)."""
     cells = int(np.prod(geo.kernel))
     window = (cells - np.arange(cells)).reshape([1, 1, *[d for k in geo.kernel for d in (1, k)]])
@@ -104,7 +105,7 @@ def _rank_map(ctx, x: str, geo: Geometry) -> str:  # type: ignore[no-untyped-def
     return ctx.op.Tile(ctx.const(window, like=x), ctx.ints([1, 1, *[d for o in geo.out for d in (o, 1)]]))
 
 
-def _in_windows(ctx, dy: str, geo: Geometry, grad) -> str:  # type: ignore[no-untyped-def]
+def _in_windows(ctx: GradContext, dy: str, geo: Geometry, grad: Callable[..., str]) -> str:
     """``grad(ctx, dy, geo, x, full)`` on X cut to the cells the tiling windows cover,
     padded back with zeros over the cells past the last window."""
     x, nd = ctx.input(0), geo.nd
@@ -118,7 +119,7 @@ def _in_windows(ctx, dy: str, geo: Geometry, grad) -> str:  # type: ignore[no-un
     return dx
 
 
-def _tiled_max_pool_grad(ctx, dy: str, geo: Geometry, x: str, full: list[int]) -> str:  # type: ignore[no-untyped-def]
+def _tiled_max_pool_grad(ctx: GradContext, dy: str, geo: Geometry, x: str, full: list[int]) -> str:
     """dX = up(dY) * [S == up(max_w S)], S = [X == up(Y)] * rank, for windows that tile X.
 
     X is viewed with each window's cells on their own axes (a Reshape, no copy) and
@@ -128,7 +129,7 @@ def _tiled_max_pool_grad(ctx, dy: str, geo: Geometry, x: str, full: list[int]) -
     cells the windows cover (see ``_in_windows``).
     """
     y = ctx.output(0)
-    channels = ctx.shape(ctx.input(0))[1]
+    channels = ctx.require_shape(ctx.input(0))[1]
     dtype = ctx.dtype(ctx.input(0))
     cells, windows = _window_shapes(geo, channels)
     to_windows, to_cells, to_full = ctx.ints(windows), ctx.ints(cells), ctx.ints([0, channels, *full])
@@ -143,7 +144,7 @@ def _tiled_max_pool_grad(ctx, dy: str, geo: Geometry, x: str, full: list[int]) -
     return ctx.op.Reshape(ctx.op.Mul(chosen, _spread(ctx, ctx.op.Reshape(dy, to_windows), geo)), to_full)
 
 
-def _prefix_max_pool_grad(ctx, dy: str, geo: Geometry, x: str, full: list[int]) -> str:  # type: ignore[no-untyped-def]
+def _prefix_max_pool_grad(ctx: GradContext, dy: str, geo: Geometry, x: str, full: list[int]) -> str:
     """dX for windows that tile X: dY routed to the first maximum in raster order by
     pools over the windows' leading sub-boxes, without a full-size comparison.
 
@@ -160,7 +161,7 @@ def _prefix_max_pool_grad(ctx, dy: str, geo: Geometry, x: str, full: list[int]) 
     ``x`` is X cut to the ``full`` cells the windows cover (see ``_in_windows``).
     """
     y = ctx.output(0)
-    channels = ctx.shape(ctx.input(0))[1]
+    channels = ctx.require_shape(ctx.input(0))[1]
     dtype = ctx.dtype(ctx.input(0))
     nd = geo.nd
 
@@ -192,7 +193,7 @@ def _prefix_max_pool_grad(ctx, dy: str, geo: Geometry, x: str, full: list[int]) 
 
 
 @rule("", "MaxPool")
-def max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX[I[o]] += dY[o], with I the forward's Indices output (flat over the N*C*D...
     elements, first max on ties).
 
@@ -214,7 +215,7 @@ def max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "AveragePool")
-def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def average_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ConvTranspose(dY / count, ones(C, 1, k...), group=C) with the forward's strides,
     dilations and pads; count(o) is the cells window o averages over.
 
@@ -258,7 +259,9 @@ def average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return (transpose_into(ctx, scaled, weights, geo, channels),)
 
 
-def _same_average_pool_grad(ctx: Any, dy: str, kernel: list[int], channels: int, padded: tuple[str, ...]) -> str:
+def _same_average_pool_grad(
+    ctx: GradContext, dy: str, kernel: list[int], channels: int, padded: tuple[str, ...]
+) -> str:
     """AveragePool with ``auto_pad=SAME_*``, strides > 1 and symbolic dims: the VALID pool
     of X padded at run time (``nn.same_padded``), whose gradient is cropped back to X.
 
@@ -287,7 +290,7 @@ def _same_average_pool_grad(ctx: Any, dy: str, kernel: list[int], channels: int,
     return dx
 
 
-def _inverse_counts(ctx: Any, geo: Geometry, dy: str) -> str:
+def _inverse_counts(ctx: GradContext, geo: Geometry, dy: str) -> str:
     """1 / count(o), shaped (1, 1, o...), computed at run time on a ones plane P (1, 1, X's spatial).
 
     valid(o) = Conv(P, ones(1, 1, k...)) with the forward's strides, dilations and pads
@@ -326,7 +329,7 @@ def _inverse_counts(ctx: Any, geo: Geometry, dy: str) -> str:
 
 
 @rule("", "GlobalAveragePool")
-def global_average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def global_average_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Expand(dY / prod(spatial dims), shape(X))."""
     x = ctx.input(0)
     shape = ctx.shape(x)
@@ -339,7 +342,7 @@ def global_average_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "GlobalMaxPool")
-def global_max_pool_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def global_max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX[n, c, argmax over the plane (first on ties)] = dY[n, c]; zero elsewhere."""
     x = ctx.input(0)
     to_planes = ctx.ints([0, 0, -1])

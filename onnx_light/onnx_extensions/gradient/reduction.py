@@ -31,13 +31,12 @@ where the sum is 0.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...onnx_core.gradient import GradContext, Grads
 from ._table import rule
 from ._tensor_common import arg_ints
 
 
-def _broadcastable(ctx: Any, value: str) -> str:
+def _broadcastable(ctx: GradContext, value: str) -> str:
     """``value`` (shaped like Y) with the reduced axes restored as size 1."""
     if int(ctx.attr("keepdims", 1)):
         return value
@@ -47,18 +46,18 @@ def _broadcastable(ctx: Any, value: str) -> str:
     return ctx.op.Unsqueeze(value, axes_name)
 
 
-def _spread(ctx: Any, g: str) -> str:
+def _spread(ctx: GradContext, g: str) -> str:
     return ctx.op.Expand(g, ctx.shape_of(ctx.inputs[0]))
 
 
 @rule("", "ReduceSum")
-def reduce_sum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_sum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Expand(g, Shape(X))."""
     return _spread(ctx, _broadcastable(ctx, dy))
 
 
 @rule("", "ReduceMean")
-def reduce_mean_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_mean_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Expand(g / n, Shape(X)), n the number of elements averaged."""
     x = ctx.inputs[0]
     shape_x, shape_y = ctx.static_shape(x), ctx.static_shape(ctx.output(0))
@@ -79,7 +78,7 @@ def _product(shape: tuple[int, ...]) -> int:
 
 
 @rule("", "ReduceMax", "ReduceMin")
-def reduce_extreme_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_extreme_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = m · g / Σm with m = (X == y): the gradient goes to the extreme elements,
     shared evenly between ties (the average of the one-sided derivatives)."""
     x = ctx.inputs[0]
@@ -92,7 +91,7 @@ def reduce_extreme_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "ReduceProd")
-def reduce_prod_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_prod_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = g · c, c_i = Π_{j≠i} X_j the co-product, with zeros counted per reduced group.
 
     With Z = [X == 0], N = Where(Z, 1, X), p = Π N, z = Σ Z and s = Σ Where(Z, X, 0) over
@@ -110,7 +109,7 @@ def reduce_prod_grad(ctx, dy):  # type: ignore[no-untyped-def]
     group = {"keepdims": 1, "noop_with_empty_axes": int(ctx.attr("noop_with_empty_axes", 0))}
 
     def over_group(op: str, value: str) -> str:
-        return getattr(ctx.op, op)(value, axes_name or None, **group)  # type: ignore[no-any-return]
+        return getattr(ctx.op, op)(value, axes_name or None, **group)
 
     is_zero = ctx.op.Equal(x, zero)
     nonzero = ctx.op.Where(is_zero, one, x)
@@ -130,13 +129,13 @@ def reduce_prod_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "ReduceL1")
-def reduce_l1_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_l1_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Sign(X) · g."""
     return ctx.op.Mul(ctx.op.Sign(ctx.inputs[0]), _broadcastable(ctx, dy))
 
 
 @rule("", "ReduceL2")
-def reduce_l2_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_l2_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = X · g / y, and 0 for a group whose norm is 0 (the subgradient torch and
     numpy-based trainers use; X is all zeros there, so dividing by 1 instead gives it)."""
     x, y = ctx.inputs[0], _broadcastable(ctx, ctx.output(0))
@@ -146,21 +145,21 @@ def reduce_l2_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "ReduceSumSquare")
-def reduce_sum_square_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_sum_square_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = 2 X · g."""
     x = ctx.inputs[0]
     return ctx.op.Mul(x, ctx.op.Mul(_broadcastable(ctx, dy), ctx.const(2.0, like=x)))
 
 
 @rule("", "ReduceLogSumExp")
-def reduce_log_sum_exp_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_log_sum_exp_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = g · Exp(X - y): the softmax of X over the reduced axes, times g."""
     x = ctx.inputs[0]
     return ctx.op.Mul(_broadcastable(ctx, dy), ctx.op.Exp(ctx.op.Sub(x, _broadcastable(ctx, ctx.output(0)))))
 
 
 @rule("", "ReduceLogSum")
-def reduce_log_sum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def reduce_log_sum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Expand(g / Exp(y), Shape(X)): d log(s) = ds / s with s = Exp(y)."""
     scale = ctx.op.Div(_broadcastable(ctx, dy), ctx.op.Exp(_broadcastable(ctx, ctx.output(0))))
     return _spread(ctx, scale)

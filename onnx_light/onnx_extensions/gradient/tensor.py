@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...onnx_core.gradient import GradContext, Grads
 from ...onnx_core.numpy_helper import from_array
 from ._table import linear, no_grad, rule
 from ._tensor_common import (
@@ -39,7 +40,7 @@ no_grad("", "Shape", "Size", "Constant", "ConstantOfShape", "EyeLike", "NonZero"
 
 
 @rule("", "Range", nondiff=(1,))
-def range_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def range_grad(ctx: GradContext, dy: str) -> Grads:
     """Y_i = start + i * delta: dStart = ΣdY, dDelta = Σ i * dY; limit (which only sets
     the length, a step function) has no gradient."""
     d_start = ctx.op.ReduceSum(dy, keepdims=0) if ctx.needs_grad(0) else None
@@ -50,7 +51,7 @@ def range_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return d_start, None, d_delta
 
 
-def _reshape_back(ctx, dy):  # type: ignore[no-untyped-def]
+def _reshape_back(ctx: GradContext, dy: str) -> Grads:
     """dX = Reshape(dY, Shape(X)): the op only reinterprets the element order."""
     return ctx.op.Reshape(dy, ctx.shape_of(ctx.inputs[0]))
 
@@ -60,7 +61,7 @@ for _op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze"):
 
 
 @rule("", "Transpose")
-def transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def transpose_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Transpose(dY, perm⁻¹); the default perm (reversal) is its own inverse."""
     perm = ctx.attr("perm")
     if perm is None:
@@ -74,13 +75,13 @@ def transpose_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Expand")
-def expand_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def expand_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY summed over the axes the broadcast created or stretched."""
     return ctx.unbroadcast(dy, ctx.inputs[0])
 
 
 @rule("", "Tile")
-def tile_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def tile_grad(ctx: GradContext, dy: str) -> Grads:
     """dX[j] = Σ_k dY[k·d + j] per axis: view dY as ``[r0, d0, r1, d1, ...]``, sum the r axes.
 
     The view is static when the repeats are known and at most one dimension of X is
@@ -90,14 +91,14 @@ def tile_grad(ctx, dy):  # type: ignore[no-untyped-def]
     x, repeats = ctx.inputs[0], ctx.inputs[1]
     rank = ctx.require_rank(x)
     reps = arg_ints(ctx, 1, "repeats")[1]
-    shape = ctx.shape(x)
-    unknown = sum(1 for d in shape if not isinstance(d, int)) if shape is not None else rank
+    shape = ctx.shape(x) or (None,) * rank
+    unknown = sum(1 for d in shape if not isinstance(d, int))
     if reps is not None and unknown <= 1:
         if all(r == 1 for r in reps):
             return dy
         target: list[int] = []
         axes: list[int] = []
-        for r, d in zip(reps, shape):  # type: ignore[arg-type]
+        for r, d in zip(reps, shape):
             if r != 1:
                 axes.append(len(target))
                 target.append(r)
@@ -110,8 +111,13 @@ def tile_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return ctx.op.ReduceSum(view, ctx.ints(list(range(0, 2 * rank, 2))), keepdims=0)
 
 
+def _dim(shape: tuple[Any, ...] | None, axis: int) -> Any:
+    """Dimension ``axis`` of ``shape`` (None when the shape is unknown)."""
+    return None if shape is None else shape[axis]
+
+
 @rule("", "Concat")
-def concat_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def concat_grad(ctx: GradContext, dy: str) -> Grads:
     """dX_i = the i-th piece of Split(dY, [size_0, size_1, ...], axis).
 
     Sizes known when the pass runs become a constant; the others are read with
@@ -121,7 +127,7 @@ def concat_grad(ctx, dy):  # type: ignore[no-untyped-def]
     xs = ctx.inputs
     if len(xs) == 1:
         return (dy,)
-    dims = [ctx.shape(x)[axis] if ctx.shape(x) is not None else None for x in xs]  # type: ignore[index]
+    dims = [_dim(ctx.shape(x), axis) for x in xs]
     if all(isinstance(d, int) for d in dims):
         sizes = ctx.ints(dims)
     else:
@@ -130,7 +136,7 @@ def concat_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Split")
-def split_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def split_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Concat(dY_0, dY_1, ..., axis), zeros for an output that has no gradient."""
     pieces = [g if g is not None else ctx.zeros_like(out) for g, out in zip(ctx.output_grads, ctx.outputs)]
     if len(pieces) == 1:
@@ -139,7 +145,7 @@ def split_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "CumSum")
-def cumsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def cumsum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = CumSum(dY) in the other direction, same ``exclusive``.
 
     Y_i = Σ_{j≤i} X_j gives dX_j = Σ_{i≥j} dY_i (and strict inequalities when exclusive).
@@ -151,7 +157,7 @@ def cumsum_grad(ctx, dy):  # type: ignore[no-untyped-def]
 # -- selection helpers --------------------------------------------------------------
 
 
-def _merged_shape(ctx: Any, value: str, typed: str, b: int) -> str:
+def _merged_shape(ctx: GradContext, value: str, typed: str, b: int) -> str:
     """``[-1, *Shape(value)[b:]]``: the shape of ``value`` with its first b dims merged.
 
     A constant when ``typed`` (which has the same shape) is static from dim b on.
@@ -162,7 +168,7 @@ def _merged_shape(ctx: Any, value: str, typed: str, b: int) -> str:
     return ctx.op.Concat(ctx.ints([-1]), ctx.op.Shape(value, start=b), axis=0)
 
 
-def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
+def _scalar_dim(ctx: GradContext, name: str, axis: int) -> str:
     """Dimension ``axis`` of ``name`` as an int64 scalar."""
     shape = ctx.shape(name)
     if shape is not None and isinstance(shape[axis], int):
@@ -170,7 +176,7 @@ def _scalar_dim(ctx: Any, name: str, axis: int) -> str:
     return ctx.op.Reshape(ctx.op.Shape(name, start=axis, end=axis + 1), ctx.ints([]))
 
 
-def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
+def _wrap_negative(ctx: GradContext, indices: str, bound: Callable[[], str]) -> str:
     """``i + n`` where ``i < 0``: indices in ``[-n, n)`` made non-negative (skipped when known
     to be), as int64 (the dtype of ``n`` and what ScatterND takes) whatever their own."""
     known = const_ints(ctx, indices)
@@ -180,7 +186,7 @@ def _wrap_negative(ctx: Any, indices: str, bound: Callable[[], str]) -> str:
     return ctx.op.Where(ctx.op.Less(indices, ctx.ints(0)), ctx.op.Add(indices, bound()), indices)
 
 
-def _sum(ctx: Any, parts: list[str]) -> str:
+def _sum(ctx: GradContext, parts: list[str]) -> str:
     if len(parts) == 1:
         return parts[0]
     return ctx.op.Add(*parts) if len(parts) == 2 else ctx.op.Sum(*parts)
@@ -190,7 +196,7 @@ def _sum(ctx: Any, parts: list[str]) -> str:
 
 
 @rule("", "Slice")
-def slice_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def slice_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY placed back at the sliced positions, zeros elsewhere.
 
     With known starts/ends/steps and known sizes on the sliced axes: reverse dY on the
@@ -221,7 +227,7 @@ def slice_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 def _static_slice_grad(
-    ctx: Any, dy: str, rank: int, starts: list[int], ends: list[int], axes: list[int], steps: list[int]
+    ctx: GradContext, dy: str, rank: int, starts: list[int], ends: list[int], axes: list[int], steps: list[int]
 ) -> str | None:
     shape = ctx.shape(ctx.inputs[0])
     if shape is None:
@@ -274,7 +280,7 @@ def _static_slice_grad(
 
 
 @rule("", "Gather")
-def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gather_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterND(zeros, indices, dY, reduction="add"), with ``axis`` moved first.
 
     Negative indices are wrapped (i + n) unless known non-negative; repeated indices
@@ -308,14 +314,14 @@ def gather_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "GatherElements")
-def gather_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gather_elements_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterElements(zeros, indices, dY, axis, reduction="add")."""
     x, idx = ctx.inputs[0], ctx.inputs[1]
     return ctx.op.ScatterElements(ctx.zeros_like(x), idx, dy, axis=int(ctx.attr("axis", 0)), reduction="add")
 
 
 @rule("", "GatherND")
-def gather_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def gather_nd_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterND(zeros, indices, dY, reduction="add").
 
     With ``batch_dims`` b > 0, X, indices and dY are viewed with their b batch dims
@@ -359,7 +365,7 @@ def gather_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
 # -- Scatter family -------------------------------------------------------------------
 
 
-def _check_reduction(ctx: Any) -> str:
+def _check_reduction(ctx: GradContext) -> str:
     reduction = ctx.attr("reduction", "none")
     if reduction not in ("none", "add", "max", "min"):
         raise ctx.error(
@@ -370,7 +376,9 @@ def _check_reduction(ctx: Any) -> str:
     return str(reduction)
 
 
-def _extremum_grads(ctx: Any, dy: str, gather: Callable[[str], str], scatter_add: Callable[[str, str], str]) -> Any:
+def _extremum_grads(
+    ctx: GradContext, dy: str, gather: Callable[[str], str], scatter_add: Callable[[str, str], str]
+) -> Any:
     """reduction max/min: Y[t] is the largest (smallest) of Data[t] and the updates written
     to t; dY[t] goes to those equal to Y[t], shared equally among ties (as Max/Min do)."""
     data, _, updates = ctx.inputs[:3]
@@ -384,7 +392,7 @@ def _extremum_grads(ctx: Any, dy: str, gather: Callable[[str], str], scatter_add
 
 
 @rule("", "ScatterElements")
-def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def scatter_elements_grad(ctx: GradContext, dy: str) -> Grads:
     """dData = dY with the scattered positions zeroed ('none') or dY ('add');
     dUpdates = GatherElements(dY, indices, axis), masked for 'none' to the updates that
     win a collision (the last written, see ``_winners``): the others left no trace in Y.
@@ -410,7 +418,7 @@ def scatter_elements_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "ScatterND")
-def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def scatter_nd_grad(ctx: GradContext, dy: str) -> Grads:
     """dData = dY with the scattered positions zeroed ('none') or dY ('add');
     dUpdates = GatherND(dY, indices), masked for 'none' to the updates that win a
     collision (the last written, see ``_winners``)."""
@@ -433,7 +441,7 @@ def scatter_nd_grad(ctx, dy):  # type: ignore[no-untyped-def]
     return d_data, None, d_updates
 
 
-def _winners(ctx: Any, g: str, targets: Callable[..., list[tuple[int, ...]] | None], axis: int | None) -> str:
+def _winners(ctx: GradContext, g: str, targets: Callable[..., list[tuple[int, ...]] | None], axis: int | None) -> str:
     """``g`` (dUpdates) zeroed where another update overwrote this one's target.
 
     Updates are written in index order, so the last one to a target wins (as onnxruntime
@@ -498,7 +506,7 @@ def _nd_targets(idx: np.ndarray, shape: tuple[int, ...], _axis: None) -> list[tu
 
 
 @rule("", "TopK")
-def topk_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def topk_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ScatterElements(zeros, Indices, dValues, axis, reduction="add"); Indices pass nothing."""
     if dy is None:
         return None
@@ -511,7 +519,7 @@ def topk_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 @rule("", "Pad")
-def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
+def pad_grad(ctx: GradContext, dy: str) -> Grads:
     """Constant mode: dX = Pad(dY, -pads), i.e. dY cropped to X (negative pads, which
     cropped X, become zeros); dValue = ΣdY - ΣdX, the sum over the padded border.
 
@@ -529,7 +537,7 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
     if mode == "constant":
         rank = ctx.rank(x)
         if pads is not None and rank is not None and (not axes_n or axes is not None):
-            at = [norm_axis(a, rank) for a in axes] if axes_n else list(range(rank))  # type: ignore[union-attr]
+            at = [norm_axis(a, rank) for a in axes] if axes_n and axes is not None else list(range(rank))
             m = len(at)
             dx = pad_axes(ctx, dy, rank, at, [-p for p in pads[:m]], [-p for p in pads[m:]])
         else:
@@ -553,7 +561,7 @@ def pad_grad(ctx, dy):  # type: ignore[no-untyped-def]
 
 
 def _border_folds(
-    ctx: Any, pads: list[int] | None, axes_n: str, axes: list[int] | None, mode: str
+    ctx: GradContext, pads: list[int] | None, axes_n: str, axes: list[int] | None, mode: str
 ) -> list[tuple[int, int, int, int]] | None:
     """(axis, size, begin, end) of each padded axis when pads, axes and the padded sizes
     are known when the pass runs and the pads are non-negative and within reach of the
@@ -567,7 +575,7 @@ def _border_folds(
         at = [norm_axis(a, rank) for a in axes]
     else:
         at = list(range(rank))
-    shape = ctx.shape(ctx.inputs[0])
+    shape = ctx.require_shape(ctx.inputs[0])  # known: the rank is
     m = len(at)
     folds = []
     for i, a in enumerate(at):
@@ -582,7 +590,7 @@ def _border_folds(
     return folds
 
 
-def _pad_by_source_index(ctx: Any, dy: str, pads: str, axes: str) -> str:
+def _pad_by_source_index(ctx: GradContext, dy: str, pads: str, axes: str) -> str:
     """dX = ScatterElements-add of dY into zeros(X) at J = Pad(I, pads, mode) (flattened),
     with I[p] = p the flat position of each element of X.
 
@@ -601,7 +609,7 @@ def _pad_by_source_index(ctx: Any, dy: str, pads: str, axes: str) -> str:
     return dx
 
 
-def _fold_border(ctx: Any, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
+def _fold_border(ctx: GradContext, g: str, mode: str, a: int, d: int, b: int, e: int) -> str:
     """Folds the padded border of ``g`` on axis ``a`` (size d + b + e) back onto size d."""
     ax = ctx.ints([a])
     rank = ctx.require_rank(ctx.inputs[0])

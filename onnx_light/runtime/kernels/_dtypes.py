@@ -1,6 +1,6 @@
 """ONNX element types as numpy arrays, tagged so that kernels know what bits mean.
 
-The conversions themselves live in ``onnx_core._dtypes`` (one implementation for
+The conversions themselves live in ``onnx_core.dtypes`` (one implementation for
 ``helper``, ``numpy_helper`` and the runtime); this module adds what only the
 runtime needs. Types numpy has map to their numpy dtype; the others are held as in
 ``onnx_core``: bit patterns in ``uint16`` (bfloat16) or ``uint8`` (float8, float6,
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnx_light.onnx_core import _dtypes as core
-from onnx_light.onnx_core._proto import TensorProto as T
+from onnx_light.onnx_core import TensorProto as T
+from onnx_light.onnx_core import dtypes as core
 
 __all__ = [
     "BIT_PATTERN_TYPES",
@@ -34,7 +34,7 @@ SMALL_INT_TYPES = core.SMALL_INT_TYPES
 #: types whose arrays get a tagged dtype: bit-pattern floats and sub-byte integers
 BIT_PATTERN_TYPES = core.BIT_PATTERN_TYPES | SMALL_INT_TYPES
 
-_ML_DTYPES = core._NAMED_DTYPES
+_ML_DTYPES = core.NAMED_DTYPES
 
 
 def np_dtype(onnx_type: int) -> np.dtype:

@@ -87,7 +87,6 @@ def _defaults(nd: int, strides: list[int] | None, dilations: list[int] | None) -
     return list(strides or [1] * nd), list(dilations or [1] * nd)
 
 
-@kernel("", "Conv", since=(1, 11, 22))
 def conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -149,10 +148,8 @@ def _conv_im2col(
     return y
 
 
-# a new array each call (runtime/_codegen.py)
-conv.fresh_output = conv_relu.fresh_output = True  # type: ignore[attr-defined]
-#: the plan replaces Conv -> Relu by this (runtime/_plan.py)
-conv.with_relu = conv_relu  # type: ignore[attr-defined]
+# a new array each call (runtime/_codegen.py); the plan replaces Conv -> Relu by conv_relu
+kernel("", "Conv", since=(1, 11, 22), fresh_output=True, with_relu=conv_relu)(conv)
 
 
 def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndarray:

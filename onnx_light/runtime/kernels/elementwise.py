@@ -31,7 +31,7 @@ def _same_dtype(fn: Callable[[np.ndarray], np.ndarray], name: str) -> Callable[[
             return y
         return _as_dtype(y, x.dtype)
 
-    return _name_kernel(run, fn, name, f"ONNX {name}, element-wise.")
+    return _name_kernel(run, name, f"ONNX {name}, element-wise.")
 
 
 def _as_dtype(y: object, dtype: np.dtype) -> np.ndarray:
@@ -41,8 +41,15 @@ def _as_dtype(y: object, dtype: np.dtype) -> np.ndarray:
     return y if y.dtype == dtype else y.astype(dtype)
 
 
-def _name_kernel(run: Callable, fn: Callable, name: str, doc: str) -> Callable:
-    """Names a wrapper kernel and marks it for the plan compiler (``runtime/_codegen.py``).
+def _name_kernel(run: Callable, name: str, doc: str) -> Callable:
+    """Names a wrapper kernel (its plan-compiler options are in :func:`_ufunc_kernel`)."""
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
+
+
+def _ufunc_kernel(op_type: str, since: tuple[int, ...], run: Callable, fn: Callable) -> None:
+    """Registers a wrapper kernel of ``fn`` with its options for the plan compiler (``runtime/_codegen.py``).
 
     ``returns_one``: the kernel always returns one array, never a tuple.
     ``inline_ufunc``: whenever ``fn(*args)`` is an ndarray whose dtype *is* the first
@@ -51,14 +58,12 @@ def _name_kernel(run: Callable, fn: Callable, name: str, doc: str) -> Callable:
     ``float_ufunc``: on exact ndarrays of one builtin float dtype with a result of rank >= 1,
     the kernel returns exactly ``float_ufunc(*args)`` (a ufunc; ``"relu"`` and ``"sigmoid"``
     name the steps of :func:`relu` and :func:`sigmoid`), so a plan that knows its types may
-    call it bare, and with ``out=`` a dying buffer of the result's shape.
+    call it bare, and with ``out=`` a dying buffer of the result's shape. Div's ``fn`` is a
+    lambda that differs from ``np.divide`` only on integers.
     """
-    run.__name__ = run.__qualname__ = name
-    run.__doc__ = doc
-    run.returns_one = True  # type: ignore[attr-defined]
-    if isinstance(fn, np.ufunc):
-        run.inline_ufunc = run.float_ufunc = fn  # type: ignore[attr-defined]
-    return run
+    ufunc = fn if isinstance(fn, np.ufunc) else None
+    float_ufunc = np.divide if op_type == "Div" else ufunc
+    kernel("", op_type, since=since, returns_one=True, inline_ufunc=ufunc, float_ufunc=float_ufunc)(run)
 
 
 _ndarray = np.ndarray
@@ -137,13 +142,10 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return _as_dtype(1 / (1 + np.exp(-x)), x.dtype)
 
 
-for _fn in (relu, sigmoid):
-    _fn.returns_one = _fn.fresh_output = True  # type: ignore[attr-defined]
-relu.inplace = relu_inplace  # type: ignore[attr-defined]
-relu.float_ufunc = "relu"  # type: ignore[attr-defined]
-sigmoid.float_ufunc = "sigmoid"  # type: ignore[attr-defined]
-kernel("", "Relu", since=(6, 13, 14))(relu)
-kernel("", "Sigmoid", since=(6, 13))(sigmoid)
+kernel("", "Relu", since=(6, 13, 14), returns_one=True, fresh_output=True, float_ufunc="relu", inplace=relu_inplace)(
+    relu
+)
+kernel("", "Sigmoid", since=(6, 13), returns_one=True, fresh_output=True, float_ufunc="sigmoid")(sigmoid)
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -182,7 +184,7 @@ _UNARY: dict[str, tuple[Callable, tuple[int, ...]]] = {
 }
 
 for _op, (_fn, _versions) in _UNARY.items():
-    kernel("", _op, since=_versions)(_same_dtype(_fn, _op))
+    _ufunc_kernel(_op, _versions, _same_dtype(_fn, _op), _fn)
 
 
 # --- activations with attributes -----------------------------------------------------------------
@@ -287,7 +289,7 @@ def _binary(fn: Callable, name: str) -> Callable:
             return y
         return _as_dtype(y, a.dtype)
 
-    return _name_kernel(run, fn, name, f"ONNX {name}, element-wise with multidirectional broadcasting.")
+    return _name_kernel(run, name, f"ONNX {name}, element-wise with multidirectional broadcasting.")
 
 
 _BINARY: dict[str, Callable] = {
@@ -297,10 +299,7 @@ _BINARY: dict[str, Callable] = {
     "Div": lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b),
 }
 for _op, _fn in _BINARY.items():
-    _kernel = _binary(_fn, _op)
-    if _op == "Div":
-        _kernel.float_ufunc = np.divide  # type: ignore[attr-defined]  # Div's lambda differs only on integers
-    kernel("", _op, since=(7, 13, 14))(_kernel)
+    _ufunc_kernel(_op, (7, 13, 14), _binary(_fn, _op), _fn)
 
 
 @kernel("", "Mod", since=(10, 13, 28))
