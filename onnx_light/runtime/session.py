@@ -193,23 +193,7 @@ class InferenceSession:
         self.blas_threads = default_blas_threads() if blas_threads is None else int(blas_threads)
         fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
-        if isinstance(proto, ModelProto):
-            opsets = _opsets(proto.opset_import)
-            fns += list(proto.functions)
-            graph = proto.graph
-        elif isinstance(proto, GraphProto):
-            opsets = {"": DEFAULT_OPSET}
-            graph = proto
-        elif isinstance(proto, FunctionProto):
-            opsets = _opsets(proto.opset_import) or {"": DEFAULT_OPSET}
-            graph = None
-        else:
-            kind = type(proto).__name__
-            raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {kind}")
-        for fn in fns:
-            for imp in fn.opset_import:
-                opsets.setdefault(normalise_domain(imp.domain), int(imp.version))
-        opsets.setdefault("", DEFAULT_OPSET)
+        opsets, graph = _opsets_and_graph(proto, fns)
         self._opsets = opsets
         if graph is not None:
             inits = {t.name: tensor_value(t) for t in graph.initializer}
@@ -427,3 +411,26 @@ def _unaliased(results: list[Any], fed: list[Any]) -> list[Any]:
             r = _copy(r)
         out.append(r)
     return out
+
+
+def _opsets_and_graph(proto: Any, fns: list[FunctionProto]) -> tuple[dict[str, int], GraphProto | None]:
+    """The opsets a session runs at (the proto's and its functions') and its graph (None for a
+    FunctionProto); ``fns`` gains a model's local functions."""
+    if isinstance(proto, ModelProto):
+        opsets = _opsets(proto.opset_import)
+        fns += list(proto.functions)
+        graph: GraphProto | None = proto.graph
+    elif isinstance(proto, GraphProto):
+        opsets = {"": DEFAULT_OPSET}
+        graph = proto
+    elif isinstance(proto, FunctionProto):
+        opsets = _opsets(proto.opset_import) or {"": DEFAULT_OPSET}
+        graph = None
+    else:
+        kind = type(proto).__name__
+        raise TypeError(f"InferenceSession takes a ModelProto, GraphProto or FunctionProto, not {kind}")
+    for fn in fns:
+        for imp in fn.opset_import:
+            opsets.setdefault(normalise_domain(imp.domain), int(imp.version))
+    opsets.setdefault("", DEFAULT_OPSET)
+    return opsets, graph
