@@ -28,6 +28,9 @@ from .onnx_core.gradient import (
 )
 from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction
 from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes
+from .onnx_core.gradient import TangentContext
+from .onnx_core.gradient import TangentOfFunction as _TangentOfFunction
+from .onnx_core.gradient import TangentOfNodes as _TangentOfNodes
 from .onnx_extensions.gradient import DefaultGradRegistry
 
 # `import onnx_light.helper` works like `import onnx.helper`
@@ -62,6 +65,23 @@ def GradientOfNodes(nodes, xs, y, zs=None, registry=None, *, allow_unused=False,
     )
 
 
+def TangentOfFunction(fn, xs=None, ys=None, zs=None, registry=None, *, seeds=None, allow_unused=False):  # noqa: N802
+    """Forward mode (JVP) of a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
+
+    See :func:`onnx_light.onnx_core.gradient.TangentOfFunction`.
+    """
+    reg = registry if registry is not None else DefaultGradRegistry()
+    return _TangentOfFunction(fn, xs, ys, zs, reg, seeds=seeds, allow_unused=allow_unused)
+
+
+def TangentOfNodes(nodes, xs, ys, zs=None, registry=None, **kwargs):  # noqa: N802
+    """Forward mode over a list of nodes (default rules unless ``registry``).
+
+    See :func:`onnx_light.onnx_core.gradient.TangentOfNodes`.
+    """
+    return _TangentOfNodes(nodes, xs, ys, zs, registry if registry is not None else DefaultGradRegistry(), **kwargs)
+
+
 __all__ = [
     *_core_all,
     "helper",
@@ -70,6 +90,9 @@ __all__ = [
     "onnx_core",
     "GradientOfFunction",
     "GradientOfNodes",
+    "TangentOfFunction",
+    "TangentOfNodes",
+    "TangentContext",
     "DefaultGradRegistry",
     "RegisterGradientFunction",
     "GradRegistry",
