@@ -25,10 +25,10 @@ from .onnx_core.gradient import (
     GradRule,
     NewGradName,
     RegisterGradientFunction,
+    TangentContext,
 )
 from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction
 from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes
-from .onnx_core.gradient import TangentContext
 from .onnx_core.gradient import TangentOfFunction as _TangentOfFunction
 from .onnx_core.gradient import TangentOfNodes as _TangentOfNodes
 from .onnx_extensions.gradient import DefaultGradRegistry

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ._api import GradientOfFunction, GradientOfNodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._export import backward_model, input_types
-from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
 from ._forward import TangentContext, TangentOfFunction, TangentOfNodes, diff_prefix
+from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
 from ._registry import (
     GradFn,
     GradRegistry,

@@ -153,7 +153,9 @@ class _TangentPass(_GradientPass):
         self._producer = producer
         for y in self.ys:
             if y not in producer and y not in self.xs and y not in self.free_order:
-                raise GradientError(f"y={y!r} is not produced by any node nor an input; outputs: {sorted(producer)[:20]}")
+                raise GradientError(
+                    f"y={y!r} is not produced by any node nor an input; outputs: {sorted(producer)[:20]}"
+                )
         return producer
 
     def _infer(self, order: list[int]) -> None:
@@ -224,7 +226,7 @@ class _TangentPass(_GradientPass):
         ctx = TangentContext(self, node, ts, i)
         result = cast(JvpFn, rule.jvp)(ctx, ts)
         out = [result] if result is None or isinstance(result, str) else list(result)
-        if len(out) > len(outputs):
+        if len(out) > len(outputs) and any(t is not None for t in out[len(outputs) :]):
             raise self.node_error(node, f"the forward rule returned {len(out)} tangents for {len(outputs)} outputs")
         return out
 
@@ -246,7 +248,9 @@ class _TangentPass(_GradientPass):
                 tang[x] = self.emit("Squeeze", [sl, self.int_constant([-1])], 1, "", {}, fx)[0]
             for j, t in enumerate(self._sweep(order, diff, tang)):
                 per_y[j].append(self.emit("Unsqueeze", [t, self.int_constant([-1])], 1, "", {}, self.ys[j])[0])
-        return [p[0] if k == 1 else self.emit("Concat", list(p), 1, "", {"axis": -1}, y)[0] for p, y in zip(per_y, self.ys)]
+        return [
+            p[0] if k == 1 else self.emit("Concat", list(p), 1, "", {"axis": -1}, y)[0] for p, y in zip(per_y, self.ys)
+        ]
 
     def _dynamic(self, order: list[int], diff: dict[str, int]) -> list[str]:
         """A Loop over the seed axis whose body is the tangent sweep of one direction."""
