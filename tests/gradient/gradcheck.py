@@ -268,10 +268,10 @@ def tangent_feeds(fwd: Any, feeds: dict[str, np.ndarray], ts: dict[str, np.ndarr
     return {n: ts[n] if n in ts else feeds[n] if n in feeds else produced[n] for n in fwd.input}
 
 
-def check_tangent(case: Case, seed: int = 0) -> None:
+def check_tangent(case: Case, seed: int = 0, adjoint_rtol: float = 1e-11, h: float = 1e-6) -> None:
     """Forward mode against reverse mode and finite differences, in float64.
 
-    ``<J^T u, t> = <u, J t>`` to 1e-12 relative (separate rules give J and J^T), and
+    ``<J^T u, t> = <u, J t>`` to ``adjoint_rtol`` relative (separate rules give J and J^T), and
     ``J t`` matches central differences of ``y(x + h t)``.
     """
     rng = np.random.default_rng(seed + 3)
@@ -288,8 +288,7 @@ def check_tangent(case: Case, seed: int = 0) -> None:
     left = float(sum(np.sum(g * t[x]) for x, g in zip(case.xs, grads)))
     right = float(np.sum(u * jt))
     scale = max(1e-300, abs(left), abs(right), float(np.sum(np.abs(u * jt))))
-    assert abs(left - right) <= 1e-12 * scale * 10, f"{case.name}: <J^T u, t> = {left!r} vs <u, J t> = {right!r}"
-    h = 1e-6
+    assert abs(left - right) <= adjoint_rtol * scale, f"{case.name}: <J^T u, t> = {left!r} vs <u, J t> = {right!r}"
 
     def at(s: float) -> np.ndarray:
         moved = dict(feeds)
@@ -298,4 +297,6 @@ def check_tangent(case: Case, seed: int = 0) -> None:
         return run_forward(model, moved, y).astype(np.float64)
 
     numeric = (at(h) - at(-h)) / (2 * h)
-    np.testing.assert_allclose(jt, numeric, rtol=1e-4, atol=1e-6 * max(1.0, float(np.max(np.abs(numeric), initial=0))))
+    np.testing.assert_allclose(
+        jt, numeric, rtol=1e-4 if h <= 1e-6 else 1e-2, atol=1e-6 * max(1.0, float(np.max(np.abs(numeric), initial=0)))
+    )

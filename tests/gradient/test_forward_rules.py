@@ -16,6 +16,8 @@ import test_rules_reduction as _red
 import test_rules_tensor as _tensor
 from gradcheck import Case, check_tangent
 
+import onnx_light as ol
+
 
 def _rows() -> list[Case]:
     rows: list[Case] = []
@@ -33,9 +35,35 @@ def _rows() -> list[Case]:
     return rows
 
 
+#: ops whose forward rule is not written yet: their rows must fail with a clear GradientError
+NOT_YET = {
+    "InstanceNormalization",
+    "GroupNormalization",
+    "LpNormalization",
+    "MeanVarianceNormalization",
+    "RMSNormalization",
+}
+
+
+def _param(case: Case, i: int) -> object:
+    ops = {n.op_type for n in case.nodes}
+    training_bn = any(
+        n.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in n.attribute)
+        for n in case.nodes
+    )
+    marks = []
+    if ops & NOT_YET or training_bn:
+        marks.append(pytest.mark.xfail(raises=ol.GradientError, strict=True, reason="forward rule not written yet"))
+    return pytest.param(case, id=f"{case.name}-{i}", marks=marks)
+
+
 ROWS = _rows()
 
 
-@pytest.mark.parametrize("case", ROWS, ids=[f"{c.name}-{i}" for i, c in enumerate(ROWS)])
+@pytest.mark.parametrize("case", [_param(c, i) for i, c in enumerate(ROWS)])
 def test_forward_rule(case: Case) -> None:
-    check_tangent(case)
+    if "-f32-" in case.name:
+        # the float32 stash_type rows compute their statistics in float32 in both directions
+        check_tangent(case, adjoint_rtol=1e-6, h=1e-3)
+    else:
+        check_tangent(case)
