@@ -24,7 +24,7 @@ from ..ops import op_label
 from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source
 from ._context import FLOAT_TYPES, GradContext
 from ._fastpath import value_type
-from ._names import EMITTED_OPSET
+from ._names import DY, EMITTED_OPSET
 from ._pass import _GradientPass, _reads, has_subgraph, subgraph_inputs
 from ._registry import GradRegistry, GradRule, JvpFn
 from ._types import INFER, UNKNOWN, NodeInfo, ValueType, infer_types
@@ -114,6 +114,9 @@ class _TangentPass(_GradientPass):
         if clash:
             raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
         self.counter.taken.update(self.fwd_in + self.fwd_out)
+
+    def _reserved(self) -> set[str]:
+        return set()  # the fwd_ names are checked against the source's in __init__
 
     def run(self) -> FunctionProto:
         self._validate_names()
@@ -304,6 +307,9 @@ class _TangentPass(_GradientPass):
         fn = self._assemble(producer, outputs)
         fwd = set(self.fwd_in)
         free = [n for n in list(fn.input)[len(self.xs) : -1] if n not in fwd]
+        # the reverse assembly takes "dy" as its own input; here it is an ordinary free value
+        if DY not in self.xs and any(DY in n.input for n in fn.node) and all(DY not in n.output for n in fn.node):
+            free.append(DY)
         if zs is not None:
             missing = [n for n in free if n not in zs]
             if missing:

@@ -113,7 +113,7 @@ class _GradientPass:
             names.update(f[3])
         # a source value called "dy" (say, when differentiating a backward function
         # again) or "grad_<x>" is renamed inside the result: those names are the contract's
-        reserved = {DY, *(f"grad_{x}" for x in self.xs)} - set(self.xs)
+        reserved = self._reserved() - set(self.xs)
         clash = reserved & names
         names |= {DY, *(f"grad_{x}" for x in self.xs), *free_order}
         self.counter = GradCounter()
@@ -152,6 +152,10 @@ class _GradientPass:
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
+
+    def _reserved(self) -> set[str]:
+        """The names of the result's contract, renamed where the source uses them."""
+        return {DY, *(f"grad_{x}" for x in self.xs)}
 
     # -- helpers used by GradContext ------------------------------------------------
     def new_name(self, prefix: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, rule
 
 
