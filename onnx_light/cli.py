@@ -2,6 +2,7 @@
 
 onnx-light demo                                   train the spiral classifier
 onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
+onnx-light jvp MODEL --wrt x --of y -o OUT        write the forward-mode (JVP) model
 onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
 onnx-light print MODEL                            the graph as text
 onnx-light ops                                    the ops with gradient rules
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import GradientOfFunction, OnnxLightError, helper, load, numpy_helper, save
+from . import GradientOfFunction, OnnxLightError, TangentOfFunction, helper, load, numpy_helper, save
 from .onnx_core.gradient import backward_model, input_types
 from .runtime import InferenceSession
 
@@ -37,6 +38,26 @@ def _grad(args: argparse.Namespace) -> int:
         f"wrote {args.output}: {len(bwd.node)} nodes for {len(model.graph.node)} forward nodes; "
         f"inputs {list(bwd.input)}, outputs {list(bwd.output)}"
     )
+    return 0
+
+
+def _jvp(args: argparse.Namespace) -> int:
+    """Writes a model computing fwd_<y> = J fwd_<x> (forward mode), its nodes inlined."""
+    model = load(args.model)
+    xs, ys = _names(args.wrt), _names(args.of)
+    seeds: int | str | None = None if args.seeds is None else "dynamic" if args.seeds == "dynamic" else int(args.seeds)
+    fwd = TangentOfFunction(model, xs, ys, seeds=seeds, allow_unused=args.allow_unused)
+    types = {vi.name: vi for vi in fwd.value_info}
+    known = input_types(model, ys[0], list(fwd.input) + ys)
+    outputs = []
+    for y, name in zip(ys, fwd.output):
+        t = known.get(y)
+        shape = None if t is None or t.shape is None or seeds is not None else list(t.shape)
+        outputs.append(helper.make_tensor_value_info(name, t.dtype if t is not None else 0, shape))
+    inputs = [types[n] for n in fwd.input]
+    graph = helper.make_graph(list(fwd.node), fwd.name, inputs, outputs)
+    save(helper.make_model(graph, opset_imports=list(fwd.opset_import)), args.output)
+    print(f"wrote {args.output}: {len(fwd.node)} nodes; inputs {list(fwd.input)}, outputs {list(fwd.output)}")
     return 0
 
 
@@ -139,6 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inline", action="store_true", help="put the nodes in the graph instead of a function")
     p.add_argument("--allow-unused", action="store_true", help="zeros for names that do not reach OUTPUT")
     p.set_defaults(run=_grad)
+
+    p = sub.add_parser("jvp", help="write a model computing Jacobian-vector products of OUTPUTS")
+    p.add_argument("model")
+    p.add_argument("--wrt", required=True, help="comma-separated inputs with a tangent")
+    p.add_argument("--of", required=True, help="comma-separated outputs whose tangent to compute")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--seeds", default=None, help="k directions (a trailing axis) or 'dynamic'")
+    p.add_argument("--allow-unused", action="store_true", help="accept names that reach no OUTPUT")
+    p.set_defaults(run=_jvp)
 
     p = sub.add_parser("check-grad", help="compare the backward graph with finite differences")
     p.add_argument("model")
