@@ -142,3 +142,26 @@ def test_forward_over_reverse_is_a_hessian_vector_product(case: str) -> None:
     left = sum(float(np.sum(u[p].astype(np.float64) * x)) for p, x in zip(params, hv))
     right = sum(float(np.sum(v[p].astype(np.float64) * x)) for p, x in zip(params, hu))
     assert abs(left - right) <= 1e-4 * max(1.0, abs(left)), f"{case}: <u, H v> = {left} vs <v, H u> = {right}"
+
+
+def test_cli_jvp_writes_a_model_onnxruntime_runs(tmp_path: pathlib.Path) -> None:
+    import onnxruntime as ort
+
+    from onnx_light.cli import main
+
+    src = tmp_path / "mlp.onnx"
+    ol.save(_mlp(), src)
+    out = tmp_path / "jvp.onnx"
+    assert main(["jvp", str(src), "--wrt", "x", "--of", "y", "-o", str(out)]) == 0
+    tx = RNG.standard_normal((2, 3))
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (theirs,) = sess.run(None, {**FEEDS, "fwd_x": tx})
+    (ours,) = _run(ol.TangentOfFunction(_mlp(), ["x"], ["y"]), {**FEEDS, "fwd_x": tx})
+    np.testing.assert_allclose(theirs, ours, rtol=1e-12)
+    assert main(["jvp", str(src), "--wrt", "nope", "--of", "y", "-o", str(out)]) == 2
+
+
+def test_load_from_string_as_onnx_has_it() -> None:
+    data = _mlp().SerializeToString()
+    assert ol.load_model_from_string(data).graph.name == "mlp"
+    assert ol.load_from_string(data).graph.name == "mlp"
