@@ -367,3 +367,63 @@ def batch_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     if tb is not None:
         terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)
+
+
+@jvp_rule("", "InstanceNormalization")
+def instance_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """The standardization's Jacobian is symmetric, so ``_standardize_grad`` applied to tX
+    gives tXhat; tY = tXhat scale + xhat tScale + tB (per channel)."""
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints(list(range(2, rank)))
+    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    tx, tscale, tb = (list(ts) + [None] * 3)[:3]
+    terms: list[str | None] = []
+    if tx is not None:
+        terms.append(ctx.op.Mul(_standardize_grad(ctx, tx, xhat, std, axes), _per_channel(ctx, scale, rank)))
+    if tscale is not None:
+        terms.append(ctx.op.Mul(xhat, _per_channel(ctx, tscale, rank)))
+    if tb is not None:
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
+    return ctx.add(*terms)
+
+
+@jvp_rule("", "MeanVarianceNormalization")
+def mean_variance_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """The Jacobian (a centring projection and a rank-one term, over s) is symmetric:
+    the reverse rule applied to tX."""
+    return None if ts[0] is None else mean_variance_norm_grad(ctx, ts[0])
+
+
+@jvp_rule("", "LpNormalization")
+def lp_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = (tX - Y * sum(s * tX)) / |X|_p, s = Y for p = 2 and sign(X) for p = 1."""
+    if ts[0] is None:
+        return None
+    x, y = ctx.input(0), ctx.output(0)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise ctx.error(f"p={p}: LpNormalization is defined for p = 1 and 2 only")
+    axes = ctx.ints([int(ctx.attr("axis", -1))])
+    norm = ctx.op.ReduceL2(x, axes) if p == 2 else ctx.op.ReduceL1(x, axes)
+    direction = y if p == 2 else ctx.op.Sign(x)
+    inner = ctx.op.ReduceSum(ctx.op.Mul(ts[0], direction), axes)
+    return ctx.op.Div(ctx.op.Sub(ts[0], ctx.op.Mul(y, inner)), norm)
+
+
+@jvp_rule("", "RMSNormalization")
+def rms_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = scale (tX - xhat mean(tX xhat)) / rms + xhat tScale."""
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints(list(range(int(ctx.attr("axis", -1)) % rank, rank)))
+    mean_sq = ctx.op.ReduceMean(ctx.op.Mul(x, x), axes)
+    rms = ctx.op.Sqrt(ctx.op.Add(mean_sq, ctx.const(float(ctx.attr("epsilon", 1e-5)), like=x)))
+    xhat = ctx.op.Div(x, rms)
+    terms: list[str | None] = []
+    if ts[0] is not None:
+        projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(ctx.op.Mul(ts[0], xhat), axes))
+        terms.append(ctx.op.Mul(scale, ctx.op.Div(ctx.op.Sub(ts[0], projection), rms)))
+    if len(ts) > 1 and ts[1] is not None:
+        terms.append(ctx.op.Mul(xhat, ts[1]))
+    return ctx.add(*terms)
