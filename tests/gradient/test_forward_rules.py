@@ -23,8 +23,10 @@ NOT_YET = {
 
 def _param(case: Case, i: int) -> object:
     ops = {n.op_type for n in case.nodes}
-    training_bn = any(
-        n.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in n.attribute)
+    training_bn = any(  # training mode with the running statistics as outputs
+        n.op_type == "BatchNormalization"
+        and any(a.name == "training_mode" and a.i for a in n.attribute)
+        and len([o for o in n.output if o]) > 1
         for n in case.nodes
     )
     marks = []

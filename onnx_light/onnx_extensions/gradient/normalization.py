@@ -345,7 +345,7 @@ def batch_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """Inference mode, Y = (X - mean) s + B with s = scale / sqrt(var + eps) per channel:
     tY = (tX - tMean) s + (X - mean) ts + tB, ts = tScale r - scale r^3 tVar / 2."""
     if int(ctx.attr("training_mode", 0)):
-        raise ctx.error("forward mode of training-mode BatchNormalization is not supported yet (inference mode is)")
+        return _batch_norm_training_jvp(ctx, ts)
     x, scale, _, mean, var = ctx.inputs[:5]
     rank = ctx.require_rank(x)
     eps = ctx.const(float(ctx.attr("epsilon", 1e-5)), like=var)
@@ -426,4 +426,27 @@ def rms_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         terms.append(ctx.op.Mul(scale, ctx.op.Div(ctx.op.Sub(ts[0], projection), rms)))
     if len(ts) > 1 and ts[1] is not None:
         terms.append(ctx.op.Mul(xhat, ts[1]))
+    return ctx.add(*terms)
+
+
+def _batch_norm_training_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """Training mode standardizes over N and the spatial axes with the batch statistics:
+    tY = tXhat scale + xhat tScale + tB, tXhat by the symmetric ``_standardize_grad``."""
+    if any(ctx.output(k) for k in (1, 2)):
+        raise ctx.error(
+            "forward mode of training-mode BatchNormalization with running_mean/running_var outputs "
+            "is not supported yet; drop those outputs or use inference mode"
+        )
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints([0, *range(2, rank)])
+    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    tx, tscale, tb = (list(ts) + [None] * 3)[:3]
+    terms: list[str | None] = []
+    if tx is not None:
+        terms.append(ctx.op.Mul(_standardize_grad(ctx, tx, xhat, std, axes), _per_channel(ctx, scale, rank)))
+    if tscale is not None:
+        terms.append(ctx.op.Mul(xhat, _per_channel(ctx, tscale, rank)))
+    if tb is not None:
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)
