@@ -89,9 +89,15 @@ def test_unused_x_is_an_error_unless_allowed() -> None:
 
 
 def test_op_without_forward_rule_names_the_op() -> None:
-    node = helper.make_node("LpNormalization", ["x"], ["y"])
-    with pytest.raises(ol.GradientError, match="LpNormalization has a reverse rule but no forward"):
-        ol.TangentOfNodes([node], ["x"], ["y"], value_info=[helper.make_tensor_value_info("x", 11, [2, 3])])
+    reg = ol.DefaultGradRegistry()
+    ol.RegisterGradientFunction("my.domain", "Twice", lambda ctx, dy: (dy,), registry=reg)
+    node = helper.make_node("Twice", ["x"], ["y"], domain="my.domain")
+    vi = [helper.make_tensor_value_info("x", 11, [2, 3])]
+    with pytest.raises(ol.GradientError, match="my.domain::Twice has a reverse rule but no forward"):
+        ol.TangentOfNodes([node], ["x"], ["y"], registry=reg, value_info=vi)
+    reg.set_jvp("my.domain", "Twice", lambda ctx, ts: ctx.op.Add(ts[0], ts[0]))
+    fwd = ol.TangentOfNodes([node], ["x"], ["y"], registry=reg, value_info=vi)
+    assert [n.op_type for n in fwd.node if n.domain != "my.domain"][-2:] == ["Add", "Identity"]
 
 
 FIXTURES = ["mlp_mse_opset18", "cnn_bn_eval_opset18", "transformer_opset18"]
