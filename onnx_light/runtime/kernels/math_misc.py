@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnx_light.onnx_core import _dtypes as core
+from onnx_light.onnx_core import dtypes as core
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._dtypes import BIT_PATTERN_TYPES, SMALL_INT_TYPES, encode, np_dtype, onnx_type_of
 

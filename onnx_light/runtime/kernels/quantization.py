@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnx_light.onnx_core._proto import TensorProto as T
+from onnx_light.onnx_core import TensorProto as T
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._dtypes import BIT_PATTERN_TYPES, decode, encode, np_dtype, onnx_type_of
 from onnx_light.runtime.kernels.conv import conv
