@@ -27,10 +27,13 @@ from .onnx_core.gradient import (
     GradRule,
     NewGradName,
     RegisterGradientFunction,
+    TangentContext,
     function_to_model,
 )
 from .onnx_core.gradient import GradientOfFunction as _GradientOfFunction
 from .onnx_core.gradient import GradientOfNodes as _GradientOfNodes
+from .onnx_core.gradient import TangentOfFunction as _TangentOfFunction
+from .onnx_core.gradient import TangentOfNodes as _TangentOfNodes
 from .onnx_core.gradient import gradient_model as _gradient_model
 from .onnx_core.optimizer import optimize
 from .onnx_extensions.gradient import DefaultGradRegistry
@@ -111,6 +114,23 @@ def gradient_model(
     )
 
 
+def TangentOfFunction(fn, xs=None, ys=None, zs=None, registry=None, *, seeds=None, allow_unused=False):  # noqa: N802
+    """Forward mode (JVP) of a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
+
+    See :func:`onnx_light.onnx_core.gradient.TangentOfFunction`.
+    """
+    reg = registry if registry is not None else DefaultGradRegistry()
+    return _TangentOfFunction(fn, xs, ys, zs, reg, seeds=seeds, allow_unused=allow_unused)
+
+
+def TangentOfNodes(nodes, xs, ys, zs=None, registry=None, **kwargs):  # noqa: N802
+    """Forward mode over a list of nodes (default rules unless ``registry``).
+
+    See :func:`onnx_light.onnx_core.gradient.TangentOfNodes`.
+    """
+    return _TangentOfNodes(nodes, xs, ys, zs, registry if registry is not None else DefaultGradRegistry(), **kwargs)
+
+
 __all__ = [
     *_core_all,
     "gradient_model",
@@ -123,6 +143,9 @@ __all__ = [
     "onnx_core",
     "GradientOfFunction",
     "GradientOfNodes",
+    "TangentOfFunction",
+    "TangentOfNodes",
+    "TangentContext",
     "DefaultGradRegistry",
     "RegisterGradientFunction",
     "GradRegistry",

@@ -2,9 +2,11 @@
 
 onnx-light demo                                   train the spiral classifier
 onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
+onnx-light jvp MODEL --wrt x --of y -o OUT        write the forward-mode (JVP) model
 onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
 onnx-light print MODEL                            the graph as text
 onnx-light ops                                    the ops with gradient rules
+onnx-light jvp MODEL --wrt x --of y -o OUT        write the forward-mode (JVP) model
 onnx-light train MODEL --data D.npz -o OUT        train (loss, optimizer, epochs) and export
 onnx-light artifacts MODEL -o DIR                 the training artifacts alone
 
@@ -23,10 +25,11 @@ import os
 import sys
 from typing import NoReturn
 
-from . import DecodeError, OnnxLightError, __version__, gradcheck, gradient_model, helper, load, save
+from . import DecodeError, OnnxLightError, TangentOfFunction, __version__, gradcheck, gradient_model, helper, load, save
 from . import _gradcheck as _gc
 from ._cli_training import add_training_commands
 from .onnx_core import ModelProto, TensorProto
+from .onnx_core.gradient import input_types
 
 __all__ = ["main", "ops_markdown"]
 
@@ -146,6 +149,32 @@ def _positive(text: str) -> float:
     return value
 
 
+def _jvp(args: argparse.Namespace) -> int:
+    """Writes a model computing fwd_<y> = J fwd_<x> (forward mode), its nodes inlined."""
+    model = _read_model(args.model)
+    xs = _names(model, args.wrt)
+    ys = [y.strip() for y in args.of.split(",") if y.strip()]
+    for y in ys:
+        _require(model, y, "--of")
+    out_path = _output_path(args.output)
+    seeds: int | str | None = None if args.seeds is None else "dynamic" if args.seeds == "dynamic" else int(args.seeds)
+    fwd = TangentOfFunction(model, xs, ys, seeds=seeds, allow_unused=args.allow_unused)
+    types = {vi.name: vi for vi in fwd.value_info}
+    known = input_types(model, ys[0], list(fwd.input) + ys)
+    outputs = []
+    for y, name in zip(ys, fwd.output):
+        t = known.get(y)
+        shape = None if t is None or t.shape is None or seeds is not None else list(t.shape)
+        outputs.append(helper.make_tensor_value_info(name, t.dtype if t is not None else 0, shape))
+    graph = helper.make_graph(list(fwd.node), fwd.name, [types[n] for n in fwd.input], outputs)
+    try:
+        save(helper.make_model(graph, opset_imports=list(fwd.opset_import)), out_path)
+    except OSError as err:
+        raise UsageError(f"-o {out_path}: {err.strerror or err}") from None
+    print(f"wrote {out_path}: {len(fwd.node)} nodes; inputs {list(fwd.input)}, outputs {list(fwd.output)}")
+    return 0
+
+
 def _check_grad(args: argparse.Namespace) -> int:
     """Compares the backward graph with central differences along random directions."""
     model = _read_model(args.model)
@@ -217,6 +246,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="the backward model file to write")
     p.add_argument("--inline", action="store_true", help="put the nodes in the graph instead of a function")
     p.set_defaults(run=_grad)
+
+    p = sub.add_parser("jvp", help="write a model computing Jacobian-vector products of --of")
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument("--wrt", required=True, help="comma-separated inputs with a tangent (globs, @params)")
+    p.add_argument("--of", required=True, help="comma-separated outputs whose tangent to compute")
+    p.add_argument("-o", "--output", required=True, help="the forward-mode model file to write")
+    p.add_argument("--seeds", default=None, help="k directions (a trailing axis) or 'dynamic'")
+    p.add_argument("--allow-unused", action="store_true", help="accept names that reach no output (zeros)")
+    p.set_defaults(run=_jvp)
 
     p = sub.add_parser(
         "check-grad",

@@ -260,3 +260,51 @@ def check_second_order(case: Case, seed: int = 0) -> None:
     analytic = float(np.sum(u * hv))
     scale = max(1.0, abs(numeric), abs(analytic))
     assert abs(numeric - analytic) <= 1e-4 * scale, f"{case.name}: second order {numeric!r} vs {analytic!r}"
+
+
+def tangent(case: Case, dtype: Any = None, seeds: Any = None) -> tuple[Any, Any]:
+    """(our forward ModelProto, our forward-mode FunctionProto) for ``case``."""
+    model = to_ours(build_model(case, dtype or case.dtype), ol.ModelProto)
+    y = case.y or case.nodes[-1].output[0]
+    return model, ol.TangentOfFunction(model, case.xs, [y], seeds=seeds)
+
+
+def tangent_feeds(fwd: Any, feeds: dict[str, np.ndarray], ts: dict[str, np.ndarray], model: Any) -> dict[str, Any]:
+    """The forward-mode function's feeds: the case's values plus ``fwd_<x>`` tangents."""
+    missing = [n for n in fwd.input if n not in feeds and n not in ts]
+    produced = forward_values(model, feeds, missing) if missing else {}
+    return {n: ts[n] if n in ts else feeds[n] if n in feeds else produced[n] for n in fwd.input}
+
+
+def check_tangent(case: Case, seed: int = 0, adjoint_rtol: float = 1e-11, h: float = 1e-6) -> None:
+    """Forward mode against reverse mode and finite differences, in float64.
+
+    ``<J^T u, t> = <u, J t>`` to ``adjoint_rtol`` relative (separate rules give J and J^T), and
+    ``J t`` matches central differences of ``y(x + h t)``.
+    """
+    rng = np.random.default_rng(seed + 3)
+    y = case.y or case.nodes[-1].output[0]
+    feeds = {k: _cast(v, np.float64) for k, v in case.inputs.items()}
+    model, bwd = gradient(case, np.float64)
+    _, fwd = tangent(case, np.float64)
+    y_val = run_forward(model, feeds, y)
+    u = rng.standard_normal(np.shape(y_val))
+    t = {x: rng.standard_normal(feeds[x].shape) for x in case.xs}
+    (jt,) = ol.runtime.InferenceSession(fwd).run(None, tangent_feeds(fwd, feeds, {f"fwd_{x}": t[x] for x in t}, model))
+    assert np.shape(jt) == np.shape(y_val), f"{case.name}: fwd_{y} shape {np.shape(jt)} != {np.shape(y_val)}"
+    grads = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, feeds, u, model))
+    left = float(sum(np.sum(g * t[x]) for x, g in zip(case.xs, grads)))
+    right = float(np.sum(u * jt))
+    scale = max(1e-300, abs(left), abs(right), float(np.sum(np.abs(u * jt))))
+    assert abs(left - right) <= adjoint_rtol * scale, f"{case.name}: <J^T u, t> = {left!r} vs <u, J t> = {right!r}"
+
+    def at(s: float) -> np.ndarray:
+        moved = dict(feeds)
+        for x in case.xs:
+            moved[x] = feeds[x] + s * t[x]
+        return run_forward(model, moved, y).astype(np.float64)
+
+    numeric = (at(h) - at(-h)) / (2 * h)
+    np.testing.assert_allclose(
+        jt, numeric, rtol=1e-4 if h <= 1e-6 else 1e-2, atol=1e-6 * max(1.0, float(np.max(np.abs(numeric), initial=0)))
+    )

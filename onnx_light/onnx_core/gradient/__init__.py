@@ -10,14 +10,33 @@ from ..ops import upgrade_nodes
 from ._api import GradientOfFunction, GradientOfNodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._export import backward_model, function_to_model, gradient_model, input_types
+from ._forward import TangentContext, TangentOfFunction, TangentOfNodes, diff_prefix
 from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
-from ._registry import GradFn, GradRegistry, GradRule, Grads, RegisterGradientFunction, SeedGradFn, ShortGradFn
-from ._rules import elementwise, linear, no_grad, rule
+from ._registry import (
+    GradFn,
+    GradRegistry,
+    GradRule,
+    Grads,
+    JvpFn,
+    RegisterGradientFunction,
+    SeedGradFn,
+    ShortGradFn,
+    Tangents,
+)
+from ._rules import elementwise, jvp_rule, linear, no_grad, rule, same_op
 from ._types import UNKNOWN, ValueType
 
 __all__ = [
     "GradientOfNodes",
     "GradientOfFunction",
+    "TangentOfNodes",
+    "TangentOfFunction",
+    "TangentContext",
+    "JvpFn",
+    "Tangents",
+    "diff_prefix",
+    "jvp_rule",
+    "same_op",
     "GradRegistry",
     "GradRule",
     "GradFn",

@@ -160,7 +160,7 @@ class _GradientPass:
             names.update(f[2])
             names.update(f[3])
         seed_renamed = DY in free_order or DY in self.xs or (self.zs is not None and DY in self.zs)
-        reserved = {*(f"grad_{x}" for x in self.xs), *(() if seed_renamed else (DY,))} - set(self.xs)
+        reserved = self._reserved() - ({DY} if seed_renamed else set()) - set(self.xs)
         clash = reserved & names
         names |= {*(f"grad_{x}" for x in self.xs), *free_order}
         if not seed_renamed:
@@ -170,6 +170,10 @@ class _GradientPass:
         #: the name of the output-gradient input (the function's last input)
         self.dy = self.new_name(DY) if seed_renamed else DY
         return clash
+
+    def _reserved(self) -> set[str]:
+        """The names of the result's contract, renamed where the source uses them."""
+        return {DY, *(f"grad_{x}" for x in self.xs)}
 
     # -- helpers used by GradContext ------------------------------------------------
     def new_name(self, prefix: str) -> str:

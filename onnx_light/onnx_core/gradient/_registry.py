@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ..ops import OpTable, normalise_domain, op_label
@@ -32,6 +32,8 @@ __all__ = [
     "ShortGradFn",
     "SeedGradFn",
     "GradRule",
+    "JvpFn",
+    "Tangents",
     "GradRegistry",
     "RegisterGradientFunction",
     "normalise_domain",
@@ -61,6 +63,16 @@ class SeedGradFn(Protocol):
 
 #: a gradient rule, in either form
 GradFn: TypeAlias = ShortGradFn | SeedGradFn
+
+#: what a forward rule returns: one tangent name (or None for zero) per output, or a single one
+Tangents: TypeAlias = str | None | Sequence[str | None]
+
+
+class JvpFn(Protocol):
+    """A forward (JVP) rule ``fn(ctx, ts) -> Tangents``: ``ts[i]`` is the tangent of input i
+    (None where it is zero); ``ctx`` is a :class:`~onnx_light.onnx_core.gradient.TangentContext`."""
+
+    def __call__(self, ctx: Any, ts: Sequence[str | None], /) -> Tangents: ...
 
 
 def _is_seed_form(fn: Callable[..., Any]) -> bool:
@@ -92,6 +104,7 @@ class GradRule:
         nondiff: input indices that are legitimately not differentiable (e.g. the
             ``ratio`` of Dropout); a rule returning None for any other input that
             needs a gradient is an error.
+        jvp: the forward-mode rule of the same op (None: forward mode unsupported).
     """
 
     domain: str
@@ -103,6 +116,7 @@ class GradRule:
     broadcast: bool = False
     no_grad: bool = False
     nondiff: frozenset[int] = field(default_factory=frozenset)
+    jvp: JvpFn | None = None
 
     def covers(self, opset: int) -> bool:
         """True when the rule applies at ``opset``."""
@@ -135,16 +149,25 @@ class GradRegistry:
         broadcast: bool = False,
         no_grad: bool = False,
         nondiff: Sequence[int] = (),
+        jvp: JvpFn | None = None,
     ) -> GradRule:
         """Adds (or replaces, for the same ``since``) a rule for ``domain::op_type``."""
         if fn is None and not no_grad:
             raise ValueError(f"{op_label(domain, op_type)}: a rule needs a function unless no_grad=True")
         seed = _is_seed_form(fn) if fn is not None else False
         rule = GradRule(
-            normalise_domain(domain), op_type, fn, since, until, seed, broadcast, no_grad, frozenset(nondiff)
+            normalise_domain(domain), op_type, fn, since, until, seed, broadcast, no_grad, frozenset(nondiff), jvp
         )
         self.table.register(rule.domain, op_type, rule, since=since, until=until)
         return rule
+
+    def set_jvp(self, domain: str, op_type: str, jvp: JvpFn) -> None:
+        """Attaches the forward rule ``jvp`` to every registered entry of ``domain::op_type``."""
+        entries = [e for e in self.table.entries() if (e.domain, e.op_type) == (normalise_domain(domain), op_type)]
+        if not entries:
+            raise ValueError(f"{op_label(domain, op_type)}: register its reverse rule before its forward rule")
+        for e in entries:
+            self.table.register(e.domain, op_type, replace(e.value, jvp=jvp), since=e.since, until=e.until)
 
     def lookup(self, domain: str, op_type: str, opset: int) -> GradRule | None:
         """The newest rule for ``domain::op_type`` that covers ``opset``, or None."""

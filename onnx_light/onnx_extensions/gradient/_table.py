@@ -15,11 +15,12 @@ from functools import partial
 
 from ...onnx_core.gradient import GradRegistry
 from ...onnx_core.gradient import elementwise as _elementwise
+from ...onnx_core.gradient import jvp_rule as _jvp_rule
 from ...onnx_core.gradient import linear as _linear
 from ...onnx_core.gradient import no_grad as _no_grad
 from ...onnx_core.gradient import rule as _rule
 
-__all__ = ["REGISTRY", "rule", "elementwise", "linear", "no_grad"]
+__all__ = ["REGISTRY", "rule", "jvp_rule", "elementwise", "linear", "no_grad"]
 
 #: every default rule, registered as the rule modules are imported
 REGISTRY = GradRegistry()
@@ -28,3 +29,4 @@ rule = partial(_rule, REGISTRY)
 elementwise = partial(_elementwise, REGISTRY)
 linear = partial(_linear, REGISTRY)
 no_grad = partial(_no_grad, REGISTRY)
+jvp_rule = partial(_jvp_rule, REGISTRY)

@@ -9,10 +9,11 @@ derivatives, the one PyTorch picks (Relu'(0) = 0, LeakyRelu'(0) = alpha).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from ...onnx_core.gradient import GradContext, Grads
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._masks import mask
-from ._table import elementwise, rule
+from ._table import elementwise, jvp_rule, rule
 
 
 def _c(ctx: GradContext, value: float) -> str:
@@ -182,3 +183,24 @@ def log_softmax_grad(ctx: GradContext, dy: str) -> Grads:
     y = ctx.output(0)
     axes = _softmax_axes(ctx)
     return (ctx.op.Sub(dy, ctx.op.Mul(ctx.op.Exp(y), ctx.op.ReduceSum(dy, axes, keepdims=1))),)
+
+
+# -- forward rules ------------------------------------------------------------------------------
+@jvp_rule("", "Softmax")
+def softmax_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Y * (tX - sum(Y * tX, axis)): the Jacobian is symmetric, so the reverse rule serves."""
+    if ts[0] is None:
+        return None
+    g = softmax_grad(ctx, ts[0])
+    return g if isinstance(g, str) or g is None else g[0]
+
+
+@jvp_rule("", "LogSoftmax")
+def log_softmax_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = tX - sum(softmax(X) * tX, axis)."""
+    if ts[0] is None:
+        return None
+    axis = ctx.attr("axis", -1)
+    p = ctx.op.Exp(ctx.output(0))
+    s = ctx.op.ReduceSum(ctx.op.Mul(p, ts[0]), ctx.ints([axis]), keepdims=1)
+    return ctx.op.Sub(ts[0], s)

@@ -7,10 +7,11 @@ broadcast=True.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
-from ...onnx_core.gradient import GradContext, Grads
-from ._table import rule
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
+from ._table import jvp_rule, rule
 
 
 def _sum_to(ctx: GradContext, g: str, g_shape: tuple[Any, ...] | None, x: str) -> str:
@@ -219,3 +220,31 @@ def _fit_letters(ctx: GradContext, g: str, x: str, t: str, t_grad: str, g_letter
     if any(b == 1 and a != 1 for a, b in zip(x_letters, g_letters)):
         g = ctx.op.Expand(g, ctx.shape_of(x))
     return g
+
+
+# -- forward rules: products are multilinear --------------------------------------------------
+@jvp_rule("", "MatMul", "Einsum")
+def multilinear_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = sum over inputs i of the op with input i replaced by its tangent."""
+    terms = []
+    for i, t in enumerate(ts):
+        if t is not None:
+            inputs = list(ctx.inputs)
+            inputs[i] = t
+            terms.append(cast(str, ctx.emit_like(inputs)))
+    return ctx.add(*terms)
+
+
+@jvp_rule("", "Gemm")
+def gemm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Gemm(tA, B) + Gemm(A, tB) + beta * tC (tC broadcast to Y's shape)."""
+    a, b = ctx.inputs[:2]
+    terms = [
+        cast(str, ctx.emit_like([ts[0], b], beta=0.0)) if ts[0] is not None else None,
+        cast(str, ctx.emit_like([a, ts[1]], beta=0.0)) if len(ts) > 1 and ts[1] is not None else None,
+    ]
+    tc = ts[2] if len(ts) > 2 else None
+    if tc is not None:
+        scaled = ctx.op.Mul(tc, ctx.const(float(ctx.attr("beta", 1.0)), like=tc))
+        terms.append(ctx.op.Expand(scaled, ctx.shape_of(ctx.output(0))))
+    return ctx.add(*terms)

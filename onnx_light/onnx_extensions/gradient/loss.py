@@ -15,10 +15,13 @@ LogSoftmax's backward ``ds = dP - softmax * sum_c dP``; a gradient on its option
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, cast
+
 import numpy as np
 
-from ...onnx_core.gradient import GradContext, Grads
-from ._table import rule
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
+from ._table import jvp_rule, rule
 
 
 def _mask(ctx: GradContext, labels: str, scores: str) -> str:
@@ -137,3 +140,54 @@ def _unweighted_scores_grad(ctx: GradContext, dy: str, scores: str, labels: str,
     else:
         coef = ctx.op.Div(dy, ctx.op.ReduceSum(mask, keepdims=0))
     return ctx.op.Mul(ctx.op.Sub(prob, mask), coef)
+
+
+# -- forward rules ------------------------------------------------------------------------------
+def _nll_tangent(
+    ctx: TangentContext, scores: str, t_s: str | None, t_w: str | None, loss: str, attrs: dict[str, Any]
+) -> str | None:
+    """The tangent of NLL(scores, labels, weights): linear in the scores; in the weights
+    linear for reduction none/sum, and for mean (loss = S / W, W the picked weights' sum)
+    tLoss = (S(tW) - loss W(tW)) / W."""
+    labels = ctx.inputs[1]
+    w = ctx.input(2)
+
+    def nll(s: str, weights: str, **kw: Any) -> str:
+        return cast(str, ctx.op.NegativeLogLikelihoodLoss(s, labels, weights or None, **{**attrs, **kw}))
+
+    term_s = nll(t_s, w) if t_s is not None else None
+    if t_w is None:
+        return term_s
+    if attrs.get("reduction", "mean") != "mean":
+        return ctx.add(term_s, nll(scores, t_w))
+    neg_ones = ctx.op.Neg(ctx.op.Add(ctx.zeros_like(scores), ctx.const(1.0, like=scores)))
+    summed, tw_of = nll(scores, t_w, reduction="sum"), nll(neg_ones, t_w, reduction="sum")
+    term_w = ctx.op.Div(ctx.op.Sub(summed, ctx.op.Mul(loss, tw_of)), nll(neg_ones, w, reduction="sum"))
+    return ctx.add(term_s, term_w)
+
+
+def _loss_attrs(ctx: TangentContext) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"reduction": ctx.attr("reduction", "mean")}
+    if ctx.attr("ignore_index") is not None:
+        attrs["ignore_index"] = ctx.attr("ignore_index")
+    return attrs
+
+
+@jvp_rule("", "NegativeLogLikelihoodLoss")
+def nll_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """See ``_nll_tangent``."""
+    t_w = ts[2] if len(ts) > 2 else None
+    return _nll_tangent(ctx, ctx.inputs[0], ts[0], t_w, ctx.output(0), _loss_attrs(ctx))
+
+
+@jvp_rule("", "SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """The loss is NLL(LogSoftmax(scores, axis=1)):
+    tLogProb = tS - sum(exp(LogProb) tS, axis=1), then the NLL tangent."""
+    log_prob = ctx.forward_output(1)
+    t_logp = None
+    if ts[0] is not None:
+        p = ctx.op.Exp(log_prob)
+        t_logp = ctx.op.Sub(ts[0], ctx.op.ReduceSum(ctx.op.Mul(p, ts[0]), ctx.ints([1]), keepdims=1))
+    t_w = ts[2] if len(ts) > 2 else None
+    return _nll_tangent(ctx, log_prob, t_logp, t_w, ctx.output(0), _loss_attrs(ctx)), t_logp

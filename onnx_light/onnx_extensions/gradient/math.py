@@ -8,10 +8,12 @@ the core sums them back to each input's shape.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any, cast
 
-from ...onnx_core.gradient import GradContext, Grads, ShortGradFn
+from ...onnx_core.gradient import GradContext, Grads, ShortGradFn, TangentContext, Tangents
 from ._masks import mask
-from ._table import elementwise, linear, no_grad, rule
+from ._table import elementwise, jvp_rule, linear, no_grad, rule
 
 # -- no gradient: piecewise-constant, boolean or integer results --------------------------
 no_grad("", "Floor", "Ceil", "Round", "Sign")
@@ -208,3 +210,73 @@ def dropout_grad(ctx: GradContext, dy: str) -> Grads:
         keep = ctx.op.Sub(one, ratio if same else ctx.op.CastLike(ratio, x))
     scale = ctx.op.Where(training, ctx.op.Div(one, keep), one)
     return (ctx.op.Where(mask, ctx.op.Mul(dy, scale), ctx.const(0.0, like=x)),)
+
+
+# -- forward rules ----------------------------------------------------------------------------
+@jvp_rule("", "Sum")
+def sum_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = sum of tX_i (tangents arrive expanded to the output's shape)."""
+    return ctx.add(*ts)
+
+
+@jvp_rule("", "Mean")
+def mean_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = sum of tX_i / n."""
+    total = ctx.add(*ts)
+    n = len(ctx.inputs)
+    return total if total is None or n == 1 else ctx.op.Div(total, ctx.const(float(n), like=ctx.output(0)))
+
+
+@jvp_rule("", "Pow")
+def pow_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = tA * B * A^(B-1) + tB * Y * log(A); the reverse rule's factors applied to each tangent."""
+    ta, tb = ts
+    terms = []
+    if ta is not None:
+        terms.append(cast(tuple, pow_grad(_only(ctx, 0), ta))[0])
+    if tb is not None:
+        terms.append(cast(tuple, pow_grad(_only(ctx, 1), tb))[1])
+    return ctx.add(*terms)
+
+
+def _only(ctx: TangentContext, i: int) -> TangentContext:
+    """``ctx`` asking the reverse rule for input ``i``'s factor only (the reverse rules of
+    broadcast ops are diagonal in dy: applied to a tangent shaped like Y, they give J_i t)."""
+    ctx._needs = [k == i for k in range(len(ctx.inputs))]
+    return ctx
+
+
+@jvp_rule("", "Where")
+def where_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Where(C, tA, tB)."""
+    _, ta, tb = ts
+    if ta is None and tb is None:
+        return None
+    c, a, b = ctx.inputs
+    zero = ctx.const(0.0, like=ctx.output(0))
+    return ctx.op.Where(c, ta if ta is not None else zero, tb if tb is not None else zero)
+
+
+def _diagonal_jvp(reverse: ShortGradFn) -> Any:
+    """The forward rule of a broadcast op whose reverse rule is diagonal in dy: each
+    input's tangent (shaped like Y) through its factor, summed."""
+
+    def jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+        terms = []
+        for i, t in enumerate(ts):
+            if t is not None:
+                terms.append(cast(tuple, reverse(_only(ctx, i), t))[i])
+        return ctx.add(*terms)
+
+    return jvp
+
+
+jvp_rule("", "Max")(_diagonal_jvp(_extremum_grad("GreaterOrEqual")))
+jvp_rule("", "Min")(_diagonal_jvp(_extremum_grad("LessOrEqual")))
+jvp_rule("", "Clip")(_diagonal_jvp(clip_grad))
+
+
+@jvp_rule("", "Dropout")
+def dropout_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = the reverse rule's mask scaling applied to tX (diagonal)."""
+    return None if ts[0] is None else cast(tuple, dropout_grad(ctx, ts[0]))[0]

@@ -24,7 +24,8 @@ time knows) is ``onnx_core.ops``' ``window`` / ``transpose_window``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,8 +38,8 @@ from onnx_light.onnx_core.ops import (
     window,
 )
 
-from ...onnx_core.gradient import GradContext, Grads
-from ._table import rule
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
+from ._table import jvp_rule, rule
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
 
@@ -410,3 +411,22 @@ def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
         dw = _swap01(ctx, corr, rank)
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
+
+
+# -- forward rules ------------------------------------------------------------------------------
+@jvp_rule("", "Conv", "ConvTranspose")
+def conv_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """Y = Conv(X, W) + B is bilinear in (X, W) plus B: tY = Conv(tX, W) + Conv(X, tW) + tB
+    (tB on the channel axis)."""
+    x, w = ctx.input(0), ctx.input(1)
+    terms = []
+    if ts[0] is not None:
+        terms.append(cast(str, ctx.emit_like([ts[0], w])))
+    if len(ts) > 1 and ts[1] is not None:
+        terms.append(cast(str, ctx.emit_like([x, ts[1]])))
+    tb = ts[2] if len(ts) > 2 else None
+    if tb is not None:
+        rank = ctx.require_rank(ctx.output(0))
+        column = ctx.op.Reshape(tb, ctx.ints([1, -1] + [1] * (rank - 2)))
+        terms.append(ctx.op.Expand(column, ctx.shape_of(ctx.output(0))))
+    return ctx.add(*terms)

@@ -12,10 +12,12 @@ the op's own Mean and InvStdDev outputs (stashed as float, as precise as X).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from ...onnx_core.gradient import GradContext, Grads
-from ._table import rule
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
+from ._table import jvp_rule, rule
 
 
 def _standardize(ctx: GradContext, x: str, axes: str, eps: float) -> tuple[str, str, str]:
@@ -312,3 +314,148 @@ def rms_norm_grad(ctx: GradContext, dy: str) -> Grads:
         dx = ctx.op.Div(ctx.op.Sub(g, projection), rms)
     d_scale = ctx.unbroadcast(ctx.op.Mul(dy, xhat), scale) if ctx.needs_grad(1) else None
     return dx, d_scale
+
+
+# -- forward rules ------------------------------------------------------------------------------
+@jvp_rule("", "LayerNormalization")
+def layer_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """With c = X - mu, r = InvStdDev over the axes from ``axis``: tmu = mean(tX),
+    tc = tX - tmu, tr = -r^3 mean(c tc), tY = (tc r + c tr) scale + c r tScale + tB."""
+    x = ctx.inputs[0]
+    rank = ctx.require_rank(x)
+    axis = int(ctx.attr("axis", -1)) % rank
+    axes = ctx.ints(list(range(axis, rank)))
+    # the statistics in X's own type (stash_type may have the node keep them in float32)
+    mu = ctx.op.ReduceMean(x, axes, keepdims=1)
+    c = ctx.op.Sub(x, mu)
+    var = ctx.op.ReduceMean(ctx.op.Mul(c, c), axes, keepdims=1)
+    r = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(var, ctx.const(float(ctx.attr("epsilon", 1e-5)), like=x))))
+    tx, tscale = ts[0], ts[1] if len(ts) > 1 else None
+    tb = ts[2] if len(ts) > 2 else None
+    terms: list[str | None] = []
+    tmu = tr = None
+    if tx is not None:
+        tmu = ctx.op.ReduceMean(tx, axes, keepdims=1)
+        tc = ctx.op.Sub(tx, tmu)
+        r3 = ctx.op.Mul(r, ctx.op.Mul(r, r))
+        tr = ctx.op.Neg(ctx.op.Mul(r3, ctx.op.ReduceMean(ctx.op.Mul(c, tc), axes, keepdims=1)))
+        dxhat = ctx.op.Add(ctx.op.Mul(tc, r), ctx.op.Mul(c, tr))
+        terms.append(ctx.op.Mul(dxhat, ctx.inputs[1]))
+    if tscale is not None:
+        terms.append(ctx.op.Mul(ctx.op.Mul(c, r), tscale))
+    if tb is not None:
+        terms.append(ctx.op.Expand(tb, ctx.shape_of(ctx.output(0))))
+    stats = [ctx.op.CastLike(t, ctx.forward_output(k)) if t and ctx.output(k) else None for k, t in ((1, tmu), (2, tr))]
+    return ctx.add(*terms), *stats
+
+
+@jvp_rule("", "BatchNormalization")
+def batch_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """Inference mode, Y = (X - mean) s + B with s = scale / sqrt(var + eps) per channel:
+    tY = (tX - tMean) s + (X - mean) ts + tB, ts = tScale r - scale r^3 tVar / 2."""
+    if int(ctx.attr("training_mode", 0)):
+        return _batch_norm_training_jvp(ctx, ts)
+    x, scale, _, mean, var = ctx.inputs[:5]
+    rank = ctx.require_rank(x)
+    eps = ctx.const(float(ctx.attr("epsilon", 1e-5)), like=var)
+    r = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(var, eps)))
+    s = ctx.op.Mul(scale, r)
+    tx, tscale, tb, tmean, tvar = (list(ts) + [None] * 5)[:5]
+    terms: list[str | None] = []
+    centred = ctx.add(tx, ctx.op.Neg(_per_channel(ctx, tmean, rank)) if tmean else None)
+    if centred is not None:
+        terms.append(ctx.op.Mul(centred, _per_channel(ctx, s, rank)))
+    t_s = ctx.add(
+        ctx.op.Mul(tscale, r) if tscale else None,
+        ctx.op.Mul(ctx.op.Mul(scale, ctx.op.Mul(r, ctx.op.Mul(r, r))), ctx.op.Mul(tvar, ctx.const(-0.5, like=var)))
+        if tvar
+        else None,
+    )
+    if t_s is not None:
+        terms.append(ctx.op.Mul(ctx.op.Sub(x, _per_channel(ctx, mean, rank)), _per_channel(ctx, t_s, rank)))
+    if tb is not None:
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
+    return ctx.add(*terms)
+
+
+@jvp_rule("", "InstanceNormalization")
+def instance_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """The standardization's Jacobian is symmetric, so ``_standardize_grad`` applied to tX
+    gives tXhat; tY = tXhat scale + xhat tScale + tB (per channel)."""
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints(list(range(2, rank)))
+    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    tx, tscale, tb = (list(ts) + [None] * 3)[:3]
+    terms: list[str | None] = []
+    if tx is not None:
+        terms.append(ctx.op.Mul(_standardize_grad(ctx, tx, xhat, std, axes), _per_channel(ctx, scale, rank)))
+    if tscale is not None:
+        terms.append(ctx.op.Mul(xhat, _per_channel(ctx, tscale, rank)))
+    if tb is not None:
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
+    return ctx.add(*terms)
+
+
+@jvp_rule("", "MeanVarianceNormalization")
+def mean_variance_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """The Jacobian (a centring projection and a rank-one term, over s) is symmetric:
+    the reverse rule applied to tX."""
+    return None if ts[0] is None else mean_variance_norm_grad(ctx, ts[0])
+
+
+@jvp_rule("", "LpNormalization")
+def lp_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = (tX - Y * sum(s * tX)) / |X|_p, s = Y for p = 2 and sign(X) for p = 1."""
+    if ts[0] is None:
+        return None
+    x, y = ctx.input(0), ctx.output(0)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise ctx.error(f"p={p}: LpNormalization is defined for p = 1 and 2 only")
+    axes = ctx.ints([int(ctx.attr("axis", -1))])
+    norm = ctx.op.ReduceL2(x, axes) if p == 2 else ctx.op.ReduceL1(x, axes)
+    direction = y if p == 2 else ctx.op.Sign(x)
+    inner = ctx.op.ReduceSum(ctx.op.Mul(ts[0], direction), axes)
+    return ctx.op.Div(ctx.op.Sub(ts[0], ctx.op.Mul(y, inner)), norm)
+
+
+@jvp_rule("", "RMSNormalization")
+def rms_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = scale (tX - xhat mean(tX xhat)) / rms + xhat tScale."""
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints(list(range(int(ctx.attr("axis", -1)) % rank, rank)))
+    mean_sq = ctx.op.ReduceMean(ctx.op.Mul(x, x), axes)
+    rms = ctx.op.Sqrt(ctx.op.Add(mean_sq, ctx.const(float(ctx.attr("epsilon", 1e-5)), like=x)))
+    xhat = ctx.op.Div(x, rms)
+    terms: list[str | None] = []
+    if ts[0] is not None:
+        projection = ctx.op.Mul(xhat, ctx.op.ReduceMean(ctx.op.Mul(ts[0], xhat), axes))
+        terms.append(ctx.op.Mul(scale, ctx.op.Div(ctx.op.Sub(ts[0], projection), rms)))
+    if len(ts) > 1 and ts[1] is not None:
+        terms.append(ctx.op.Mul(xhat, ts[1]))
+    return ctx.add(*terms)
+
+
+def _batch_norm_training_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """Training mode standardizes over N and the spatial axes with the batch statistics:
+    tY = tXhat scale + xhat tScale + tB, tXhat by the symmetric ``_standardize_grad``."""
+    if any(ctx.output(k) for k in (1, 2)):
+        raise ctx.error(
+            "forward mode of training-mode BatchNormalization with running_mean/running_var outputs "
+            "is not supported yet; drop those outputs or use inference mode"
+        )
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    axes = ctx.ints([0, *range(2, rank)])
+    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    tx, tscale, tb = (list(ts) + [None] * 3)[:3]
+    terms: list[str | None] = []
+    if tx is not None:
+        terms.append(ctx.op.Mul(_standardize_grad(ctx, tx, xhat, std, axes), _per_channel(ctx, scale, rank)))
+    if tscale is not None:
+        terms.append(ctx.op.Mul(xhat, _per_channel(ctx, tscale, rank)))
+    if tb is not None:
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
+    return ctx.add(*terms)

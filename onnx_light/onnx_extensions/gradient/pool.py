@@ -17,12 +17,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...onnx_core.gradient import GradContext, Grads
-from ._table import rule
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
+from ._table import jvp_rule, rule
 from ._tensor_common import zeros_of_shape
 from .nn import Geometry, conv_geometry, same_padded, transpose_into, valid_geometry
 
@@ -350,3 +350,33 @@ def global_max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     zeros = ctx.op.Reshape(ctx.zeros_like(x), to_planes)
     scattered = ctx.op.ScatterElements(zeros, where, ctx.op.Reshape(dy, to_planes), axis=2)
     return (ctx.op.Reshape(scattered, ctx.shape_of(x)),)
+
+
+# -- forward rules ------------------------------------------------------------------------------
+jvp_rule("", "AveragePool", "GlobalAveragePool")(same_op(0))
+
+
+@jvp_rule("", "MaxPool")
+def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY[o] = tX[I[o]] with I the flat Indices of the forward node (``storage_order=1``:
+    column-major within each (n, c) plane, so the spatial axes of tX are reversed first)."""
+    if ts[0] is None:
+        return None
+    t = ts[0]
+    if int(ctx.attr("storage_order", 0)) == 1:
+        rank = ctx.require_rank(ctx.inputs[0])
+        t = ctx.op.Transpose(t, perm=[0, 1, *range(rank - 1, 1, -1)])
+    flat = ctx.op.Reshape(t, ctx.ints([-1]))
+    return ctx.op.Gather(flat, ctx.forward_output(1), axis=0), None
+
+
+@jvp_rule("", "GlobalMaxPool")
+def global_max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Σ m·tX / Σ m over the spatial axes, m = (X == Y): ties share evenly, as in reverse."""
+    if ts[0] is None:
+        return None
+    x = ctx.inputs[0]
+    axes = ctx.ints(list(range(2, ctx.require_rank(x))))
+    hit = ctx.op.CastLike(ctx.op.Equal(x, ctx.output(0)), x)
+    total = ctx.op.ReduceSum(ctx.op.Mul(hit, ts[0]), axes, keepdims=1)
+    return ctx.op.Div(total, ctx.op.ReduceSum(hit, axes, keepdims=1))

@@ -31,8 +31,11 @@ where the sum is 0.
 
 from __future__ import annotations
 
-from ...onnx_core.gradient import GradContext, Grads
-from ._table import rule
+from collections.abc import Callable, Sequence
+from typing import cast
+
+from ...onnx_core.gradient import GradContext, Grads, JvpFn, TangentContext, Tangents, same_op
+from ._table import jvp_rule, rule
 from ._tensor_common import arg_ints
 
 
@@ -163,3 +166,65 @@ def reduce_log_sum_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = Expand(g / Exp(y), Shape(X)): d log(s) = ds / s with s = Exp(y)."""
     scale = ctx.op.Div(_broadcastable(ctx, dy), ctx.op.Exp(_broadcastable(ctx, ctx.output(0))))
     return _spread(ctx, scale)
+
+
+# -- forward rules ------------------------------------------------------------------------------
+jvp_rule("", "ReduceSum", "ReduceMean")(same_op(0))
+
+
+def _reduce_sum(ctx: TangentContext, v: str) -> str:
+    """ReduceSum of ``v`` (shaped like X) over the node's axes, with its keepdims."""
+    axes_name = arg_ints(ctx, 1, "axes")[0]
+    return ctx.op.ReduceSum(
+        v,
+        axes_name or None,
+        keepdims=int(ctx.attr("keepdims", 1)),
+        noop_with_empty_axes=int(ctx.attr("noop_with_empty_axes", 0)),
+    )
+
+
+def _weighted_jvp(weight: Callable[[TangentContext], str], scale: float = 1.0) -> JvpFn:
+    """tY = scale * ReduceSum(weight(ctx) * tX): the forward rule of a reduction whose
+    gradient is ``weight`` (shaped like X) times dY."""
+
+    def jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+        if ts[0] is None:
+            return None
+        out = _reduce_sum(ctx, ctx.op.Mul(weight(ctx), ts[0]))
+        return out if scale == 1.0 else ctx.op.Mul(out, ctx.const(scale, like=out))
+
+    return jvp
+
+
+def _y_like_x(ctx: TangentContext) -> str:
+    return _broadcastable(ctx, ctx.output(0))
+
+
+def _extreme_weight(ctx: TangentContext) -> str:
+    x = ctx.inputs[0]
+    hit = ctx.op.CastLike(ctx.op.Equal(x, _y_like_x(ctx)), x)
+    axes_name = arg_ints(ctx, 1, "axes")[0]
+    count = ctx.op.ReduceSum(
+        hit, axes_name or None, keepdims=1, noop_with_empty_axes=int(ctx.attr("noop_with_empty_axes", 0))
+    )
+    return ctx.op.Div(hit, count)
+
+
+jvp_rule("", "ReduceMax", "ReduceMin")(_weighted_jvp(_extreme_weight))
+jvp_rule("", "ReduceSumSquare")(_weighted_jvp(lambda ctx: ctx.inputs[0], 2.0))
+jvp_rule("", "ReduceL1")(_weighted_jvp(lambda ctx: ctx.op.Sign(ctx.inputs[0])))
+jvp_rule("", "ReduceL2")(_weighted_jvp(lambda ctx: ctx.op.Div(ctx.inputs[0], _y_like_x(ctx))))
+jvp_rule("", "ReduceLogSumExp")(_weighted_jvp(lambda ctx: ctx.op.Exp(ctx.op.Sub(ctx.inputs[0], _y_like_x(ctx)))))
+jvp_rule("", "ReduceLogSum")(_weighted_jvp(lambda ctx: ctx.op.Reciprocal(ctx.op.Exp(_y_like_x(ctx)))))
+
+
+@jvp_rule("", "ReduceProd")
+def reduce_prod_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = <dY/dX, tX>: the reverse rule's gradient at dY = 1 (exact at zeros) times tX, summed."""
+    if ts[0] is None:
+        return None
+    ones = ctx.op.CastLike(ctx.op.ConstantOfShape(ctx.shape_of(ctx.output(0))), ctx.output(0))
+    ones = ctx.op.Add(ones, ctx.const(1.0, like=ctx.output(0)))
+    g = reduce_prod_grad(ctx, ones)
+    dydx = g if isinstance(g, str) else cast(str, cast(tuple, g)[0])
+    return _reduce_sum(ctx, ctx.op.Mul(dydx, ts[0]))

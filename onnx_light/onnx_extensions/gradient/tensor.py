@@ -16,14 +16,14 @@ whose outputs are integers or constants are declared ``no_grad`` here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ...onnx_core.gradient import GradContext, Grads
+from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ...onnx_core.numpy_helper import from_array
-from ._table import linear, no_grad, rule
+from ._table import jvp_rule, linear, no_grad, rule
 from ._tensor_common import (
     INT64_MAX,
     INT64_MIN,
@@ -638,3 +638,39 @@ def _fold_border(ctx: GradContext, g: str, mode: str, a: int, d: int, b: int, e:
         else:
             parts.append(place(tail, 0, d - e))
     return _sum(ctx, parts)
+
+
+# -- forward rules: layout ops are linear in their data input(s) ---------------------------
+for _op in ("Transpose", "Expand", "Tile", "CumSum", "Slice", "Gather", "GatherElements", "GatherND"):
+    jvp_rule("", _op)(same_op(0))
+jvp_rule("", "Split")(same_op(0))
+jvp_rule("", "ScatterElements", "ScatterND")(same_op(0, 2))
+
+
+@jvp_rule("", "Concat")
+def concat_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Concat(tX_i), zeros where an input has no tangent."""
+    return same_op(*range(len(ctx.inputs)))(ctx, ts)
+
+
+@jvp_rule("", "TopK")
+def topk_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tValues = GatherElements(tX, Indices, axis)."""
+    if ts[0] is None:
+        return None
+    axis = ctx.attr("axis", -1)
+    return ctx.op.GatherElements(ts[0], ctx.forward_output(1), axis=axis), None
+
+
+@jvp_rule("", "Pad")
+def pad_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """Pad is linear in (X, constant_value) jointly: tY = Pad(tX, pads, tValue) (0 for an
+    absent tangent; the opset-2 ``value`` attribute has none)."""
+    tv = ts[2] if len(ts) > 2 else None
+    if ts[0] is None and tv is None:
+        return None
+    inputs = [ts[0] if ts[0] is not None else ctx.zeros_like(ctx.inputs[0]), *ctx.inputs[1:]]
+    if len(inputs) > 2:
+        inputs[2] = tv or ""
+    extra = {"value": 0.0} if "value" in ctx.attrs else {}
+    return ctx.emit_like(inputs, **extra)

@@ -1,0 +1,405 @@
+"""Forward mode: TangentOfFunction and TangentOfNodes (Jacobian-vector products).
+
+The pass sweeps the forward nodes in order, asking each node's forward rule (the
+``jvp`` of its registry entry, beside the reverse rule) for the tangents of its
+outputs from the tangents of its inputs. Rules see ONE direction: with ``seeds=k``
+the core runs the tangent sweep once per direction (slices of the trailing seed axis
+of every ``fwd_`` input) on the shared primal values, and stacks the results on a
+trailing axis; with ``seeds="dynamic"`` the sweep is the body of a Loop over the
+seed axis. So no rule has to know about seeds.
+
+The inputs of a broadcasting op (``broadcast=True`` rules) whose shape differs from
+the output's have their tangent expanded to the output's shape before the rule runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from .._errors import GradientError
+from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
+from ..helper import make_graph, make_node, make_tensor_value_info
+from ..ops import op_label
+from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source
+from ._context import FLOAT_TYPES, GradContext
+from ._fastpath import value_type
+from ._names import DY, EMITTED_OPSET
+from ._pass import _GradientPass, _reads, has_subgraph, subgraph_inputs
+from ._registry import GradRegistry, GradRule, JvpFn
+from ._types import UNKNOWN, ValueType
+
+__all__ = ["TangentOfFunction", "TangentOfNodes", "TangentContext", "diff_prefix"]
+
+#: what ``seeds`` may be
+Seeds = int | str | None
+
+
+def diff_prefix(names: Iterable[str], prefix: str = "fwd") -> str:
+    """CasADi's rule: ``prefix_`` unless a name already carries ``prefix_`` or ``prefixN_``,
+    then ``prefix{highest N + 1}_`` (``fwd_`` counting as N = 1)."""
+    highest = 0
+    for n in names:
+        end = n.find("_")
+        if end < len(prefix) or not n.startswith(prefix):
+            continue
+        index = n[len(prefix) : end]
+        if index == "":
+            highest = max(highest, 1)
+        elif index.isdigit():
+            highest = max(highest, int(index))
+    return f"{prefix}_" if highest == 0 else f"{prefix}{highest + 1}_"
+
+
+class TangentContext(GradContext):
+    """What a forward rule sees: a :class:`GradContext` plus the input tangents.
+
+    Attributes:
+        tangents: the tangent of each input, None where it is zero.
+    """
+
+    __slots__ = ("tangents",)
+
+    def __init__(self, grad_pass: _GradientPass, node: NodeProto, tangents: list[str | None], index: int) -> None:
+        attrs = grad_pass._node_attrs(index)
+        needs = [t is not None for t in tangents]
+        super().__init__(grad_pass, node, [], needs, attrs, grad_pass._fields[index], index)
+        self.tangents = tangents
+
+    def tangent(self, i: int) -> str | None:
+        """The tangent of input ``i`` (None: zero)."""
+        return self.tangents[i] if i < len(self.tangents) else None
+
+    def tangent_or_zeros(self, i: int) -> str:
+        """The tangent of input ``i``, zeros shaped like the input where it has none."""
+        t = self.tangent(i)
+        return t if t is not None else self.zeros_like(self.inputs[i])
+
+    def emit_like(self, inputs: Sequence[str], **attrs: Any) -> str | list[str]:
+        """The node's own op with other inputs (its attributes, updated by ``attrs``);
+        one name per output (a single name for one output)."""
+        merged = {**self.attrs, **attrs}
+        n = max(1, len(self.outputs))
+        builder = getattr(self.op, self.node.op_type)
+        return cast("str | list[str]", builder(*inputs, _outputs=n, _domain=self.node.domain, **merged))
+
+    def add(self, *terms: str | None) -> str | None:
+        """The sum of the terms that are not None (None when all are)."""
+        present = [t for t in terms if t is not None]
+        if not present:
+            return None
+        out = present[0]
+        for t in present[1:]:
+            out = self.op.Add(out, t)
+        return out
+
+
+class _TangentPass(_GradientPass):
+    """One run of forward mode; reuses the reverse pass's helpers and assembly."""
+
+    def __init__(self, nodes: list[NodeProto], xs: Sequence[str], ys: Sequence[str], seeds: Seeds, **kw: Any) -> None:
+        if isinstance(ys, str):
+            ys = [ys]
+        if not ys:
+            raise GradientError("ys is empty: name at least one output whose tangent to compute")
+        super().__init__(nodes, xs, ys[0], **kw)
+        self.ys = list(ys)
+        if seeds is not None and seeds != "dynamic" and not (isinstance(seeds, int) and seeds >= 1):
+            raise GradientError(f"seeds={seeds!r}: give None, a positive int or 'dynamic'")
+        self.seeds = seeds
+        prefix = diff_prefix([*self.xs, *self.ys, *self.free_order])
+        self.fwd_in = [prefix + x for x in self.xs]
+        self.fwd_out = [prefix + y for y in self.ys]
+        clash = set(self.fwd_in + self.fwd_out) & self.counter.taken
+        if clash:
+            raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
+        self.counter.taken.update(self.fwd_in + self.fwd_out)
+
+    def _reserved(self) -> set[str]:
+        return set()  # the fwd_ names are checked against the source's in __init__
+
+    def run(self) -> FunctionProto:
+        self._validate_names()
+        producer = self._prepare()
+        order = sorted(self._ancestors(self.ys, producer))
+        self._infer(order, producer)
+        reach, diff = self._dependence(order)
+        self._check_xs(reach)
+        for x, fx in zip(self.xs, self.fwd_in):
+            t = self.types.get(x, UNKNOWN)
+            self.types[fx] = _seeded(t, self.seeds)
+        if self.seeds is None:
+            outs = self._sweep(order, diff, dict(zip(self.xs, self.fwd_in)))
+        elif self.seeds == "dynamic":
+            outs = self._dynamic(order, diff)
+        else:
+            outs = self._unrolled(order, diff, int(self.seeds))
+        named = []
+        for o, name in zip(outs, self.fwd_out):
+            self._push(make_node("Identity", [o], [name]), [o], [name], "")
+            named.append(name)
+        return self._finish(producer, named)
+
+    # -- phases -------------------------------------------------------------------------
+    def _prepare(self) -> dict[str, int]:
+        fields = self._fields
+        producer: dict[str, int] = {}
+        for i, f in enumerate(fields):
+            for out in f[3]:
+                if out:
+                    if out in producer:
+                        raise GradientError(f"value {out!r} is produced twice (nodes {producer[out]} and {i})")
+                    producer[out] = i
+        self._reads = [
+            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(self.nodes, fields)
+        ]
+        self._producer = producer
+        for y in self.ys:
+            if y not in producer and y not in self.xs and y not in self.free_order:
+                raise GradientError(
+                    f"y={y!r} is not produced by any node nor an input; outputs: {sorted(producer)[:20]}"
+                )
+        return producer
+
+    def _check_xs(self, reach: dict[str, int]) -> None:
+        mask = 0
+        for y in self.ys:
+            mask |= reach.get(y, 0)
+        for k, x in enumerate(self.xs):
+            if not (mask >> k) & 1 and not self.allow_unused:
+                raise GradientError(
+                    f"x={x!r} reaches none of ys={self.ys}: no path of nodes leads from it to them; "
+                    "check the name, or pass allow_unused=True"
+                )
+            dt = self.types.get(x, UNKNOWN).dtype
+            if dt and dt not in FLOAT_TYPES:
+                raise GradientError(f"x={x!r} has element type {TensorProto.DataType.Name(dt)}, which has no tangent")
+
+    def _sweep(self, order: list[int], diff: dict[str, int], tang: dict[str, str]) -> list[str]:
+        """Emits the tangent nodes for one direction; returns the tangent of each y."""
+        for i in order:
+            _, _, inputs, outputs, _ = self._fields[i]
+            if not any(o and o in diff for o in outputs):
+                continue
+            ts = [tang.get(n) if n and n in diff else None for n in inputs]
+            if all(t is None for t in ts):
+                continue
+            for o, t in zip(outputs, self._apply_jvp(i, ts)):
+                if o and t is not None:
+                    tang[o] = t
+        return [tang[y] if y in tang else self._zero_tangent(y) for y in self.ys]
+
+    def _zero_tangent(self, y: str) -> str:
+        return self.zeros_like(y)
+
+    def _rule(self, i: int) -> GradRule | None:
+        op_type, domain = self._fields[i][:2]
+        key = (domain, op_type)
+        if key not in self._rule_cache:
+            self._rule_cache[key] = self.registry.lookup(domain, op_type, self.opset)
+        return self._rule_cache[key]
+
+    def _apply_jvp(self, i: int, ts: list[str | None]) -> list[str | None]:
+        node = self.nodes[i]
+        op_type, domain, inputs, outputs, _ = self._fields[i]
+        rule = self._rule(i)
+        if rule is not None and rule.no_grad:
+            return []
+        if rule is None or rule.jvp is None:
+            what = "no gradient rule" if rule is None else "a reverse rule but no forward (jvp) rule"
+            raise self.node_error(
+                node,
+                f"{op_label(domain, op_type)} has {what}. Attach one: "
+                f"registry.set_jvp({domain!r}, {op_type!r}, fn) with fn(ctx, tangents) -> output tangents",
+            )
+        if rule.broadcast:
+            ts = [self._expand(t, n, outputs[0]) if t is not None else None for t, n in zip(ts, inputs)]
+        ctx = TangentContext(self, node, ts, i)
+        result = cast(JvpFn, rule.jvp)(ctx, ts)
+        out = [result] if result is None or isinstance(result, str) else list(result)
+        # tangents of optional outputs the node does not produce (nothing reads them) are dropped
+        return out[: len(outputs)]
+
+    def _expand(self, t: str, name: str, out: str) -> str:
+        src = self.types.get(name, UNKNOWN).shape
+        dst = self.types.get(out, UNKNOWN).shape
+        if src is not None and src == dst and None not in src and not any(isinstance(d, str) for d in src):
+            return t
+        return self.emit("Expand", [t, self.shape_value(out)], 1, "", {}, name)[0]
+
+    # -- seeds ----------------------------------------------------------------------------
+    def _unrolled(self, order: list[int], diff: dict[str, int], k: int) -> list[str]:
+        per_y: list[list[str]] = [[] for _ in self.ys]
+        for s in range(k):
+            index = self.int_constant([s])
+            tang = {}
+            for x, fx in zip(self.xs, self.fwd_in):
+                sl = self.emit("Gather", [fx, index], 1, "", {"axis": -1}, fx)[0]
+                tang[x] = self.emit("Squeeze", [sl, self.int_constant([-1])], 1, "", {}, fx)[0]
+            for j, t in enumerate(self._sweep(order, diff, tang)):
+                per_y[j].append(self.emit("Unsqueeze", [t, self.int_constant([-1])], 1, "", {}, self.ys[j])[0])
+        return [
+            p[0] if k == 1 else self.emit("Concat", list(p), 1, "", {"axis": -1}, y)[0] for p, y in zip(per_y, self.ys)
+        ]
+
+    def _dynamic(self, order: list[int], diff: dict[str, int]) -> list[str]:
+        """A Loop over the seed axis whose body is the tangent sweep of one direction."""
+        start = len(self.backward)
+        it, cond = self.new_name("seed"), self.new_name("cond")
+        self.types[it] = ValueType(TensorProto.INT64, ())
+        tang = {}
+        for x, fx in zip(self.xs, self.fwd_in):
+            sl = self.emit("Gather", [fx, it], 1, "", {"axis": -1}, fx)[0]
+            tang[x] = sl
+        ys = self._sweep(order, diff, tang)
+        body_nodes = self.backward[start:]
+        body_io = self._backward_io[start:]
+        del self.backward[start:]
+        del self._backward_io[start:]
+        cond_out = self.new_name("cond_out")
+        scans = [self.new_name("scan") for _ in ys]
+        body_nodes.append(make_node("Identity", [cond], [cond_out]))
+        body_nodes += [make_node("Identity", [t], [s]) for t, s in zip(ys, scans)]
+        body = make_graph(
+            body_nodes,
+            "tangent_body",
+            [make_tensor_value_info(it, TensorProto.INT64, []), make_tensor_value_info(cond, TensorProto.BOOL, [])],
+            [make_tensor_value_info(cond_out, TensorProto.BOOL, [])]
+            + [make_tensor_value_info(s, self.types.get(y, UNKNOWN).dtype, None) for s, y in zip(scans, self.ys)],
+        )
+        defined = {it, cond}
+        outer: list[str] = []
+        for reads, outs, _ in body_io:
+            for n in reads:
+                if n and n not in defined and n not in outer:
+                    outer.append(n)
+            defined.update(outs)
+        count = self.emit("Shape", [self.fwd_in[0]], 1, "", {"start": -1}, "seeds")[0]
+        trip = self.emit("Squeeze", [count], 1, "", {}, "seeds")[0]
+        stacked = [self.new_name("stacked") for _ in ys]
+        loop = make_node("Loop", [trip, ""], stacked, body=body)
+        self._push(loop, [trip, *outer], stacked, "")
+        results = []
+        for s, y in zip(stacked, self.ys):
+            r = self.types.get(y, UNKNOWN).rank
+            if r is None:
+                raise GradientError(f"seeds='dynamic' needs the rank of y={y!r}, which shape inference could not tell")
+            perm = [*range(1, r + 1), 0]
+            results.append(self.emit("Transpose", [s], 1, "", {"perm": perm}, y)[0])
+        return results
+
+    # -- result ---------------------------------------------------------------------------
+    def _finish(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
+        zs = self.zs
+        self.zs = None
+        fn = self._assemble(producer, outputs)
+        fwd = set(self.fwd_in)
+        free = [n for n in list(fn.input)[len(self.xs) : -1] if n not in fwd]
+        # the reverse assembly takes "dy" as its own input; here it is an ordinary free value
+        if DY not in self.xs and any(DY in n.input for n in fn.node) and all(DY not in n.output for n in fn.node):
+            free.append(DY)
+        if zs is not None:
+            missing = [n for n in free if n not in zs]
+            if missing:
+                raise GradientError(f"the tangent needs {missing}, which are neither in xs nor in zs; add them to zs")
+            free = list(zs)
+        fn.input[:] = [*self.xs, *free, *self.fwd_in]
+        fn.domain = "onnx_light.forward"
+        types_get = self.types.get
+        del fn.value_info[:]
+        for name in fn.input:
+            t = types_get(name)
+            if t is not None and t.dtype:
+                fn.value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
+        return fn
+
+
+def _seeded(t: ValueType, seeds: Seeds) -> ValueType:
+    if seeds is None or t.shape is None:
+        return t if seeds is None else ValueType(t.dtype, None)
+    return ValueType(t.dtype, (*t.shape, "nfwd" if seeds == "dynamic" else int(seeds)))
+
+
+def TangentOfNodes(  # noqa: N802  (the contract's name)
+    nodes: Iterable[NodeProto],
+    xs: Sequence[str],
+    ys: Sequence[str],
+    zs: Sequence[str] | None = None,
+    registry: GradRegistry | None = None,
+    *,
+    seeds: Seeds = None,
+    allow_unused: bool = False,
+    opset: int = EMITTED_OPSET,
+    value_info: Iterable[ValueInfoProto] = (),
+    name: str = "tangent",
+) -> FunctionProto:
+    """Forward mode over a list of nodes; see :func:`TangentOfFunction`."""
+
+    def run() -> FunctionProto:
+        forward = list(nodes)
+        types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
+        produced = {o for n in forward for o in n.output}
+        free: list[str] = []
+        for n in forward:
+            for i in list(n.input) + subgraph_inputs(n):
+                if i and i not in produced and i not in free:
+                    free.append(i)
+        return _TangentPass(
+            forward, xs, ys, seeds, zs=zs, registry=_default_registry(registry), allow_unused=allow_unused,
+            types=types, constants={}, free_order=free, opset_imports={"": opset}, name=name,
+        ).run()  # fmt: skip
+
+    return _gc_paused(True, run)
+
+
+def TangentOfFunction(  # noqa: N802  (the contract's name)
+    fn: FunctionProto | GraphProto | ModelProto,
+    xs: Sequence[str] | None = None,
+    ys: Sequence[str] | None = None,
+    zs: Sequence[str] | None = None,
+    registry: GradRegistry | None = None,
+    *,
+    seeds: Seeds = None,
+    allow_unused: bool = False,
+) -> FunctionProto:
+    """Forward mode (Jacobian-vector products) of a FunctionProto, GraphProto or ModelProto.
+
+    Args:
+        fn: what to differentiate.
+        xs: the inputs with a tangent (default: every input of a function, every graph
+            input of a graph or model).
+        ys: the outputs whose tangent is computed (default: every output).
+        zs: the other inputs of the result, in order (default: chosen as by
+            GradientOfFunction).
+        registry: the rules.
+        seeds: None (one direction), k (a trailing axis of size k on every tangent) or
+            "dynamic" (that axis symbolic).
+        allow_unused: an x reaching no y is accepted.
+
+    Returns:
+        A FunctionProto with inputs ``[*xs, *zs, *("fwd_" + x)]`` and outputs
+        ``["fwd_" + y]``, fwd_y = J fwd_x (``fwd2_`` when a name already has ``fwd_``).
+    """
+
+    def run() -> FunctionProto:
+        rules = _default_registry(registry)
+        imports, functions, graph, name = _source(fn)
+        if graph is not None:
+            nodes, types, constants, declared, free_order = _graph_source(graph)
+            inputs, outputs = [i.name for i in graph.input], [o.name for o in graph.output]
+        else:
+            assert isinstance(fn, FunctionProto)
+            nodes, types, constants, declared, free_order = _function_source(fn)
+            inputs, outputs = list(fn.input), list(fn.output)
+        if functions:
+            from .._inline import FunctionInliner
+
+            nodes = FunctionInliner(functions).expand(nodes)
+        imports.setdefault("", EMITTED_OPSET)
+        return _TangentPass(
+            nodes, list(xs) if xs is not None else inputs, list(ys) if ys is not None else outputs, seeds,
+            zs=zs, registry=rules, allow_unused=allow_unused, types=types, constants=constants,
+            free_order=free_order, opset_imports=imports, name=name.replace("_grad", "_fwd"), declared=declared,
+        ).run()  # fmt: skip
+
+    return _gc_paused(True, run)
