@@ -18,7 +18,17 @@ REGISTRY = ol.DefaultGradRegistry()
 #: ops whose forward rule is not written yet: their rows must fail with a clear GradientError
 NOT_YET = {
     "GroupNormalization",
+    # control flow and the recurrent ops (differentiated in reverse through Scan): issue 12 §2
+    "If",
+    "Loop",
+    "Scan",
+    "RNN",
+    "GRU",
+    "LSTM",
+    "Range",
 }
+# rows whose op has a forward rule that refuses these attributes (scatter max/min)
+NOT_YET_ROWS = ("scatter-elements-max", "scatter-elements-min", "scatter-nd-max", "scatter-nd-min")
 
 
 def _param(case: Case, i: int) -> object:
@@ -30,7 +40,7 @@ def _param(case: Case, i: int) -> object:
         for n in case.nodes
     )
     marks = []
-    if ops & NOT_YET or training_bn:
+    if ops & NOT_YET or training_bn or case.name.startswith(NOT_YET_ROWS):
         marks.append(pytest.mark.xfail(raises=ol.GradientError, strict=True, reason="forward rule not written yet"))
     return pytest.param(case, id=f"{case.name}-{i}", marks=marks)
 

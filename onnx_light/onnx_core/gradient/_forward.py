@@ -182,6 +182,14 @@ class _TangentPass(_GradientPass):
             if not any(o and o in diff for o in outputs):
                 continue
             ts = [tang.get(n) if n and n in diff else None for n in inputs]
+            captured = [n for n in self._reads[i][len(inputs) :] if n in tang]
+            if captured:
+                # a subgraph reads a value that has a tangent: no forward rule sees that (yet)
+                raise self.node_error(
+                    self.nodes[i],
+                    f"its subgraph reads {captured[:3]}, which carry tangents; forward mode through "
+                    "If/Loop/Scan subgraphs is not implemented: differentiate it in reverse mode",
+                )
             if all(t is None for t in ts):
                 continue
             for o, t in zip(outputs, self._apply_jvp(i, ts)):

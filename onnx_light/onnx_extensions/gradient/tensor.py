@@ -644,7 +644,19 @@ def _fold_border(ctx: GradContext, g: str, mode: str, a: int, d: int, b: int, e:
 for _op in ("Transpose", "Expand", "Tile", "CumSum", "Slice", "Gather", "GatherElements", "GatherND"):
     jvp_rule("", _op)(same_op(0))
 jvp_rule("", "Split")(same_op(0))
-jvp_rule("", "ScatterElements", "ScatterND")(same_op(0, 2))
+_scatter_linear_jvp = same_op(0, 2)
+
+
+@jvp_rule("", "ScatterElements", "ScatterND")
+def scatter_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """reduction none/add: tY = Scatter(tData, indices, tUpdates) (the op is linear in both)."""
+    reduction = str(ctx.attr("reduction", "none"))
+    if reduction not in ("none", "add"):
+        raise ctx.error(
+            f"reduction={reduction!r} has no forward rule yet (only 'none' and 'add', where the op is linear); "
+            "differentiate it in reverse mode or register a jvp with registry.set_jvp"
+        )
+    return _scatter_linear_jvp(ctx, ts)
 
 
 @jvp_rule("", "Concat")
