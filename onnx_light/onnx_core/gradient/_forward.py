@@ -25,7 +25,7 @@ from ._api import _default_registry, _function_source, _gc_paused, _graph_source
 from ._context import FLOAT_TYPES, GradContext
 from ._fastpath import value_type
 from ._names import DY, EMITTED_OPSET
-from ._pass import _GradientPass, _reads, has_subgraph, subgraph_inputs
+from ._pass import _GradientPass, subgraph_inputs
 from ._registry import GradRegistry, GradRule, JvpFn
 from ._types import UNKNOWN, ValueType
 
@@ -142,22 +142,12 @@ class _TangentPass(_GradientPass):
 
     # -- phases -------------------------------------------------------------------------
     def _prepare(self) -> dict[str, int]:
-        fields = self._fields
-        producer: dict[str, int] = {}
-        for i, f in enumerate(fields):
-            for out in f[3]:
-                if out:
-                    if out in producer:
-                        raise GradientError(f"value {out!r} is produced twice (nodes {producer[out]} and {i})")
-                    producer[out] = i
-        self._reads = [
-            _reads(node, f[2], f[4]) if f[4] and has_subgraph(f[4]) else f[2] for node, f in zip(self.nodes, fields)
-        ]
-        self._producer = producer
-        for y in self.ys:
+        """The reverse pass's producer index (it checks ys[0]), and every other y checked alike."""
+        producer = self._index_producers()
+        for y in self.ys[1:]:
             if y not in producer and y not in self.xs and y not in self.free_order:
                 raise GradientError(
-                    f"y={y!r} is not produced by any node nor an input; outputs: {sorted(producer)[:20]}"
+                    f"y={y!r} is not produced by any node nor an input; outputs available: {sorted(producer)[:20]}"
                 )
         return producer
 
