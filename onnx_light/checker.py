@@ -17,6 +17,7 @@ from .onnx_core.checker import (
     check_graph,
     check_model,
     check_node,
+    check_sparse_tensor,
     check_tensor,
     check_value_info,
 )
@@ -35,4 +36,5 @@ __all__ = [
     "check_attribute",
     "check_value_info",
     "check_tensor",
+    "check_sparse_tensor",
 ]

@@ -758,7 +758,7 @@ Sz size_field(Enc &enc, FieldPlan &f, PyObject *v, size_t &total, int depth) {
     const int kind = f.kind;
     const size_t key = static_cast<size_t>(f.key_len);
     if (f.repeated) {
-        if (!PyList_CheckExact(v)) return Sz::fallback;
+        if (!PyList_Check(v)) return Sz::fallback;
         const Py_ssize_t n = PyList_GET_SIZE(v);
         if (n == 0) return Sz::ok;
         if (kind == K_MESSAGE) {
@@ -967,7 +967,7 @@ bool write_child(Enc &enc, Writer &w, const FieldPlan &f, PyObject *child) {
 bool write_field(Enc &enc, Writer &w, const FieldPlan &f, PyObject *v) {
     const int kind = f.kind;
     if (f.repeated) {
-        if (!PyList_CheckExact(v)) return w.bad = true, false;
+        if (!PyList_Check(v)) return w.bad = true, false;
         const Py_ssize_t n = PyList_GET_SIZE(v);
         if (n == 0) return true;
         if (kind == K_MESSAGE) {

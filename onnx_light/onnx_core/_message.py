@@ -6,7 +6,8 @@ field, so the classes read like ``onnx``'s generated ones:
 
 * a singular field that was never set reads as its default (``0``, ``""``, an empty
   message) and ``HasField`` is False; setting it, even to the default, marks it present;
-* a repeated field is a plain ``list``;
+* a repeated scalar field is a plain ``list``; a repeated message field is a ``list``
+  subclass with protobuf's ``add(**fields)`` (:class:`RepeatedComposite`);
 * setting one member of a oneof clears the others (``WhichOneof``);
 * an empty sub-message created by merely *reading* an unset field is not serialised,
   as in protobuf, but one that was written to is.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-__all__ = ["Field", "Message", "MessageMeta"]
+__all__ = ["Field", "Message", "MessageMeta", "RepeatedComposite"]
 
 # Wire kinds of the protobuf scalar types the ONNX schema uses.
 DOUBLE = "double"
@@ -97,6 +98,30 @@ def _resolve(field: Field) -> type[Message]:
     return cls
 
 
+class RepeatedComposite(list[Any]):
+    """A repeated message field: a ``list`` plus protobuf's ``add()``.
+
+    The codec stores plain lists; the field's getter turns one into this class on the first
+    read (a copy of the references, once), so ``graph.node.add(op_type="Relu")`` works as
+    with onnx's generated classes.
+    """
+
+    __slots__ = ("_field",)
+
+    def __init__(self, field: Field, items: Any = ()) -> None:
+        super().__init__(items)
+        self._field = field
+
+    def add(self, **kwargs: Any) -> Any:
+        """Appends a new element built from ``kwargs`` and returns it."""
+        item = _resolve(self._field)(**kwargs)
+        self.append(item)
+        return item
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
 def _attach(msg: Message) -> None:
     """Stores a detached sub-message (and its detached ancestors) into their parents.
 
@@ -121,6 +146,21 @@ def _attach(msg: Message) -> None:
 def _make_property(cls_name: str, field: Field, oneof_members: tuple[str, ...]) -> property:
     slot = field.slot
     doc = f"{cls_name}.{field.name} (field {field.number})"
+    if field.repeated and field.kind == MESSAGE:
+
+        def get_composite(self: Message) -> list[Any]:
+            value = getattr(self, slot, _UNSET)
+            if type(value) is not RepeatedComposite:
+                value = RepeatedComposite(field, () if value is _UNSET else value)
+                setattr(self, slot, value)
+            return value
+
+        def set_composite(self: Message, value: Any) -> None:
+            _attach(self)
+            setattr(self, slot, RepeatedComposite(field, value))
+
+        return property(get_composite, set_composite, None, doc)
+
     if field.repeated:
 
         def get_repeated(self: Message) -> list[Any]:

@@ -28,7 +28,16 @@ from ._check_node import (
 )
 from ._infer_model import infer_graph
 from ._io import load, load_from_string
-from ._proto import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
+from ._proto import (
+    AttributeProto,
+    FunctionProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    SparseTensorProto,
+    TensorProto,
+    ValueInfoProto,
+)
 from ._typestr import type_string
 from .gradient._types import ValueType
 from .ops import normalise_domain
@@ -47,6 +56,7 @@ __all__ = [
     "check_attribute",
     "check_value_info",
     "check_tensor",
+    "check_sparse_tensor",
 ]
 
 #: the newest IR version this checker knows (onnx 1.23's)
@@ -183,6 +193,63 @@ def check_tensor(tensor: TensorProto, ctx: CheckerContext = DEFAULT_CONTEXT, *, 
     check_tensor_data(tensor, where)
 
 
+def check_sparse_tensor(sparse: SparseTensorProto, ctx: CheckerContext = DEFAULT_CONTEXT) -> None:
+    """A sparse tensor (onnx.proto's SparseTensorProto) is well formed.
+
+    ``dims`` is the dense shape; ``values`` a 1-D tensor of the NNZ stored values; ``indices``
+    int64, either ``[NNZ]`` positions in the flattened tensor or ``[NNZ, rank]`` coordinates,
+    in range and in ascending (lexicographic) order without repeats.
+
+    Raises:
+        ValidationError: naming what is wrong.
+    """
+    del ctx
+    label = "sparse tensor"
+    dims = list(sparse.dims)
+    if not dims or any(d < 0 for d in dims):
+        raise fail(label, f"dims {dims} must be set and non-negative")
+    values = sparse.values
+    check_tensor_data(values, "sparse tensor values: ")
+    if len(values.dims) != 1:
+        raise fail(label, f"values must be 1-D (NNZ values), got dims {list(values.dims)}")
+    nnz = values.dims[0]
+    if not sparse.HasField("indices"):
+        if nnz:
+            raise fail(label, f"{nnz} values but no indices")
+        return
+    indices = sparse.indices
+    if indices.data_type != TensorProto.INT64:
+        raise fail(label, f"indices must be int64, got data_type {indices.data_type}")
+    from .numpy_helper import to_array  # numpy_helper imports the IR; import on use
+
+    idx = to_array(indices)
+    if idx.ndim == 1 and idx.shape[0] == nnz:
+        flat = idx
+    elif idx.ndim == 2 and idx.shape == (nnz, len(dims)):
+        for axis, d in enumerate(dims):
+            if idx.size and (idx[:, axis].min() < 0 or idx[:, axis].max() >= d):
+                raise fail(label, f"an index along axis {axis} is outside [0, {d})")
+        flat = idx @ _strides(dims) if idx.size else idx.reshape(-1)
+    else:
+        want = f"[NNZ]={[nnz]} nor [NNZ, rank]={[nnz, len(dims)]}"
+        raise fail(label, f"indices of shape {list(idx.shape)} fit neither {want}")
+    size = 1
+    for d in dims:
+        size *= d
+    if flat.size and (flat.min() < 0 or flat.max() >= size):
+        raise fail(label, f"an index is outside the dense tensor of {size} elements")
+    if flat.size > 1 and not (flat[1:] > flat[:-1]).all():
+        raise fail(label, "indices must be in ascending order without repeats")
+
+
+def _strides(dims: list[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
 def check_attribute(
     attr: AttributeProto,
     ctx: CheckerContext = DEFAULT_CONTEXT,
@@ -194,6 +261,9 @@ def check_attribute(
         ValidationError: naming the attribute.
     """
     check_attribute_fields(attr, ctx, "")
+    sparse = [attr.sparse_tensor] if attr.type == AttributeProto.SPARSE_TENSOR else list(attr.sparse_tensors)
+    for st in sparse:
+        check_sparse_tensor(st, ctx)
     sub = CheckerContext(ctx.ir_version, ctx.opset_imports, False, ctx.functions, ctx.in_function)
     graphs = [attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs)
     for g in graphs:
@@ -314,6 +384,10 @@ def check_model(
     ctx = _model_context(m)
     if not m.HasField("graph"):
         raise fail("model", "field 'graph' is required but missing")
+    keys = [p.key for p in m.metadata_props]
+    if len(set(keys)) != len(keys):
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        raise fail("model", f"metadata_props has duplicate keys {twice}: each key may appear once")
     for f in m.functions:
         check_function(f, CheckerContext(ctx.ir_version, ctx.opset_imports, False, ctx.functions, True))
     types: dict[str, str] = {}

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._attributes import (
+    _attr_type_name,
     _copies,
     _copy,
     get_attribute_value,
@@ -158,6 +159,9 @@ VERSION_TABLE: list[tuple[Any, ...]] = [
     ("1.22.0", 13, 27, 5, 1),
     ("1.23.0", 14, 28, 5, 1),
 ]
+
+#: onnx's private name for the attribute type's name (its helper tests use it)
+_attr_type_to_str = _attr_type_name
 
 
 def _min_ir_versions() -> dict[tuple[str, int], int]:

@@ -105,6 +105,21 @@ def _bits_of(tensor_dtype: int) -> int:
     return _SIGNED_SUB_BYTE.get(tensor_dtype) or _UNSIGNED_SUB_BYTE[tensor_dtype]
 
 
+def _pack_4bitx2(array: np.ndarray) -> np.ndarray:
+    """Two 4-bit codes per byte, element 0 in the low nibble (onnx's private helper of that name)."""
+    return _dtypes.pack_bits(array, 4)
+
+
+def _pack_2bitx4(array: np.ndarray) -> np.ndarray:
+    """Four 2-bit codes per byte, element 0 in the lowest bits."""
+    return _dtypes.pack_bits(array, 2)
+
+
+def _pack_6bit(array: np.ndarray) -> np.ndarray:
+    """6-bit codes packed LSB first, four per three bytes."""
+    return _dtypes.pack_bits(array, 6)
+
+
 def to_array(tensor: TensorProto, base_dir: str = "", *, bit_patterns: bool = False) -> np.ndarray:
     """The numpy array of a TensorProto.
 
