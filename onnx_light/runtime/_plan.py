@@ -39,9 +39,11 @@ __all__ = ["Plan", "Step", "compile_graph", "run_plan", "attribute_value", "node
 # Attributes that old opsets defined and later dropped without changing results.
 _LEGACY_ATTRIBUTES = frozenset({"consumed_inputs", "is_test"})
 _TRASH = "\x00omitted"
+#: the keyword arguments of every step without attributes (one shared dict; never written)
+_NO_KWARGS: dict[str, Any] = {}
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One node of a plan, bound to its kernel."""
 
@@ -418,7 +420,7 @@ class _Compiler:
             kwargs[attr.name] = attribute_value(attr, self.sub_compiler(scope))
         if info.wants_num_outputs:
             kwargs["_num_outputs"] = len(node.output)
-        return kwargs
+        return kwargs or _NO_KWARGS
 
     def _bit_pattern_kernel(
         self, node: NodeProto, info: KernelInfo, kwargs: dict[str, Any]
