@@ -1,0 +1,77 @@
+"""The generic fallback of both passes: a node whose op has no rule but an expansion (a
+function body, see ``onnx_core/ops/_expand.py``) is replaced by that expansion at the
+node's types and opset before differentiating, so that function ops differentiate without
+a rule of their own. A registered rule always wins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .._errors import GradientError
+from .._proto import NodeProto
+from ..ops import ExpansionError, expand, has_expansion, normalise_domain
+from ._types import UNKNOWN, ValueType, infer_types
+
+__all__ = ["expand_ruleless"]
+
+#: expansions whose bodies hold ops expanded again deeper than this are refused (a cycle)
+MAX_DEPTH = 16
+
+
+def expand_ruleless(
+    nodes: list[NodeProto],
+    types: dict[str, ValueType],
+    constants: dict[str, np.ndarray],
+    opset: int,
+    has_rule: Callable[[str, str], bool],
+    new_name: Callable[[str], str],
+) -> list[NodeProto]:
+    """``nodes`` with every node that has no rule but an expansion replaced by it (recursively).
+
+    Returns ``nodes`` itself when there is none. Types of the values before each expanded
+    node are inferred (only then), since a decomposition may depend on ranks and dtypes.
+
+    Raises:
+        GradientError: an expansion is impossible at the node's types (it names the node).
+    """
+
+    def wanted(node: NodeProto) -> bool:
+        domain = normalise_domain(node.domain)
+        return not has_rule(domain, node.op_type) and has_expansion(domain, node.op_type, opset)
+
+    if not any(wanted(n) for n in nodes):
+        return nodes
+    out: list[NodeProto] = []
+    pending: list[NodeProto] = []
+    state = [types, constants]
+
+    def flush() -> None:
+        if pending:
+            state[0], state[1] = infer_types(pending, state[0], state[1], opset)
+            pending.clear()
+
+    def type_of(name: str) -> tuple[int, tuple | None]:
+        t = state[0].get(name, UNKNOWN)
+        return t.dtype, t.shape
+
+    def visit(node: NodeProto, depth: int) -> None:
+        if not wanted(node):
+            pending.append(node)
+            out.append(node)
+            return
+        if depth >= MAX_DEPTH:
+            raise GradientError(f"node {node.name!r} ({node.op_type}): expansions nest deeper than {MAX_DEPTH}")
+        flush()
+        try:
+            body = expand(node, type_of, opset, new_name)
+        except ExpansionError as err:
+            raise GradientError(f"{err}; register a gradient rule for the op instead") from err
+        assert body is not None
+        for inner in body:
+            visit(inner, depth + 1)
+
+    for node in nodes:
+        visit(node, 0)
+    return out
