@@ -3,13 +3,16 @@ from the spec text: Attention (23-25), RotaryEmbedding (23), CausalConvWithState
 
 Each emits standard ops only. Head counts and kernel sizes must be known when expanding
 (static dims or attributes); sequence lengths may stay symbolic (positions come from
-``Range`` over ``Shape``).
+a CumSum of ones over ``Shape``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..numpy_helper import from_array
 from ._expand import Expander, expansion
 
 _INT_MAX = 2**62
@@ -54,15 +57,25 @@ def _merge_heads(e: Expander, x: str) -> str:
     return e.op("Reshape", x, e.op("Concat", b, e.ints(-1), s_y, axis=0))
 
 
+def _positions(e: Expander, x: str, axis: int) -> str:
+    """``[0, 1, ..., n - 1]`` (int64) for ``n = Shape(x)[axis]``: a CumSum of ones (not a
+    Range, so that the expansion differentiates in forward mode too)."""
+    ones = e.op("ConstantOfShape", _dim(e, x, axis), value=_int64_one())
+    return e.op("Sub", e.op("CumSum", ones, e.const(0, 7)), e.const(1, 7))
+
+
+def _int64_one() -> Any:
+    return from_array(np.ones(1, np.int64))
+
+
 def _position_bias(e: Expander, q: str, k: str, offset: str | None, like: str) -> str | None:
     """The 0 / -inf bias of causal masking and the sliding window (see the kernel)."""
     causal = bool(e.attr("is_causal", 0))
     left, right = int(e.attr("left_window_size", -1)), int(e.attr("right_window_size", -1))
     if not causal and left < 0 and right < 0:
         return None
-    zero, one = e.const(0, 7), e.const(1, 7)
-    rows = e.op("Unsqueeze", e.op("Range", zero, e.op("Squeeze", _dim(e, q, 2)), one), e.ints(1))
-    cols = e.op("Range", zero, e.op("Squeeze", _dim(e, k, 2)), one)
+    rows = e.op("Unsqueeze", _positions(e, q, 2), e.ints(1))
+    cols = _positions(e, k, 2)
     diff = e.op("Sub", rows if offset is None else e.op("Add", rows, offset), cols)  # p - j
     allowed: list[str] = []
     if causal:
@@ -107,7 +120,7 @@ def _bias(e: Expander, q: str, k: str, past: str) -> str | None:
     if position is not None:
         parts.append(position)
     if nonpad:
-        cols = e.op("Range", e.const(0, 7), e.op("Squeeze", _dim(e, k, 2)), e.const(1, 7))
+        cols = _positions(e, k, 2)
         valid = e.op("Less", cols, e.op("Reshape", nonpad, e.ints(-1, 1, 1, 1)))
         parts.append(e.op("Where", valid, e.scalar_like(0.0, q), e.scalar_like(_NEG_INF, q)))
     if not parts:
