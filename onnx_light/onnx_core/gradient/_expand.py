@@ -6,6 +6,7 @@ a rule of their own. A registered rule always wins."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -45,15 +46,16 @@ def expand_ruleless(
         return nodes
     out: list[NodeProto] = []
     pending: list[NodeProto] = []
-    state = [types, constants]
+    known = {"types": types}
+    folded = {"constants": constants}
 
     def flush() -> None:
         if pending:
-            state[0], state[1] = infer_types(pending, state[0], state[1], opset)
+            known["types"], folded["constants"] = infer_types(pending, known["types"], folded["constants"], opset)
             pending.clear()
 
-    def type_of(name: str) -> tuple[int, tuple | None]:
-        t = state[0].get(name, UNKNOWN)
+    def type_of(name: str) -> tuple[int, tuple[Any, ...] | None]:
+        t = known["types"].get(name, UNKNOWN)
         return t.dtype, t.shape
 
     def visit(node: NodeProto, depth: int) -> None:
