@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._expand import EXPANSIONS, Expander, ExpansionError, expand, expansion, has_expansion
+from ._expand import EXPANSIONS, Expander, ExpansionError, body_op_types, expand, expansion, has_expansion
 from ._reduction import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from ._registries import INFER, UPGRADES, OpsetTable, upgrade
 from ._schema import (
@@ -124,4 +124,5 @@ __all__ = [
     "expand",
     "expansion",
     "has_expansion",
+    "body_op_types",
 ]

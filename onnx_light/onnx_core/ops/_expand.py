@@ -30,7 +30,7 @@ from ..numpy_helper import from_array
 from ._schema import get_schema, has_schema
 from ._table import DEFAULT_DOMAIN, OpTable, normalise_domain, op_label
 
-__all__ = ["EXPANSIONS", "Expander", "ExpansionError", "expansion", "expand", "has_expansion"]
+__all__ = ["EXPANSIONS", "Expander", "ExpansionError", "expansion", "expand", "has_expansion", "body_op_types"]
 
 #: a value's (element type, shape) as the caller knows it (0 / None when unknown)
 TypeOf = Callable[[str], tuple[int, tuple[Any, ...] | None]]
@@ -169,6 +169,17 @@ def _load() -> None:
                 continue  # a decomposition of our own replaces the data
             until = versions[i + 1][0] - 1 if i + 1 < len(versions) else None
             EXPANSIONS.register(domain, op_type, _static_body(version), since=version[0], until=until)
+
+
+def body_op_types(op_type: str, domain: str = DEFAULT_DOMAIN) -> frozenset[str] | None:
+    """The op types the spec's static bodies of ``domain::op_type`` use (every version), or
+    None for an op without a static body (ours are decompositions into standard ops)."""
+    from ._function_bodies import BODIES
+
+    versions = BODIES.get((normalise_domain(domain), op_type))
+    if versions is None:
+        return None
+    return frozenset(n[1] for v in versions for n in v[4])
 
 
 def has_expansion(domain: str, op_type: str, opset: int) -> bool:
