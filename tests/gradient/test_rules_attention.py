@@ -169,6 +169,32 @@ CONV = [
     ),
 ]
 
+
+def linear_attention(name: str, rule: str, extra: dict[str, np.ndarray], y: str | None = None, **attrs: Any) -> Case:
+    b, t, hq, hkv, dk, dv = 2, 4, 4, 2, 3, 2
+    inputs = {"q": normal(b, t, hq * dk), "k": normal(b, t, hkv * dk) / 2, "v": normal(b, t, hkv * dv)} | extra
+    names = [n if n in inputs else "" for n in ("q", "k", "v", "past", "decay", "beta")]
+    while not names[-1]:
+        names.pop()
+    attrs = {"q_num_heads": hq, "kv_num_heads": hkv, "update_rule": rule} | attrs
+    n = node("LinearAttention", names, ["y", "state"], **attrs)
+    return Case(f"LinearAttention-{name}", [n], inputs, list(inputs), y=y, opset=27)
+
+
+LINEAR = [
+    linear_attention("linear", "linear", {}),
+    linear_attention("gated-per-key-past", "gated", {"past": normal(2, 2, 3, 2), "decay": -RNG.random((2, 4, 6))}),
+    linear_attention("delta-scaled", "delta", {"beta": RNG.random((2, 4, 2))}, scale=0.4),
+    linear_attention(
+        "gated-delta",
+        "gated_delta",
+        {"past": normal(2, 2, 3, 2), "decay": -RNG.random((2, 4, 2)), "beta": RNG.random((2, 4, 1))},
+    ),
+    linear_attention(
+        "gated-delta-state", "gated_delta", {"decay": -RNG.random((2, 4, 2)), "beta": RNG.random((2, 4, 2))}, y="state"
+    ),
+]
+
 FUNCTION_OPS = [
     Case("Swish", [node("Swish", ["x"], alpha=0.7)], {"x": normal(3, 4)}, ["x"], opset=24),
     Case(
@@ -176,7 +202,7 @@ FUNCTION_OPS = [
     ),
 ]
 
-CASES: list[Case] = [*FUNCTION_OPS, *ATTENTION, *ROTARY, *CONV]
+CASES: list[Case] = [*FUNCTION_OPS, *ATTENTION, *ROTARY, *CONV, *LINEAR]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

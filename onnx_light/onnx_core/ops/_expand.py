@@ -93,6 +93,15 @@ class Expander:
         self.out.append(make_node(op_type, list(inputs), outs, **{k: v for k, v in attrs.items() if v is not None}))
         return outs[0] if n_out == 1 else outs
 
+    def subgraph(self) -> Expander:
+        """A builder of the same node whose nodes go to a list of their own (a subgraph's
+        body); names stay fresh across both."""
+        return Expander(self.node, self._type_of, self.opset, self._new_name)
+
+    def fresh(self, prefix: str) -> str:
+        """A fresh value name (a subgraph's input, say)."""
+        return self._new_name(f"{self.node.op_type}_{prefix}")
+
     def const(self, value: Any, dtype: int | np.dtype | type | None = None) -> str:
         """A Constant of ``value`` (``dtype``: a TensorProto type or a numpy dtype)."""
         if isinstance(dtype, int):

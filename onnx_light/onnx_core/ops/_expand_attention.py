@@ -259,3 +259,101 @@ def causal_conv_with_state(e: Expander) -> list[str]:
         raise e.error(f"activation must be none, silu or swish, got {activation!r}")
     start = _INT_MAX if k == 1 else 1 - k
     return [y, e.op("Slice", padded, e.ints(start), e.ints(_INT_MAX), e.ints(2))]
+
+
+def _per_head(e: Expander, x: str, kv_heads: int, *, per_key: bool) -> str:
+    """decay / beta ``(B, T, H)`` or ``(B, T, 1)`` as ``(B, H|1, T, 1)``; a per-key decay
+    ``(B, T, H * d_k)`` as ``(B, H, T, d_k)``."""
+    if per_key:
+        return _heads_first(e, x, kv_heads)
+    return e.op("Transpose", e.op("Reshape", x, e.ints(0, 0, -1, 1)), perm=[0, 2, 1, 3])
+
+
+def _linear_attention_cell(e: Expander, dtype: int, gated: bool, delta: bool) -> tuple[Any, list[str]]:
+    """The Scan body of one token: ``S = exp(g) S``; ``v' = β (v - S^T k)`` (delta rules);
+    ``S = S + k ⊗ v'``; ``o = q S`` (per query head group). Returns (graph, input names)."""
+    from ..helper import make_graph, make_tensor_value_info
+
+    b = e.subgraph()
+    state, q, k, v = b.fresh("state"), b.fresh("q_t"), b.fresh("k_t"), b.fresh("v_t")
+    gate, rate = b.fresh("gate_t") if gated else "", b.fresh("beta_t") if delta else ""
+    s = state
+    if gated:
+        s = b.op("Mul", s, b.op("Unsqueeze", gate, b.ints(-1)))
+    vt = v
+    if delta:
+        retrieved = b.op("Squeeze", b.op("MatMul", b.op("Unsqueeze", k, b.ints(-2)), s), b.ints(-2))
+        vt = b.op("Mul", rate, b.op("Sub", v, retrieved))
+    s = b.op("Add", s, b.op("Mul", b.op("Unsqueeze", k, b.ints(-1)), b.op("Unsqueeze", vt, b.ints(-2))))
+    o = b.op("MatMul", q, s)
+    s_out = b.op("Identity", s)
+    names = [n for n in (state, q, k, v, gate, rate) if n]
+    ranks = {state: 4, q: 4, k: 3, v: 3, gate: 3, rate: 3}
+    inputs = [make_tensor_value_info(n, dtype, [None] * ranks[n]) for n in names]
+    outputs = [make_tensor_value_info(s_out, dtype, [None] * 4), make_tensor_value_info(o, dtype, [None] * 4)]
+    return make_graph(b.out, "linear_attention_step", inputs, outputs), names
+
+
+@expansion("LinearAttention", since=27)
+def linear_attention(e: Expander) -> list[str]:
+    """The recurrence of ``update_rule`` as one Scan over the tokens (state carried,
+    batched over batch and heads), then the output scaled and packed to ``(B, T, H_q d_v)``."""
+    query, key, value, past, decay, beta = (e.input(i) for i in range(6))
+    rule = e.attr("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise e.error(f"update_rule must be linear, gated, delta or gated_delta, got {rule!r}")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gated != bool(decay) or delta != bool(beta):
+        raise e.error(
+            f"update_rule {rule!r} needs decay {'given' if gated else 'omitted'}, beta {'given' if delta else 'omitted'}"
+        )
+    qh, kvh = int(e.attr("q_num_heads", 0)), int(e.attr("kv_num_heads", 0))
+    if qh <= 0 or kvh <= 0 or qh % kvh:
+        raise e.error(f"q_num_heads {qh} must be a positive multiple of kv_num_heads {kvh}")
+    dtype = e.dtype(query)
+    if not dtype:
+        raise e.error("the element type of query must be known")
+    q = _heads_first(e, query, qh)  # (B, Hq, T, dk)
+    k, v = _heads_first(e, key, kvh), _heads_first(e, value, kvh)
+    shape = e.op("Shape", q)
+    grouped = e.op(
+        "Concat",
+        e.op("Slice", shape, e.ints(0), e.ints(1)),
+        e.ints(kvh, qh // kvh),
+        e.op("Slice", shape, e.ints(2), e.ints(4)),
+        axis=0,
+    )
+    q = e.op("Reshape", q, grouped)  # (B, Hkv, G, T, dk)
+    if not past:
+        size = e.op("Concat", _dim(e, k, 0), e.ints(kvh), _dim(e, k, 3), _dim(e, v, 3), axis=0)
+        past = e.op("CastLike", e.op("ConstantOfShape", size), query)
+    scanned, axes = [q, k, v], [3, 2, 2]
+    if gated:
+        last = (e.shape(decay) or (None,))[-1]
+        if not isinstance(last, int):
+            raise e.error("the last dimension of decay (kv_num_heads or kv_num_heads * d_k) must be known")
+        scanned.append(e.op("Exp", _per_head(e, decay, kvh, per_key=last != kvh)))
+        axes.append(2)
+    if delta:
+        scanned.append(_per_head(e, beta, kvh, per_key=False))
+        axes.append(2)
+    body, _ = _linear_attention_cell(e, dtype, gated, delta)
+    state, o = e.op(
+        "Scan",
+        past,
+        *scanned,
+        n_out=2,
+        body=body,
+        num_scan_inputs=len(scanned),
+        scan_input_axes=axes,
+        scan_output_axes=[3],
+    )
+    scale = float(e.attr("scale", 0.0))
+    factor = (
+        e.scalar_like(scale, query)
+        if scale
+        else e.op("Pow", e.op("CastLike", _dim(e, k, 3), query), e.scalar_like(-0.5, query))
+    )
+    y = e.op("Mul", _merge_heads(e, o), factor)  # (B, Hq, T, dv)
+    y = e.op("Reshape", e.op("Transpose", y, perm=[0, 2, 1, 3]), e.ints(0, 0, -1))
+    return [y, state]
