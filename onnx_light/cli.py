@@ -202,7 +202,6 @@ def _check_grad(args: argparse.Namespace) -> int:
 def ops_markdown() -> str:
     """The README's list of ops with gradient rules and ops declared without gradient."""
     from . import DefaultGradRegistry
-
     from .onnx_core.ops import EXPANSIONS, body_op_types, has_expansion
 
     rules = DefaultGradRegistry().rules()

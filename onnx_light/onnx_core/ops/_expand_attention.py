@@ -305,7 +305,8 @@ def linear_attention(e: Expander) -> list[str]:
     gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
     if gated != bool(decay) or delta != bool(beta):
         raise e.error(
-            f"update_rule {rule!r} needs decay {'given' if gated else 'omitted'}, beta {'given' if delta else 'omitted'}"
+            f"update_rule {rule!r} needs decay {'given' if gated else 'omitted'}, "
+            f"beta {'given' if delta else 'omitted'}"
         )
     qh, kvh = int(e.attr("q_num_heads", 0)), int(e.attr("kv_num_heads", 0))
     if qh <= 0 or kvh <= 0 or qh % kvh:
