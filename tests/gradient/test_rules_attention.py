@@ -115,6 +115,14 @@ ATTENTION = [
         )
         for m in (0, 1, 2, 3)
     ],
+    Case(
+        "Attention-symbolic-batch-causal",
+        [node("Attention", ["q", "k", "v"], is_causal=1)],
+        {"q": _Q4, "k": normal(2, 2, 3, 4), "v": normal(2, 2, 3, 3)},
+        ["q", "k", "v"],
+        opset=23,
+        dynamic=["q", "k", "v"],
+    ),
     attention("softmax-precision", {"q": _Q4, "k": _K4, "v": _V4}, softmax_precision=11),
     attention(
         "window-nonpad",
@@ -334,3 +342,41 @@ BLOCK = Case(
 
 def test_transformer_block_gradient() -> None:
     check_gradient(BLOCK)
+
+
+def _torch_block(torch: Any, p: dict[str, Any]) -> Any:
+    """The same block in torch (float64): the spec's formulas, written out."""
+    f = torch.nn.functional
+
+    def rms(x: Any, g: Any) -> Any:
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5) * g
+
+    def rotate(x: Any, heads: int) -> Any:
+        b, s, _ = x.shape
+        x = x.reshape(b, s, heads, -1)
+        cos, sin = p["cos"][p["pos"]][:, :, None], p["sin"][p["pos"]][:, :, None]
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([cos * x1 - sin * x2, sin * x1 + cos * x2], dim=-1)  # (B, S, H, D)
+
+    h = rms(p["x"], p["g1"])
+    q = rotate(h @ p["wq"], _H).transpose(1, 2)
+    k = rotate(h @ p["wk"], _KV).transpose(1, 2)
+    v = (h @ p["wv"]).reshape(2, _S, _KV, -1).transpose(1, 2)
+    a = f.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    r = p["x"] + a.transpose(1, 2).reshape(2, _S, -1) @ p["wo"]
+    h2 = rms(r, p["g2"])
+    ug = (h2 @ p["w1"]) * (h2 @ p["w3"])
+    return r + (ug * torch.sigmoid(ug)) @ p["w2"]
+
+
+def test_transformer_block_matches_torch_autograd() -> None:
+    torch = pytest.importorskip("torch")
+    model, bwd = gradient(BLOCK)
+    feeds = dict(BLOCK.inputs)
+    dy = RNG.standard_normal((2, _S, _D))
+    ours = ol.runtime.InferenceSession(bwd).run(None, {n: (dy if n == "dy" else feeds[n]) for n in bwd.input})
+    params = {n: torch.tensor(v, requires_grad=n in BLOCK.xs) for n, v in feeds.items()}
+    out = _torch_block(torch, params)
+    (out * torch.tensor(dy)).sum().backward()
+    for x, g in zip(BLOCK.xs, ours):
+        np.testing.assert_allclose(g, params[x].grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=f"grad_{x}")
