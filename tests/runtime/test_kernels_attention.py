@@ -125,3 +125,22 @@ def test_causal_conv_with_state_is_a_padded_depthwise_conv() -> None:
 def test_bad_input_is_a_clear_error(call: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_causal_conv_with_state_matches_onnxruntime() -> None:
+    g = rng()
+    x, w = g.standard_normal((2, 3, 6)).astype(np.float32), g.standard_normal((3, 1, 4)).astype(np.float32)
+    bias, past = g.standard_normal(3).astype(np.float32), g.standard_normal((2, 3, 3)).astype(np.float32)
+    compare_with_ort("CausalConvWithState", [x, w, bias, past], {"activation": "silu"}, n_out=2, opset=27)
+    compare_with_ort("CausalConvWithState", [x, w], n_out=2, opset=27)
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+def test_linear_attention_matches_onnxruntime(rule: str) -> None:
+    g = rng()
+    q, kk, v = (g.standard_normal((2, 5, n)).astype(np.float32) for n in (12, 6, 4))
+    past = g.standard_normal((2, 2, 3, 2)).astype(np.float32)
+    decay = -g.random((2, 5, 6 if rule == "gated" else 2)).astype(np.float32) if "gated" in rule else None
+    beta = g.random((2, 5, 2)).astype(np.float32) if "delta" in rule else None
+    attrs = {"q_num_heads": 4, "kv_num_heads": 2, "update_rule": rule}
+    compare_with_ort("LinearAttention", [q, kk / 2, v, past, decay, beta], attrs, n_out=2, opset=27)
