@@ -203,6 +203,24 @@ LINEAR = [
     ),
 ]
 
+CROP = [
+    Case(
+        "CenterCropPad-axes-crop-and-pad",
+        [node("CenterCropPad", ["x", "shape"], axes=[1, -1])],
+        {"x": normal(3, 5, 6), "shape": np.array([4, 9], np.int64)},
+        ["x"],
+        initializers=["shape"],
+        opset=18,
+    ),
+    Case(
+        "CenterCropPad-runtime-shape",
+        [node("CenterCropPad", ["x", "shape"])],
+        {"x": normal(3, 5, 6), "shape": np.array([2, 7, 3], np.int64)},
+        ["x"],
+        opset=18,
+    ),
+]
+
 FUNCTION_OPS = [
     Case("Swish", [node("Swish", ["x"], alpha=0.7)], {"x": normal(3, 4)}, ["x"], opset=24),
     Case(
@@ -210,7 +228,7 @@ FUNCTION_OPS = [
     ),
 ]
 
-CASES: list[Case] = [*FUNCTION_OPS, *ATTENTION, *ROTARY, *CONV, *LINEAR]
+CASES: list[Case] = [*FUNCTION_OPS, *ATTENTION, *ROTARY, *CONV, *LINEAR, *CROP]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

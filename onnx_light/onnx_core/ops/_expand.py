@@ -7,8 +7,8 @@ types and opset. Two kinds fill it:
 * ops with a static body (``has_function``: Swish, SwiGLU, Celu, Mish, ...): the spec's
   body, carried as data in the generated ``_function_bodies.py``, instantiated with the
   node's attributes (schema defaults for the omitted ones);
-* context-dependent ones (Attention, RotaryEmbedding, CausalConvWithState): our own
-  decompositions from the spec text, in ``_expand_attention.py``.
+* context-dependent ones (Attention, RotaryEmbedding, LinearAttention, CausalConvWithState,
+  CenterCropPad): our own decompositions from the spec text, in ``_expand_attention.py``.
 
 :func:`expand` is the one entry point; the gradient pass and forward mode use it for an
 op that has no rule of its own (a rule, where one exists, wins).

@@ -1,5 +1,6 @@
-"""Our decompositions of the context-dependent function ops of the attention family, written
-from the spec text: Attention (23-25), RotaryEmbedding (23), CausalConvWithState (27).
+"""Our decompositions of context-dependent function ops, written from the spec text:
+Attention (23-25), RotaryEmbedding (23), CausalConvWithState (27), LinearAttention (27, one
+Scan over the tokens) and CenterCropPad (18).
 
 Each emits standard ops only. Head counts and kernel sizes must be known when expanding
 (static dims or attributes); sequence lengths may stay symbolic (positions come from
@@ -358,3 +359,25 @@ def linear_attention(e: Expander) -> list[str]:
     y = e.op("Mul", _merge_heads(e, o), factor)  # (B, Hq, T, dv)
     y = e.op("Reshape", e.op("Transpose", y, perm=[0, 2, 1, 3]), e.ints(0, 0, -1))
     return [y, state]
+
+
+@expansion("CenterCropPad", since=18)
+def center_crop_pad(e: Expander) -> list[str]:
+    """Per axis, a centred Slice where the target is smaller (start ``(dim - target) // 2``)
+    and a centred zero Pad where it is larger (``(target - dim) // 2`` before, the rest after)."""
+    x, target = e.input(0), e.input(1)
+    axes = e.attr("axes")
+    if axes is None:
+        rank = e.rank(x)
+        if rank is None:
+            raise e.error("the rank of the input must be known when axes is omitted")
+        axes = list(range(rank))
+    axes_in = e.ints(*axes)
+    dims = e.op("Gather", e.op("Shape", x), axes_in)
+    zero, two = e.const(0, 7), e.const(2, 7)
+    start = e.op("Div", e.op("Max", e.op("Sub", dims, target), zero), two)
+    cropped = e.op("Slice", x, start, e.op("Add", start, e.op("Min", dims, target)), axes_in)
+    extra = e.op("Max", e.op("Sub", target, dims), zero)
+    before = e.op("Div", extra, two)
+    pads = e.op("Concat", before, e.op("Sub", extra, before), axis=0)
+    return [e.op("Pad", cropped, pads, "", axes_in)]
