@@ -5,14 +5,14 @@ a rule of their own. A registered rule always wins."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from .._errors import GradientError
 from .._proto import NodeProto
-from ..ops import ExpansionError, expand, has_expansion, normalise_domain
+from ..ops import ExpansionError, expand, expandable_op_types, has_expansion, normalise_domain
 from ._types import UNKNOWN, ValueType, infer_types
 
 __all__ = ["expand_ruleless"]
@@ -28,20 +28,34 @@ def expand_ruleless(
     opset: int,
     has_rule: Callable[[str, str], bool],
     new_name: Callable[[str], str],
+    op_types: Iterable[str] | None = None,
 ) -> list[NodeProto]:
     """``nodes`` with every node that has no rule but an expansion replaced by it (recursively).
 
-    Returns ``nodes`` itself when there is none. Types of the values before each expanded
-    node are inferred (only then), since a decomposition may depend on ranks and dtypes.
+    Returns ``nodes`` itself when there is none (``op_types``: the nodes' op types when the
+    caller has read them, as the pass has: the common case costs one set lookup per node).
+    Types of the values before each expanded node are inferred (only then), since a
+    decomposition may depend on ranks and dtypes.
 
     Raises:
         GradientError: an expansion is impossible at the node's types (it names the node).
     """
 
-    def wanted(node: NodeProto) -> bool:
-        domain = normalise_domain(node.domain)
-        return not has_rule(domain, node.op_type) and has_expansion(domain, node.op_type, opset)
+    cache: dict[tuple[str, str], bool] = {}
 
+    def wanted_kind(op_type: str, domain: str) -> bool:
+        key = (op_type, domain)
+        hit = cache.get(key)
+        if hit is None:
+            d = normalise_domain(domain)
+            hit = cache[key] = has_expansion(d, op_type, opset) and not has_rule(d, op_type)
+        return hit
+
+    def wanted(node: NodeProto) -> bool:
+        return wanted_kind(node.op_type, node.domain)
+
+    if expandable_op_types().isdisjoint(op_types if op_types is not None else (n.op_type for n in nodes)):
+        return nodes
     if not any(wanted(n) for n in nodes):
         return nodes
     out: list[NodeProto] = []

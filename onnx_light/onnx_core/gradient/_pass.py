@@ -17,6 +17,7 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -119,13 +120,16 @@ class _GradientPass:
         for old, new in renamed.items():
             if old in types:
                 types[new] = types[old]
+        upgraded = self._upgrade(renamed_nodes, types, fields)
+        # a function op without a rule is differentiated through its expansion (ops/_expand.py)
         self.nodes = expand_ruleless(
-            self._upgrade(renamed_nodes, types, fields),
+            upgraded,
             types,
             constants,
             self.opset,
             lambda domain, op_type: registry.lookup(domain, op_type, self.opset) is not None,
             self.new_name,
+            op_types=map(itemgetter(0), fields) if upgraded is renamed_nodes else None,
         )
         if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
             by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique

@@ -21,7 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._expand import EXPANSIONS, Expander, ExpansionError, body_op_types, expand, expansion, has_expansion
+from ._expand import (
+    EXPANSIONS,
+    Expander,
+    ExpansionError,
+    body_op_types,
+    expand,
+    expandable_op_types,
+    expansion,
+    has_expansion,
+)
 from ._reduction import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from ._registries import INFER, UPGRADES, OpsetTable, upgrade
 from ._schema import (
@@ -125,4 +134,5 @@ __all__ = [
     "expansion",
     "has_expansion",
     "body_op_types",
+    "expandable_op_types",
 ]

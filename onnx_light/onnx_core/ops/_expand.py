@@ -30,7 +30,16 @@ from ..numpy_helper import from_array
 from ._schema import get_schema, has_schema
 from ._table import DEFAULT_DOMAIN, OpTable, normalise_domain, op_label
 
-__all__ = ["EXPANSIONS", "Expander", "ExpansionError", "expansion", "expand", "has_expansion", "body_op_types"]
+__all__ = [
+    "EXPANSIONS",
+    "Expander",
+    "ExpansionError",
+    "expansion",
+    "expand",
+    "has_expansion",
+    "body_op_types",
+    "expandable_op_types",
+]
 
 #: a value's (element type, shape) as the caller knows it (0 / None when unknown)
 TypeOf = Callable[[str], tuple[int, tuple[Any, ...] | None]]
@@ -189,6 +198,12 @@ def body_op_types(op_type: str, domain: str = DEFAULT_DOMAIN) -> frozenset[str] 
     if versions is None:
         return None
     return frozenset(n[1] for v in versions for n in v[4])
+
+
+def expandable_op_types() -> frozenset[str]:
+    """The op types that have an expansion in some domain at some opset."""
+    _load()
+    return frozenset(op for _, op in EXPANSIONS.ops())
 
 
 def has_expansion(domain: str, op_type: str, opset: int) -> bool:
