@@ -180,6 +180,10 @@ def attention(e: Expander) -> list[str]:
     rank = e.rank(q)
     if rank not in (3, 4):
         raise e.error("the rank of Q (3 or 4) must be known")
+    if bool(past_k) != bool(past_v):
+        raise e.error("past_key and past_value must be given together")
+    if past_k and e.input(6):
+        raise e.error("nonpad_kv_seqlen cannot be combined with past_key / past_value")
     qh, kvh = _heads(e, q, k)
     if qh % kvh:
         raise e.error(f"q_num_heads {qh} is not a multiple of kv_num_heads {kvh}")
