@@ -144,7 +144,7 @@ def expansion(
 
 def _static_body(version: tuple[Any, ...]) -> ExpandFn:
     """The expansion of one version of a static body (see ``_function_bodies.py``)."""
-    _, _, formal_in, formal_out, nodes = version
+    _, _, _, formal_in, formal_out, nodes = version
 
     def body(e: Expander) -> list[str]:
         node = e.node
@@ -182,11 +182,10 @@ def _load() -> None:
     from ._function_bodies import BODIES
 
     for (domain, op_type), versions in BODIES.items():
-        for i, version in enumerate(versions):
+        for version in versions:
             if EXPANSIONS.lookup(domain, op_type, version[0]) is not None:
                 continue  # a decomposition of our own replaces the data
-            until = versions[i + 1][0] - 1 if i + 1 < len(versions) else None
-            EXPANSIONS.register(domain, op_type, _static_body(version), since=version[0], until=until)
+            EXPANSIONS.register(domain, op_type, _static_body(version), since=version[0], until=version[1])
 
 
 def body_op_types(op_type: str, domain: str = DEFAULT_DOMAIN) -> frozenset[str] | None:
@@ -197,7 +196,7 @@ def body_op_types(op_type: str, domain: str = DEFAULT_DOMAIN) -> frozenset[str] 
     versions = BODIES.get((normalise_domain(domain), op_type))
     if versions is None:
         return None
-    return frozenset(n[1] for v in versions for n in v[4])
+    return frozenset(n[1] for v in versions for n in v[5])
 
 
 def expandable_op_types() -> frozenset[str]:
