@@ -88,16 +88,19 @@ def _mask_bias(mask: np.ndarray, t: int, dtype: np.dtype) -> np.ndarray:
     return bias
 
 
-def _softmax_rows(x: np.ndarray, blocked: np.ndarray | None) -> np.ndarray:
-    """Softmax over the last axis; rows whose bias is all -inf (``blocked``) are zero."""
+def _softmax_rows(x: np.ndarray, blocked: np.ndarray | None, *, inplace: bool = False) -> np.ndarray:
+    """Softmax over the last axis; rows whose bias is all -inf (``blocked``) are zero.
+    ``inplace``: ``x`` is a scratch buffer the result may overwrite (it saves two passes)."""
     peak = x.max(axis=-1, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, x.dtype.type(0))
-    e = np.exp(x - peak)
+    peak[~np.isfinite(peak)] = 0
+    e = np.subtract(x, peak, out=x if inplace else None)
+    np.exp(e, out=e)
     total = e.sum(axis=-1, keepdims=True)
-    p = e / np.where(total == 0, x.dtype.type(1), total)
+    total[total == 0] = 1
+    e /= total
     if blocked is not None and blocked.any():
-        p = np.where(blocked, x.dtype.type(0), p)
-    return p
+        e[np.broadcast_to(blocked, e.shape)] = 0
+    return e
 
 
 def attention_core(
@@ -128,7 +131,8 @@ def attention_core(
     blocked = None
     if bias is not None:
         blocked = np.isneginf(bias.max(axis=-1, keepdims=True))
-    probs = _softmax_rows(scores, blocked).astype(dtype, copy=False)
+    kept = (raw, capped, qk, None)[mode] if 0 <= mode <= 3 else None  # the debug output, if a score
+    probs = _softmax_rows(scores, blocked, inplace=scores is not kept).astype(dtype, copy=False)
     y = _grouped_matmul(probs, v)
     debug = (raw, capped, qk, probs)[mode] if 0 <= mode <= 3 else None
     if debug is None:
