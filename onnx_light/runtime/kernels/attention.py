@@ -267,15 +267,19 @@ def rotary_embedding(
             f"RotaryEmbedding: the caches' last axis must be rotary_embedding_dim / 2 = {dim // 2}, "
             f"got {cos_cache.shape[-1]} and {sin_cache.shape[-1]}"
         )
-    cos, sin = cos_cache[:, :, None, :], sin_cache[:, :, None, :]
-    rot = work[..., :dim]
-    x1, x2 = (rot[..., 0::2], rot[..., 1::2]) if interleaved else (rot[..., : dim // 2], rot[..., dim // 2 :])
-    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
-    if interleaved:
-        turned = np.stack([real, imag], axis=-1).reshape(rot.shape)
-    else:
-        turned = np.concatenate([real, imag], axis=-1)
-    out = np.concatenate([turned.astype(x.dtype, copy=False), work[..., dim:]], axis=-1)
+    cos = cos_cache[:, :, None, :].astype(x.dtype, copy=False)
+    sin = sin_cache[:, :, None, :].astype(x.dtype, copy=False)
+    half = dim // 2
+    # the two halves of each pair, read from the input and written into the output directly
+    first, second = (slice(0, dim, 2), slice(1, dim, 2)) if interleaved else (slice(0, half), slice(half, dim))
+    x1, x2 = work[..., first], work[..., second]
+    out = np.empty(work.shape, x.dtype)
+    real, imag = out[..., first], out[..., second]
+    np.multiply(cos, x1, out=real)
+    real -= sin * x2
+    np.multiply(sin, x1, out=imag)
+    imag += cos * x2
+    out[..., dim:] = work[..., dim:]
     return out.reshape(x.shape) if x.ndim == 3 else out.transpose(0, 2, 1, 3)
 
 
