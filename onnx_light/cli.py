@@ -202,12 +202,19 @@ def _check_grad(args: argparse.Namespace) -> int:
 def ops_markdown() -> str:
     """The README's list of ops with gradient rules and ops declared without gradient."""
     from . import DefaultGradRegistry
+    from .onnx_core.ops import body_op_types, expandable_op_types, has_schema
 
     rules = DefaultGradRegistry().rules()
     with_rule = sorted({r.op_type for r in rules if not r.no_grad})
     no_grad = sorted({r.op_type for r in rules if r.no_grad})
+    known = set(with_rule) | set(no_grad)
+    candidates = {op for op in expandable_op_types() if has_schema(op, 10**6)} - known
+    # a static body whose ops all differentiate (DynamicQuantizeLinear's QuantizeLinear does not)
+    expanded = sorted(op for op in candidates if (body_op_types(op) or frozenset()) <= known | candidates)
     return (
         f"**Gradient rules ({len(with_rule)} ops):** {', '.join(with_rule)}.\n\n"
+        f"**Differentiated through their expansion ({len(expanded)} ops; the spec's function body or our "
+        f"decomposition, see onnx_core/ops/_expand.py):** {', '.join(expanded)}.\n\n"
         f"**Declared without gradient ({len(no_grad)} ops; their outputs are constants to the pass):** "
         f"{', '.join(no_grad)}.\n"
     )

@@ -52,8 +52,12 @@ IN_SCOPE_OPS = frozenset(
     Det CumProd Swish SwiGLU BitCast BitShift
     DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
     StringConcat StringSplit RegexFullMatch StringNormalizer
+    Attention RotaryEmbedding LinearAttention CausalConvWithState
     """.split()
 )
+
+#: in-scope ops of other domains, as (domain, op_type)
+IN_SCOPE_DOMAIN_OPS = frozenset({("ai.onnx.preview", "FlexAttention")})
 
 #: ops whose outputs are random draws: the spec fixes their distribution, not their values
 #: (onnx's expected values come from numpy's legacy global stream), so a case running one of
@@ -155,7 +159,7 @@ def partition() -> tuple[dict[str, Case], list[str]]:
     out_of_scope: list[str] = []
     for case in all_cases():
         ops = ops_of(ol.ModelProto.FromString(case.model))
-        if all(domain == "" and op in IN_SCOPE_OPS for domain, op in ops):
+        if all((domain == "" and op in IN_SCOPE_OPS) or (domain, op) in IN_SCOPE_DOMAIN_OPS for domain, op in ops):
             in_scope[case.name] = case
         else:
             out_of_scope.append(case.name)

@@ -17,6 +17,7 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -38,6 +39,7 @@ from ..helper import (
 from ..numpy_helper import from_array
 from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, upgrade_nodes
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
+from ._expand import expand_ruleless
 from ._fastpath import (
     Fields,
     attribute,
@@ -118,7 +120,17 @@ class _GradientPass:
         for old, new in renamed.items():
             if old in types:
                 types[new] = types[old]
-        self.nodes = self._upgrade(renamed_nodes, types, fields)
+        upgraded = self._upgrade(renamed_nodes, types, fields)
+        # a function op without a rule is differentiated through its expansion (ops/_expand.py)
+        self.nodes = expand_ruleless(
+            upgraded,
+            types,
+            constants,
+            self.opset,
+            lambda domain, op_type: registry.lookup(domain, op_type, self.opset) is not None,
+            self.new_name,
+            op_types=map(itemgetter(0), fields) if upgraded is renamed_nodes else None,
+        )
         if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
             by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique
             fields = [by_id.get(id(n)) or node_fields(n) for n in self.nodes]

@@ -10,6 +10,9 @@ the version converter) asks this layer about ops instead of naming them.
   traits (:func:`declare_traits`); ``_reduction.py``: the Reduce* list and versions;
 * ``_registries.py``: :data:`INFER` and :data:`UPGRADES`, :class:`OpTable` s by opset range;
   ``_upgrade.py``: the machinery of :func:`upgrade_nodes`;
+* ``_expand.py``: :func:`expand`, the expansion of a function op into standard ops (the
+  spec's static bodies as generated data in ``_function_bodies.py``, our decompositions of
+  the context-dependent ones in ``_expand_attention.py``);
 * ``_traits.py``: :func:`traits`, :func:`is_random`; ``_window.py``: Conv / pooling window
   geometry (:func:`window`, :func:`transpose_window`).
 """
@@ -18,6 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._expand import (
+    EXPANSIONS,
+    Expander,
+    ExpansionError,
+    body_op_types,
+    expand,
+    expandable_op_types,
+    expansion,
+    has_expansion,
+)
 from ._reduction import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from ._registries import INFER, UPGRADES, OpsetTable, upgrade
 from ._schema import (
@@ -114,4 +127,12 @@ __all__ = [
     "UnknownOp",
     "ATTRIBUTE_TYPE_NAMES",
     "upgrade_nodes",
+    "EXPANSIONS",
+    "Expander",
+    "ExpansionError",
+    "expand",
+    "expansion",
+    "has_expansion",
+    "body_op_types",
+    "expandable_op_types",
 ]
