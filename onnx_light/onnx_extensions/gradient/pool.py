@@ -380,3 +380,36 @@ def global_max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangen
     hit = ctx.op.CastLike(ctx.op.Equal(x, ctx.output(0)), x)
     total = ctx.op.ReduceSum(ctx.op.Mul(hit, ts[0]), axes, keepdims=1)
     return ctx.op.Div(total, ctx.op.ReduceSum(hit, axes, keepdims=1))
+
+
+@rule("", "MaxUnpool", nondiff=(1, 2))
+def max_unpool_grad(ctx: GradContext, dy: str) -> Grads:
+    """Y = zeros with Y[I[k]] = X[k] (I flat over the unpooled shape MaxPool saw, placed by
+    coordinates into a larger ``output_shape``), so dX[k] = dY[I[k]] where X[k] was written
+    last (overlapping windows repeat an index; the kernels keep the last write) and 0 elsewhere.
+
+    dY is cut to the unpooled shape, (in - 1) * s - pad_begin - pad_end + k per spatial axis.
+    """
+    x, index = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    nd = rank - 2
+    g = dy
+    if ctx.input(2):
+        kernel = [int(k) for k in ctx.attr("kernel_shape")]
+        strides = [int(s) for s in ctx.attr("strides", [1] * nd)]
+        pads = [int(p) for p in ctx.attr("pads", [0] * (2 * nd))]
+        spatial = ctx.op.Shape(x, start=2)
+        trimmed = [k - pads[d] - pads[d + nd] - strides[d] for d, k in enumerate(kernel)]
+        ends = ctx.op.Add(ctx.op.Mul(spatial, ctx.ints(strides)), ctx.ints(trimmed))
+        g = ctx.op.Slice(dy, ctx.ints([0] * nd), ends, ctx.ints(list(range(2, rank))))
+    flat_index = ctx.op.Reshape(index, ctx.ints([-1]))
+    flat_dy = ctx.op.Reshape(g, ctx.ints([-1]))
+    order = ctx.op.Range(ctx.ints(0), ctx.op.Size(flat_index), ctx.ints(1))
+    unwritten = ctx.op.Expand(ctx.ints([-1]), ctx.op.Shape(flat_dy))
+    last = ctx.op.ScatterElements(unwritten, flat_index, order, reduction="max")
+    written = ctx.op.Equal(ctx.op.Gather(last, flat_index), order)
+    picked = ctx.op.Where(written, ctx.op.Gather(flat_dy, flat_index), ctx.const(0.0, like=x))
+    return (ctx.op.Reshape(picked, ctx.shape_of(x)), None, None)
+
+
+jvp_rule("", "MaxUnpool")(same_op(0))

@@ -1,0 +1,264 @@
+"""Gradient rules for the image ops (Resize, Upsample, DepthToSpace, SpaceToDepth,
+CenterCropPad, AffineGrid, GridSample), checked by ``gradcheck.check_gradient``.
+
+One row per mode and attribute that changes the backward graph. Tensors are tiny so that
+finite differences stay fast; onnxruntime has no float64 Resize: those rows compare with it
+in float32 (``ort_dtype``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import Case, check_gradient, gradient
+from onnx import helper as oh
+
+import onnx_light as ol
+
+F32 = np.float32
+_rng = np.random.default_rng(23)
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def f32(*v: float) -> np.ndarray:
+    return np.array(v, np.float32)
+
+
+def resize(
+    name: str,
+    x: tuple[int, ...],
+    scales: list[float] | None = None,
+    sizes: list[int] | None = None,
+    roi: list[float] | None = None,
+    opset: int = 19,
+    dynamic: bool = False,
+    **attrs: Any,
+) -> Case:
+    """A Resize row by scales or by sizes (initializers), differentiated in X."""
+    inputs: dict[str, np.ndarray] = {"x": rnd(*x)}
+    names = ["x", "", "", ""]
+    if roi is not None:
+        inputs["roi"] = f32(*roi)
+        names[1] = "roi"
+    if scales is not None:
+        inputs["scales"] = f32(*scales)
+        names[2] = "scales"
+    if sizes is not None:
+        inputs["sizes"] = np.array(sizes, np.int64)
+        names[3] = "sizes"
+    while names[-1] == "":
+        names.pop()
+    return Case(
+        name,
+        [oh.make_node("Resize", names, ["y"], **attrs)],
+        inputs,
+        ["x"],
+        initializers=[k for k in inputs if k != "x"],
+        opset=opset,
+        ort_dtype=F32,
+        dynamic=["x"] if dynamic else [],
+    )
+
+
+# align_corners with fractional output widths: onnxruntime divides by the floored size,
+# the spec (and onnx's reference, and we) by scale * in; integral widths there
+NEAREST = [
+    resize(
+        f"resize-nearest-{m}-{t}",
+        (1, 2, 3, 4),
+        scales=[1, 1, 2, 0.5] if t == "align_corners" else [1, 1, 1.7, 0.6],
+        mode="nearest",
+        nearest_mode=m,
+        coordinate_transformation_mode=t,
+    )
+    for m, t in [
+        ("round_prefer_floor", "half_pixel"),
+        ("round_prefer_ceil", "asymmetric"),
+        ("floor", "align_corners"),
+        ("ceil", "pytorch_half_pixel"),
+    ]
+]
+
+RESIZE = [
+    *NEAREST,
+    resize("resize-nearest-up2", (2, 1, 2, 3), scales=[1, 1, 2, 2], mode="nearest"),
+    resize("resize-linear-half-pixel", (1, 2, 3, 4), scales=[1, 1, 2, 1.5], mode="linear"),
+    resize("resize-linear-down", (1, 1, 5, 6), scales=[1, 1, 0.6, 0.5], mode="linear"),
+    resize(
+        "resize-linear-align-corners",
+        (1, 2, 3, 3),
+        sizes=[1, 2, 5, 4],
+        mode="linear",
+        coordinate_transformation_mode="align_corners",
+    ),
+    resize(
+        "resize-linear-asymmetric",
+        (1, 1, 3, 4),
+        scales=[1, 1, 1.5, 2],
+        mode="linear",
+        coordinate_transformation_mode="asymmetric",
+    ),
+    resize(
+        "resize-linear-pytorch",
+        (1, 1, 4, 1),
+        sizes=[1, 1, 7, 1],
+        mode="linear",
+        coordinate_transformation_mode="pytorch_half_pixel",
+    ),
+    resize(
+        "resize-linear-symmetric",
+        (1, 1, 3, 4),
+        scales=[1, 1, 1.6, 0.7],
+        mode="linear",
+        coordinate_transformation_mode="half_pixel_symmetric",
+    ),
+    resize(
+        "resize-linear-crop",
+        (1, 1, 4, 5),
+        sizes=[1, 1, 3, 4],
+        roi=[0, 0, 0.2, -0.1, 1, 1, 0.9, 1.2],
+        mode="linear",
+        coordinate_transformation_mode="tf_crop_and_resize",
+        extrapolation_value=2.5,
+    ),
+    resize("resize-cubic", (1, 2, 4, 4), scales=[1, 1, 1.5, 2], mode="cubic"),
+    resize(
+        "resize-cubic-exclude",
+        (1, 1, 4, 5),
+        scales=[1, 1, 1.25, 0.8],
+        mode="cubic",
+        cubic_coeff_a=-0.5,
+        exclude_outside=1,
+    ),
+    resize("resize-linear-antialias", (1, 1, 6, 8), scales=[1, 1, 0.5, 0.4], mode="linear", antialias=1),
+    resize("resize-cubic-antialias", (1, 1, 6, 5), sizes=[1, 1, 3, 4], mode="cubic", antialias=1),
+    resize("resize-axes", (1, 2, 3, 4), scales=[2.0, 0.75], mode="linear", axes=[2, 3]),
+    resize("resize-axes-negative", (2, 3, 4), sizes=[6], mode="cubic", axes=[-2]),
+    resize("resize-3d-trilinear", (1, 1, 2, 3, 2), scales=[1, 1, 2, 1.5, 2], mode="linear"),
+    resize("resize-batch-axis", (3, 4), scales=[1.5, 0.5], mode="linear", dynamic=True),
+    resize("resize-dynamic-batch", (2, 2, 3, 3), scales=[1, 1, 2, 2], mode="linear", dynamic=True),
+    resize("resize-opset11", (1, 1, 3, 3), scales=[1, 1, 2, 1.5], mode="linear", opset=11, roi=[]),
+    resize("resize-opset13-sizes", (1, 1, 3, 3), sizes=[1, 1, 4, 5], mode="nearest", opset=13),
+    Case(
+        "resize-opset10",
+        [oh.make_node("Resize", ["x", "scales"], ["y"], mode="linear")],
+        {"x": rnd(1, 1, 3, 2), "scales": f32(1, 1, 2, 2.5)},
+        ["x"],
+        initializers=["scales"],
+        opset=10,
+        ort_dtype=F32,
+    ),
+    Case(
+        "upsample-opset9",
+        [oh.make_node("Upsample", ["x", "scales"], ["y"], mode="nearest")],
+        {"x": rnd(1, 2, 2, 3), "scales": f32(1, 1, 2, 3)},
+        ["x"],
+        initializers=["scales"],
+        opset=9,
+        ort_dtype=F32,
+    ),
+    Case(
+        "upsample-opset7-linear",
+        [oh.make_node("Upsample", ["x"], ["y"], mode="linear", scales=[1.0, 1.0, 2.0, 2.0])],
+        {"x": rnd(1, 1, 2, 3)},
+        ["x"],
+        opset=7,
+        ort_dtype=F32,
+    ),
+    # scales computed in the graph (not known to the pass): every axis takes its matrix
+    Case(
+        "resize-scales-runtime",
+        [
+            oh.make_node("Mul", ["s", "two"], ["scales"]),
+            oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear"),
+        ],
+        {"x": rnd(1, 2, 2, 3), "s": f32(0.5, 0.5, 1, 0.75), "two": f32(2)},
+        ["x"],
+        initializers=["s", "two"],
+        ort_dtype=F32,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RESIZE, ids=lambda c: c.name)
+def test_resize(case: Case) -> None:
+    check_gradient(case)
+
+
+def test_resize_keep_aspect_ratio_is_refused() -> None:
+    case = resize(
+        "resize-policy", (1, 1, 3, 4), sizes=[1, 1, 6, 6], mode="linear", keep_aspect_ratio_policy="not_larger"
+    )
+    with pytest.raises(ol.GradientError, match="keep_aspect_ratio_policy"):
+        gradient(case)
+
+
+def one(name: str, op: str, inputs: dict[str, np.ndarray], xs: list[str], opset: int = 21, **attrs: Any) -> Case:
+    """One node over ``inputs`` (integer inputs as initializers), differentiated in ``xs``."""
+    ints = [k for k, v in inputs.items() if v.dtype.kind in "iu"]
+    return Case(name, [oh.make_node(op, list(inputs), ["y"], **attrs)], inputs, xs, initializers=ints, opset=opset)
+
+
+def pool_indices(x: np.ndarray, kernel: int, stride: int) -> np.ndarray:
+    """MaxPool's flat Indices of a 2-D pool (first max on ties), computed here in numpy."""
+    n, c, h, w = x.shape
+    oh_, ow = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+    out = np.zeros((n, c, oh_, ow), np.int64)
+    for i, j, a, b in np.ndindex(n, c, oh_, ow):
+        win = x[i, j, a * stride : a * stride + kernel, b * stride : b * stride + kernel]
+        r, s = np.unravel_index(int(np.argmax(win)), win.shape)
+        out[i, j, a, b] = ((i * c + j) * h + a * stride + r) * w + b * stride + s
+    return out
+
+
+_POOLED = rnd(1, 2, 5, 5)
+PERMUTE = [
+    one("depth-to-space-dcr", "DepthToSpace", {"x": rnd(2, 8, 2, 3)}, ["x"], blocksize=2),
+    one("depth-to-space-crd", "DepthToSpace", {"x": rnd(1, 18, 2, 2)}, ["x"], blocksize=3, mode="CRD"),
+    one("depth-to-space-opset1", "DepthToSpace", {"x": rnd(1, 4, 2, 3)}, ["x"], blocksize=2, opset=1),
+    one("space-to-depth", "SpaceToDepth", {"x": rnd(2, 3, 4, 6)}, ["x"], blocksize=2),
+    Case(
+        "depth-to-space-crd-dynamic",
+        [oh.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")],
+        {"x": rnd(2, 8, 3, 2)},
+        ["x"],
+        dynamic=["x"],
+    ),
+    one("center-crop-pad", "CenterCropPad", {"x": rnd(2, 5, 4), "s": np.array([3, 7], np.int64)}, ["x"], axes=[1, 2]),
+    one("center-crop-pad-all", "CenterCropPad", {"x": rnd(3, 4), "s": np.array([6, 1], np.int64)}, ["x"], opset=18),
+    one("affine-grid-2d", "AffineGrid", {"t": rnd(2, 2, 3), "size": np.array([2, 3, 4, 5], np.int64)}, ["t"]),
+    one(
+        "affine-grid-3d-aligned",
+        "AffineGrid",
+        {"t": rnd(1, 3, 4), "size": np.array([1, 2, 2, 3, 4], np.int64)},
+        ["t"],
+        align_corners=1,
+    ),
+    one(
+        "max-unpool",
+        "MaxUnpool",
+        {"x": rnd(1, 2, 2, 2), "i": pool_indices(rnd(1, 2, 4, 4), 2, 2)},
+        ["x"],
+        kernel_shape=[2, 2],
+        strides=[2, 2],
+    ),
+    # overlapping windows repeat an index: only the last write reaches Y
+    one(
+        "max-unpool-overlap-output-shape",
+        "MaxUnpool",
+        {"x": rnd(1, 2, 2, 2), "i": pool_indices(_POOLED, 3, 2), "shape": np.array([1, 2, 6, 7], np.int64)},
+        ["x"],
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PERMUTE, ids=lambda c: c.name)
+def test_linear_image_op(case: Case) -> None:
+    check_gradient(case)
