@@ -262,3 +262,54 @@ PERMUTE = [
 @pytest.mark.parametrize("case", PERMUTE, ids=lambda c: c.name)
 def test_linear_image_op(case: Case) -> None:
     check_gradient(case)
+
+
+def grid_sample(
+    name: str, x: tuple[int, ...], out: tuple[int, ...], opset: int = 22, spread: float = 1.3, **attrs: Any
+) -> Case:
+    """A GridSample row in X and the grid; grid points up to ``spread`` (outside [-1, 1]:
+    the padding modes), kept off the pixel centres and cell borders (kinks of the weights)."""
+    nd = len(x) - 2
+    grid = _rng.uniform(-spread, spread, (x[0], *out, nd))
+    # away from the kinks: integers and half-integers of every axis' pixel coordinate
+    sizes = list(reversed(x[2:]))
+    for k, size in enumerate(sizes):
+        for scale, shift in (((size - 1) / 2, (size - 1) / 2), (size / 2, (size - 1) / 2)):
+            v = grid[..., k] * scale + shift
+            frac = np.abs(v * 2 - np.round(v * 2))
+            grid[..., k] = np.where(frac < 0.1, grid[..., k] + 0.1 / max(scale, 0.5), grid[..., k])
+    return Case(
+        name,
+        [oh.make_node("GridSample", ["x", "grid"], ["y"], **attrs)],
+        {"x": rnd(*x), "grid": grid},
+        ["x", "grid"],
+        opset=opset,
+        ort_dtype=F32,
+        rtol=1e-4,
+    )
+
+
+GRID_SAMPLE = [
+    grid_sample(f"grid-sample-{mode}-{pad}-ac{ac}", (1, 2, 3, 4), (2, 3), mode=mode, padding_mode=pad, align_corners=ac)
+    for mode in ("linear", "cubic")
+    for pad in ("zeros", "border", "reflection")
+    for ac in (0, 1)
+] + [
+    grid_sample("grid-sample-nearest", (2, 1, 3, 3), (2, 2), mode="nearest"),
+    grid_sample("grid-sample-nearest-reflection", (1, 2, 3, 4), (3, 1), mode="nearest", padding_mode="reflection"),
+    grid_sample("grid-sample-bilinear-opset16", (1, 2, 3, 3), (2, 2), opset=16, mode="bilinear"),
+    grid_sample("grid-sample-3d", (1, 2, 2, 3, 3), (2, 1, 2), mode="linear", padding_mode="border"),
+    grid_sample(
+        "grid-sample-3d-reflection",
+        (1, 1, 3, 2, 3),
+        (1, 2, 2),
+        mode="linear",
+        padding_mode="reflection",
+        align_corners=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", GRID_SAMPLE, ids=lambda c: c.name)
+def test_grid_sample(case: Case) -> None:
+    check_gradient(case)
