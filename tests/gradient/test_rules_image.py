@@ -313,3 +313,42 @@ GRID_SAMPLE = [
 @pytest.mark.parametrize("case", GRID_SAMPLE, ids=lambda c: c.name)
 def test_grid_sample(case: Case) -> None:
     check_gradient(case)
+
+
+def lp(name: str, op: str, x: tuple[int, ...], opset: int = 22, dynamic: bool = False, **attrs: Any) -> Case:
+    """An LpPool / GlobalLpPool row (onnxruntime has them in float32 only)."""
+    return Case(
+        name,
+        [oh.make_node(op, ["x"], ["y"], **attrs)],
+        {"x": rnd(*x)},
+        ["x"],
+        opset=opset,
+        ort_dtype=F32,
+        dynamic=["x"] if dynamic else [],
+    )
+
+
+LP_POOL = [
+    lp("lppool-p2", "LpPool", (2, 2, 4, 4), kernel_shape=[2, 2], strides=[2, 2]),
+    lp("lppool-p3-pads", "LpPool", (1, 2, 4, 5), kernel_shape=[3, 2], pads=[1, 0, 1, 1], p=3),
+    lp("lppool-p1-1d", "LpPool", (1, 3, 7), kernel_shape=[3], strides=[2], p=1),
+    lp(
+        "lppool-ceil-dil",
+        "LpPool",
+        (1, 1, 6, 5),
+        kernel_shape=[2, 2],
+        strides=[2, 2],
+        dilations=[1, 2],
+        ceil_mode=1,
+        opset=18,
+    ),
+    lp("lppool-same", "LpPool", (1, 2, 5, 4), kernel_shape=[3, 3], strides=[2, 1], auto_pad="SAME_UPPER"),
+    lp("lppool-dynamic-batch", "LpPool", (2, 2, 3, 4), kernel_shape=[2, 2], dynamic=True, opset=11),
+    lp("globallppool-p2", "GlobalLpPool", (2, 3, 2, 3), opset=21),  # onnxruntime lacks GlobalLpPool-22
+    lp("globallppool-p3-1d", "GlobalLpPool", (1, 2, 5), p=3, opset=2),
+]
+
+
+@pytest.mark.parametrize("case", LP_POOL, ids=lambda c: c.name)
+def test_lp_pool(case: Case) -> None:
+    check_gradient(case)
