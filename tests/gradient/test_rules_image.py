@@ -185,6 +185,42 @@ RESIZE = [
 ]
 
 
+# sizes read from Shape(X) for the batch and channels, as torch exports interpolate(size=...)
+RESIZE_SHAPE_SIZES = Case(
+    "resize-sizes-from-shape",
+    [
+        oh.make_node("Shape", ["x"], ["shape"], end=2),
+        oh.make_node("Concat", ["shape", "hw"], ["sizes"], axis=0),
+        oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear"),
+    ],
+    {"x": rnd(2, 3, 3, 4), "hw": np.array([5, 6], np.int64)},
+    ["x"],
+    initializers=["hw"],
+    dynamic=["x"],
+    ort_dtype=F32,
+)
+# scales in a Constant node (torch's export of interpolate(scale_factor=...))
+RESIZE_CONST_SCALES = Case(
+    "resize-constant-scales",
+    [
+        oh.make_node("Constant", [], ["scales"], value=oh.make_tensor("s", 1, [4], [1, 1, 2, 1.5])),
+        oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic"),
+    ],
+    {"x": rnd(2, 2, 3, 2)},
+    ["x"],
+    dynamic=["x"],
+    ort_dtype=F32,
+)
+RESIZE += [RESIZE_SHAPE_SIZES, RESIZE_CONST_SCALES]
+
+
+def test_resize_leaves_unresized_axes_alone() -> None:
+    """Batch and channels keep their size (symbolic batch included): only H and W take a MatMul."""
+    for case in (RESIZE_SHAPE_SIZES, RESIZE_CONST_SCALES):
+        _, bwd = gradient(case)
+        assert [n.op_type for n in bwd.node].count("MatMul") == 2, case.name
+
+
 @pytest.mark.parametrize("case", RESIZE, ids=lambda c: c.name)
 def test_resize(case: Case) -> None:
     check_gradient(case)

@@ -9,7 +9,10 @@ SpaceToDepth, CenterCropPad and AffineGrid.
   axis' roi, scale or size. The facts of the coordinate transform stay in the op; symbolic
   sizes stay symbolic (the identity is built with EyeLike from Shape(X) at run time).
   ``tf_crop_and_resize`` writes ``extrapolation_value`` outside the roi: a constant, whose
-  tangent is zero. roi, scales and sizes carry no gradient.
+  tangent is zero. roi, scales and sizes carry no gradient. An axis that provably keeps its
+  size at scale 1 (known scales, or sizes that repeat X's dim, symbolic ones included) is
+  skipped; scales the pass cannot read (an initializer is a run-time input of the gradient
+  function) give every axis its matrix: correct, slower on the batch and channel axes.
 * DepthToSpace and SpaceToDepth permute elements: the gradient is the inverse
   permutation (DCR DepthToSpace and SpaceToDepth are each other's inverse; CRD is DCR
   after a channel permutation).
