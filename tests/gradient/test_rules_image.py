@@ -388,3 +388,48 @@ LP_POOL = [
 @pytest.mark.parametrize("case", LP_POOL, ids=lambda c: c.name)
 def test_lp_pool(case: Case) -> None:
     check_gradient(case)
+
+
+def roi_align(
+    name: str, x: tuple[int, ...], rois: list[list[float]], batch: list[int], opset: int = 21, **attrs: Any
+) -> Case:
+    return Case(
+        name,
+        [oh.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], **attrs)],
+        {"x": rnd(*x), "rois": np.array(rois, np.float64), "batch": np.array(batch, np.int64)},
+        ["x"],
+        initializers=["batch"],
+        opset=opset,
+    )
+
+
+_BOXES = [[0.3, 0.2, 3.1, 2.7], [1.0, 0.5, 4.6, 3.9], [0.0, 0.0, 2.2, 1.4]]
+ROI_ALIGN = [
+    roi_align("roi-align", (2, 2, 4, 5), _BOXES, [0, 1, 0], output_height=2, output_width=3, sampling_ratio=2),
+    roi_align(
+        "roi-align-adaptive-scale", (1, 3, 6, 5), _BOXES, [0, 0, 0], output_height=3, output_width=2, spatial_scale=0.7
+    ),
+    roi_align(
+        "roi-align-output-half-pixel-opset10",
+        (2, 1, 5, 5),
+        _BOXES[:2],
+        [1, 1],
+        opset=10,
+        output_height=2,
+        output_width=2,
+        sampling_ratio=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ROI_ALIGN, ids=lambda c: c.name)
+def test_roi_align(case: Case) -> None:
+    check_gradient(case)
+
+
+@pytest.mark.parametrize(("mode", "xs", "match"), [("max", ["x"], "mode='max'"), ("avg", ["x", "rois"], "boxes")])
+def test_roi_align_refusals(mode: str, xs: list[str], match: str) -> None:
+    case = roi_align("roi-align-refused", (1, 1, 4, 4), _BOXES[:1], [0], mode=mode)
+    case.xs = xs
+    with pytest.raises(ol.GradientError, match=match):
+        gradient(case)

@@ -216,3 +216,51 @@ def affine_grid_grad(ctx: GradContext, dy: str) -> Grads:
 
 
 jvp_rule("", "AffineGrid")(same_op(0))
+
+
+# -- RoiAlign -------------------------------------------------------------------------------------
+def _refuse_roi_align(ctx: GradContext, boxes_need: bool) -> None:
+    """RoiAlign differentiates in X in average mode only, with the reason otherwise."""
+    if str(ctx.attr("mode", "avg")) != "avg":
+        raise ctx.error(
+            "mode='max' takes, per output cell, the largest of its bilinear samples: not differentiated "
+            "(export the model with mode='avg', or register a rule)"
+        )
+    if boxes_need:
+        raise ctx.error(
+            f"the boxes {ctx.input(1)!r} reach y: RoiAlign is not differentiated in its rois (the "
+            "sampling grid's derivative is not defined at the cells' borders); detach the boxes"
+        )
+
+
+@rule("", "RoiAlign", nondiff=(2,))
+def roi_align_grad(ctx: GradContext, dy: str) -> Grads:
+    """Average mode is linear in X: Y[r, c, p] = sum_q W[r, p, q] X[b(r), c, q], so
+    dX[b, c, q] = sum over the rois r of image b of sum_p W[r, p, q] dY[r, c, p].
+
+    W is the op's own answer on a basis: RoiAlign of the (1, H*W, H, W) image whose channel
+    q is the unit image of pixel q, every roi on image 0, gives W[r, q, p] (R, H*W, oh, ow);
+    memory grows as R * (H*W) * oh * ow. A ScatterND-add sums the rois into their images.
+    """
+    x, rois, batch = ctx.input(0), ctx.input(1), ctx.input(2)
+    _refuse_roi_align(ctx, ctx.needs_grad(1))
+    spatial = ctx.op.Shape(x, start=2)
+    cells = ctx.op.ReduceProd(spatial, keepdims=1)
+    square = ctx.op.Expand(ctx.const(np.zeros((1, 1)), like=x), ctx.op.Concat(cells, cells, axis=0))
+    basis = ctx.op.Reshape(ctx.op.EyeLike(square), ctx.op.Concat(ctx.ints([1]), cells, spatial, axis=0))
+    on_first = ctx.op.Mul(batch, ctx.const(0, like=batch))
+    weights = ctx.op.RoiAlign(basis, rois, on_first, **ctx.attrs)  # (R, Q, oh, ow)
+    flat_w = ctx.op.Reshape(weights, ctx.ints([0, 0, -1]))  # (R, Q, P)
+    flat_dy = ctx.op.Reshape(dy, ctx.ints([0, 0, -1]))  # (R, C, P)
+    per_roi = ctx.op.MatMul(flat_dy, ctx.op.Transpose(flat_w, perm=[0, 2, 1]))  # (R, C, Q)
+    images = ctx.op.Reshape(ctx.zeros_like(x), ctx.ints([0, 0, -1]))
+    index = ctx.op.Unsqueeze(ctx.op.Cast(batch, to=7), ctx.ints([1]))
+    summed = ctx.op.ScatterND(images, index, per_roi, reduction="add")
+    return (ctx.op.Reshape(summed, ctx.shape_of(x)), None, None)
+
+
+@jvp_rule("", "RoiAlign")
+def roi_align_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = RoiAlign(tX) (linear in X, average mode)."""
+    _refuse_roi_align(ctx, len(ts) > 1 and ts[1] is not None)
+    return same_op(0)(ctx, ts)
