@@ -433,3 +433,30 @@ def test_roi_align_refusals(mode: str, xs: list[str], match: str) -> None:
     case.xs = xs
     with pytest.raises(ol.GradientError, match=match):
         gradient(case)
+
+
+def col2im(name: str, x: tuple[int, ...], image: list[int], block: list[int], **attrs: Any) -> Case:
+    inputs = {"x": rnd(*x), "image": np.array(image, np.int64), "block": np.array(block, np.int64)}
+    return Case(
+        name,
+        [oh.make_node("Col2Im", list(inputs), ["y"], **attrs)],
+        inputs,
+        ["x"],
+        initializers=["image", "block"],
+        opset=18,
+        ort_dtype=F32,
+    )
+
+
+COL2IM = [
+    col2im("col2im", (1, 2 * 4, 12), [4, 5], [2, 2]),
+    col2im(
+        "col2im-strides-pads-dil", (2, 1 * 6, 3), [5, 4], [2, 3], strides=[2, 1], pads=[1, 0, 0, 1], dilations=[1, 2]
+    ),
+    col2im("col2im-1d", (1, 3 * 3, 4), [6], [3], strides=[1]),
+]
+
+
+@pytest.mark.parametrize("case", COL2IM, ids=lambda c: c.name)
+def test_col2im(case: Case) -> None:
+    check_gradient(case)

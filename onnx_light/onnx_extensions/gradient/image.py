@@ -30,6 +30,7 @@ import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ._table import jvp_rule, rule
+from ._tensor_common import const_ints
 
 # -- Resize -------------------------------------------------------------------------------------
 #: the attributes that shape the per-axis matrix (``axes`` and the policy are the node's own)
@@ -264,3 +265,25 @@ def roi_align_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """tY = RoiAlign(tX) (linear in X, average mode)."""
     _refuse_roi_align(ctx, len(ts) > 1 and ts[1] is not None)
     return same_op(0)(ctx, ts)
+
+
+# -- Col2Im ---------------------------------------------------------------------------------------
+@rule("", "Col2Im", nondiff=(1, 2))
+def col2im_grad(ctx: GradContext, dy: str) -> Grads:
+    """Col2Im sums block columns into the image; its transpose extracts them (im2col):
+    dX[n, c * K + k, l] = dY[n, c, pos(l) + dilation * offset(k)], K = prod(block_shape),
+    i.e. a Conv of each (n, c) plane by the one-hot kernels eye(K) shaped (K, 1, *block)
+    with the node's strides, dilations and pads."""
+    x = ctx.input(0)
+    image, block = const_ints(ctx, ctx.input(1)), const_ints(ctx, ctx.input(2))
+    if image is None or block is None:
+        raise ctx.error("needs image_shape and block_shape known when the pass runs; give them as constants")
+    k = int(np.prod(block))
+    planes = ctx.op.Reshape(dy, ctx.ints([-1, 1, *image]))
+    attrs = {name: [int(v) for v in ctx.attr(name)] for name in ("dilations", "pads", "strides") if ctx.attr(name)}
+    one_hot = ctx.const(np.eye(k).reshape(k, 1, *block), like=x)
+    columns = ctx.op.Conv(planes, one_hot, kernel_shape=block, **attrs)  # (N * C, K, *blocks)
+    return (ctx.op.Reshape(columns, ctx.shape_of(x)), None, None)
+
+
+jvp_rule("", "Col2Im")(same_op(0))
