@@ -280,9 +280,16 @@ def col2im_grad(ctx: GradContext, dy: str) -> Grads:
         raise ctx.error("needs image_shape and block_shape known when the pass runs; give them as constants")
     k = int(np.prod(block))
     planes = ctx.op.Reshape(dy, ctx.ints([-1, 1, *image]))
-    attrs = {name: [int(v) for v in ctx.attr(name)] for name in ("dilations", "pads", "strides") if ctx.attr(name)}
+    nd = len(image)
     one_hot = ctx.const(np.eye(k).reshape(k, 1, *block), like=x)
-    columns = ctx.op.Conv(planes, one_hot, kernel_shape=block, **attrs)  # (N * C, K, *blocks)
+    columns = ctx.op.Conv(  # (N * C, K, *blocks)
+        planes,
+        one_hot,
+        kernel_shape=block,
+        dilations=[int(v) for v in ctx.attr("dilations", [1] * nd)],
+        pads=[int(v) for v in ctx.attr("pads", [0] * (2 * nd))],
+        strides=[int(v) for v in ctx.attr("strides", [1] * nd)],
+    )
     return (ctx.op.Reshape(columns, ctx.shape_of(x)), None, None)
 
 
