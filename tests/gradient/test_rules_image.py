@@ -460,3 +460,55 @@ COL2IM = [
 @pytest.mark.parametrize("case", COL2IM, ids=lambda c: c.name)
 def test_col2im(case: Case) -> None:
     check_gradient(case)
+
+
+def deform(
+    name: str,
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    out: tuple[int, int],
+    offset_group: int = 1,
+    bias: bool = True,
+    mask: bool = True,
+    **attrs: Any,
+) -> Case:
+    """A DeformConv row in every operand; offsets of about a pixel (never integral: the tents' kinks)."""
+    taps = w[2] * w[3]
+    inputs = {"x": rnd(*x), "w": rnd(*w), "offset": 0.7 * rnd(x[0], offset_group * 2 * taps, *out)}
+    names = ["x", "w", "offset"]
+    if bias:
+        inputs["b"] = rnd(w[0])
+    names.append("b" if bias else "")
+    if mask:
+        inputs["mask"] = _rng.uniform(0.2, 1.0, (x[0], offset_group * taps, *out))
+        names.append("mask")
+    return Case(
+        name,
+        [oh.make_node("DeformConv", names, ["y"], offset_group=offset_group, **attrs)],
+        inputs,
+        list(inputs),
+        opset=19,
+        ort_dtype=F32,
+        rtol=1e-4,
+    )
+
+
+DEFORM_CONV = [
+    deform("deform-conv", (1, 2, 4, 4), (3, 2, 2, 2), (3, 3)),
+    deform("deform-conv-no-mask-bias", (2, 2, 3, 4), (2, 2, 2, 2), (2, 3), bias=False, mask=False),
+    deform("deform-conv-groups", (1, 4, 4, 3), (2, 2, 3, 2), (2, 2), offset_group=2, group=2),
+    deform(
+        "deform-conv-stride-pad-dil",
+        (1, 2, 5, 5),
+        (2, 2, 2, 2),
+        (3, 2),
+        strides=[2, 2],
+        pads=[1, 0, 1, 0],
+        dilations=[1, 2],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DEFORM_CONV, ids=lambda c: c.name)
+def test_deform_conv(case: Case) -> None:
+    check_gradient(case)
