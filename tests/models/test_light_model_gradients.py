@@ -146,9 +146,18 @@ def test_squeezenet_small_image_gradcheck() -> None:
     _check(_randomized(_cut(model, y, 48)), y)
 
 
+#: networks checked whole on a smaller image: at 224 x 224 DenseNet-121's central differences
+#: cross ReLU / MaxPool kinks at every step gradcheck tries (down to 1e-12), so the check
+#: cannot tell; the fully convolutional network is the same at 64 x 64
+SMALLER_IMAGE = {"densenet121": 64}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("opset", [None, 17], ids=["own-opset", "opset17"])
 @pytest.mark.parametrize("name", MODELS)
 def test_light_model_gradcheck(name: str, opset: int | None) -> None:
-    model = _randomized(_load(name, opset))
-    _check(model, model.graph.output[0].name)
+    model = _load(name, opset)
+    y = model.graph.output[0].name
+    if name in SMALLER_IMAGE:
+        model = _cut(model, y, SMALLER_IMAGE[name])
+    _check(_randomized(model), y)
