@@ -346,6 +346,26 @@ GRID_SAMPLE = [
 ]
 
 
+def runtime_sized(case: Case) -> Case:
+    """``case`` with X's dims known only at run time: X reshaped by a shape fed as an input."""
+    x = case.inputs["x"]
+    node = case.nodes[0]
+    reshape = oh.make_node("Reshape", ["x", "x_shape"], ["x_any"])
+    sample = oh.make_node(node.op_type, ["x_any", *node.input[1:]], list(node.output))
+    sample.attribute.extend(node.attribute)
+    inputs = {**case.inputs, "x_shape": np.array(x.shape, np.int64)}
+    return Case(f"{case.name}-runtime-sized", [reshape, sample], inputs, case.xs, opset=case.opset,
+                ort_dtype=case.ort_dtype, rtol=case.rtol)
+
+
+GRID_SAMPLE += [
+    runtime_sized(c)
+    for c in GRID_SAMPLE
+    if c.name in ("grid-sample-linear-reflection-ac0", "grid-sample-cubic-border-ac1", "grid-sample-nearest",
+                  "grid-sample-3d-reflection", "grid-sample-linear-zeros-ac1")
+]
+
+
 @pytest.mark.parametrize("case", GRID_SAMPLE, ids=lambda c: c.name)
 def test_grid_sample(case: Case) -> None:
     check_gradient(case)

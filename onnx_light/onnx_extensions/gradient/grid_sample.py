@@ -14,8 +14,8 @@ weights' derivatives, times the padding's slope (0 where border clamps the coord
 reflected stretches) and the denormalisation's scale. Nearest sampling is constant in the grid.
 
 The tables are dense over the image: memory and work grow as N * P * Q, fine for the
-spatial transformers' small maps; X's spatial dims must be static (the output's and the
-batch may be symbolic).
+spatial transformers' small maps. Symbolic sizes stay symbolic: a dim of X known only at
+run time enters the coordinate arithmetic as a value read from Shape(X).
 """
 
 from __future__ import annotations
@@ -32,13 +32,37 @@ _A = -0.75
 _MODES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic": "cubic", "nearest": "nearest"}
 
 
-def _reflect(ctx: GradContext, v: str, lo: float, hi: float) -> tuple[str, str]:
+#: a size or coordinate bound: a Python number when X's dim is static, else a scalar value
+Num = float | str
+
+
+class _Arith:
+    """+, -, *, / on numbers and scalar values: folded in Python where both are numbers."""
+
+    def __init__(self, ctx: GradContext, like: str) -> None:
+        self.ctx, self.like = ctx, like
+
+    def v(self, a: Num) -> str:
+        return a if isinstance(a, str) else self.ctx.const(float(a), like=self.like)
+
+    def sub(self, a: Num, b: Num) -> Num:
+        return a - b if not isinstance(a, str) and not isinstance(b, str) else self.ctx.op.Sub(self.v(a), self.v(b))
+
+    def div(self, a: Num, b: Num) -> Num:
+        return a / b if not isinstance(a, str) and not isinstance(b, str) else self.ctx.op.Div(self.v(a), self.v(b))
+
+
+def _reflect(ctx: GradContext, v: str, lo: Num, hi: Num) -> tuple[str, str]:
     """(v mirrored at lo and hi into [lo, hi], its slope: -1 after an even number of
-    mirrorings, else 1), as the kernel folds coordinates (a zero span maps to lo)."""
-    if hi - lo <= 0:
+    mirrorings, else 1), as the kernel folds coordinates (a zero span maps to lo; a
+    run-time span is kept above 1e-6, which maps within 1e-6 of lo)."""
+    ar = _Arith(ctx, v)
+    span = ar.sub(hi, lo)
+    if not isinstance(span, str) and span <= 0:
         return ctx.op.Mul(v, ctx.const(0.0, like=v)), ctx.op.Mul(v, ctx.const(0.0, like=v))
-    c = lambda value: ctx.const(value, like=v)  # noqa: E731
-    span = hi - lo
+    if isinstance(span, str):
+        span = ctx.op.Max(span, ctx.const(1e-6, like=v))
+    c = ar.v
     below, above = ctx.op.Less(v, c(lo)), ctx.op.Greater(v, c(hi))
     dx = ctx.op.Where(below, ctx.op.Sub(c(lo), v), ctx.op.Sub(v, c(hi)))
     n = ctx.op.Floor(ctx.op.Div(dx, c(span)))
@@ -51,9 +75,13 @@ def _reflect(ctx: GradContext, v: str, lo: float, hi: float) -> tuple[str, str]:
     return ctx.op.Where(outside, inside, v), slope
 
 
-def _one_hot(ctx: GradContext, index: str, size: int) -> str:
-    """[index == q] over q < size, a trailing axis (indices outside the image match none)."""
-    positions = ctx.const(np.arange(size, dtype=np.float64), like=index)
+def _one_hot(ctx: GradContext, index: str, size: Num | tuple[str, str]) -> str:
+    """[index == q] over q < size, a trailing axis (indices outside the image match none);
+    a run-time size comes as (its value, the 0..size-1 positions)."""
+    if isinstance(size, tuple):
+        positions = size[1]
+    else:
+        positions = ctx.const(np.arange(int(float(size)), dtype=np.float64), like=index)
     hot: str = ctx.op.CastLike(ctx.op.Equal(ctx.op.Unsqueeze(index, ctx.ints([-1])), positions), index)
     return hot
 
@@ -84,27 +112,31 @@ def _cubic_taps(ctx: GradContext, t: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def _axis_tables(ctx: GradContext, g: str, size: int) -> tuple[str, str | None]:
+def _axis_tables(ctx: GradContext, g: str, dims: Num | tuple[str, str]) -> tuple[str, str | None]:
     """(T, D) of one spatial axis for its normalised coordinates ``g`` (N, P): T[n, p, q] the
-    tap weights on pixel q, D = dT/dg (None for nearest)."""
+    tap weights on pixel q, D = dT/dg (None for nearest). ``dims``: the axis' size, or its
+    run-time (value, positions)."""
+    size: Num = dims[0] if isinstance(dims, tuple) else dims
     mode = _MODES.get(str(ctx.attr("mode", "linear")), "")
     padding = str(ctx.attr("padding_mode", "zeros"))
     align = bool(ctx.attr("align_corners", 0))
-    c = lambda value: ctx.const(value, like=g)  # noqa: E731
-    scale = (size - 1) / 2 if align else size / 2
-    x = ctx.op.Add(ctx.op.Mul(g, c(scale)), c((size - 1) / 2))
-    lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    ar = _Arith(ctx, g)
+    c = ar.v
+    last = ar.sub(size, 1.0)
+    scale = ar.div(last, 2.0) if align else ar.div(size, 2.0)
+    x = ctx.op.Add(ctx.op.Mul(g, c(scale)), c(ar.div(last, 2.0)))
+    lo, hi = (0.0, last) if align else (-0.5, ar.sub(size, 0.5))
     slope: str | None = None
     if mode == "nearest":
         x = ctx.op.Round(x)
     if padding == "border" and mode != "cubic":
         inside = ctx.op.And(ctx.op.GreaterOrEqual(x, c(lo)), ctx.op.LessOrEqual(x, c(hi)))
-        x = ctx.op.Where(inside, x, ctx.op.Clip(x, c(0.0), c(size - 1.0)))
+        x = ctx.op.Where(inside, x, ctx.op.Clip(x, c(0.0), c(last)))
         slope = ctx.op.CastLike(inside, g)
     elif padding == "reflection":
         x, slope = _reflect(ctx, x, lo, hi)
     if mode == "nearest":
-        return _one_hot(ctx, x, size), None
+        return _one_hot(ctx, x, dims), None
     i0 = ctx.op.Floor(x)
     t = ctx.op.Sub(x, i0)
     taps = [(0, ctx.op.Sub(c(1.0), t), c(-1.0)), (1, t, c(1.0))] if mode == "linear" else _cubic_taps(ctx, t)
@@ -113,10 +145,10 @@ def _axis_tables(ctx: GradContext, g: str, size: int) -> tuple[str, str | None]:
     for k, w, dw in taps:
         idx = ctx.op.Add(i0, c(float(k)))
         if padding == "border":
-            idx = ctx.op.Clip(idx, c(0.0), c(size - 1.0))
+            idx = ctx.op.Clip(idx, c(0.0), c(last))
         elif padding == "reflection":
             idx = _reflect(ctx, idx, lo, hi)[0]
-        hot = _one_hot(ctx, idx, size)
+        hot = _one_hot(ctx, idx, dims)
         unsq = ctx.ints([-1])
         tw = ctx.op.Mul(hot, ctx.op.Unsqueeze(w, unsq))
         td = ctx.op.Mul(hot, ctx.op.Unsqueeze(dw, unsq))
@@ -127,23 +159,30 @@ def _axis_tables(ctx: GradContext, g: str, size: int) -> tuple[str, str | None]:
     return table, ctx.op.Mul(deriv, factor)
 
 
+def _runtime_size(ctx: GradContext, x: str, axis: int, like: str) -> tuple[str, str]:
+    """(dim ``axis`` of x as a scalar of like's type, the positions 0..dim-1): the positions
+    are CumSum(ones(dim), exclusive), ones expanded to Shape(x)[axis] (no Range: its forward
+    rule is not written)."""
+    dim = ctx.op.Shape(x, start=axis, end=axis + 1)
+    ones = ctx.op.Expand(ctx.const(np.ones(1), like=like), dim)
+    positions = ctx.op.CumSum(ones, ctx.ints(0), exclusive=1)
+    return ctx.op.CastLike(ctx.op.Squeeze(dim), like), positions
+
+
 class _Tables:
     """The per-axis tables of a GridSample node, each shaped to broadcast to (N, P, *S)."""
 
     def __init__(self, ctx: GradContext) -> None:
         x, grid = ctx.input(0), ctx.input(1)
-        shape = ctx.require_shape(x)
-        spatial = shape[2:]
-        if not all(isinstance(d, int) for d in spatial):
-            raise ctx.error(f"needs the static spatial dims of {x!r} (got {list(shape)}); declare them")
-        self.spatial = [int(d) for d in spatial]
+        spatial = ctx.require_shape(x)[2:]
         nd = len(spatial)
         self.nd = nd
         points = ctx.op.Reshape(grid, ctx.ints([0, -1, nd]))
         self.t: list[str] = []
         self.d: list[str | None] = []
-        for i, size in enumerate(self.spatial):
+        for i, dim in enumerate(spatial):
             g = ctx.op.Squeeze(ctx.op.Gather(points, ctx.ints([nd - 1 - i]), axis=2), ctx.ints([2]))
+            size: Num | tuple[str, str] = float(dim) if isinstance(dim, int) else _runtime_size(ctx, x, 2 + i, g)
             t, d = _axis_tables(ctx, g, size)
             self.t.append(self._placed(ctx, t, i))
             self.d.append(None if d is None else self._placed(ctx, d, i))
