@@ -230,7 +230,7 @@ SPECS = {
             (11, 13, 17, 18),
             {**_IMAGE, "target": {0: "N", 3: "H2", 4: "W2"}},
         ),
-        Spec("stn", STN, ((2, 1, 6, 5), (3, 1, 6, 5)), (20,), {"x": {0: "N"}, "target": {0: "N"}}),
+        Spec("stn", STN, ((2, 1, 6, 5), (3, 1, 5, 7)), (20,), {"x": {0: "N", 2: "H", 3: "W"}, "target": {0: "N"}}),
         Spec(
             "stn_matmul",
             lambda: STN(via_matmul=True),

@@ -31,8 +31,8 @@ OPS = {
     "stn_matmul": {"GridSample"},
     "roi_head": {"RoiAlign"},
 }
-#: the models exported with symbolic spatial dims (the transformers' are fixed: batch only)
-SYMBOLIC_SPATIAL = ("unet", "yolo", "roi_head")
+#: the models exported with symbolic spatial dims (stn_matmul builds its base grid for one size)
+SYMBOLIC_SPATIAL = ("unet", "yolo", "stn", "roi_head")
 
 
 def test_fixtures_present() -> None:
