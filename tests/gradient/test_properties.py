@@ -24,6 +24,7 @@ from gradcheck import Case, check_gradient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prop_elementwise import ACTIVATION, ARITHMETIC, MATH
+from prop_image import IMAGE
 from prop_nn import LOSS, NN, NORMALIZATION, POOL
 from prop_structure import LINALG, REDUCTION
 from prop_tensor import TENSOR
@@ -43,6 +44,7 @@ FAMILIES: dict[str, dict[str, Gen]] = {
     "pool": POOL,
     "normalization": NORMALIZATION,
     "loss": LOSS,
+    "image": IMAGE,
 }
 
 # ops without a float64 kernel in onnxruntime: their fixed rows compare in float32
@@ -174,6 +176,13 @@ def test_loss(family: str, op: str, data: Any) -> None:
     check_example(family, op, data)
 
 
+@pytest.mark.parametrize(("family", "op"), _params("image"))
+@_settings(EXAMPLES)
+@given(data=st.data())
+def test_image(family: str, op: str, data: Any) -> None:
+    check_example(family, op, data)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "op"), _params())
 @_settings(DEEP_EXAMPLES)
@@ -204,6 +213,14 @@ NOT_DRAWN: dict[str, str] = {
         "and test_rules_recurrent.py cover its attribute combinations"
         for op in ("If", "Loop", "Scan", "RNN", "GRU", "LSTM")
     },
+    "MaxUnpool": "its indices must be a MaxPool's over the unpooled shape; the fixed rows of "
+    "test_rules_image.py pool random images (overlapping windows repeating an index included)",
+    "RoiAlign": "the boxes and batch indices are data; the fixed rows cover sampling ratios, scales and both "
+    "coordinate modes",
+    "Col2Im": "image_shape, block_shape, strides, pads and dilations must tile the columns exactly; the fixed "
+    "rows cover each attribute",
+    "DeformConv": "its offsets must keep every sampling point off the pixel grid (the tents' kinks); the fixed "
+    "rows draw them so, with groups, offset groups, strides, pads and dilations",
 }
 
 

@@ -154,6 +154,12 @@ CASES = [
     row("mvn-size1-axis", "MeanVarianceNormalization", {"x": rnd(2, 1, 3)}, axes=[1], ort_dtype=F32),
     row("rmsnorm", "RMSNormalization", {"x": rnd(2, 3, 4), "scale": rnd(4)}, opset=23),
     row("rmsnorm-axis1", "RMSNormalization", {"x": rnd(2, 3, 4), "scale": rnd(1, 4)}, axis=1, epsilon=1e-3, opset=23),
+    # LRN: alpha large enough that the window term matters; odd and even sizes (the window
+    # is asymmetric for even sizes), a window wider than C, 3-D and 5-D inputs, opset 1 and 13
+    row("lrn-size3", "LRN", {"x": rnd(2, 5, 3, 2)}, size=3, alpha=0.5, beta=0.75, bias=1.0, ort_dtype=F32),
+    row("lrn-size2", "LRN", {"x": rnd(1, 4, 2, 3)}, size=2, alpha=0.3, beta=0.6, bias=2.0, ort_dtype=F32),
+    row("lrn-size4-opset9", "LRN", {"x": rnd(1, 6, 3)}, size=4, alpha=0.4, beta=1.2, opset=9, ort_dtype=F32),
+    row("lrn-wide", "LRN", {"x": rnd(1, 3, 2, 2, 2)}, size=7, alpha=0.8, beta=0.5, bias=1.5, ort_dtype=F32),
 ]
 
 

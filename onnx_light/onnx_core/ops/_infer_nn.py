@@ -9,7 +9,7 @@ import numpy as np
 
 from .._proto import NodeProto
 from ..gradient._types import Dim, InferContext, ValueType, infer
-from ._infer_common import FLOAT, INT64, has_input, in_type, ints_of, norm_axis, value
+from ._infer_common import FLOAT, INT64, dims_value, has_input, in_type, norm_axis, value
 from ._registries import upgrade
 from ._upgrade import Upgrader, attr, attr_value, clone
 from ._window import SAME_PADS, transpose_out_dim, transpose_window, window_out_dim
@@ -157,7 +157,7 @@ def resize(ctx: InferContext) -> list[ValueType]:
         return [ValueType(x.dtype, None)]
     rank = len(x.shape)
     scales: list[float] | None = None
-    sizes: list[int] | None = None
+    sizes: list[Dim] | None = None
     if "scales" in ctx.attrs:  # Upsample-7
         scales = [float(s) for s in ctx.attrs["scales"]]
     elif ctx.node.op_type == "Upsample" or (ctx.opset < 11 and len(ctx.node.input) == 2):
@@ -168,7 +168,7 @@ def resize(ctx: InferContext) -> list[ValueType]:
         if v is not None and v.size:
             scales = [float(s) for s in v.reshape(-1)]
         elif has_input(ctx, 3):
-            sizes = ints_of(ctx, 3)
+            sizes = dims_value(ctx, 3)  # partly known: sizes taken from Shape(X) stay symbolic
             if str(ctx.attr("keep_aspect_ratio_policy", "stretch")) != "stretch":
                 sizes = None
     axes = [norm_axis(int(a), rank) for a in ctx.attr("axes", range(rank))]

@@ -459,3 +459,63 @@ def _batch_norm_training_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> T
     if tb is not None:
         terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)
+
+
+# -- LRN ----------------------------------------------------------------------------------------
+def _channel_window_sum(ctx: GradContext, v: str, before: int, after: int) -> str:
+    """W(v)[n, c, ...] = sum of v[n, i, ...] over i in [c - before, c + after] (inside [0, C)).
+
+    One Conv over the channel axis: v viewed as (N, 1, C, L) (L the other dims, flattened)
+    against ones(1, 1, before + after + 1, 1) with the channel axis padded by (before, after).
+    The transpose of W(before, after) is W(after, before).
+    """
+    viewed = ctx.op.Reshape(ctx.op.Unsqueeze(v, ctx.ints([1])), ctx.ints([0, 0, 0, -1]))
+    ones = ctx.const(np.ones((1, 1, before + after + 1, 1)), like=v)
+    summed = ctx.op.Conv(viewed, ones, pads=[before, 0, after, 0])
+    return ctx.op.Reshape(summed, ctx.shape_of(v))
+
+
+def _lrn_terms(ctx: GradContext) -> tuple[int, int, float, float, str]:
+    """(before, after, alpha / size, beta, s) with s = bias + alpha / size * W(X^2), the
+    spec's window over channels [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)]."""
+    x = ctx.input(0)
+    size = int(ctx.attr("size"))
+    before, after = (size - 1) // 2, size // 2
+    alpha, beta, bias = (float(ctx.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    square_sum = _channel_window_sum(ctx, ctx.op.Mul(x, x), before, after)
+    s = ctx.op.Add(ctx.const(bias, like=x), ctx.op.Mul(ctx.const(alpha / size, like=x), square_sum))
+    return before, after, alpha / size, beta, s
+
+
+@rule("", "LRN")
+def lrn_grad(ctx: GradContext, dy: str) -> Grads:
+    """Y = X s^-beta, s = bias + alpha / size * W(X^2) (W the channel window sum):
+
+    dX = dY s^-beta - 2 beta (alpha / size) X W^T(dY Y / s).
+
+    Y is recomputed as X s^-beta (the backward graph needs no LRN: onnxruntime's refuses
+    even sizes).
+    """
+    x = ctx.input(0)
+    before, after, a, beta, s = _lrn_terms(ctx)
+    scale = ctx.op.Pow(s, ctx.const(-beta, like=x))
+    direct = ctx.op.Mul(dy, scale)
+    y_over_s = ctx.op.Div(ctx.op.Mul(x, scale), s)
+    spread = _channel_window_sum(ctx, ctx.op.Mul(dy, y_over_s), after, before)
+    through_s = ctx.op.Mul(ctx.op.Mul(x, spread), ctx.const(2.0 * beta * a, like=x))
+    return (ctx.op.Sub(direct, through_s),)
+
+
+@jvp_rule("", "LRN")
+def lrn_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = tX s^-beta - 2 beta (alpha / size) (Y / s) W(X tX)."""
+    if ts[0] is None:
+        return None
+    x = ctx.input(0)
+    before, after, a, beta, s = _lrn_terms(ctx)
+    scale = ctx.op.Pow(s, ctx.const(-beta, like=x))
+    direct = ctx.op.Mul(ts[0], scale)
+    gathered = _channel_window_sum(ctx, ctx.op.Mul(x, ts[0]), before, after)
+    y_over_s = ctx.op.Div(ctx.op.Mul(x, scale), s)
+    through_s = ctx.op.Mul(ctx.op.Mul(y_over_s, gathered), ctx.const(2.0 * beta * a, like=x))
+    return ctx.op.Sub(direct, through_s)

@@ -380,3 +380,122 @@ def global_max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangen
     hit = ctx.op.CastLike(ctx.op.Equal(x, ctx.output(0)), x)
     total = ctx.op.ReduceSum(ctx.op.Mul(hit, ts[0]), axes, keepdims=1)
     return ctx.op.Div(total, ctx.op.ReduceSum(hit, axes, keepdims=1))
+
+
+@rule("", "MaxUnpool", nondiff=(1, 2))
+def max_unpool_grad(ctx: GradContext, dy: str) -> Grads:
+    """Y = zeros with Y[I[k]] = X[k] (I flat over the unpooled shape MaxPool saw, placed by
+    coordinates into a larger ``output_shape``), so dX[k] = dY[I[k]] where X[k] was written
+    last (overlapping windows repeat an index; the kernels keep the last write) and 0 elsewhere.
+
+    dY is cut to the unpooled shape, (in - 1) * s - pad_begin - pad_end + k per spatial axis.
+    """
+    x, index = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    nd = rank - 2
+    g = dy
+    if ctx.input(2):
+        kernel = [int(k) for k in ctx.attr("kernel_shape")]
+        strides = [int(s) for s in ctx.attr("strides", [1] * nd)]
+        pads = [int(p) for p in ctx.attr("pads", [0] * (2 * nd))]
+        spatial = ctx.op.Shape(x, start=2)
+        trimmed = [k - pads[d] - pads[d + nd] - strides[d] for d, k in enumerate(kernel)]
+        ends = ctx.op.Add(ctx.op.Mul(spatial, ctx.ints(strides)), ctx.ints(trimmed))
+        g = ctx.op.Slice(dy, ctx.ints([0] * nd), ends, ctx.ints(list(range(2, rank))))
+    flat_index = ctx.op.Reshape(index, ctx.ints([-1]))
+    flat_dy = ctx.op.Reshape(g, ctx.ints([-1]))
+    order = ctx.op.Range(ctx.ints(0), ctx.op.Size(flat_index), ctx.ints(1))
+    unwritten = ctx.op.Expand(ctx.ints([-1]), ctx.op.Shape(flat_dy))
+    last = ctx.op.ScatterElements(unwritten, flat_index, order, reduction="max")
+    written = ctx.op.Equal(ctx.op.Gather(last, flat_index), order)
+    picked = ctx.op.Where(written, ctx.op.Gather(flat_dy, flat_index), ctx.const(0.0, like=x))
+    return (ctx.op.Reshape(picked, ctx.shape_of(x)), None, None)
+
+
+jvp_rule("", "MaxUnpool")(same_op(0))
+
+
+# -- LpPool, GlobalLpPool -------------------------------------------------------------------------
+def _lp_slope(ctx: GradContext, x: str, p: float) -> str:
+    """d|x|^p / dx / p = sign(x) |x|^(p - 1) (x itself for p = 2)."""
+    if p == 2.0:
+        return x
+    if p == 1.0:
+        sign: str = ctx.op.Sign(x)
+        return sign
+    slope: str = ctx.op.Mul(ctx.op.Sign(x), ctx.op.Pow(ctx.op.Abs(x), ctx.const(p - 1.0, like=x)))
+    return slope
+
+
+def _lp_geometry(ctx: GradContext) -> tuple[Geometry, int, str]:
+    """(geometry, channels, ones(C, 1, k...)) of an LpPool node: the window sum W is the
+    depthwise Conv by the ones, its transpose the ConvTranspose by them."""
+    x = ctx.input(0)
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    shape = ctx.shape(x)
+    channels = shape[1] if shape is not None and len(shape) == 2 + len(kernel) else None
+    if not isinstance(channels, int):
+        raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
+    if same_padded(ctx, x, kernel) is not None:
+        raise ctx.error(
+            "auto_pad=SAME_* with strides > 1 on a symbolic spatial axis pads by a run-time amount; "
+            "export with explicit pads or give the input static spatial dims"
+        )
+    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
+    return geo, channels, ctx.const(np.ones((channels, 1, *kernel)), like=x)
+
+
+@rule("", "LpPool")
+def lp_pool_grad(ctx: GradContext, dy: str) -> Grads:
+    """Y = W(|X|^p)^(1/p), W the window sum (zero padding): dX = sign(X) |X|^(p-1) W^T(dY Y^(1-p))."""
+    x, y = ctx.input(0), ctx.output(0)
+    p = float(ctx.attr("p", 2))
+    geo, channels, ones = _lp_geometry(ctx)
+    scaled = ctx.op.Mul(dy, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
+    return (ctx.op.Mul(_lp_slope(ctx, x, p), transpose_into(ctx, scaled, ones, geo, channels)),)
+
+
+@jvp_rule("", "LpPool")
+def lp_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Y^(1-p) W(sign(X) |X|^(p-1) tX), W the depthwise Conv by ones with the pool's
+    window (its end pads those that make the last window, ``ceil_mode`` included)."""
+    if ts[0] is None:
+        return None
+    x, y = ctx.input(0), ctx.output(0)
+    p = float(ctx.attr("p", 2))
+    geo, channels, ones = _lp_geometry(ctx)
+    if not geo.is_static and bool(ctx.attr("ceil_mode", 0)):
+        raise ctx.error("forward mode of LpPool with ceil_mode needs static spatial dims; declare them")
+    end = geo.end
+    if geo.is_static:
+        spans = zip(geo.size, geo.kernel, geo.strides, geo.dilations, geo.begin, geo.out)
+        end = [max((o - 1) * s + (k - 1) * d + 1 - n - b, 0) for n, k, s, d, b, o in spans]
+    window = ctx.op.Conv(
+        ctx.op.Mul(_lp_slope(ctx, x, p), ts[0]),
+        ones,
+        strides=geo.strides,
+        dilations=geo.dilations,
+        pads=geo.begin + end,
+        group=channels,
+    )
+    return ctx.op.Mul(window, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
+
+
+@rule("", "GlobalLpPool")
+def global_lp_pool_grad(ctx: GradContext, dy: str) -> Grads:
+    """Y = (sum over the plane of |X|^p)^(1/p): dX = sign(X) |X|^(p-1) dY Y^(1-p) (broadcast)."""
+    x, y = ctx.input(0), ctx.output(0)
+    p = float(ctx.attr("p", 2))
+    return (ctx.op.Mul(_lp_slope(ctx, x, p), ctx.op.Mul(dy, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))),)
+
+
+@jvp_rule("", "GlobalLpPool")
+def global_lp_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Y^(1-p) sum over the plane of sign(X) |X|^(p-1) tX."""
+    if ts[0] is None:
+        return None
+    x, y = ctx.input(0), ctx.output(0)
+    p = float(ctx.attr("p", 2))
+    axes = ctx.ints(list(range(2, ctx.require_rank(x))))
+    total = ctx.op.ReduceSum(ctx.op.Mul(_lp_slope(ctx, x, p), ts[0]), axes, keepdims=1)
+    return ctx.op.Mul(total, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
