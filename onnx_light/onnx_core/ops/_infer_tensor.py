@@ -503,6 +503,25 @@ def compress(ctx: InferContext) -> list[ValueType]:
     return [ValueType(x.dtype, tuple(shape))]
 
 
+@infer("Unique")
+def unique(ctx: InferContext) -> list[ValueType]:
+    """Y: 1-D (no axis) or the input with an unknown count along ``axis``; indices and
+    counts: 1-D int64 of that count; inverse_indices: one per element (slice) of the input."""
+    x = in_type(ctx, 0)
+    axis = ctx.attr("axis")
+    count = ValueType(INT64, (None,))
+    if axis is None:
+        n = dim_product(x.shape) if x.shape is not None else None
+        return [ValueType(x.dtype, (None,)), count, ValueType(INT64, (n,)), count]
+    if x.shape is None:
+        return [ValueType(x.dtype, None), count, count, count]
+    shape = list(x.shape)
+    a = norm_axis(int(axis), len(shape))
+    inverse = ValueType(INT64, (shape[a],))
+    shape[a] = None
+    return [ValueType(x.dtype, tuple(shape)), count, inverse, count]
+
+
 @infer("NonMaxSuppression")
 def non_max_suppression(ctx: InferContext) -> list[ValueType]:
     """int64 ``(count, 3)`` selected indices, the count unknown."""
