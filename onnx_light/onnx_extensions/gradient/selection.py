@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ._table import jvp_rule, linear, rule
-from ._tensor_common import index64, norm_axis
+from ._tensor_common import index64, norm_axis, positions
 from .tensor import scatter_elements_grad, scatter_jvp
 
 
@@ -111,8 +111,7 @@ def _tensor_scatter_positions(ctx: GradContext, axis: int, rank: int) -> str:
     """For each element of ``update``, its position along ``axis`` in the cache:
     ``write_indices[b] + s`` (modulo the cache length in circular mode), int64."""
     cache, update = ctx.inputs[:2]
-    steps = ctx.op.Squeeze(ctx.op.Shape(update, start=axis, end=axis + 1), ctx.ints([0]))
-    s = ctx.op.Range(ctx.ints(0), steps, ctx.ints(1))
+    s = positions(ctx, update, axis)
     s = ctx.op.Reshape(s, ctx.ints([1] * axis + [-1] + [1] * (rank - axis - 1)))
     write = ctx.input(2)
     if write:

@@ -1,0 +1,124 @@
+"""Gradient rules of CumProd and DequantizeLinear, and the ops declared without gradient
+(Hardmax, BitCast, QuantizeLinear, the random ops): float64 finite differences, onnxruntime
+agreement and the full checker (``check_gradient``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnxruntime  # noqa: F401  (a test extra)
+import pytest
+from gradcheck import Case, backward_feeds, check_gradient, forward_values, gradient
+from onnx import helper as oh
+
+import onnx_light as ol
+
+_rng = np.random.default_rng(77)
+ORT_NO_CUMPROD = "onnxruntime 1.32 has no CumProd kernel (opset 26)"
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def i64(*v: Any) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+def cumprod(name: str, x: np.ndarray, axis: int, **attrs: Any) -> Case:
+    node = oh.make_node("CumProd", ["x", "axis"], ["y"], **attrs)
+    return Case(
+        name, [node], {"x": x, "axis": i64(axis)}, ["x"], initializers=["axis"], opset=26, skip_ort=ORT_NO_CUMPROD
+    )
+
+
+WITH_ZEROS = np.array([[0.7, 0.0, -1.3, 2.0], [1.5, -0.8, 0.0, 0.0], [0.0, 1.1, 0.9, -0.6]])
+
+CUMPROD: list[Case] = [
+    cumprod("CumProd", rnd(5), 0),
+    cumprod("CumProd-axis1", rnd(2, 4, 3), 1),
+    cumprod("CumProd-negative-axis", rnd(3, 4), -1),
+    cumprod("CumProd-exclusive", rnd(3, 4), 1, exclusive=1),
+    cumprod("CumProd-reverse", rnd(4, 3), 0, reverse=1),
+    cumprod("CumProd-exclusive-reverse", rnd(2, 5), 1, exclusive=1, reverse=1),
+    cumprod("CumProd-zeros", WITH_ZEROS, 1),
+    cumprod("CumProd-zeros-exclusive-reverse", WITH_ZEROS, 1, exclusive=1, reverse=1),
+]
+
+
+def dequantize(name: str, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, **attrs: Any) -> Case:
+    inputs = {"x": x, "scale": scale} if zp is None else {"x": x, "scale": scale, "zp": zp}
+    node = oh.make_node("DequantizeLinear", list(inputs), ["y"], **attrs)
+    ints = [k for k in inputs if k != "scale"]
+    return Case(name, [node], inputs, ["scale"], initializers=ints)
+
+
+Q8 = _rng.integers(-128, 127, (4, 6)).astype(np.int8)
+ZP43 = _rng.integers(-3, 3, (4, 3)).astype(np.int8)
+DEQUANTIZE: list[Case] = [
+    dequantize("DequantizeLinear-per-tensor", Q8, np.array(0.05), np.array(3, np.int8)),
+    dequantize("DequantizeLinear-per-tensor-no-zp", Q8.astype(np.int32), np.array(0.02), None),
+    dequantize(
+        "DequantizeLinear-per-axis",
+        Q8.astype(np.uint8),
+        np.array([0.1, 0.2, 0.3, 0.4]),
+        np.full(4, 7, np.uint8),
+        axis=0,
+    ),
+    dequantize("DequantizeLinear-per-axis-last", Q8, rnd(6) ** 2 + 0.1, np.zeros(6, np.int8), axis=-1),
+    dequantize(
+        "DequantizeLinear-blocked",
+        Q8,
+        rnd(4, 3) ** 2 + 0.1,
+        _rng.integers(-3, 3, (4, 3)).astype(np.int8),
+        axis=1,
+        block_size=2,
+    ),
+    dequantize("DequantizeLinear-blocked-ragged", Q8, rnd(2, 6) ** 2 + 0.1, None, axis=0, block_size=3),
+]
+
+
+@pytest.mark.parametrize("case", CUMPROD + DEQUANTIZE, ids=lambda c: c.name)
+def test_rule(case: Case) -> None:
+    check_gradient(case)
+
+
+def _grads(row: Case, dy: np.ndarray) -> list[np.ndarray]:
+    model, bwd = gradient(row)
+    return ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, row.inputs, dy, model))
+
+
+def test_cumprod_gradient_at_zero_is_the_product_of_the_others() -> None:
+    """x = [2, 0, 3]: Y = [2, 0, 0]; dY = 1: dX = [1 + 0 + 0, 2 + 2*3, 0] = [1, 8, 0]."""
+    (dx,) = _grads(cumprod("z", np.array([2.0, 0.0, 3.0]), 0), np.ones(3))
+    np.testing.assert_allclose(dx, [1.0, 8.0, 0.0])
+
+
+NO_GRAD = (
+    "Hardmax BitCast QuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv RandomNormal RandomUniform "
+    "RandomNormalLike RandomUniformLike Bernoulli Multinomial HannWindow HammingWindow BlackmanWindow MelWeightMatrix"
+).split()
+
+
+@pytest.mark.parametrize("op", NO_GRAD)
+def test_declared_without_gradient(op: str) -> None:
+    rule = ol.DefaultGradRegistry().lookup("", op, 26)
+    assert rule is not None and rule.no_grad, op
+
+
+def test_hardmax_is_piecewise_constant() -> None:
+    """y = Hardmax(x) * x: only the Mul's x path contributes, dX = Hardmax(x) * dY (FD agrees away from ties)."""
+    nodes = [oh.make_node("Hardmax", ["x"], ["h"]), oh.make_node("Mul", ["h", "x"], ["y"])]
+    x = np.array([[0.3, 1.2, -0.5], [2.0, 0.1, 0.4]])
+    grads = check_gradient(Case("hardmax", nodes, {"x": x}, ["x"], ort_dtype=np.float32))  # ORT: float32 only
+    assert np.count_nonzero(grads["x"]) <= 2
+
+
+def test_random_like_passes_nothing_to_its_input() -> None:
+    nodes = [oh.make_node("RandomUniformLike", ["x"], ["r"], seed=3.0), oh.make_node("Mul", ["r", "x"], ["y"])]
+    row = Case("rand", nodes, {"x": rnd(2, 3)}, ["x"])
+    model, bwd = gradient(row)
+    (dx,) = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, row.inputs, np.ones((2, 3)), model))
+    sample = forward_values(model, row.inputs, ["r"])["r"]
+    np.testing.assert_allclose(dx, sample)  # dX = r * dY: nothing through the random op
