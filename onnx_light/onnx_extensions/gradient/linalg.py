@@ -13,7 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
-from ._table import jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 
 
 def _sum_to(ctx: GradContext, g: str, g_shape: tuple[Any, ...] | None, x: str) -> str:
@@ -265,7 +265,7 @@ def _minor_gather(n: int) -> np.ndarray:
     return out
 
 
-def cofactors(ctx: GradContext, a: str) -> str:
+def _cofactors(ctx: GradContext, a: str) -> str:
     """C[..., i, j] = (-1)^(i+j) det(A without row i and column j) = det(A) A^-T where A is
     invertible, and the true derivative of det also where it is singular. Needs a static n;
     the batch dims may be symbolic. (1 x 1: C = 1.)"""
@@ -285,9 +285,9 @@ def cofactors(ctx: GradContext, a: str) -> str:
 
 @rule("", "Det")
 def det_grad(ctx: GradContext, dy: str) -> Grads:
-    """dA = dY * C, C the cofactor matrix (``cofactors``): det(A) A^-T computed without an
+    """dA = dY * C, C the cofactor matrix (``_cofactors``): det(A) A^-T computed without an
     inverse, so it is right for singular A too (a rank n-1 matrix has a non-zero gradient)."""
-    return ctx.op.Mul(ctx.op.Unsqueeze(dy, ctx.ints([-2, -1])), cofactors(ctx, ctx.inputs[0]))
+    return ctx.op.Mul(ctx.op.Unsqueeze(dy, ctx.ints([-2, -1])), _cofactors(ctx, ctx.inputs[0]))
 
 
 @jvp_rule("", "Det")
@@ -295,4 +295,20 @@ def det_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """tY = Σ_ij C_ij tA_ij (Jacobi's formula, C the cofactor matrix)."""
     if ts[0] is None:
         return None
-    return ctx.op.ReduceSum(ctx.op.Mul(cofactors(ctx, ctx.inputs[0]), ts[0]), ctx.ints([-2, -1]), keepdims=0)
+    return ctx.op.ReduceSum(ctx.op.Mul(_cofactors(ctx, ctx.inputs[0]), ts[0]), ctx.ints([-2, -1]), keepdims=0)
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "Einsum",
+    what="a repeated index inside one term (`ii->i`); `...` in inputs but not in the output",
+    why="the diagonal / implicit-sum cases need an op ONNX lacks (or a scatter)",
+)
+refuses("", "MatMul", what="an operand of unknown rank", why="which axes to transpose and sum depends on the rank")
+refuses(
+    "",
+    "Det",
+    what="a matrix size known only at run time (the batch may be symbolic)",
+    why="the cofactors are the determinants of minors gathered with static indices",
+)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, ShortGradFn, TangentContext, Tangents
 from ._masks import mask
-from ._table import elementwise, jvp_rule, linear, no_grad, rule
+from ._table import elementwise, jvp_rule, linear, no_grad, refuses, rule
 from ._tensor_common import positions
 
 # -- no gradient: piecewise-constant, boolean or integer results --------------------------
@@ -349,3 +349,13 @@ def cumprod_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     et = ctx.op.Unsqueeze(ctx.op.Mul(e, t), ctx.ints([axis + 1]))
     ty = ctx.op.ReduceSum(ctx.op.Mul(w, et), ctx.ints([axis]), keepdims=0)
     return _flip(ctx, ty, axis) if reverse else ty
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "Dropout",
+    what="training mode without the mask output",
+    why="the mask cannot be recovered from the output where x was 0",
+)
+refuses("", "CumProd", what="an axis computed at run time", why="the n x n product terms are built along a known axis")

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...onnx_core import TensorProto
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
-from ._table import jvp_rule, no_grad, rule
+from ._table import jvp_rule, no_grad, refuses, rule
 from ._tensor_common import const_ints, norm_axis, pad_axes
 
 no_grad("", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix")
@@ -183,3 +183,19 @@ def stft_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     if tw is not None:
         terms.append(ctx.emit_like([inputs[0], inputs[1], tw, *inputs[3:]]))
     return ctx.add(*(str(t) for t in terms))
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "DFT",
+    what="`axis` or `dft_length` computed at run time; with `onesided` or `dft_length`, a signal length "
+    "known only at run time",
+    why="the adjoint's crops and zero pads are static",
+)
+refuses(
+    "",
+    "STFT",
+    what="a signal length, `frame_step` or `frame_length` known only at run time",
+    why="the frames are read and added back at static positions",
+)
