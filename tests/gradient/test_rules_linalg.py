@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-from gradcheck import Case, check_gradient, gradient  # noqa: E402
+from gradcheck import Case, build_model, check_gradient, gradient, to_ours  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 from test_rules_math import second_order  # noqa: E402
 
@@ -176,3 +176,15 @@ def test_det_gradient_of_a_singular_matrix_is_its_cofactor_matrix() -> None:
     model, bwd = gradient(row)
     (da,) = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, row.inputs, np.array(1.0), model))
     np.testing.assert_allclose(da, [[4.0, -2.0], [-2.0, 1.0]])
+
+
+def test_det_of_a_run_time_matrix_size_is_refused() -> None:
+    import onnx
+
+    row = det("dyn", (2, 3, 3))
+    model = build_model(row, np.float64)
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "M"
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "M"
+    ours = to_ours(onnx.shape_inference.infer_shapes(model), ol.ModelProto)
+    with pytest.raises(ol.GradientError, match=r"ai.onnx::Det.*static matrix size"):
+        ol.GradientOfFunction(ours, ["a"], "y")

@@ -122,3 +122,10 @@ def test_random_like_passes_nothing_to_its_input() -> None:
     (dx,) = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, row.inputs, np.ones((2, 3)), model))
     sample = forward_values(model, row.inputs, ["r"])["r"]
     np.testing.assert_allclose(dx, sample)  # dX = r * dY: nothing through the random op
+
+
+def test_cumprod_axis_computed_at_run_time_is_refused() -> None:
+    row = cumprod("dyn", rnd(3, 4), 1)
+    row.initializers = []
+    with pytest.raises(ol.GradientError, match=r"ai.onnx::CumProd.*axis"):
+        gradient(row)

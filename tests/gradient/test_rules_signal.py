@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-from gradcheck import Case, check_gradient, check_tangent
+from gradcheck import Case, check_gradient, check_tangent, gradient
 from onnx import helper as oh
+
+import onnx_light as ol
 
 _rng = np.random.default_rng(1717)
 #: onnxruntime's DFT/STFT round their twiddle factors like float32 (relative error ~3e-8 in
@@ -135,3 +137,17 @@ def test_audio_front_end_forward_mode() -> None:
     (Not a table row: the Hessian-vector check differentiates the backward function with
     its seed untyped, and MatMul's rule needs the rank that hides.)"""
     check_tangent(audio_front_end())
+
+
+def test_dft_length_computed_at_run_time_is_refused() -> None:
+    row = dft("dyn", rnd(2, 6, 1), length=4, onesided=1)
+    row.initializers = []  # dft_length a graph input: known only at run time
+    with pytest.raises(ol.GradientError, match=r"ai.onnx::DFT.*dft_length"):
+        gradient(row)
+
+
+def test_stft_step_computed_at_run_time_is_refused() -> None:
+    row = stft("dyn", rnd(1, 12, 1), 4, rnd(4), None, "signal")
+    row.initializers = []
+    with pytest.raises(ol.GradientError, match=r"ai.onnx::STFT.*frame_step"):
+        gradient(row)
