@@ -56,14 +56,15 @@ def _unique(draw: Draw, rng: np.random.Generator) -> Case:
 
 def _scatter(draw: Draw, rng: np.random.Generator) -> Case:
     dims = shape(draw, 1, 3, lo=2)
-    a = axis(draw, len(dims))
+    a_attr = axis(draw, len(dims))
+    a = a_attr % len(dims)
     idx_dims = [side(draw, 1, d) for d in dims]
     n = dims[a]
     idx_dims[a] = min(idx_dims[a], n)
     # distinct targets along the axis in every fiber: no write collides
     idx = np.argsort(rng.random([*idx_dims[:a], n, *idx_dims[a + 1 :]]), axis=a).take(range(idx_dims[a]), axis=a)
     inputs = {"x": normal(rng, dims), "i": i64(idx), "u": normal(rng, idx_dims)}
-    return make_case("Scatter", inputs, ["x", "u"], attrs={"axis": a}, opset=10, consts=("i",))
+    return make_case("Scatter", inputs, ["x", "u"], attrs={"axis": a_attr}, opset=10, consts=("i",))
 
 
 def _tensor_scatter(draw: Draw, rng: np.random.Generator) -> Case:
