@@ -28,10 +28,11 @@ from typing import NoReturn
 from . import DecodeError, OnnxLightError, TangentOfFunction, __version__, gradcheck, gradient_model, helper, load, save
 from . import _gradcheck as _gc
 from ._cli_training import add_training_commands
+from ._ops_table import ops_markdown, write_ops_block
 from .onnx_core import ModelProto, TensorProto
 from .onnx_core.gradient import input_types
 
-__all__ = ["main", "ops_markdown"]
+__all__ = ["main", "ops_markdown", "write_ops_block"]
 
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
@@ -199,28 +200,11 @@ def _check_grad(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def ops_markdown() -> str:
-    """The README's list of ops with gradient rules and ops declared without gradient."""
-    from . import DefaultGradRegistry
-    from .onnx_core.ops import body_op_types, expandable_op_types, has_schema
-
-    rules = DefaultGradRegistry().rules()
-    with_rule = sorted({r.op_type for r in rules if not r.no_grad})
-    no_grad = sorted({r.op_type for r in rules if r.no_grad})
-    known = set(with_rule) | set(no_grad)
-    candidates = {op for op in expandable_op_types() if has_schema(op, 10**6)} - known
-    # a static body whose ops all differentiate (DynamicQuantizeLinear's QuantizeLinear does not)
-    expanded = sorted(op for op in candidates if (body_op_types(op) or frozenset()) <= known | candidates)
-    return (
-        f"**Gradient rules ({len(with_rule)} ops):** {', '.join(with_rule)}.\n\n"
-        f"**Differentiated through their expansion ({len(expanded)} ops; the spec's function body or our "
-        f"decomposition, see onnx_core/ops/_expand.py):** {', '.join(expanded)}.\n\n"
-        f"**Declared without gradient ({len(no_grad)} ops; their outputs are constants to the pass):** "
-        f"{', '.join(no_grad)}.\n"
-    )
-
-
 def _ops(args: argparse.Namespace) -> int:
+    if args.write:
+        changed = write_ops_block(args.write)
+        print(f"{args.write}: {'op tables rewritten' if changed else 'op tables already up to date'}")
+        return 0
     print(ops_markdown(), end="")
     return 0
 
@@ -278,7 +262,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and directions")
     p.set_defaults(run=_check_grad)
 
-    p = sub.add_parser("ops", help="list the ops with gradient rules (markdown)")
+    p = sub.add_parser("ops", help="list the ops with gradient rules, without, and what is refused (markdown)")
+    p.add_argument("--write", metavar="README", default=None, help="rewrite the <!-- ops:begin --> block of this file")
     p.set_defaults(run=_ops)
 
     p = sub.add_parser("print", help="print a model as text")

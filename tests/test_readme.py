@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from onnx_light.cli import ops_markdown
+from onnx_light.cli import ops_markdown, write_ops_block
 
 README = pathlib.Path(__file__).parent.parent / "README.md"
 
@@ -28,4 +28,33 @@ def test_readme_opens_with_the_two_commands() -> None:
 def test_readme_op_list_matches_registry() -> None:
     text = _readme()
     listed = text.split("<!-- ops:begin -->\n", 1)[1].split("<!-- ops:end -->", 1)[0]
-    assert listed == ops_markdown(), "regenerate with: onnx-light ops"
+    assert listed == ops_markdown(), "regenerate with: onnx-light ops --write README.md"
+
+
+def test_ops_block_is_rewritten_in_place(tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "README.md"
+    page.write_text("intro\n<!-- ops:begin -->\nstale\n<!-- ops:end -->\nafter\n")
+    assert write_ops_block(page)
+    text = page.read_text()
+    assert text == "intro\n<!-- ops:begin -->\n" + ops_markdown() + "<!-- ops:end -->\nafter\n"
+    assert not write_ops_block(page)  # up to date: unchanged
+    page.write_text("no markers\n")
+    with pytest.raises(ValueError, match="ops:begin"):
+        write_ops_block(page)
+
+
+def test_op_lists_name_real_states() -> None:
+    """Each refusal names ops with rules; a no-rule op has none; forward coverage is counted."""
+    import onnx_light as ol
+    from onnx_light.onnx_extensions.gradient import refusals
+
+    reg = ol.DefaultGradRegistry()
+    for r in refusals():
+        for op in r.op_types:
+            rule = reg.lookup(r.domain, op, 26)
+            assert rule is not None and not rule.no_grad, f"refusal of {op} without a rule"
+    text = ops_markdown()
+    missing = text.split("**No rule (", 1)[1].split(":** ", 1)[1].split(".\n", 1)[0].split(", ")
+    assert "DynamicQuantizeLinear" in missing
+    assert all(reg.lookup("", op, 26) is None for op in missing if op != "none")
+    assert "Range" in text.split("**Without a forward-mode rule yet", 1)[1].split("\n", 1)[0]

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prop_elementwise import ACTIVATION, ARITHMETIC, MATH
 from prop_image import IMAGE
+from prop_misc import MISC
 from prop_nn import LOSS, NN, NORMALIZATION, POOL
 from prop_structure import LINALG, REDUCTION
 from prop_tensor import TENSOR
@@ -45,6 +46,7 @@ FAMILIES: dict[str, dict[str, Gen]] = {
     "normalization": NORMALIZATION,
     "loss": LOSS,
     "image": IMAGE,
+    "misc": MISC,
 }
 
 # ops without a float64 kernel in onnxruntime: their fixed rows compare in float32
@@ -183,6 +185,13 @@ def test_image(family: str, op: str, data: Any) -> None:
     check_example(family, op, data)
 
 
+@pytest.mark.parametrize(("family", "op"), _params("misc"))
+@_settings(EXAMPLES)
+@given(data=st.data())
+def test_misc(family: str, op: str, data: Any) -> None:
+    check_example(family, op, data)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "op"), _params())
 @_settings(DEEP_EXAMPLES)
@@ -206,6 +215,8 @@ def test_known_bug(family: str, op: str, data: Any) -> None:
 
 # ops with a rule that no family draws, and why random shapes make no sense for them
 NOT_DRAWN: dict[str, str] = {
+    "QuantizeLinear": "its rule is the straight-through estimator, not the derivative (zero almost everywhere): "
+    "finite differences cannot check it; test_rules_misc.py checks it against torch's fake quantization",
     "Range": "its output length ceil((limit - start) / delta) is data, not a shape to draw; the fixed rows "
     "check start and delta away from the integer boundaries where the length jumps",
     **{

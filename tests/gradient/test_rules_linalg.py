@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import onnxruntime  # noqa: F401  (a test extra)
 import pytest
-from gradcheck import Case, check_gradient, gradient  # noqa: E402
+from gradcheck import Case, build_model, check_gradient, gradient, to_ours  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 from test_rules_math import second_order  # noqa: E402
 
@@ -36,6 +36,11 @@ def einsum(name: str, equation: str, *shapes: tuple[int, ...], **kw: Any) -> Cas
     names = [f"x{i}" for i in range(len(shapes))]
     node = oh.make_node("Einsum", names, ["y"], equation=equation)
     return Case(name, [node], {n: normal(*s) for n, s in zip(names, shapes)}, names, **kw)
+
+
+def det(name: str, shape: tuple[int, ...], **kw: Any) -> Case:
+    # onnxruntime's Det is float32 only
+    return Case(name, [oh.make_node("Det", ["a"], ["y"])], {"a": normal(*shape)}, ["a"], ort_dtype=np.float32, **kw)
 
 
 CASES: list[Case] = [
@@ -89,6 +94,19 @@ CASES: list[Case] = [
     einsum("Einsum-broadcast-label-dynamic", "bij,jk->bik", (2, 3, 1), (4, 2), dynamic=["x0"]),
     # found by the property tests: the letter X has more of (j: 2 in x0, 1 in x1) on a symbolic x0
     einsum("Einsum-broadcast-label-other-side-dynamic", "ij,jk->ik", (1, 2), (1, 1), dynamic=["x0"]),
+    det("Det-1x1", (1, 1)),
+    det("Det-2x2", (2, 2)),
+    det("Det-3x3-batched", (2, 3, 3)),
+    det("Det-4x4-batch2", (2, 1, 4, 4)),
+    det("Det-dynamic-batch", (3, 3, 3), dynamic=["a"]),
+    # rank 2 of 3: det = 0, but its gradient (the cofactors) is not
+    Case(
+        "Det-singular",
+        [oh.make_node("Det", ["a"], ["y"])],
+        {"a": np.array([[1.0, 2, 3], [2, 4, 6], [0, 1, 5]])},
+        ["a"],
+        ort_dtype=np.float32,
+    ),
     Case(
         "Einsum-same-input",
         [oh.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->ik")],
@@ -148,3 +166,25 @@ def test_batched_times_matrix_weight_grad_is_one_gemm() -> None:
     _, bwd = gradient(matmul("dw", (2, 3, 4), (4, 5), xs="b"))
     ops = [n.op_type for n in bwd.node]
     assert "Gemm" in ops and "ReduceSum" not in ops and ops.count("MatMul") == 0, ops
+
+
+def test_det_gradient_of_a_singular_matrix_is_its_cofactor_matrix() -> None:
+    """A = [[1, 2], [2, 4]] (det 0): dDet/dA = [[4, -2], [-2, 1]], not zero (onnx-ad's answer)."""
+    from gradcheck import backward_feeds
+
+    row = Case("sing", [oh.make_node("Det", ["a"], ["y"])], {"a": np.array([[1.0, 2.0], [2.0, 4.0]])}, ["a"])
+    model, bwd = gradient(row)
+    (da,) = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, row.inputs, np.array(1.0), model))
+    np.testing.assert_allclose(da, [[4.0, -2.0], [-2.0, 1.0]])
+
+
+def test_det_of_a_run_time_matrix_size_is_refused() -> None:
+    import onnx
+
+    row = det("dyn", (2, 3, 3))
+    model = build_model(row, np.float64)
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "M"
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "M"
+    ours = to_ours(onnx.shape_inference.infer_shapes(model), ol.ModelProto)
+    with pytest.raises(ol.GradientError, match=r"ai.onnx::Det.*static matrix size"):
+        ol.GradientOfFunction(ours, ["a"], "y")

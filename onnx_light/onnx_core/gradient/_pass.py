@@ -689,7 +689,9 @@ class _GradientPass:
         types_get = self.types.get
         fields = self._fields
         reads = self._reads
-        passes_by_op: dict[tuple[str, str], bool] = {}
+        passes_by_op: dict[tuple[str, str], tuple[bool, bool]] = {}
+        #: integer values with a straight-through gradient (see GradRule.straight_through)
+        straight_values: set[str] = set()
         for i in order:
             r = 0
             d = 0
@@ -700,10 +702,19 @@ class _GradientPass:
                 continue
             op_type, domain, _, outputs, _ = fields[i]
             key = (domain, op_type)
-            passes = passes_by_op.get(key)
-            if passes is None:
+            cached = passes_by_op.get(key)
+            if cached is None:
                 rule = self.registry.lookup(domain, op_type, self.opset)
-                passes = passes_by_op[key] = not (rule is not None and rule.no_grad)
+                cached = passes_by_op[key] = (
+                    not (rule is not None and rule.no_grad),
+                    rule is not None and rule.straight_through,
+                )
+            passes, straight = cached
+            if straight_values and not straight:  # only straight-through ops read those gradients
+                d = 0
+                for name in reads[i]:
+                    if name not in straight_values:
+                        d |= diff_get(name, 0)
             for out in outputs:
                 if not out:
                     continue
@@ -715,6 +726,9 @@ class _GradientPass:
                 dt = types_get(out, UNKNOWN).dtype
                 if passes and d and (dt == 0 or dt in FLOAT_TYPES):
                     diff[out] = d
+                elif straight and passes and d:
+                    diff[out] = d
+                    straight_values.add(out)
         return reach, diff
 
     def _collect(self, grads: dict[str, list[str]], name: str) -> str | None:

@@ -105,6 +105,10 @@ class GradRule:
             ``ratio`` of Dropout); a rule returning None for any other input that
             needs a gradient is an error.
         jvp: the forward-mode rule of the same op (None: forward mode unsupported).
+        straight_through: the op's integer (non-float) outputs carry a float gradient to
+            ops that also declare it, which take one for their integer inputs: a
+            straight-through estimator (QuantizeLinear -> DequantizeLinear). Other ops
+            reading such a value pass nothing through it, as for any integer value.
     """
 
     domain: str
@@ -117,6 +121,7 @@ class GradRule:
     no_grad: bool = False
     nondiff: frozenset[int] = field(default_factory=frozenset)
     jvp: JvpFn | None = None
+    straight_through: bool = False
 
     def covers(self, opset: int) -> bool:
         """True when the rule applies at ``opset``."""
@@ -150,13 +155,24 @@ class GradRegistry:
         no_grad: bool = False,
         nondiff: Sequence[int] = (),
         jvp: JvpFn | None = None,
+        straight_through: bool = False,
     ) -> GradRule:
         """Adds (or replaces, for the same ``since``) a rule for ``domain::op_type``."""
         if fn is None and not no_grad:
             raise ValueError(f"{op_label(domain, op_type)}: a rule needs a function unless no_grad=True")
         seed = _is_seed_form(fn) if fn is not None else False
         rule = GradRule(
-            normalise_domain(domain), op_type, fn, since, until, seed, broadcast, no_grad, frozenset(nondiff), jvp
+            normalise_domain(domain),
+            op_type,
+            fn,
+            since,
+            until,
+            seed,
+            broadcast,
+            no_grad,
+            frozenset(nondiff),
+            jvp,
+            straight_through,
         )
         self.table.register(rule.domain, op_type, rule, since=since, until=until)
         return rule

@@ -29,12 +29,23 @@ def rule(
     until: int | None = None,
     broadcast: bool = False,
     nondiff: Sequence[int] = (),
+    straight_through: bool = False,
 ) -> Callable[[R], R]:
-    """Decorator registering a short-form rule ``fn(ctx, dy)`` for one or more ops."""
+    """Decorator registering a short-form rule ``fn(ctx, dy)`` for one or more ops
+    (``straight_through``: see :class:`GradRule`)."""
 
     def register(fn: R) -> R:
         for op in op_types:
-            registry.register(domain, op, fn, since=since, until=until, broadcast=broadcast, nondiff=nondiff)
+            registry.register(
+                domain,
+                op,
+                fn,
+                since=since,
+                until=until,
+                broadcast=broadcast,
+                nondiff=nondiff,
+                straight_through=straight_through,
+            )
         return fn
 
     return register

@@ -116,6 +116,55 @@ def det(ctx: InferContext) -> list[ValueType]:
     return [ValueType(x.dtype, None if x.shape is None else tuple(x.shape[:-2]))]
 
 
+@infer("DFT")
+def dft(ctx: InferContext) -> list[ValueType]:
+    """The input's shape with ``dft_length`` bins along ``axis`` (``m // 2 + 1`` one-sided,
+    the IRFFT's ``m`` real samples: a last dim of 1); the last dim 2 otherwise."""
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    rank = len(x.shape)
+    if ctx.opset >= 20:
+        axes = ints_of(ctx, 2) if has_input(ctx, 2) else [-2]
+    else:
+        axes = [int(ctx.attr("axis", 1))]
+    inverse, onesided = int(ctx.attr("inverse", 0)), int(ctx.attr("onesided", 0))
+    if axes is None:
+        return [ValueType(x.dtype, (*(None,) * (rank - 1), 1 if inverse and onesided else 2))]
+    axis = norm_axis(axes[0], rank)
+    given = ints_of(ctx, 1) if has_input(ctx, 1) else None
+    n = x.shape[axis]
+    m: Dim = given[0] if given else (2 * (n - 1) if inverse and onesided and isinstance(n, int) else n)
+    if inverse and onesided:
+        bins, last = m, 1
+    elif onesided:
+        bins, last = (m // 2 + 1 if isinstance(m, int) else None), 2
+    else:
+        bins, last = m, 2
+    shape = list(x.shape)
+    shape[axis], shape[-1] = bins, last
+    return [ValueType(x.dtype, tuple(shape))]
+
+
+@infer("STFT")
+def stft(ctx: InferContext) -> list[ValueType]:
+    """``[batch, frames, bins, 2]``: frames = (N - L) // step + 1, bins = L // 2 + 1 one-sided
+    (the default) or L."""
+    x = in_type(ctx, 0)
+    batch, n = (x.shape[0], x.shape[1]) if x.shape is not None and len(x.shape) == 3 else (None, None)
+    step = ints_of(ctx, 1)
+    given = ints_of(ctx, 3) if has_input(ctx, 3) else None
+    window = in_type(ctx, 2).shape if has_input(ctx, 2) else None
+    length: Dim = given[0] if given else (window[0] if window else (n if not has_input(ctx, 2) else None))
+    frames: Dim = None
+    if isinstance(n, int) and isinstance(length, int) and step:
+        frames = (n - length) // step[0] + 1
+    bins: Dim = None
+    if isinstance(length, int):
+        bins = length // 2 + 1 if int(ctx.attr("onesided", 1)) else length
+    return [ValueType(x.dtype, (batch, frames, bins, 2))]
+
+
 # --------------------------------------------------------------------------- broadcasting
 def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":

@@ -378,10 +378,12 @@ def tile(ctx: InferContext) -> list[ValueType]:
 def pad(ctx: InferContext) -> list[ValueType]:
     """Each dim plus its begin and end pads (attribute before 11, else input; axes at 18)."""
     x = in_type(ctx, 0)
-    if x.shape is None:
-        return [ValueType(x.dtype, None)]
-    rank = len(x.shape)
     attr = ctx.attr("pads", ctx.attr("paddings"))
+    if x.shape is None:
+        # full-rank pads (no axes) still tell the rank: two per dim
+        full = [int(p) for p in attr] if attr is not None else (None if has_input(ctx, 3) else ints_of(ctx, 1))
+        return [ValueType(x.dtype, None if full is None else (None,) * (len(full) // 2))]
+    rank = len(x.shape)
     # pads computed from shapes are often partly known: the axes they leave alone keep their dims
     pads: list[Dim] | None = [int(p) for p in attr] if attr is not None else dims_value(ctx, 1)
     axes = ints_of(ctx, 3) if has_input(ctx, 3) else list(range(rank))
@@ -501,6 +503,25 @@ def compress(ctx: InferContext) -> list[ValueType]:
     shape = list(x.shape)
     shape[norm_axis(int(axis), len(shape))] = None
     return [ValueType(x.dtype, tuple(shape))]
+
+
+@infer("Unique")
+def unique(ctx: InferContext) -> list[ValueType]:
+    """Y: 1-D (no axis) or the input with an unknown count along ``axis``; indices and
+    counts: 1-D int64 of that count; inverse_indices: one per element (slice) of the input."""
+    x = in_type(ctx, 0)
+    axis = ctx.attr("axis")
+    count = ValueType(INT64, (None,))
+    if axis is None:
+        n = dim_product(x.shape) if x.shape is not None else None
+        return [ValueType(x.dtype, (None,)), count, ValueType(INT64, (n,)), count]
+    if x.shape is None:
+        return [ValueType(x.dtype, None), count, count, count]
+    shape = list(x.shape)
+    a = norm_axis(int(axis), len(shape))
+    inverse = ValueType(INT64, (shape[a],))
+    shape[a] = None
+    return [ValueType(x.dtype, tuple(shape)), count, inverse, count]
 
 
 @infer("NonMaxSuppression")

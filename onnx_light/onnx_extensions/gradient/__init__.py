@@ -10,13 +10,13 @@ import importlib
 import pkgutil
 
 from ...onnx_core.gradient import GradRegistry
-from ._table import REGISTRY
+from ._table import REFUSALS, REGISTRY, Refusal
 
 for _m in pkgutil.iter_modules(__path__):
     if not _m.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_m.name}")
 
-__all__ = ["DefaultGradRegistry"]
+__all__ = ["DefaultGradRegistry", "Refusal", "refusals"]
 
 
 def DefaultGradRegistry() -> GradRegistry:  # noqa: N802  (the seed's name)
@@ -26,3 +26,9 @@ def DefaultGradRegistry() -> GradRegistry:  # noqa: N802  (the seed's name)
     do not leak into later copies.
     """
     return REGISTRY.copy()
+
+
+def refusals() -> list[Refusal]:
+    """What the default rules refuse (attribute values, input forms, unknown shapes), each
+    with its reason, in declaration order: the README's table of refusals."""
+    return list(REFUSALS)

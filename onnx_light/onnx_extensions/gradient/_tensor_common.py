@@ -18,6 +18,7 @@ __all__ = [
     "zeros_of_shape",
     "dim_of",
     "index64",
+    "positions",
 ]
 
 INT64_MAX = int(np.iinfo(np.int64).max)
@@ -94,3 +95,13 @@ def index64(ctx: GradContext, name: str) -> str:
     if ctx.dtype(name) == TensorProto.INT64:
         return name
     return str(ctx.op.Cast(name, to=TensorProto.INT64))
+
+
+def positions(ctx: GradContext, name: str, axis: int) -> str:
+    """``[0, 1, ..., n-1]`` (int64) for dimension ``axis`` of ``name``: a constant when n is
+    known (no Range, whose forward rule a tangent graph would need), else ``Range`` at run time."""
+    shape = ctx.shape(name)
+    if shape is not None and isinstance(shape[axis], int):
+        return ctx.ints(list(range(shape[axis])))
+    n = ctx.op.Squeeze(ctx.op.Shape(name, start=axis, end=axis + 1), ctx.ints([0]))
+    return ctx.op.Range(ctx.ints(0), n, ctx.ints(1))

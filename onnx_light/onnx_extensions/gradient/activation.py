@@ -13,7 +13,10 @@ from collections.abc import Sequence
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._masks import mask
-from ._table import elementwise, jvp_rule, rule
+from ._table import elementwise, jvp_rule, no_grad, rule
+
+# Hardmax is one-hot of the arg max: piecewise constant in X, derivative zero almost everywhere
+no_grad("", "Hardmax")
 
 
 def _c(ctx: GradContext, value: float) -> str:

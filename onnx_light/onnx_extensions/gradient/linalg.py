@@ -1,4 +1,4 @@
-"""Rules for products: MatMul, Gemm, Einsum.
+"""Rules for products: MatMul, Gemm, Einsum; and Det.
 
 The gradients here are not shaped like the output, so these rules sum broadcast
 batch dimensions back with ``ctx.unbroadcast(..., shape=...)`` instead of registering
@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
+import numpy as np
+
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
-from ._table import jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 
 
 def _sum_to(ctx: GradContext, g: str, g_shape: tuple[Any, ...] | None, x: str) -> str:
@@ -248,3 +250,65 @@ def gemm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         scaled = ctx.op.Mul(tc, ctx.const(float(ctx.attr("beta", 1.0)), like=tc))
         terms.append(ctx.op.Expand(scaled, ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)
+
+
+# -- Det: the cofactor matrix, from the determinants of the minors ----------------------------
+def _minor_gather(n: int) -> np.ndarray:
+    """Flat indices into an n x n matrix picking, for each (i, j), its minor without row i
+    and column j: shape ``[n, n, (n-1)^2]``."""
+    rows = np.arange(n)
+    out = np.empty((n, n, (n - 1) ** 2), np.int64)
+    for i in range(n):
+        for j in range(n):
+            keep_r, keep_c = rows[rows != i], rows[rows != j]
+            out[i, j] = (keep_r[:, None] * n + keep_c[None, :]).reshape(-1)
+    return out
+
+
+def _cofactors(ctx: GradContext, a: str) -> str:
+    """C[..., i, j] = (-1)^(i+j) det(A without row i and column j) = det(A) A^-T where A is
+    invertible, and the true derivative of det also where it is singular. Needs a static n;
+    the batch dims may be symbolic. (1 x 1: C = 1.)"""
+    shape = ctx.require_shape(a)
+    n = shape[-1]
+    if not isinstance(n, int):
+        raise ctx.error(f"needs the static matrix size of {a!r} (its last two dims) to build the cofactors")
+    if n == 1:
+        return ctx.op.Expand(ctx.const(1.0, like=a), ctx.shape_of(a))
+    batch = ctx.op.Shape(a, end=-2)
+    flat = ctx.op.Reshape(a, ctx.op.Concat(batch, ctx.ints([n * n]), axis=0))
+    picked = ctx.op.Gather(flat, ctx.ints(_minor_gather(n).reshape(-1).tolist()), axis=-1)
+    minors = ctx.op.Reshape(picked, ctx.op.Concat(batch, ctx.ints([n, n, n - 1, n - 1]), axis=0))
+    signs = np.array([[(-1.0) ** (i + j) for j in range(n)] for i in range(n)])
+    return ctx.op.Mul(ctx.op.Det(minors), ctx.const(signs, like=a))
+
+
+@rule("", "Det")
+def det_grad(ctx: GradContext, dy: str) -> Grads:
+    """dA = dY * C, C the cofactor matrix (``_cofactors``): det(A) A^-T computed without an
+    inverse, so it is right for singular A too (a rank n-1 matrix has a non-zero gradient)."""
+    return ctx.op.Mul(ctx.op.Unsqueeze(dy, ctx.ints([-2, -1])), _cofactors(ctx, ctx.inputs[0]))
+
+
+@jvp_rule("", "Det")
+def det_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY = Σ_ij C_ij tA_ij (Jacobi's formula, C the cofactor matrix)."""
+    if ts[0] is None:
+        return None
+    return ctx.op.ReduceSum(ctx.op.Mul(_cofactors(ctx, ctx.inputs[0]), ts[0]), ctx.ints([-2, -1]), keepdims=0)
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "Einsum",
+    what="a repeated index inside one term (`ii->i`); `...` in inputs but not in the output",
+    why="the diagonal / implicit-sum cases need an op ONNX lacks (or a scatter)",
+)
+refuses("", "MatMul", what="an operand of unknown rank", why="which axes to transpose and sum depends on the rank")
+refuses(
+    "",
+    "Det",
+    what="a matrix size known only at run time (the batch may be symbolic)",
+    why="the cofactors are the determinants of minors gathered with static indices",
+)

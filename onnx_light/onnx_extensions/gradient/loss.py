@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
-from ._table import jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 
 
 def _mask(ctx: GradContext, labels: str, scores: str) -> str:
@@ -191,3 +191,13 @@ def softmax_cross_entropy_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> 
         t_logp = ctx.op.Sub(ts[0], ctx.op.ReduceSum(ctx.op.Mul(p, ts[0]), ctx.ints([1]), keepdims=1))
     t_w = ts[2] if len(ts) > 2 else None
     return _nll_tangent(ctx, log_prob, t_logp, t_w, ctx.output(0), _loss_attrs(ctx)), t_logp
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "SoftmaxCrossEntropyLoss",
+    "NegativeLogLikelihoodLoss",
+    what="an unknown number of classes",
+    why="the one-hot of the labels is built with it",
+)

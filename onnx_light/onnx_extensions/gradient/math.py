@@ -1,5 +1,5 @@
 """Rules for unary and variadic math: Neg Abs Exp Log Sqrt Pow Reciprocal Erf, trigonometry,
-Min Max Sum Mean, Where, Clip, Cast CastLike, Dropout, and the ops that pass no gradient.
+Min Max Sum Mean, Where, Clip, Cast CastLike, Dropout, CumProd, and the ops that pass no gradient.
 
 Contributions of rules registered with ``broadcast=True`` are shaped like the output;
 the core sums them back to each input's shape.
@@ -11,9 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+import numpy as np
+
 from ...onnx_core.gradient import GradContext, Grads, ShortGradFn, TangentContext, Tangents
 from ._masks import mask
-from ._table import elementwise, jvp_rule, linear, no_grad, rule
+from ._table import elementwise, jvp_rule, linear, no_grad, refuses, rule
+from ._tensor_common import positions
 
 # -- no gradient: piecewise-constant, boolean or integer results --------------------------
 no_grad("", "Floor", "Ceil", "Round", "Sign")
@@ -21,6 +24,8 @@ no_grad("", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
 no_grad("", "And", "Or", "Xor", "Not", "IsNaN", "IsInf")
 no_grad("", "ArgMax", "ArgMin")
 no_grad("", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot")
+# BitCast reinterprets the bits as another type of the same width: not a smooth function of the value
+no_grad("", "BitCast")
 
 
 # -- linear -------------------------------------------------------------------------------
@@ -280,3 +285,77 @@ jvp_rule("", "Clip")(_diagonal_jvp(clip_grad))
 def dropout_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """tY = the reverse rule's mask scaling applied to tX (diagonal)."""
     return None if ts[0] is None else cast(tuple, dropout_grad(ctx, ts[0]))[0]
+
+
+# -- CumProd: without dividing by x (zeros included) ------------------------------------------
+def _flip(ctx: GradContext, v: str, axis: int) -> str:
+    return ctx.op.Slice(v, ctx.ints([-1]), ctx.ints([-(2**63)]), ctx.ints([axis]), ctx.ints([-1]))
+
+
+def _cumprod_axis(ctx: GradContext) -> tuple[int, int]:
+    """(axis, rank) of a CumProd node; the axis input must be known when the pass runs."""
+    rank = ctx.require_rank(ctx.inputs[0])
+    known = ctx.value(ctx.inputs[1])
+    if known is None:
+        raise ctx.error("needs the axis input as a constant (an initializer or Constant) to differentiate along it")
+    axis = int(np.asarray(known).reshape(-1)[0])
+    return (axis + rank if axis < 0 else axis), rank
+
+
+def _cumprod_terms(ctx: GradContext, x: str, axis: int, rank: int) -> tuple[str, str]:
+    """(E, W) for CumProd along ``axis`` (not reversed): E = the exclusive CumProd of x, and
+    W[..., j, i, ...] (j a new axis at ``axis``) = Π x_k over j < k <= i (j < k < i when
+    exclusive) where i >= j (i > j when exclusive), else 0, so that dY_i/dX_j = E_j W[j, i].
+
+    W is an n x n CumProd of x with ones at k <= j: no division, exact with zeros in x.
+    """
+    exclusive = int(ctx.attr("exclusive", 0))
+    r = positions(ctx, ctx.inputs[0], axis)  # (x may be the flipped input, of the same shape)
+    tail = [1] * (rank - 1 - axis)
+    j = ctx.op.Reshape(r, ctx.ints([-1, 1, *tail]))
+    i = ctx.op.Reshape(r, ctx.ints([1, -1, *tail]))
+    after = ctx.op.Greater(i, j)
+    z = ctx.op.Where(after, ctx.op.Unsqueeze(x, ctx.ints([axis])), ctx.const(1.0, like=x))
+    q = ctx.op.CumProd(z, ctx.ints(axis + 1), exclusive=exclusive)
+    w = ctx.op.Where(after if exclusive else ctx.op.GreaterOrEqual(i, j), q, ctx.const(0.0, like=x))
+    e = ctx.op.CumProd(x, ctx.ints(axis), exclusive=1)
+    return e, w
+
+
+@rule("", "CumProd")
+def cumprod_grad(ctx: GradContext, dy: str) -> Grads:
+    """dX_j = Σ_i dY_i Π_{k<=i, k≠j} X_k = E_j Σ_i W[j, i] dY_i (see ``_cumprod_terms``);
+    ``reverse`` flips X, dY and the result along the axis. O(n²) along the axis."""
+    axis, rank = _cumprod_axis(ctx)
+    reverse = int(ctx.attr("reverse", 0))
+    x = _flip(ctx, ctx.inputs[0], axis) if reverse else ctx.inputs[0]
+    g = _flip(ctx, dy, axis) if reverse else dy
+    e, w = _cumprod_terms(ctx, x, axis, rank)
+    s = ctx.op.ReduceSum(ctx.op.Mul(w, ctx.op.Unsqueeze(g, ctx.ints([axis]))), ctx.ints([axis + 1]), keepdims=0)
+    dx = ctx.op.Mul(e, s)
+    return (_flip(ctx, dx, axis) if reverse else dx), None
+
+
+@jvp_rule("", "CumProd")
+def cumprod_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """tY_i = Σ_j W[j, i] E_j tX_j (the same terms as the reverse rule)."""
+    if ts[0] is None:
+        return None
+    axis, rank = _cumprod_axis(ctx)
+    reverse = int(ctx.attr("reverse", 0))
+    x = _flip(ctx, ctx.inputs[0], axis) if reverse else ctx.inputs[0]
+    t = _flip(ctx, ts[0], axis) if reverse else ts[0]
+    e, w = _cumprod_terms(ctx, x, axis, rank)
+    et = ctx.op.Unsqueeze(ctx.op.Mul(e, t), ctx.ints([axis + 1]))
+    ty = ctx.op.ReduceSum(ctx.op.Mul(w, et), ctx.ints([axis]), keepdims=0)
+    return _flip(ctx, ty, axis) if reverse else ty
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "Dropout",
+    what="training mode without the mask output",
+    why="the mask cannot be recovered from the output where x was 0",
+)
+refuses("", "CumProd", what="an axis computed at run time", why="the n x n product terms are built along a known axis")

@@ -39,7 +39,7 @@ from onnx_light.onnx_core.ops import (
 )
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
-from ._table import jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
 
@@ -430,3 +430,14 @@ def conv_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         column = ctx.op.Reshape(tb, ctx.ints([1, -1] + [1] * (rank - 2)))
         terms.append(ctx.op.Expand(column, ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "Conv",
+    "ConvTranspose",
+    "AveragePool",
+    what="unknown channel or spatial dims (the batch may be symbolic)",
+    why="the transposed convolution's pads and output padding are chosen from them",
+)

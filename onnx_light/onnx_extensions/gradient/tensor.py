@@ -23,7 +23,7 @@ import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ...onnx_core.numpy_helper import from_array
-from ._table import jvp_rule, linear, no_grad, rule
+from ._table import jvp_rule, linear, no_grad, refuses, rule
 from ._tensor_common import (
     INT64_MAX,
     INT64_MIN,
@@ -686,3 +686,20 @@ def pad_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         inputs[2] = tv or ""
     extra = {"value": 0.0} if "value" in ctx.attrs else {}
     return ctx.emit_like(inputs, **extra)
+
+
+# -- what these rules refuse (the README's table) ----------------------------------------------
+refuses(
+    "",
+    "ScatterElements",
+    "ScatterND",
+    what="`reduction` mul",
+    why="a colliding update's gradient is the product of the others (max and min share dY among ties)",
+)
+refuses(
+    "",
+    "Pad",
+    what="edge/reflect/wrap with pads known only at run time, negative pads, or symbolic padded axes; "
+    "reflect with a pad >= the dim, wrap with a pad > the dim",
+    why="the border is folded back with static slices",
+)
