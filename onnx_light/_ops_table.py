@@ -41,16 +41,18 @@ def _without_rule(known: set[str]) -> list[str]:
             continue
         versions = table.versions(domain, name)
         schema = table.lookup(domain, name, versions[-1][0])
-        if schema is not None and _carries_floats(schema):
+        # a deprecated op (Upsample, Scatter) is upgraded to its successor before differentiation
+        if schema is not None and not schema.deprecated and _carries_floats(schema):
             out.append(name)
     return sorted(out)
 
 
-def _expanded(known: set[str]) -> list[str]:
+def _expanded(known: set[str], exact: set[str]) -> list[str]:
     """Ops with no rule that differentiate through their expansion (the spec's static body or
-    our decomposition): every op of a static body must differentiate too."""
+    our decomposition): every op of a static body must have an exact rule (not a
+    straight-through estimator) or an expansion itself."""
     candidates = {op for op in expandable_op_types() if has_schema(op, 10**6)} - known
-    return sorted(op for op in candidates if (body_op_types(op) or frozenset()) <= known | candidates)
+    return sorted(op for op in candidates if (body_op_types(op) or frozenset()) <= exact | candidates)
 
 
 def ops_markdown() -> str:
@@ -60,7 +62,8 @@ def ops_markdown() -> str:
     with_rule = sorted({r.op_type for r in rules if not r.no_grad})
     no_jvp = sorted({r.op_type for r in rules if not r.no_grad and r.jvp is None})
     no_grad = sorted({r.op_type for r in rules if r.no_grad})
-    expanded = _expanded({r.op_type for r in rules})
+    exact = {r.op_type for r in rules if not r.straight_through}
+    expanded = _expanded({r.op_type for r in rules}, exact)
     missing = _without_rule({r.op_type for r in rules} | set(expanded))
     lines = [
         f"**Gradient rules ({len(with_rule)} ops; {len(with_rule) - len(no_jvp)} with a forward-mode "

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
-from ._table import refuses, jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 
 
 @dataclass
@@ -172,6 +172,7 @@ def deform_conv_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         out = ctx.op.MatMul(w_g, _group_view(ctx, lay, ts_, icg_taps))
         terms.append(ctx.op.Reshape(out, ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)
+
 
 refuses(
     "",

@@ -15,7 +15,8 @@ refuses(
     "Attention",
     "RotaryEmbedding",
     "CausalConvWithState",
-    what="Q / input of unknown rank; unknown head counts of 4-D Q, K; unknown channels or kernel size of the conv weight",
+    what="Q / input of unknown rank; unknown head counts of 4-D Q, K; "
+    "unknown channels or kernel size of the conv weight",
     why="the decomposition reshapes heads and groups the convolution with them",
 )
 refuses(

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
-from ._table import refuses, jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 from ._tensor_common import const_ints
 
 # -- Resize -------------------------------------------------------------------------------------
@@ -298,8 +298,8 @@ jvp_rule("", "Col2Im")(same_op(0))
 refuses(
     "",
     "Resize",
-    "Upsample",
-    what="`roi`, `scales`, `sizes` (declared: no gradient); `keep_aspect_ratio_policy` not_larger/not_smaller with sizes",
+    what="(and Upsample, upgraded to Resize) `roi`, `scales`, `sizes` (declared: no gradient); "
+    "`keep_aspect_ratio_policy` not_larger/not_smaller with sizes",
     why="one scale shared by the axes cannot be reproduced per axis",
 )
 refuses(
@@ -308,5 +308,10 @@ refuses(
     what='`mode="max"`; the boxes (`rois`)',
     why="max picks one of the bilinear samples; the sampling grid's derivative is undefined at the cells' borders",
 )
-refuses("", "Col2Im", what="`image_shape` / `block_shape` known only at run time", why="the im2col kernel is built from them")
+refuses(
+    "",
+    "Col2Im",
+    what="`image_shape` / `block_shape` known only at run time",
+    why="the im2col kernel is built from them",
+)
 refuses("", "AffineGrid", what="theta of unknown shape", why="the spatial rank comes from it")

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
-from ._table import refuses, jvp_rule, rule
+from ._table import jvp_rule, refuses, rule
 from ._tensor_common import zeros_of_shape
 from .nn import Geometry, conv_geometry, same_padded, transpose_into, valid_geometry
 
@@ -499,6 +499,7 @@ def global_lp_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangent
     axes = ctx.ints(list(range(2, ctx.require_rank(x))))
     total = ctx.op.ReduceSum(ctx.op.Mul(_lp_slope(ctx, x, p), ts[0]), axes, keepdims=1)
     return ctx.op.Mul(total, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
+
 
 refuses(
     "",
