@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pathlib
 
+from .onnx_core import OnnxLightError
 from .onnx_core.ops import OpSchema, body_op_types, expandable_op_types, has_schema, schema_table
 from .onnx_extensions.gradient import DefaultGradRegistry, refusals
 
@@ -98,12 +99,12 @@ def write_ops_block(path: str | pathlib.Path) -> bool:
         True when the file changed.
 
     Raises:
-        ValueError: the file has no ``<!-- ops:begin -->`` ... ``<!-- ops:end -->`` block.
+        OnnxLightError: the file has no ``<!-- ops:begin -->`` ... ``<!-- ops:end -->`` block.
     """
     p = pathlib.Path(path)
     text = p.read_text()
     if BEGIN not in text or END not in text.split(BEGIN, 1)[1]:
-        raise ValueError(f"{p} has no {BEGIN.strip()} ... {END} block to rewrite; add the two markers")
+        raise OnnxLightError(f"{p} has no {BEGIN.strip()} ... {END} block to rewrite; add the two markers")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     new = head + BEGIN + ops_markdown() + END + tail

@@ -6,6 +6,7 @@ import pathlib
 
 import pytest
 
+import onnx_light as ol
 from onnx_light.cli import ops_markdown, write_ops_block
 
 README = pathlib.Path(__file__).parent.parent / "README.md"
@@ -39,7 +40,7 @@ def test_ops_block_is_rewritten_in_place(tmp_path: pathlib.Path) -> None:
     assert text == "intro\n<!-- ops:begin -->\n" + ops_markdown() + "<!-- ops:end -->\nafter\n"
     assert not write_ops_block(page)  # up to date: unchanged
     page.write_text("no markers\n")
-    with pytest.raises(ValueError, match="ops:begin"):
+    with pytest.raises(ol.OnnxLightError, match="ops:begin"):
         write_ops_block(page)
 
 

@@ -127,3 +127,15 @@ def test_broken_pipe_is_quiet(model_path: str) -> None:
     proc.stdout.close()  # the reader goes away before the command writes
     err = proc.stderr.read().decode()
     assert proc.wait() in (0, 2) and "Traceback" not in err, err
+
+
+def test_ops_write_rewrites_the_readme_block(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from onnx_light.cli import ops_markdown
+
+    page = tmp_path / "README.md"
+    page.write_text("top\n<!-- ops:begin -->\nold\n<!-- ops:end -->\n")
+    assert main(["ops", "--write", str(page)]) == 0
+    assert "rewritten" in capsys.readouterr().out
+    assert page.read_text() == "top\n<!-- ops:begin -->\n" + ops_markdown() + "<!-- ops:end -->\n"
+    assert main(["ops", "--write", str(page)]) == 0
+    assert "up to date" in capsys.readouterr().out
