@@ -44,6 +44,9 @@ class _Nodes:
         self.nodes: list[NodeProto] = []
         #: the types of values inference cannot follow (Scan's outputs)
         self.infos: list[Any] = []
+        #: the batch dimension (int, or a symbol every value of that size shares) and the steps
+        self.batch: int | str = ctx.fresh_name("rnn_batch")
+        self.steps: int | str | None = None
 
     def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
         name = self.ctx.fresh_name(f"rnn_{op_type}")
@@ -167,6 +170,13 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
         raise ctx.error("needs hidden_size (the attribute, or a static shape of W)")
     acts = _activations(ctx, len(reverse))
     n_acts = len(_DEFAULTS[kind])
+    x_shape = ctx.shape(x)
+    if x_shape is not None and len(x_shape) == 3:
+        # a symbol shared by every body value of batch size: the pass then sees equal shapes
+        # (no run-time unbroadcasting in the reverse body, ~60% of its nodes)
+        steps, batch = (x_shape[1], x_shape[0]) if layout else (x_shape[0], x_shape[1])
+        g.batch = batch if batch is not None else ctx.fresh_name("rnn_batch")
+        g.steps = steps
     xs = g.op("Transpose", x, perm=[1, 0, 2]) if layout else x
     h0_all = ctx.input(5)
     c0_all = ctx.input(6) if kind == "LSTM" else ""
@@ -254,6 +264,7 @@ def _direction(
     if kind == "LSTM":
         init.append(g.op("Gather", c0_all, di, axis=0) if c0_all else zeros)
     body = _Nodes(ctx, g.dtype)
+    bdim = g.batch
     s_in, s_out, xt = _cell(body, kind, hid, acts, cap, ctx)
     b_inputs = [xt]
     y_t = s_out[0]
@@ -263,11 +274,11 @@ def _direction(
         s_out = [body.op("Add", s, body.op("Mul", mt, body.op("Sub", o, s))) for s, o in zip(s_in, s_out)]
         y_t = body.op("Mul", mt, y_t)
     y_t = body.op("Identity", y_t)
-    infos = [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in s_in]
-    infos += [helper.make_tensor_value_info(xt, g.dtype, [None, n_g * hid])]
+    infos = [helper.make_tensor_value_info(n, g.dtype, [bdim, hid]) for n in s_in]
+    infos += [helper.make_tensor_value_info(xt, g.dtype, [bdim, n_g * hid])]
     if mask:
-        infos.append(helper.make_tensor_value_info(b_inputs[1], g.dtype, [None, 1]))
-    outs = [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in [*s_out, y_t]]
+        infos.append(helper.make_tensor_value_info(b_inputs[1], g.dtype, [bdim, 1]))
+    outs = [helper.make_tensor_value_info(n, g.dtype, [bdim, hid]) for n in [*s_out, y_t]]
     graph: GraphProto = helper.make_graph(body.nodes, f"{kind.lower()}_cell", infos, outs)
     scanned = [proj, mask] if mask else [proj]
     flip = rev and not order
@@ -283,8 +294,8 @@ def _direction(
             scan_output_directions=[int(flip)],
         )
     )
-    g.infos += [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in results[:-1]]
-    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [None, None, hid]))
+    g.infos += [helper.make_tensor_value_info(n, g.dtype, [bdim, hid]) for n in results[:-1]]
+    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [g.steps, bdim, hid]))
     y = results[-1]
     if rev and order:
         y = _reorder(g, y, order)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads
-from ._recurrent_cache import Built, cached_rule
+from ._recurrent_cache import Built, cached_rule, optimized
 from ._recurrent_lowering import lower_recurrent
 from ._subgraph import elem_type, tensor_info, vjp_nodes
 from ._table import rule
@@ -209,7 +209,10 @@ def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
             per_input.append(zeros)
         else:
             per_input.append(by_name.get(name) if name and k != 4 else None)
-    return (body, per_input, declared), nodes
+    wanted = [g for g in per_input if g]
+    body = optimized(body, [*ctx.inputs, *(g or "" for g in ctx.output_grads)], wanted, ctx.opset)
+    made = {o for n in body for o in n.output}
+    return (body, per_input, [d for d in declared if d.name in made]), nodes
 
 
 def _loop_tape(ctx: GradContext, body: GraphProto, n: int) -> tuple[list[str], str]:
