@@ -100,50 +100,59 @@ def _cols(g: _Nodes, v: str, start: int, stop: int, axis: int = -1) -> str:
     return g.op("Slice", v, g.ints(start), g.ints(stop), g.ints(axis))
 
 
+def _split(g: _Nodes, v: str, sizes: list[int]) -> list[str]:
+    """``v`` cut along its last axis into pieces of ``sizes``: one Split (its gradient is one
+    Concat; Slices would cost a Pad each and a Sum, per step in the reverse body)."""
+    outs = [g.ctx.fresh_name("rnn_Split") for _ in sizes]
+    g.nodes.append(helper.make_node("Split", [v, g.ints(*sizes)], outs, axis=-1))
+    return outs
+
+
 def _cell(
     g: _Nodes, kind: str, hid: int, acts: list[tuple[str, float, float]], cap: dict[str, str], ctx: GradContext
 ) -> tuple[list[str], list[str], str]:
-    """The body's nodes: (state inputs, state outputs, scan input xt); returns names."""
+    """The body's nodes: (state inputs, state outputs, scan input xt); returns names.
+
+    ``cap`` holds the captured per-direction weights, already cut outside the body: ``Rt``
+    (RNN, LSTM) or ``Rt_zr``, ``Rt_h`` and ``Rb_zr``, ``Rb_h`` (GRU), and ``P_i``, ``P_o``,
+    ``P_f`` (LSTM peepholes).
+    """
     clip = ctx.attr("clip")
     h = g.ctx.fresh_name("h")
     xt = g.ctx.fresh_name("xt")
-    rec = g.op("MatMul", h, cap["Rt"])
     if kind == "RNN":
-        return [h], [_act(g, acts[0], g.op("Add", xt, rec), clip)], xt
+        return [h], [_act(g, acts[0], g.op("Add", xt, g.op("MatMul", h, cap["Rt"])), clip)], xt
     if kind == "GRU":
-        if "Rb" in cap:
-            rb = cap["Rb"]
-            rec_zr = g.op("Add", _cols(g, rec, 0, 2 * hid), _cols(g, rb, 0, 2 * hid))
-        else:
-            rec_zr = _cols(g, rec, 0, 2 * hid)
-        zr = g.op("Add", _cols(g, xt, 0, 2 * hid), rec_zr)
-        z = _act(g, acts[0], _cols(g, zr, 0, hid), clip)
-        r = _act(g, acts[0], _cols(g, zr, hid, 2 * hid), clip)
-        rh = _cols(g, cap["Rt"], 2 * hid, 3 * hid)
+        x_zr, x_h = _split(g, xt, [2 * hid, hid])
+        rec_zr = g.op("MatMul", h, cap["Rt_zr"])
+        if "Rb_zr" in cap:
+            rec_zr = g.op("Add", rec_zr, cap["Rb_zr"])
+        # f acts element-wise: once on z and r together
+        z, r = _split(g, _act(g, acts[0], g.op("Add", x_zr, rec_zr), clip), [hid, hid])
         if ctx.attr("linear_before_reset", 0):
-            hr = g.op("MatMul", h, rh)
-            if "Rb" in cap:
-                hr = g.op("Add", hr, _cols(g, cap["Rb"], 2 * hid, 3 * hid))
+            hr = g.op("MatMul", h, cap["Rt_h"])
+            if "Rb_h" in cap:
+                hr = g.op("Add", hr, cap["Rb_h"])
             inner = g.op("Mul", r, hr)
         else:
-            inner = g.op("MatMul", g.op("Mul", r, h), rh)
-            if "Rb" in cap:
-                inner = g.op("Add", inner, _cols(g, cap["Rb"], 2 * hid, 3 * hid))
-        cand = _act(g, acts[1], g.op("Add", _cols(g, xt, 2 * hid, 3 * hid), inner), clip)
-        one_minus_z = g.op("Sub", g.const(1.0), z)
-        return [h], [g.op("Add", g.op("Mul", one_minus_z, cand), g.op("Mul", z, h))], xt
+            inner = g.op("MatMul", g.op("Mul", r, h), cap["Rt_h"])
+            if "Rb_h" in cap:
+                inner = g.op("Add", inner, cap["Rb_h"])
+        cand = _act(g, acts[1], g.op("Add", x_h, inner), clip)
+        # (1 - z) * cand + z * h = cand + z * (h - cand)
+        return [h], [g.op("Add", cand, g.op("Mul", z, g.op("Sub", h, cand)))], xt
     c = g.ctx.fresh_name("c")
-    gates = g.op("Add", xt, rec)
-    pre_i, pre_o, pre_f = (_cols(g, gates, k * hid, (k + 1) * hid) for k in range(3))
-    if "P" in cap:
-        pre_i = g.op("Add", pre_i, g.op("Mul", _cols(g, cap["P"], 0, hid), c))
-        pre_f = g.op("Add", pre_f, g.op("Mul", _cols(g, cap["P"], 2 * hid, 3 * hid), c))
+    gates = g.op("Add", xt, g.op("MatMul", h, cap["Rt"]))
+    pre_i, pre_o, pre_f, pre_c = _split(g, gates, [hid] * 4)
+    if "P_i" in cap:
+        pre_i = g.op("Add", pre_i, g.op("Mul", cap["P_i"], c))
+        pre_f = g.op("Add", pre_f, g.op("Mul", cap["P_f"], c))
     i = _act(g, acts[0], pre_i, clip)
     f = g.op("Sub", g.const(1.0), i) if ctx.attr("input_forget", 0) else _act(g, acts[0], pre_f, clip)
-    cand = _act(g, acts[1], _cols(g, gates, 3 * hid, 4 * hid), clip)
+    cand = _act(g, acts[1], pre_c, clip)
     c_new = g.op("Add", g.op("Mul", f, c), g.op("Mul", i, cand))
-    if "P" in cap:
-        pre_o = g.op("Add", pre_o, g.op("Mul", _cols(g, cap["P"], hid, 2 * hid), c_new))
+    if "P_o" in cap:
+        pre_o = g.op("Add", pre_o, g.op("Mul", cap["P_o"], c_new))
     o = _act(g, acts[0], pre_o, clip)
     h_new = g.op("Mul", o, _act(g, acts[2], c_new, None))
     return [h, c], [h_new, c_new], xt
@@ -245,17 +254,21 @@ def _direction(
     n_g = _GATES[kind]
     wd = g.op("Gather", ctx.input(1), di, axis=0)
     proj = g.op("MatMul", xs, g.op("Transpose", wd, perm=[1, 0]))
-    cap = {"Rt": g.op("Transpose", g.op("Gather", ctx.input(2), di, axis=0), perm=[1, 0])}
+    rt = g.op("Transpose", g.op("Gather", ctx.input(2), di, axis=0), perm=[1, 0])
+    cap = {"Rt": rt}
+    if kind == "GRU":
+        cap = {"Rt_zr": _cols(g, rt, 0, 2 * hid), "Rt_h": _cols(g, rt, 2 * hid, 3 * hid)}
     if ctx.input(3):
         bd = g.op("Gather", ctx.input(3), di, axis=0)
         wb, rb = _cols(g, bd, 0, n_g * hid), _cols(g, bd, n_g * hid, 2 * n_g * hid)
         proj = g.op("Add", proj, wb)
         if kind == "GRU":
-            cap["Rb"] = rb
+            cap["Rb_zr"], cap["Rb_h"] = _cols(g, rb, 0, 2 * hid), _cols(g, rb, 2 * hid, 3 * hid)
         else:
             proj = g.op("Add", proj, rb)
     if kind == "LSTM" and ctx.input(7):
-        cap["P"] = g.op("Gather", ctx.input(7), di, axis=0)
+        p = g.op("Gather", ctx.input(7), di, axis=0)
+        cap["P_i"], cap["P_o"], cap["P_f"] = (_cols(g, p, k * hid, (k + 1) * hid) for k in range(3))
     if rev and order:
         proj = _reorder(g, proj, order)
     batch = _cols(g, g.op("Shape", xs), 1, 2, 0)
