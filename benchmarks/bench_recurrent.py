@@ -12,6 +12,11 @@ processes' load, CPU time much less) and wall time, and the median ratios. Outpu
 checked against onnxruntime before timing.
 
     PYTHONPATH=. python benchmarks/bench_recurrent.py [--rounds 9] [--models lstm,gru,rnn,lstm_small,gru_small]
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --gradient [--rounds 9]
+
+``--gradient``: the LSTM and GRU models of ``bench_gradient.py`` (one bidirectional layer, T 32,
+batch 16, hidden 64): backward (GradientOfFunction's graph) / forward run time in our runtime
+and in onnxruntime (issue 10's target: at most 8x in both).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from onnx import numpy_helper as NH  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 import onnx_light  # noqa: E402
 from onnx_light.runtime import InferenceSession, _native  # noqa: E402
@@ -137,13 +143,58 @@ def bench(name: str, rounds: int) -> dict[str, tuple[float, float]]:
     return {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in samples.items()}
 
 
+def _gradient_feeds(model: onnx.ModelProto, bwd: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    r = np.random.default_rng(0)
+    fwd = {
+        i.name: (0.3 * r.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])).astype(np.float32)
+        for i in model.graph.input
+    }
+    return fwd, {i.name: fwd.get(i.name, np.ones((), np.float32)) for i in bwd.input}
+
+
+def gradient_ratios(rounds: int) -> None:
+    """Backward / forward run time in our runtime and in onnxruntime (CPU time, medians)."""
+    import onnxruntime as ort
+    from bench_gradient import recurrent_model
+
+    print("| model | fwd ours | bwd ours | bwd/fwd ours | fwd ORT | bwd ORT | bwd/fwd ORT |")
+    print("|---|---|---|---|---|---|---|")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    for op in ("LSTM", "GRU"):
+        model, xs, y = recurrent_model(op)
+        ours_model = onnx_light.load_from_string(model.SerializeToString())
+        bwd = onnx_light.gradient_model(ours_model, xs=xs, y=y, registry=onnx_light.DefaultGradRegistry())
+        ffeeds, bfeeds = _gradient_feeds(model, bwd.graph)
+        runs = {
+            "fwd ours": (InferenceSession(ours_model), ffeeds),
+            "bwd ours": (InferenceSession(bwd), bfeeds),
+            "fwd ORT": (ort.InferenceSession(model.SerializeToString(), options), ffeeds),
+            "bwd ORT": (ort.InferenceSession(bwd.SerializeToString(), options), bfeeds),
+        }
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for r in range(rounds):
+            for k, (sess, feeds) in runs.items() if r % 2 == 0 else reversed(runs.items()):
+                times[k].append(measure(lambda s=sess, f=feeds: s.run(None, f), 5)[0])
+        t = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        print(
+            f"| {op.lower()} | {t['fwd ours']:.2f} ms | {t['bwd ours']:.2f} ms | {t['bwd ours'] / t['fwd ours']:.2f} | "
+            f"{t['fwd ORT']:.2f} ms | {t['bwd ORT']:.2f} ms | {t['bwd ORT'] / t['fwd ORT']:.2f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--gradient", action="store_true", help="backward/forward ratios of the gradient models")
     args = p.parse_args()
     import onnxruntime as ort
 
+    if args.gradient:
+        gradient_ratios(args.rounds)
+        return
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"numpy {np.__version__}, onnxruntime {ort.__version__}, native step loop: {_native.RECURRENT}"

@@ -193,6 +193,9 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
         h0_all = g.op("Transpose", h0_all, perm=[1, 0, 2]) if h0_all else ""
         c0_all = g.op("Transpose", c0_all, perm=[1, 0, 2]) if c0_all else ""
     mask, order = _masks(g, xs, ctx.input(4), any(reverse))
+    if len(reverse) == 2 and acts[:n_acts] == acts[n_acts:]:
+        y_all, states = _both_directions(g, ctx, kind, hid, acts[:n_acts], xs, h0_all, c0_all, mask, order)
+        return _finish(g, ctx, layout, y_all, states[0], states[1] if kind == "LSTM" else "")
     ys, hs, cs = [], [], []
     for d, rev in enumerate(reverse):
         y, hc = _direction(
@@ -205,6 +208,13 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
     y_all = g.op("Concat", *ys, axis=1)
     h_all = g.op("Concat", *hs, axis=0)
     c_all = g.op("Concat", *cs, axis=0) if cs else ""
+    return _finish(g, ctx, layout, y_all, h_all, c_all)
+
+
+def _finish(
+    g: _Nodes, ctx: GradContext, layout: int, y_all: str, h_all: str, c_all: str
+) -> tuple[list[NodeProto], list[str], list[str], list[Any]]:
+    """What ``lower_recurrent`` returns, from Y [T, D, B, H] and the states [D, B, H]."""
     if layout:
         y_all = g.op("Transpose", y_all, perm=[2, 0, 1, 3])
         h_all = g.op("Transpose", h_all, perm=[1, 0, 2])
@@ -233,6 +243,60 @@ def _reorder(g: _Nodes, v: str, order: str) -> str:
     """Each entry's valid steps reversed along axis 0 (the index is its own inverse)."""
     index = g.op("Expand", order, g.op("Shape", v))
     return g.op("GatherElements", v, index, axis=0)
+
+
+def _flip(g: _Nodes, v: str) -> str:
+    """``v`` backwards along axis 0."""
+    steps = g.op("Squeeze", _cols(g, g.op("Shape", v), 0, 1, 0), g.ints(0))
+    index = g.op("Range", g.op("Sub", steps, g.const(1, 7)), g.const(-1, 7), g.const(-1, 7))
+    return g.op("Gather", v, index, axis=0)
+
+
+def _both_directions(
+    g: _Nodes,
+    ctx: GradContext,
+    kind: str,
+    hid: int,
+    acts: list[tuple[str, float, float]],
+    xs: str,
+    h0_all: str,
+    c0_all: str,
+    mask: str,
+    order: str,
+) -> tuple[str, list[str]]:
+    """Both directions (with the same activations) in one Scan whose states are [2, B, H]: half the
+    steps' nodes of two Scans, forward and backward. X is stacked with its reverse-order copy
+    ([T, 2, B, I]); returns Y [T, 2, B, H] in time order and the final states [2, B, H]."""
+    n_g = _GATES[kind]
+    x_rev = _reorder(g, xs, order) if order else _flip(g, xs)
+    x2 = g.op("Concat", g.op("Unsqueeze", xs, g.ints(1)), g.op("Unsqueeze", x_rev, g.ints(1)), axis=1)
+    proj = g.op("MatMul", x2, g.op("Transpose", ctx.input(1), perm=[0, 2, 1]))  # [T, 2, B, G*H]
+    rt = g.op("Transpose", ctx.input(2), perm=[0, 2, 1])  # [2, H, G*H]
+    cap = {"Rt": rt}
+    if kind == "GRU":
+        cap = {"Rt_zr": _cols(g, rt, 0, 2 * hid), "Rt_h": _cols(g, rt, 2 * hid, 3 * hid)}
+    if ctx.input(3):
+        b = g.op("Unsqueeze", ctx.input(3), g.ints(1))  # [2, 1, 2*G*H]
+        wb, rb = _cols(g, b, 0, n_g * hid), _cols(g, b, n_g * hid, 2 * n_g * hid)
+        proj = g.op("Add", proj, wb)
+        if kind == "GRU":
+            cap["Rb_zr"], cap["Rb_h"] = _cols(g, rb, 0, 2 * hid), _cols(g, rb, 2 * hid, 3 * hid)
+        else:
+            proj = g.op("Add", proj, rb)
+    if kind == "LSTM" and ctx.input(7):
+        p = g.op("Unsqueeze", ctx.input(7), g.ints(1))  # [2, 1, 3H]
+        cap["P_i"], cap["P_o"], cap["P_f"] = (_cols(g, p, k * hid, (k + 1) * hid) for k in range(3))
+    batch = _cols(g, g.op("Shape", xs), 1, 2, 0)
+    zeros = g.op("ConstantOfShape", g.op("Concat", g.ints(2), batch, g.ints(hid), axis=0), value=_zero(g.dtype))
+    init = [h0_all or zeros]
+    if kind == "LSTM":
+        init.append(c0_all or zeros)
+    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, False, [2])
+    y_f, y_b = (ctx.fresh_name("rnn_Split") for _ in range(2))
+    g.nodes.append(helper.make_node("Split", [results[-1], g.ints(1, 1)], [y_f, y_b], axis=1))
+    y_b = g.op("Squeeze", y_b, g.ints(1))
+    y_b = _reorder(g, y_b, order) if order else _flip(g, y_b)
+    return g.op("Concat", y_f, g.op("Unsqueeze", y_b, g.ints(1)), axis=1), results[:-1]
 
 
 def _direction(
@@ -276,6 +340,29 @@ def _direction(
     init = [g.op("Gather", h0_all, di, axis=0) if h0_all else zeros]
     if kind == "LSTM":
         init.append(g.op("Gather", c0_all, di, axis=0) if c0_all else zeros)
+    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, rev and not order, [])
+    y = results[-1]
+    if rev and order:
+        y = _reorder(g, y, order)
+    return y, results[:-1]
+
+
+def _scan(
+    g: _Nodes,
+    ctx: GradContext,
+    kind: str,
+    hid: int,
+    acts: list[tuple[str, float, float]],
+    cap: dict[str, str],
+    init: list[str],
+    proj: str,
+    mask: str,
+    flip: bool,
+    lead: list[int],
+) -> list[str]:
+    """The Scan of the cell over ``proj`` (and ``mask``): its final states and stacked Y.
+    ``lead``: the leading dims of the states ([2] for both directions in one Scan)."""
+    n_g = _GATES[kind]
     body = _Nodes(ctx, g.dtype)
     bdim = g.batch
     s_in, s_out, xt = _cell(body, kind, hid, acts, cap, ctx)
@@ -287,14 +374,13 @@ def _direction(
         s_out = [body.op("Add", s, body.op("Mul", mt, body.op("Sub", o, s))) for s, o in zip(s_in, s_out)]
         y_t = body.op("Mul", mt, y_t)
     y_t = body.op("Identity", y_t)
-    infos = [helper.make_tensor_value_info(n, g.dtype, [bdim, hid]) for n in s_in]
-    infos += [helper.make_tensor_value_info(xt, g.dtype, [bdim, n_g * hid])]
+    infos = [helper.make_tensor_value_info(n, g.dtype, [*lead, bdim, hid]) for n in s_in]
+    infos += [helper.make_tensor_value_info(xt, g.dtype, [*lead, bdim, n_g * hid])]
     if mask:
         infos.append(helper.make_tensor_value_info(b_inputs[1], g.dtype, [bdim, 1]))
-    outs = [helper.make_tensor_value_info(n, g.dtype, [bdim, hid]) for n in [*s_out, y_t]]
+    outs = [helper.make_tensor_value_info(n, g.dtype, [*lead, bdim, hid]) for n in [*s_out, y_t]]
     graph: GraphProto = helper.make_graph(body.nodes, f"{kind.lower()}_cell", infos, outs)
     scanned = [proj, mask] if mask else [proj]
-    flip = rev and not order
     results = [ctx.fresh_name("rnn_scan") for _ in range(len(init) + 1)]
     g.nodes.append(
         helper.make_node(
@@ -307,12 +393,9 @@ def _direction(
             scan_output_directions=[int(flip)],
         )
     )
-    g.infos += [helper.make_tensor_value_info(n, g.dtype, [bdim, hid]) for n in results[:-1]]
-    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [g.steps, bdim, hid]))
-    y = results[-1]
-    if rev and order:
-        y = _reorder(g, y, order)
-    return y, results[:-1]
+    g.infos += [helper.make_tensor_value_info(n, g.dtype, [*lead, bdim, hid]) for n in results[:-1]]
+    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [g.steps, *lead, bdim, hid]))
+    return results
 
 
 def _zero(dtype: int) -> Any:
