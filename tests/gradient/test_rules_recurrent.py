@@ -71,6 +71,7 @@ RECURRENT_CASES = [
     _case("GRU_clip_hardsigmoid", "GRU", clip=1.5, activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3]),
     _case("LSTM", "LSTM"),
     _case("LSTM_bidirectional_lens_layout1", "LSTM", dirs=2, layout=1, lens=True),
+    _case("GRU_bidirectional", "GRU", dirs=2),  # one Scan for both directions, X reversed by a Slice
     _case("LSTM_input_forget_reverse", "LSTM", input_forget=1, direction="reverse"),
     _case(
         "LSTM_activations_clip",
