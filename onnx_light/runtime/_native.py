@@ -15,7 +15,15 @@ import numpy as np
 
 from onnx_light.onnx_core.ops import output_size
 
-__all__ = ["NATIVE", "EXTENSION", "conv2d_native", "max_pool2d", "max_pool2d_twin", "using_native"]
+__all__ = [
+    "NATIVE",
+    "EXTENSION",
+    "RECURRENT",
+    "conv2d_native",
+    "max_pool2d",
+    "max_pool2d_twin",
+    "using_native",
+]
 
 
 def _import_extension() -> ModuleType | None:
@@ -94,6 +102,11 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
         return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])
     return max_pool2d_twin(*args)
 
+
+#: the native float32 RNN/GRU/LSTM step loop runs (``src/recurrent.cpp``; its twin is the numpy
+#: step loop of ``runtime/kernels/recurrent.py``). It always wins where it applies: see
+#: ``benchmarks/bench_recurrent.py`` (the numpy loop's per-step overhead of ~20 array ops).
+RECURRENT = NATIVE is not None and hasattr(NATIVE, "recurrent")
 
 #: the native float32 convolution runs (built, selected, and the CPU has AVX-512F or AVX2 + FMA)
 CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, check_gradient, check_in_onnxruntime, check_second_order
+from gradcheck import Case, check_gradient, check_in_onnxruntime, check_second_order, gradient
 from onnx import helper as oh
 
 _rng = np.random.default_rng(12)
@@ -71,6 +71,7 @@ RECURRENT_CASES = [
     _case("GRU_clip_hardsigmoid", "GRU", clip=1.5, activations=["HardSigmoid", "Tanh"], activation_alpha=[0.3]),
     _case("LSTM", "LSTM"),
     _case("LSTM_bidirectional_lens_layout1", "LSTM", dirs=2, layout=1, lens=True),
+    _case("GRU_bidirectional", "GRU", dirs=2),  # one Scan for both directions, X reversed by a Slice
     _case("LSTM_input_forget_reverse", "LSTM", input_forget=1, direction="reverse"),
     _case(
         "LSTM_activations_clip",
@@ -92,3 +93,59 @@ def test_recurrent_rule(case: Case) -> None:
 
 def test_lstm_hessian_vector_product() -> None:
     check_second_order(RECURRENT_CASES[6])
+
+
+def _two_lstms(alias: bool) -> Case:
+    """Two LSTM nodes of one signature (each its own inputs) in one graph; ``alias``: the second
+    feeds one tensor as both initial_h and initial_c."""
+    inputs: dict[str, np.ndarray] = {}
+    nodes, terms = [], []
+    for k in range(2):
+        for name, shape in [("X", (T, B, I)), ("W", (1, 4 * H, I)), ("R", (1, 4 * H, H)), ("h0", (1, B, H))]:
+            inputs[f"{name}{k}"] = rnd(*shape)
+        c0 = f"h0{k}" if alias and k == 1 else f"c0{k}"
+        inputs.setdefault(c0, rnd(1, B, H))
+        nodes.append(
+            oh.make_node("LSTM", [f"X{k}", f"W{k}", f"R{k}", "", "", f"h0{k}", c0], [f"Y{k}", f"Yh{k}"], hidden_size=H)
+        )
+        nodes.append(oh.make_node("Mul", [f"Y{k}", f"Yh{k}"], [f"p{k}"]))
+        nodes.append(oh.make_node("ReduceSum", [f"p{k}"], [f"s{k}"], keepdims=0))
+        terms.append(f"s{k}")
+    nodes.append(oh.make_node("Add", terms, ["loss"]))
+    return Case(f"two_lstms_alias{int(alias)}", nodes, inputs, list(inputs), ort_dtype=np.float32)
+
+
+@pytest.mark.parametrize("alias", [False, True])
+def test_one_signature_twice_in_one_graph(alias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second node's backward is a renamed copy of the first's (one pass, fresh names inside
+    the Scan bodies too); with an aliased state the signature differs and it is built anew."""
+    from onnx_light.onnx_extensions.gradient import _recurrent_cache
+
+    monkeypatch.setattr(_recurrent_cache, "_CACHE", {})
+    copies = []
+    real = _recurrent_cache._instantiate
+    monkeypatch.setattr(_recurrent_cache, "_instantiate", lambda t, ctx: copies.append(1) or real(t, ctx))
+    case = _two_lstms(alias)
+    gradient(case)
+    assert len(copies) == (0 if alias else 1)
+    check_gradient(case, ort=False)  # float64 finite differences, both nodes' inputs
+
+
+def test_reregistered_rule_is_not_served_from_the_cache() -> None:
+    """A template records the rules it was built with: replacing one rebuilds it."""
+    import onnx_light as ol
+
+    case = RECURRENT_CASES[6]
+    reg = ol.DefaultGradRegistry()
+    gradient(case, registry=reg)
+    tanh = reg.lookup("", "Tanh", 21)
+    assert tanh is not None and tanh.fn is not None
+    calls = []
+
+    def counting(ctx: Any, dy: str) -> Any:
+        calls.append(1)
+        return tanh.fn(ctx, dy)  # type: ignore[misc, call-arg]
+
+    ol.RegisterGradientFunction("", "Tanh", counting, registry=reg)
+    gradient(case, registry=reg)
+    assert calls, "the cached backward was reused although the Tanh rule changed"

@@ -219,3 +219,68 @@ def test_against_a_step_by_step_formula() -> None:
         np.testing.assert_allclose(y[k, 0], h, rtol=1e-12)
     np.testing.assert_allclose(y_h[0], h, rtol=1e-12)
     np.testing.assert_allclose(y_c[0], c, rtol=1e-12)
+
+
+def _twin_configs() -> list[Any]:
+    """Sizes that fill several register tiles and panels of the native loop, and leave remainders."""
+    out = []
+    for op in GATES:
+        for k, (t, n, hid, direction) in enumerate(
+            [(9, 7, 37, "bidirectional"), (5, 16, 24, "reverse"), (3, 1, 5, "forward"), (6, 13, 50, "bidirectional")]
+        ):
+            cfg = {
+                "T": t,
+                "N": n,
+                "H": hid,
+                "direction": direction,
+                "B": k != 2,
+                "lens": k in (0, 3),
+                "zero_len": k == 3,
+                "h0": k != 1,
+                "c0": k in (0, 2),
+                "P": k in (0, 3),
+                "clip": 0.9 if k == 1 else None,
+                # 2: unbounded functions on a short sequence; 3: bounded ones (no chaotic growth on a long one)
+                "acts": {2: [2, 7, 5, 3, 10, 0], 3: [6, 9, 4, 1, 0, 8]}.get(k),
+                "lbr": k % 2 == 1,
+                "input_forget": k == 3,
+                "layout": 1 if k == 2 else 0,
+            }
+            out.append(pytest.param(op, cfg, id=f"{op}-{k}"))
+    return out
+
+
+@pytest.mark.parametrize(("op", "cfg"), _twin_configs())
+def test_native_step_loop_matches_twin(op: str, cfg: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """src/recurrent.cpp is as accurate as the numpy step loop in float32 (both against float64), with
+    NaN in the same places (one poisoned input entry)."""
+    from onnx_light.runtime import _native
+
+    if not _native.RECURRENT:
+        pytest.skip("the native step loop is not built or not selected (ONNX_LIGHT_PURE_PYTHON=1)")
+    ins, attrs = _inputs(op, cfg, np.random.default_rng(zlib.crc32(repr(sorted(cfg.items())).encode())))
+    x = ins[0]
+    assert x is not None
+    x[-1, -1, 0] = np.nan  # the last entry (layout 1: the last step of entry -1)
+    names = ["y", "y_h", "y_c"][: N_OUT[op]]
+    calls = []
+    ext = _native.NATIVE
+
+    class Counting:
+        def recurrent(self, *args: Any) -> Any:
+            calls.append(args[0])
+            return ext.recurrent(*args)  # type: ignore[union-attr]
+
+    monkeypatch.setattr(_native, "NATIVE", Counting())
+    got = _session_run(op, ins, attrs, names)
+    assert calls, "the native step loop did not run"
+    monkeypatch.setattr(_native, "RECURRENT", False)
+    twin = _session_run(op, ins, attrs, names)
+    exact = _session_run(
+        op, [a if a is None or a.dtype != np.float32 else a.astype(np.float64) for a in ins], attrs, names
+    )
+    for name, g, t, e in zip(names, got, twin, exact):
+        assert g.shape == t.shape and g.dtype == t.dtype == np.float32
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=f"{op} {name}: NaN elsewhere")
+        err, twin_err = np.nanmax(np.abs(g - e), initial=0), np.nanmax(np.abs(t - e), initial=0)
+        assert err <= 3 * twin_err + 1e-6, f"{op} {name}: native error {err:.3g}, twin's {twin_err:.3g} ({attrs})"

@@ -44,6 +44,9 @@ class _Nodes:
         self.nodes: list[NodeProto] = []
         #: the types of values inference cannot follow (Scan's outputs)
         self.infos: list[Any] = []
+        #: the batch dimension (int, or a symbol every value of that size shares) and the steps
+        self.batch: int | str = ctx.fresh_name("rnn_batch")
+        self.steps: int | str | None = None
 
     def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
         name = self.ctx.fresh_name(f"rnn_{op_type}")
@@ -97,50 +100,59 @@ def _cols(g: _Nodes, v: str, start: int, stop: int, axis: int = -1) -> str:
     return g.op("Slice", v, g.ints(start), g.ints(stop), g.ints(axis))
 
 
+def _split(g: _Nodes, v: str, sizes: list[int]) -> list[str]:
+    """``v`` cut along its last axis into pieces of ``sizes``: one Split (its gradient is one
+    Concat; Slices would cost a Pad each and a Sum, per step in the reverse body)."""
+    outs = [g.ctx.fresh_name("rnn_Split") for _ in sizes]
+    g.nodes.append(helper.make_node("Split", [v, g.ints(*sizes)], outs, axis=-1))
+    return outs
+
+
 def _cell(
     g: _Nodes, kind: str, hid: int, acts: list[tuple[str, float, float]], cap: dict[str, str], ctx: GradContext
 ) -> tuple[list[str], list[str], str]:
-    """The body's nodes: (state inputs, state outputs, scan input xt); returns names."""
+    """The body's nodes: (state inputs, state outputs, scan input xt); returns names.
+
+    ``cap`` holds the captured per-direction weights, already cut outside the body: ``Rt``
+    (RNN, LSTM) or ``Rt_zr``, ``Rt_h`` and ``Rb_zr``, ``Rb_h`` (GRU), and ``P_i``, ``P_o``,
+    ``P_f`` (LSTM peepholes).
+    """
     clip = ctx.attr("clip")
     h = g.ctx.fresh_name("h")
     xt = g.ctx.fresh_name("xt")
-    rec = g.op("MatMul", h, cap["Rt"])
     if kind == "RNN":
-        return [h], [_act(g, acts[0], g.op("Add", xt, rec), clip)], xt
+        return [h], [_act(g, acts[0], g.op("Add", xt, g.op("MatMul", h, cap["Rt"])), clip)], xt
     if kind == "GRU":
-        if "Rb" in cap:
-            rb = cap["Rb"]
-            rec_zr = g.op("Add", _cols(g, rec, 0, 2 * hid), _cols(g, rb, 0, 2 * hid))
-        else:
-            rec_zr = _cols(g, rec, 0, 2 * hid)
-        zr = g.op("Add", _cols(g, xt, 0, 2 * hid), rec_zr)
-        z = _act(g, acts[0], _cols(g, zr, 0, hid), clip)
-        r = _act(g, acts[0], _cols(g, zr, hid, 2 * hid), clip)
-        rh = _cols(g, cap["Rt"], 2 * hid, 3 * hid)
+        x_zr, x_h = _split(g, xt, [2 * hid, hid])
+        rec_zr = g.op("MatMul", h, cap["Rt_zr"])
+        if "Rb_zr" in cap:
+            rec_zr = g.op("Add", rec_zr, cap["Rb_zr"])
+        # f acts element-wise: once on z and r together
+        z, r = _split(g, _act(g, acts[0], g.op("Add", x_zr, rec_zr), clip), [hid, hid])
         if ctx.attr("linear_before_reset", 0):
-            hr = g.op("MatMul", h, rh)
-            if "Rb" in cap:
-                hr = g.op("Add", hr, _cols(g, cap["Rb"], 2 * hid, 3 * hid))
+            hr = g.op("MatMul", h, cap["Rt_h"])
+            if "Rb_h" in cap:
+                hr = g.op("Add", hr, cap["Rb_h"])
             inner = g.op("Mul", r, hr)
         else:
-            inner = g.op("MatMul", g.op("Mul", r, h), rh)
-            if "Rb" in cap:
-                inner = g.op("Add", inner, _cols(g, cap["Rb"], 2 * hid, 3 * hid))
-        cand = _act(g, acts[1], g.op("Add", _cols(g, xt, 2 * hid, 3 * hid), inner), clip)
-        one_minus_z = g.op("Sub", g.const(1.0), z)
-        return [h], [g.op("Add", g.op("Mul", one_minus_z, cand), g.op("Mul", z, h))], xt
+            inner = g.op("MatMul", g.op("Mul", r, h), cap["Rt_h"])
+            if "Rb_h" in cap:
+                inner = g.op("Add", inner, cap["Rb_h"])
+        cand = _act(g, acts[1], g.op("Add", x_h, inner), clip)
+        # (1 - z) * cand + z * h = cand + z * (h - cand)
+        return [h], [g.op("Add", cand, g.op("Mul", z, g.op("Sub", h, cand)))], xt
     c = g.ctx.fresh_name("c")
-    gates = g.op("Add", xt, rec)
-    pre_i, pre_o, pre_f = (_cols(g, gates, k * hid, (k + 1) * hid) for k in range(3))
-    if "P" in cap:
-        pre_i = g.op("Add", pre_i, g.op("Mul", _cols(g, cap["P"], 0, hid), c))
-        pre_f = g.op("Add", pre_f, g.op("Mul", _cols(g, cap["P"], 2 * hid, 3 * hid), c))
+    gates = g.op("Add", xt, g.op("MatMul", h, cap["Rt"]))
+    pre_i, pre_o, pre_f, pre_c = _split(g, gates, [hid] * 4)
+    if "P_i" in cap:
+        pre_i = g.op("Add", pre_i, g.op("Mul", cap["P_i"], c))
+        pre_f = g.op("Add", pre_f, g.op("Mul", cap["P_f"], c))
     i = _act(g, acts[0], pre_i, clip)
     f = g.op("Sub", g.const(1.0), i) if ctx.attr("input_forget", 0) else _act(g, acts[0], pre_f, clip)
-    cand = _act(g, acts[1], _cols(g, gates, 3 * hid, 4 * hid), clip)
+    cand = _act(g, acts[1], pre_c, clip)
     c_new = g.op("Add", g.op("Mul", f, c), g.op("Mul", i, cand))
-    if "P" in cap:
-        pre_o = g.op("Add", pre_o, g.op("Mul", _cols(g, cap["P"], hid, 2 * hid), c_new))
+    if "P_o" in cap:
+        pre_o = g.op("Add", pre_o, g.op("Mul", cap["P_o"], c_new))
     o = _act(g, acts[0], pre_o, clip)
     h_new = g.op("Mul", o, _act(g, acts[2], c_new, None))
     return [h, c], [h_new, c_new], xt
@@ -167,6 +179,13 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
         raise ctx.error("needs hidden_size (the attribute, or a static shape of W)")
     acts = _activations(ctx, len(reverse))
     n_acts = len(_DEFAULTS[kind])
+    x_shape = ctx.shape(x)
+    if x_shape is not None and len(x_shape) == 3:
+        # a symbol shared by every body value of batch size: the pass then sees equal shapes
+        # (no run-time unbroadcasting in the reverse body, ~60% of its nodes)
+        steps, batch = (x_shape[1], x_shape[0]) if layout else (x_shape[0], x_shape[1])
+        g.batch = batch if batch is not None else ctx.fresh_name("rnn_batch")
+        g.steps = steps
     xs = g.op("Transpose", x, perm=[1, 0, 2]) if layout else x
     h0_all = ctx.input(5)
     c0_all = ctx.input(6) if kind == "LSTM" else ""
@@ -174,6 +193,9 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
         h0_all = g.op("Transpose", h0_all, perm=[1, 0, 2]) if h0_all else ""
         c0_all = g.op("Transpose", c0_all, perm=[1, 0, 2]) if c0_all else ""
     mask, order = _masks(g, xs, ctx.input(4), any(reverse))
+    if len(reverse) == 2 and acts[:n_acts] == acts[n_acts:]:
+        y_all, states = _both_directions(g, ctx, kind, hid, acts[:n_acts], xs, h0_all, c0_all, mask, order)
+        return _finish(g, ctx, layout, y_all, states[0], states[1] if kind == "LSTM" else "")
     ys, hs, cs = [], [], []
     for d, rev in enumerate(reverse):
         y, hc = _direction(
@@ -186,6 +208,13 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
     y_all = g.op("Concat", *ys, axis=1)
     h_all = g.op("Concat", *hs, axis=0)
     c_all = g.op("Concat", *cs, axis=0) if cs else ""
+    return _finish(g, ctx, layout, y_all, h_all, c_all)
+
+
+def _finish(
+    g: _Nodes, ctx: GradContext, layout: int, y_all: str, h_all: str, c_all: str
+) -> tuple[list[NodeProto], list[str], list[str], list[Any]]:
+    """What ``lower_recurrent`` returns, from Y [T, D, B, H] and the states [D, B, H]."""
     if layout:
         y_all = g.op("Transpose", y_all, perm=[2, 0, 1, 3])
         h_all = g.op("Transpose", h_all, perm=[1, 0, 2])
@@ -216,6 +245,59 @@ def _reorder(g: _Nodes, v: str, order: str) -> str:
     return g.op("GatherElements", v, index, axis=0)
 
 
+def _flip(g: _Nodes, v: str) -> str:
+    """``v`` backwards along axis 0: a Slice with step -1 (its gradient is the same Slice, where
+    a Gather's would be a scatter-add)."""
+    return g.op("Slice", v, g.ints(-1), g.ints(-(2**63)), g.ints(0), g.ints(-1))
+
+
+def _both_directions(
+    g: _Nodes,
+    ctx: GradContext,
+    kind: str,
+    hid: int,
+    acts: list[tuple[str, float, float]],
+    xs: str,
+    h0_all: str,
+    c0_all: str,
+    mask: str,
+    order: str,
+) -> tuple[str, list[str]]:
+    """Both directions (with the same activations) in one Scan whose states are [2, B, H]: half the
+    steps' nodes of two Scans, forward and backward. X is stacked with its reverse-order copy
+    ([T, 2, B, I]); returns Y [T, 2, B, H] in time order and the final states [2, B, H]."""
+    n_g = _GATES[kind]
+    x_rev = _reorder(g, xs, order) if order else _flip(g, xs)
+    x2 = g.op("Concat", g.op("Unsqueeze", xs, g.ints(1)), g.op("Unsqueeze", x_rev, g.ints(1)), axis=1)
+    proj = g.op("MatMul", x2, g.op("Transpose", ctx.input(1), perm=[0, 2, 1]))  # [T, 2, B, G*H]
+    rt = g.op("Transpose", ctx.input(2), perm=[0, 2, 1])  # [2, H, G*H]
+    cap = {"Rt": rt}
+    if kind == "GRU":
+        cap = {"Rt_zr": _cols(g, rt, 0, 2 * hid), "Rt_h": _cols(g, rt, 2 * hid, 3 * hid)}
+    if ctx.input(3):
+        b = g.op("Unsqueeze", ctx.input(3), g.ints(1))  # [2, 1, 2*G*H]
+        wb, rb = _cols(g, b, 0, n_g * hid), _cols(g, b, n_g * hid, 2 * n_g * hid)
+        proj = g.op("Add", proj, wb)
+        if kind == "GRU":
+            cap["Rb_zr"], cap["Rb_h"] = _cols(g, rb, 0, 2 * hid), _cols(g, rb, 2 * hid, 3 * hid)
+        else:
+            proj = g.op("Add", proj, rb)
+    if kind == "LSTM" and ctx.input(7):
+        p = g.op("Unsqueeze", ctx.input(7), g.ints(1))  # [2, 1, 3H]
+        cap["P_i"], cap["P_o"], cap["P_f"] = (_cols(g, p, k * hid, (k + 1) * hid) for k in range(3))
+    batch = _cols(g, g.op("Shape", xs), 1, 2, 0)
+    zeros = g.op("ConstantOfShape", g.op("Concat", g.ints(2), batch, g.ints(hid), axis=0), value=_zero(g.dtype))
+    init = [h0_all or zeros]
+    if kind == "LSTM":
+        init.append(c0_all or zeros)
+    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, False, [2])
+    y_f, y_b = (ctx.fresh_name("rnn_Split") for _ in range(2))
+    g.nodes.append(helper.make_node("Split", [results[-1], g.ints(1, 1)], [y_f, y_b], axis=1))
+    y_b = g.op("Squeeze", y_b, g.ints(1))
+    y_b = _reorder(g, y_b, order) if order else _flip(g, y_b)
+    return g.op("Concat", y_f, g.op("Unsqueeze", y_b, g.ints(1)), axis=1), results[:-1]
+
+
 def _direction(
     g: _Nodes,
     ctx: GradContext,
@@ -235,17 +317,21 @@ def _direction(
     n_g = _GATES[kind]
     wd = g.op("Gather", ctx.input(1), di, axis=0)
     proj = g.op("MatMul", xs, g.op("Transpose", wd, perm=[1, 0]))
-    cap = {"Rt": g.op("Transpose", g.op("Gather", ctx.input(2), di, axis=0), perm=[1, 0])}
+    rt = g.op("Transpose", g.op("Gather", ctx.input(2), di, axis=0), perm=[1, 0])
+    cap = {"Rt": rt}
+    if kind == "GRU":
+        cap = {"Rt_zr": _cols(g, rt, 0, 2 * hid), "Rt_h": _cols(g, rt, 2 * hid, 3 * hid)}
     if ctx.input(3):
         bd = g.op("Gather", ctx.input(3), di, axis=0)
         wb, rb = _cols(g, bd, 0, n_g * hid), _cols(g, bd, n_g * hid, 2 * n_g * hid)
         proj = g.op("Add", proj, wb)
         if kind == "GRU":
-            cap["Rb"] = rb
+            cap["Rb_zr"], cap["Rb_h"] = _cols(g, rb, 0, 2 * hid), _cols(g, rb, 2 * hid, 3 * hid)
         else:
             proj = g.op("Add", proj, rb)
     if kind == "LSTM" and ctx.input(7):
-        cap["P"] = g.op("Gather", ctx.input(7), di, axis=0)
+        p = g.op("Gather", ctx.input(7), di, axis=0)
+        cap["P_i"], cap["P_o"], cap["P_f"] = (_cols(g, p, k * hid, (k + 1) * hid) for k in range(3))
     if rev and order:
         proj = _reorder(g, proj, order)
     batch = _cols(g, g.op("Shape", xs), 1, 2, 0)
@@ -253,7 +339,31 @@ def _direction(
     init = [g.op("Gather", h0_all, di, axis=0) if h0_all else zeros]
     if kind == "LSTM":
         init.append(g.op("Gather", c0_all, di, axis=0) if c0_all else zeros)
+    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, rev and not order, [])
+    y = results[-1]
+    if rev and order:
+        y = _reorder(g, y, order)
+    return y, results[:-1]
+
+
+def _scan(
+    g: _Nodes,
+    ctx: GradContext,
+    kind: str,
+    hid: int,
+    acts: list[tuple[str, float, float]],
+    cap: dict[str, str],
+    init: list[str],
+    proj: str,
+    mask: str,
+    flip: bool,
+    lead: list[int],
+) -> list[str]:
+    """The Scan of the cell over ``proj`` (and ``mask``): its final states and stacked Y.
+    ``lead``: the leading dims of the states ([2] for both directions in one Scan)."""
+    n_g = _GATES[kind]
     body = _Nodes(ctx, g.dtype)
+    bdim = g.batch
     s_in, s_out, xt = _cell(body, kind, hid, acts, cap, ctx)
     b_inputs = [xt]
     y_t = s_out[0]
@@ -263,14 +373,13 @@ def _direction(
         s_out = [body.op("Add", s, body.op("Mul", mt, body.op("Sub", o, s))) for s, o in zip(s_in, s_out)]
         y_t = body.op("Mul", mt, y_t)
     y_t = body.op("Identity", y_t)
-    infos = [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in s_in]
-    infos += [helper.make_tensor_value_info(xt, g.dtype, [None, n_g * hid])]
+    infos = [helper.make_tensor_value_info(n, g.dtype, [*lead, bdim, hid]) for n in s_in]
+    infos += [helper.make_tensor_value_info(xt, g.dtype, [*lead, bdim, n_g * hid])]
     if mask:
-        infos.append(helper.make_tensor_value_info(b_inputs[1], g.dtype, [None, 1]))
-    outs = [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in [*s_out, y_t]]
+        infos.append(helper.make_tensor_value_info(b_inputs[1], g.dtype, [bdim, 1]))
+    outs = [helper.make_tensor_value_info(n, g.dtype, [*lead, bdim, hid]) for n in [*s_out, y_t]]
     graph: GraphProto = helper.make_graph(body.nodes, f"{kind.lower()}_cell", infos, outs)
     scanned = [proj, mask] if mask else [proj]
-    flip = rev and not order
     results = [ctx.fresh_name("rnn_scan") for _ in range(len(init) + 1)]
     g.nodes.append(
         helper.make_node(
@@ -283,12 +392,9 @@ def _direction(
             scan_output_directions=[int(flip)],
         )
     )
-    g.infos += [helper.make_tensor_value_info(n, g.dtype, [None, hid]) for n in results[:-1]]
-    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [None, None, hid]))
-    y = results[-1]
-    if rev and order:
-        y = _reorder(g, y, order)
-    return y, results[:-1]
+    g.infos += [helper.make_tensor_value_info(n, g.dtype, [*lead, bdim, hid]) for n in results[:-1]]
+    g.infos.append(helper.make_tensor_value_info(results[-1], g.dtype, [g.steps, *lead, bdim, hid]))
+    return results
 
 
 def _zero(dtype: int) -> Any:

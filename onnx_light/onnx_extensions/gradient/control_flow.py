@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...onnx_core import GraphProto, ValueInfoProto, helper
+from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads
+from ._recurrent_cache import Built, cached_rule, optimized
 from ._recurrent_lowering import lower_recurrent
 from ._subgraph import elem_type, tensor_info, vjp_nodes
 from ._table import rule
@@ -180,18 +181,38 @@ def scan_grad(ctx: GradContext, dy: str) -> Grads:
 def recurrent_grad(ctx: GradContext, dy: str) -> Grads:
     """The node lowered to one Scan per direction (see ``_recurrent_lowering``), differentiated
     by our own pass: a backward Scan in reverse time whose state accumulates W, R, B and P's
-    gradients."""
-    nodes, outs, inputs, infos = lower_recurrent(ctx)
-    seeds = [(o, g) for o, g in zip(outs, ctx.output_grads) if g and o]
-    wrt = [name for k, name in enumerate(inputs) if name and k != 4 and ctx.needs_grad(k)]
-    types = [_outer_info(ctx, n) for n in dict.fromkeys([*(i for i in inputs if i), *(g for _, g in seeds)])]
-    dtype = ctx.dtype(inputs[0]) or ctx.dtype(inputs[1])
-    body, grads, _, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
+    gradients. Built once per signature (``_recurrent_cache``)."""
+    body, grads, declared = cached_rule(ctx, _recurrent_vjp)
     ctx.emit_nodes(body)
     for info in declared:
         ctx.declare(info.name, info)
+    return grads
+
+
+def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
+    nodes, outs, inputs, infos = lower_recurrent(ctx)
+    seeds = [(o, g) for o, g in zip(outs, ctx.output_grads) if g and o]
+    # a tensor fed to two inputs (h0 as initial_h and initial_c) is differentiated once
+    wrt = list(dict.fromkeys(name for k, name in enumerate(inputs) if name and k != 4 and ctx.needs_grad(k)))
+    types = [_outer_info(ctx, n) for n in dict.fromkeys([*(i for i in inputs if i), *(g for _, g in seeds)])]
+    dtype = ctx.dtype(inputs[0]) or ctx.dtype(inputs[1])
+    body, grads, _, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
     by_name = dict(zip(wrt, grads))
-    return [by_name.get(name) if name and k != 4 else None for k, name in enumerate(ctx.inputs)]
+    per_input: list[str | None] = []
+    for k, name in enumerate(ctx.inputs):
+        if name and k != 4 and name in ctx.inputs[:k] and name in by_name:
+            # a repeated name: its whole gradient went to its first position (the pass adds them up)
+            shape, zeros = ctx.fresh_name("rnn_shape"), ctx.fresh_name("rnn_zeros")
+            zero = helper.make_tensor("zero", ctx.dtype(name) or dtype, [1], [0.0])
+            body += [helper.make_node("Shape", [name], [shape])]
+            body += [helper.make_node("ConstantOfShape", [shape], [zeros], value=zero)]
+            per_input.append(zeros)
+        else:
+            per_input.append(by_name.get(name) if name and k != 4 else None)
+    wanted = [g for g in per_input if g]
+    body = optimized(body, [*ctx.inputs, *(g or "" for g in ctx.output_grads)], wanted, ctx.opset)
+    made = {o for n in body for o in n.output}
+    return (body, per_input, [d for d in declared if d.name in made]), nodes
 
 
 def _loop_tape(ctx: GradContext, body: GraphProto, n: int) -> tuple[list[str], str]:

@@ -87,15 +87,16 @@ def scan(
     xs = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes)]
     xs = [x[::-1] if d else x for x, d in zip(xs, in_dirs)]
     steps = xs[0].shape[0] if xs else 0
-    scans: list[list[Any]] = []
-    for t in range(steps):
-        outs = _run(body, [*state, *[x[t] for x in xs]], scope)
-        state, per_iter = outs[:n_state], outs[n_state:]
-        if not scans:
-            scans = [[] for _ in per_iter]
-        for acc, v in zip(scans, per_iter):
-            acc.append(v)
     n_out = len(body.output_slots) - n_state
+    scans: list[list[Any]] = [[] for _ in range(n_out)]
+    from .._plan import run_plan  # the plan module imports the kernels; import late
+
+    # the body's plan is compiled once (with the node); per step only the feeds list is built
+    for t in range(steps):
+        outs = run_plan(body, [*state, *[x[t] for x in xs]], scope)
+        state = outs[:n_state]
+        for k in range(n_out):
+            scans[k].append(outs[n_state + k])
     out_axes = scan_output_axes or [0] * n_out
     out_dirs = scan_output_directions or [0] * n_out
     results = []

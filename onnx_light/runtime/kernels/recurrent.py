@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnx_light.runtime import _native
 from onnx_light.runtime._registry import kernel
 
 State = tuple[np.ndarray, ...]
@@ -229,9 +230,8 @@ class _Recurrence:
                 y[t] = np.where(mask, state[0], 0)
         return [seq.reorder(y[:, k], self.reverse[d]) for k, d in enumerate(dirs)], state
 
-    def outputs(self, ys: list[np.ndarray], states: list[np.ndarray], like: np.ndarray) -> tuple[np.ndarray, ...]:
+    def outputs(self, y: np.ndarray, states: list[np.ndarray], like: np.ndarray) -> tuple[np.ndarray, ...]:
         """Y ``[T, D, N, H]`` and the last states ``[D, N, H]`` (batch first for layout 1), in X's dtype."""
-        y = np.stack(ys, axis=1)
         if self.layout == 1:
             y = np.transpose(y, (2, 0, 1, 3))
             states = [np.swapaxes(s, 0, 1) for s in states]
@@ -242,8 +242,8 @@ def _drive(
     rec: _Recurrence,
     acts: list[tuple[Act, ...]],
     make_cell: Callable[[list[int], tuple[Act, ...]], tuple[Cell, np.ndarray, State]],
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Runs each group of directions: Y per direction, and each state stacked over the directions."""
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Runs each group of directions: Y ``[T, D, N, H]``, and each state stacked over the directions."""
     ys: list[np.ndarray] = [np.empty(0)] * len(rec.reverse)
     finals: list[list[np.ndarray]] = []
     for dirs in _groups(acts):
@@ -253,7 +253,64 @@ def _drive(
             ys[d] = y[k]
         finals.append(list(last))
     # states of each kind (H, C), directions in order
-    return ys, [np.concatenate([f[k] for f in finals], axis=0) for k in range(len(finals[0]))]
+    return np.stack(ys, axis=1), [np.concatenate([f[k] for f in finals], axis=0) for k in range(len(finals[0]))]
+
+
+_OPS = {"RNN": 0, "GRU": 1, "LSTM": 2}
+#: activation name -> its number in src/recurrent.cpp (the order of _ACTIVATIONS)
+_KINDS = {name: k for k, name in enumerate(_ACTIVATIONS)}
+
+
+def _native_steps(
+    op: str,
+    rec: _Recurrence,
+    w: np.ndarray,
+    r: np.ndarray,
+    bias: np.ndarray | None,
+    states: list[np.ndarray | None],
+    acts: list[tuple[Act, ...]],
+    extra: dict[str, np.ndarray | None] | None = None,
+    input_forget: int = 0,
+    linear_before_reset: int = 0,
+) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """Y ``[T, D, N, H]`` and the last states by the native step loop (``src/recurrent.cpp``), or None
+    where it does not apply (no extension, ``ONNX_LIGHT_PURE_PYTHON=1``, not float32, negative clip):
+    then :func:`_drive` runs its numpy twin. ``extra`` holds the LSTM's ``p`` or the GRU's ``rbh``.
+
+    The input projection of all steps and directions is one GEMM (numpy's BLAS) in time order; the
+    native loop adds the bias and reads the reverse direction's steps backwards itself.
+    """
+    flat = [a for per_dir in acts for a in per_dir]
+    clip = flat[0].clip
+    if not _native.RECURRENT or rec.dtype != np.float32 or (clip is not None and not clip >= 0):
+        return None
+    assert _native.NATIVE is not None
+    seq = rec.seq
+    t, n, i = seq.x.shape
+    d, gh = len(rec.reverse), w.shape[1]
+    xs = np.matmul(seq.x.reshape(t * n, i), rec.cast(w).reshape(d * gh, i).T)
+    dirs = list(range(d))
+    init = [np.ascontiguousarray(rec.initial(s, dirs)) for s in states]
+    extra = {k: None if v is None else np.ascontiguousarray(rec.cast(v)) for k, v in (extra or {}).items()}
+    y, h, c = _native.NATIVE.recurrent(
+        _OPS[op],
+        xs.reshape(t, n, d * gh),
+        np.ascontiguousarray(rec.cast(r)),
+        init[0],
+        init[1] if len(init) > 1 else None,
+        extra.get("p"),
+        extra.get("rbh"),
+        None if bias is None else np.ascontiguousarray(rec.cast(bias)),
+        seq.lens,
+        rec.reverse,
+        [_KINDS[a.name] for a in flat],
+        [a.alpha for a in flat],
+        [a.beta for a in flat],
+        -1.0 if clip is None else float(clip),
+        bool(input_forget),
+        bool(linear_before_reset),
+    )
+    return y, [h] if c is None else [h, c]
 
 
 def _transposed(r: np.ndarray, rec: _Recurrence, dirs: list[int], rows: slice = slice(None)) -> np.ndarray:
@@ -295,8 +352,9 @@ def rnn(
         return cell, rec.projected(w, bias, dirs), (rec.initial(initial_h, dirs),)
 
     acts = parse_activations(activations, activation_alpha, activation_beta, ("Tanh",), len(rec.reverse), clip)
-    ys, (hs,) = _drive(rec, acts, make_cell)
-    return rec.outputs(ys, [hs], x)
+    done = _native_steps("RNN", rec, w, r, bias, [initial_h], acts)
+    y, states = done if done is not None else _drive(rec, acts, make_cell)
+    return rec.outputs(y, states, x)
 
 
 @kernel("", "GRU", since=(7, 14, 22))
@@ -321,6 +379,7 @@ def gru(
     g(X Wh + r*(H Rh + Rbh) + Wbh) with linear_before_reset), H' = (1 - z) h + z H."""
     rec = _Recurrence.of(x, w, r, sequence_lens, layout, direction)
     h = rec.hidden
+    b_given = b
     if b is None:
         b = np.zeros((len(rec.reverse), 6 * h), rec.dtype)
     # z and r take both biases in the projection; h takes Wbh there, and Rbh where the reset applies
@@ -357,8 +416,10 @@ def gru(
     acts = parse_activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), len(rec.reverse), clip
     )
-    ys, (hs,) = _drive(rec, acts, make_cell)
-    return rec.outputs(ys, [hs], x)
+    rbh = None if b_given is None else b_given[:, 5 * h :]
+    done = _native_steps("GRU", rec, w, r, bias, [initial_h], acts, {"rbh": rbh}, 0, linear_before_reset)
+    y, states = done if done is not None else _drive(rec, acts, make_cell)
+    return rec.outputs(y, states, x)
 
 
 @kernel("", "LSTM", since=(7, 14, 22))
@@ -419,5 +480,6 @@ def lstm(
     acts = parse_activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), len(rec.reverse), clip
     )
-    ys, (hs, cs) = _drive(rec, acts, make_cell)
-    return rec.outputs(ys, [hs, cs], x)
+    done = _native_steps("LSTM", rec, w, r, bias, [initial_h, initial_c], acts, {"p": p}, input_forget)
+    y, states = done if done is not None else _drive(rec, acts, make_cell)
+    return rec.outputs(y, states, x)

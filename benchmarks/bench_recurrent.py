@@ -1,0 +1,220 @@
+"""RNN, GRU and LSTM kernels: onnx-light (native step loop and its numpy twin) against onnxruntime.
+
+One process, one core each: numpy runs with one BLAS thread and onnxruntime with
+``intra_op_num_threads=1``. Every model is two bidirectional layers (the second reads both
+directions of the first), hidden 128, T 100, batch 16, 64 features, float32 — the
+``lstm`` model is the one of ``bench_runtime.py`` and issue 10's target (<= 1.5x onnxruntime).
+``small`` models (hidden 32, T 20, batch 4) check the kernel-selection rule at the other end.
+
+The runtimes alternate within each round (order flipped every round); the table gives the
+median per run of process CPU time (the machine is shared: wall-clock time moves with other
+processes' load, CPU time much less) and wall time, and the median ratios. Outputs are
+checked against onnxruntime before timing.
+
+    PYTHONPATH=. python benchmarks/bench_recurrent.py [--rounds 9] [--models lstm,gru,rnn,lstm_small,gru_small]
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --gradient [--rounds 9]
+
+``--gradient``: the LSTM and GRU models of ``bench_gradient.py`` (one bidirectional layer, T 32,
+batch 16, hidden 64): backward (GradientOfFunction's graph) / forward run time in our runtime
+and in onnxruntime (issue 10's target: at most 8x in both).
+"""
+
+from __future__ import annotations
+
+import os
+
+# one BLAS thread for numpy: must be set before numpy is imported
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto  # noqa: E402
+from onnx import helper as H  # noqa: E402
+from onnx import numpy_helper as NH  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import onnx_light  # noqa: E402
+from onnx_light.runtime import InferenceSession, _native  # noqa: E402
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def stacked_model(
+    op: str, steps: int = 100, batch: int = 16, hidden: int = 128, features: int = 64
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Two bidirectional layers of ``op``; Y of each layer reshaped to [T, N, 2H] for the next."""
+    r = np.random.default_rng(0)
+    g = GATES[op]
+    nodes, inits = [], []
+    x, width = "X", features
+    for layer in range(2):
+        w, rr, b = f"W{layer}", f"R{layer}", f"B{layer}"
+        inits += [
+            NH.from_array(r.uniform(-0.1, 0.1, (2, g * hidden, width)).astype(np.float32), w),
+            NH.from_array(r.uniform(-0.1, 0.1, (2, g * hidden, hidden)).astype(np.float32), rr),
+            NH.from_array(r.uniform(-0.1, 0.1, (2, 2 * g * hidden)).astype(np.float32), b),
+        ]
+        nodes.append(H.make_node(op, [x, w, rr, b], [f"Y{layer}"], hidden_size=hidden, direction="bidirectional"))
+        nodes.append(H.make_node("Transpose", [f"Y{layer}"], [f"T{layer}"], perm=[0, 2, 1, 3]))
+        nodes.append(H.make_node("Reshape", [f"T{layer}", "seq_shape"], [f"S{layer}"]))
+        x, width = f"S{layer}", 2 * hidden
+    inits.append(NH.from_array(np.array([steps, batch, 2 * hidden], np.int64), "seq_shape"))
+    graph = H.make_graph(
+        nodes,
+        op.lower(),
+        [H.make_tensor_value_info("X", TensorProto.FLOAT, [steps, batch, features])],
+        [H.make_tensor_value_info(x, TensorProto.FLOAT, [steps, batch, 2 * hidden])],
+        inits,
+    )
+    feeds = {"X": r.standard_normal((steps, batch, features)).astype(np.float32)}
+    return H.make_model(graph, opset_imports=[H.make_opsetid("", 18)]), feeds
+
+
+MODELS: dict[str, Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]]] = {
+    "lstm": lambda: stacked_model("LSTM"),
+    "gru": lambda: stacked_model("GRU"),
+    "rnn": lambda: stacked_model("RNN"),
+    "lstm_small": lambda: stacked_model("LSTM", 20, 4, 32, 16),
+    "gru_small": lambda: stacked_model("GRU", 20, 4, 32, 16),
+}
+
+
+def _twin(sess: InferenceSession) -> Callable[[dict[str, np.ndarray]], list[Any]]:
+    """Runs ``sess`` with the native step loop switched off (the numpy twin)."""
+
+    def run(feeds: dict[str, np.ndarray]) -> list[Any]:
+        saved, _native.RECURRENT = _native.RECURRENT, False
+        try:
+            return sess.run(None, feeds)
+        finally:
+            _native.RECURRENT = saved
+
+    return run
+
+
+def runners(model: onnx.ModelProto) -> dict[str, Callable[[dict[str, np.ndarray]], list[Any]]]:
+    import onnxruntime as ort
+
+    data = model.SerializeToString()
+    ours = InferenceSession(onnx_light.load_from_string(data))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    theirs = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    out = {"onnxruntime": lambda feeds: theirs.run(None, feeds), "twin": _twin(ours)}
+    if _native.RECURRENT:
+        out["native"] = lambda feeds: ours.run(None, feeds)
+    return out
+
+
+def measure(run: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) per run."""
+    c, t = time.process_time(), time.perf_counter()
+    for _ in range(repeat):
+        run()
+    return (time.process_time() - c) / repeat, (time.perf_counter() - t) / repeat
+
+
+def bench(name: str, rounds: int) -> dict[str, tuple[float, float]]:
+    model, feeds = MODELS[name]()
+    fns = runners(model)
+    want = fns["onnxruntime"](feeds)
+    for k, f in fns.items():
+        for a, b in zip(f(feeds), want):
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=f"{k} disagrees with onnxruntime")
+    one = measure(lambda: fns["onnxruntime"](feeds), 3)[1]
+    repeat = max(1, int(0.1 / max(one, 1e-6)))  # ~0.1 s of onnxruntime per sample
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in fns}
+    order = list(fns)
+    for r in range(rounds):
+        for k in order if r % 2 == 0 else order[::-1]:
+            samples[k].append(measure(lambda f=fns[k]: f(feeds), repeat))
+    return {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in samples.items()}
+
+
+def _gradient_feeds(model: onnx.ModelProto, bwd: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    r = np.random.default_rng(0)
+    fwd = {
+        i.name: (0.3 * r.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])).astype(np.float32)
+        for i in model.graph.input
+    }
+    return fwd, {i.name: fwd.get(i.name, np.ones((), np.float32)) for i in bwd.input}
+
+
+def gradient_ratios(rounds: int) -> None:
+    """Backward / forward run time in our runtime and in onnxruntime (CPU time, medians)."""
+    import onnxruntime as ort
+    from bench_gradient import recurrent_model
+
+    print("| model | fwd ours | bwd ours | bwd/fwd ours | fwd ORT | bwd ORT | bwd/fwd ORT |")
+    print("|---|---|---|---|---|---|---|")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    for op in ("LSTM", "GRU"):
+        model, xs, y = recurrent_model(op)
+        ours_model = onnx_light.load_from_string(model.SerializeToString())
+        bwd = onnx_light.gradient_model(ours_model, xs=xs, y=y, registry=onnx_light.DefaultGradRegistry())
+        ffeeds, bfeeds = _gradient_feeds(model, bwd.graph)
+        runs = {
+            "fwd ours": (InferenceSession(ours_model), ffeeds),
+            "bwd ours": (InferenceSession(bwd), bfeeds),
+            "fwd ORT": (ort.InferenceSession(model.SerializeToString(), options), ffeeds),
+            "bwd ORT": (ort.InferenceSession(bwd.SerializeToString(), options), bfeeds),
+        }
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for r in range(rounds):
+            for k, (sess, feeds) in runs.items() if r % 2 == 0 else reversed(runs.items()):
+                times[k].append(measure(lambda s=sess, f=feeds: s.run(None, f), 5)[0])
+        t = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        print(
+            f"| {op.lower()} | {t['fwd ours']:.2f} ms | {t['bwd ours']:.2f} ms | {t['bwd ours'] / t['fwd ours']:.2f} | "
+            f"{t['fwd ORT']:.2f} ms | {t['bwd ORT']:.2f} ms | {t['bwd ORT'] / t['fwd ORT']:.2f} |",
+            flush=True,
+        )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--gradient", action="store_true", help="backward/forward ratios of the gradient models")
+    args = p.parse_args()
+    import onnxruntime as ort
+
+    if args.gradient:
+        gradient_ratios(args.rounds)
+        return
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, onnxruntime {ort.__version__}, native step loop: {_native.RECURRENT}"
+    )
+    print("| model | native CPU (wall) | numpy twin CPU (wall) | onnxruntime CPU (wall) | native / ORT | twin / ORT |")
+    print("|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        t = bench(name, args.rounds)
+        ort_c = t["onnxruntime"][0]
+        nat = t.get("native")
+
+        def cell(v: tuple[float, float] | None) -> str:
+            return "-" if v is None else f"{v[0] * 1e3:.1f} ms ({v[1] * 1e3:.1f})"
+
+        print(
+            f"| {name} | {cell(nat)} | {cell(t['twin'])} | {cell(t['onnxruntime'])} | "
+            f"{'-' if nat is None else f'{nat[0] / ort_c:.2f}x'} | {t['twin'][0] / ort_c:.2f}x |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

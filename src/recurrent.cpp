@@ -1,0 +1,448 @@
+// The step loop of RNN, GRU and LSTM for float32: per step one GEMM of the previous hidden
+// state against R^T (an AVX2 + FMA register-tiled kernel on R^T packed once into 24-column
+// panels; a portable loop without AVX2), then the gate nonlinearities fused per row.
+//
+// The input projection of all steps (X W^T + biases, one BLAS GEMM in numpy) arrives as
+// xs[t, n, d*G*H + j], in TIME order for every direction: the reverse direction's step s of
+// batch entry n reads and writes time lens[n] - 1 - s itself, so no reordered copies are made.
+// Y is written as [T, D, N, H] in time order; steps past an entry's length write zeros to Y
+// and leave its state alone. Gates are in ONNX order: RNN (h), GRU (z, r, h), LSTM (i, o, f, c).
+// The pure-Python twin is the numpy step loop in onnx_light/runtime/kernels/recurrent.py.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "simd.h"
+
+namespace nb = nanobind;
+
+namespace onnx_light_recurrent {
+namespace {
+
+using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using In2 = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using Lens = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Out3 = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
+using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
+
+constexpr int64_t NR = 24;  // columns per packed panel of R^T (three 8-float vectors)
+constexpr int64_t MR = 4;   // batch rows per register tile: 12 accumulators, 3 panel vectors, 1 broadcast
+
+// ---------------------------------------------------------------------------
+// activations: the names of onnx_light/runtime/kernels/recurrent.py, in this order
+// ---------------------------------------------------------------------------
+enum Kind : int {
+    RELU = 0,
+    TANH,
+    SIGMOID,
+    AFFINE,
+    LEAKYRELU,
+    THRESHOLDEDRELU,
+    SCALEDTANH,
+    HARDSIGMOID,
+    ELU,
+    SOFTSIGN,
+    SOFTPLUS,
+    KINDS
+};
+
+struct Act {
+    int kind;
+    float alpha, beta, clip;  // clip < 0 (or NaN): none
+};
+
+inline float scalar_act(const Act &a, float x) {
+    switch (a.kind) {
+        case RELU: return x > 0 ? x : (x != x ? x : 0.0f);
+        case TANH: return std::tanh(x);
+        case SIGMOID: return 1.0f / (1.0f + std::exp(-x));
+        case AFFINE: return a.alpha * x + a.beta;
+        case LEAKYRELU: return x >= 0 ? x : a.alpha * x;
+        case THRESHOLDEDRELU: return x > a.alpha ? x : (x != x ? x : 0.0f);
+        case SCALEDTANH: return a.alpha * std::tanh(a.beta * x);
+        case HARDSIGMOID: {
+            const float v = a.alpha * x + a.beta;
+            return v != v ? v : std::min(1.0f, std::max(0.0f, v));
+        }
+        case ELU: return x >= 0 ? x : a.alpha * (std::exp(std::min(x, 0.0f)) - 1.0f);
+        case SOFTSIGN: return x / (1.0f + std::fabs(x));
+        case SOFTPLUS: return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+    }
+    return x;
+}
+
+inline float clipped(float x, float clip) {
+    // NaN stays NaN (as np.clip)
+    if (!(clip >= 0)) return x;
+    return x > clip ? clip : (x < -clip ? -clip : x);
+}
+
+void act_portable(const Act &a, float *x, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) x[j] = scalar_act(a, clipped(x[j], a.clip));
+}
+
+#if ONNX_LIGHT_AVX512
+// exp(x) for |x| <= 88.3: x = k ln2 + r with |r| <= ln2 / 2, exp(r) by its Taylor series to
+// degree 7 (relative error below 1e-8 there), times 2^k built in the exponent bits. NaN stays NaN.
+AVX2 inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), x);  // ln2 high bits: exact product
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.428606765330187e-06f), r);     // ln2 - high bits
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 inline __m256 sigmoid8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+// tanh(x) = 1 - 2 / (exp(2x) + 1); absolute error ~1e-7 (as the numpy twin's float32 tanh)
+AVX2 inline __m256 tanh8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_add_ps(x, x));
+    return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+}
+
+AVX2 void act_avx2(const Act &a, float *x, int64_t n) {
+    if (a.kind != RELU && a.kind != TANH && a.kind != SIGMOID) return act_portable(a, x, n);
+    const bool clip = a.clip >= 0;
+    const __m256 hi = _mm256_set1_ps(a.clip), lo = _mm256_set1_ps(-a.clip), zero = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(x + j);
+        if (clip) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+        if (a.kind == RELU)
+            v = _mm256_max_ps(zero, v);  // NaN stays NaN (max returns its second operand)
+        else if (a.kind == TANH)
+            v = tanh8(v);
+        else
+            v = sigmoid8(v);
+        _mm256_storeu_ps(x + j, v);
+    }
+    if (j < n) {
+        float tail[8] = {0};
+        std::memcpy(tail, x + j, sizeof(float) * (n - j));
+        act_avx2(a, tail, 8);
+        std::memcpy(x + j, tail, sizeof(float) * (n - j));
+    }
+}
+
+// C[r, 0:24] += sum_k A[r, k] * B[k, 0:24] for r < ROWS (B one packed panel, 24 floats a row).
+// 4 x 24 rather than 6 x 16: batches of 16 (and 4, 8, 12) fill every tile.
+template <int ROWS>
+AVX2 void tile_avx2(int64_t K, const float *A, int64_t lda, const float *B, float *C, int64_t ldc) {
+    __m256 acc[ROWS][3];
+#pragma GCC unroll 4
+    for (int r = 0; r < ROWS; ++r) {
+        acc[r][0] = _mm256_loadu_ps(C + r * ldc);
+        acc[r][1] = _mm256_loadu_ps(C + r * ldc + 8);
+        acc[r][2] = _mm256_loadu_ps(C + r * ldc + 16);
+    }
+    for (int64_t k = 0; k < K; ++k) {
+        const float *b = B + k * NR;
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; ++r) {
+            const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+            acc[r][2] = _mm256_fmadd_ps(a, b2, acc[r][2]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < ROWS; ++r) {
+        _mm256_storeu_ps(C + r * ldc, acc[r][0]);
+        _mm256_storeu_ps(C + r * ldc + 8, acc[r][1]);
+        _mm256_storeu_ps(C + r * ldc + 16, acc[r][2]);
+    }
+}
+
+AVX2 void gemm_avx2(int64_t M, int64_t K, int64_t panels, const float *A, int64_t lda, const float *B, float *C,
+                    int64_t ldc) {
+    for (int64_t p = 0; p < panels; ++p) {
+        const float *Bp = B + p * K * NR;
+        float *Cp = C + p * NR;
+        int64_t i = 0;
+        for (; i + MR <= M; i += MR) tile_avx2<MR>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc);
+        switch (M - i) {
+            case 3: tile_avx2<3>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
+            case 2: tile_avx2<2>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
+            case 1: tile_avx2<1>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
+            default: break;
+        }
+    }
+}
+#endif  // ONNX_LIGHT_AVX512
+
+void gemm_portable(int64_t M, int64_t K, int64_t panels, const float *A, int64_t lda, const float *B, float *C,
+                   int64_t ldc) {
+    for (int64_t p = 0; p < panels; ++p)
+        for (int64_t i = 0; i < M; ++i) {
+            float *c = C + i * ldc + p * NR;
+            for (int64_t k = 0; k < K; ++k) {
+                const float a = A[i * lda + k];
+                const float *b = B + (p * K + k) * NR;
+                for (int64_t j = 0; j < NR; ++j) c[j] += a * b[j];
+            }
+        }
+}
+
+// R^T restricted to R's rows [r0, r0 + cols), packed: panel p, row k holds R[r0 + p*24 + j, k]
+// for j < 24 (zero past cols). `k` is R's row length (the hidden size).
+struct Packed {
+    int64_t cols = 0, K = 0, panels = 0, width = 0;  // width: panels * 24, the buffer's row stride
+    std::unique_ptr<float[]> data;
+    Packed() = default;
+    Packed(const float *r, int64_t r0, int64_t cols_, int64_t K_)
+        : cols(cols_), K(K_), panels((cols_ + NR - 1) / NR), width(panels * NR), data(new float[panels * K_ * NR]()) {
+        for (int64_t p = 0; p < panels; ++p)
+            for (int64_t j = 0; j < NR && p * NR + j < cols; ++j) {
+                const float *row = r + (r0 + p * NR + j) * K;
+                for (int64_t k = 0; k < K; ++k) data[(p * K + k) * NR + j] = row[k];
+            }
+    }
+};
+
+struct Kernels {
+    bool avx2;
+    void gemm(int64_t M, const Packed &b, const float *A, int64_t lda, float *C, int64_t ldc) const {
+#if ONNX_LIGHT_AVX512
+        if (avx2) return gemm_avx2(M, b.K, b.panels, A, lda, b.data.get(), C, ldc);
+#endif
+        gemm_portable(M, b.K, b.panels, A, lda, b.data.get(), C, ldc);
+    }
+    void act(const Act &a, float *x, int64_t n) const {
+#if ONNX_LIGHT_AVX512
+        if (avx2) return act_avx2(a, x, n);
+#endif
+        act_portable(a, x, n);
+    }
+};
+
+// ---------------------------------------------------------------------------
+// the recurrences
+// ---------------------------------------------------------------------------
+struct Problem {
+    int op;  // 0 RNN, 1 GRU, 2 LSTM
+    int64_t T, N, D, H, G;
+    const float *xs;    // [T, N, D*G*H]
+    const float *r;     // [D, G*H, H]
+    const float *p;     // LSTM peepholes [D, 3H] or null
+    const float *rbh;   // GRU: Rbh [D, H] or null (zeros)
+    const float *bias;  // added to xs: [D, G*H] or null
+    const int64_t *lens;
+    const bool *reverse;
+    const Act *acts;    // [D, nacts]
+    int nacts;
+    bool input_forget, linear_before_reset;
+    float *y;           // [T, D, N, H]
+    float *h, *c;       // states [D, N, H] (c: LSTM only)
+};
+
+// time index of step s of entry n, or -1 past its length
+inline int64_t time_of(const Problem &pb, int64_t d, int64_t n, int64_t s) {
+    if (s >= pb.lens[n]) return -1;
+    return pb.reverse[d] ? pb.lens[n] - 1 - s : s;
+}
+
+void lstm_row(const Problem &pb, const Kernels &kern, int64_t d, float *g, float *h, float *c, float *tmp) {
+    const int64_t H = pb.H;
+    const Act *a = pb.acts + d * pb.nacts;
+    Act hact = a[2];
+    hact.clip = -1.0f;  // h acts on the cell state, which clip leaves alone
+    float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+    const float *P = pb.p ? pb.p + d * 3 * H : nullptr;
+    if (P)
+        for (int64_t j = 0; j < H; ++j) {
+            gi[j] += P[j] * c[j];
+            gf[j] += P[2 * H + j] * c[j];
+        }
+    kern.act(a[0], gi, H);
+    if (!pb.input_forget) kern.act(a[0], gf, H);
+    kern.act(a[1], gc, H);
+    for (int64_t j = 0; j < H; ++j) {
+        const float fg = pb.input_forget ? 1.0f - gi[j] : gf[j];
+        c[j] = fg * c[j] + gi[j] * gc[j];
+    }
+    if (P)
+        for (int64_t j = 0; j < H; ++j) go[j] += P[H + j] * c[j];
+    kern.act(a[0], go, H);
+    std::memcpy(tmp, c, sizeof(float) * H);
+    kern.act(hact, tmp, H);
+    for (int64_t j = 0; j < H; ++j) h[j] = go[j] * tmp[j];
+}
+
+// One step of every entry of direction d. `packs` holds R^T (RNN, LSTM) or R_zr^T, R_h^T (GRU);
+// g (and g2 for GRU) hold the gate pre-activations, tmp N x H floats of scratch.
+void step(const Problem &pb, const Kernels &kern, int64_t d, int64_t s, const std::vector<Packed> &packs, float *g,
+          float *g2, float *tmp) {
+    const int64_t N = pb.N, H = pb.H, GH = pb.G * H, ld = packs[0].width;
+    float *h = pb.h + d * N * H, *c = pb.c ? pb.c + d * N * H : nullptr;
+    const Act *a = pb.acts + d * pb.nacts;
+    const float *bias = pb.bias ? pb.bias + d * GH : nullptr;
+    auto x_of = [&](int64_t t, int64_t n) { return pb.xs + (t * N + n) * pb.D * GH + d * GH; };
+    // the gates of the first GEMM start from the projected input (GRU: z and r only); the rows of
+    // entries past their length start from zero and are never read; padding columns stay zero
+    const int64_t first = pb.op == 1 ? 2 * H : GH;
+    for (int64_t n = 0; n < N; ++n) {
+        const int64_t t = time_of(pb, d, n, s);
+        if (t >= 0 && bias) {
+            const float *x = x_of(t, n);
+            for (int64_t j = 0; j < first; ++j) g[n * ld + j] = x[j] + bias[j];
+        } else if (t >= 0) {
+            std::memcpy(g + n * ld, x_of(t, n), sizeof(float) * first);
+        } else
+            std::memset(g + n * ld, 0, sizeof(float) * first);
+    }
+    kern.gemm(N, packs[0], h, H, g, ld);
+    if (pb.op == 1) {
+        // GRU: z, r from the first GEMM, then h from (r * H) Rh^T + Rbh, or r * (H Rh^T + Rbh)
+        for (int64_t n = 0; n < N; ++n) {
+            const int64_t t = time_of(pb, d, n, s);
+            if (t < 0) continue;
+            float *gz = g + n * ld;
+            kern.act(a[0], gz, 2 * H);
+            if (!pb.linear_before_reset)
+                for (int64_t j = 0; j < H; ++j) tmp[n * H + j] = gz[H + j] * h[n * H + j];
+        }
+        const int64_t ld2 = packs[1].width;
+        std::memset(g2, 0, sizeof(float) * N * ld2);
+        kern.gemm(N, packs[1], pb.linear_before_reset ? h : tmp, H, g2, ld2);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+        const int64_t t = time_of(pb, d, n, s);
+        if (t < 0) continue;
+        float *gn = g + n * ld, *hn = h + n * H;
+        const float *x = x_of(t, n);
+        if (pb.op == 0) {
+            kern.act(a[0], gn, H);
+            std::memcpy(hn, gn, sizeof(float) * H);
+        } else if (pb.op == 1) {
+            float *hr = g2 + n * packs[1].width;
+            const float *rbh = pb.rbh ? pb.rbh + d * H : nullptr;
+            for (int64_t j = 0; j < H; ++j) {
+                float v = hr[j] + (rbh ? rbh[j] : 0.0f);
+                if (pb.linear_before_reset) v *= gn[H + j];
+                hr[j] = v + (bias ? x[2 * H + j] + bias[2 * H + j] : x[2 * H + j]);
+            }
+            kern.act(a[1], hr, H);
+            for (int64_t j = 0; j < H; ++j) hn[j] = (hn[j] - hr[j]) * gn[j] + hr[j];
+        } else {
+            lstm_row(pb, kern, d, gn, hn, c + n * H, tmp);
+        }
+        std::memcpy(pb.y + ((t * pb.D + d) * N + n) * H, hn, sizeof(float) * H);
+    }
+}
+
+Act act_of(int kind, float alpha, float beta, float clip) {
+    if (kind < 0 || kind >= KINDS) throw std::invalid_argument("recurrent: unknown activation kind");
+    return Act{kind, alpha, beta, clip};
+}
+
+// Y [T, D, N, H], last H [D, N, H] (and last C for LSTM) of one RNN (op 0), GRU (1) or LSTM (2):
+// xs [T, N, D*G*H] the input projection of every step (time order) without the bias, added here
+// (RNN: Wb + Rb; GRU: Wb + Rb for z, r and Wbh for h, Rbh separately; LSTM: Wb + Rb).
+nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::optional<In2> p,
+                    std::optional<In2> rbh, std::optional<In2> bias, Lens lens, std::vector<bool> reverse, std::vector<int> kinds,
+                    std::vector<float> alphas, std::vector<float> betas, float clip, bool input_forget,
+                    bool linear_before_reset) {
+    static const int gates[3] = {1, 3, 4}, nacts[3] = {1, 2, 3};
+    if (op < 0 || op > 2) throw std::invalid_argument("recurrent: op must be 0 (RNN), 1 (GRU) or 2 (LSTM)");
+    auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
+    const int64_t T = dim(xs, 0), N = dim(xs, 1), D = dim(r, 0), H = dim(r, 2), G = gates[op];
+    const size_t na = static_cast<size_t>(nacts[op] * D);
+    if (dim(r, 1) != G * H || dim(xs, 2) != D * G * H || dim(h0, 0) != D || dim(h0, 1) != N || dim(h0, 2) != H ||
+        dim(lens, 0) != N || reverse.size() != static_cast<size_t>(D) || kinds.size() != na || alphas.size() != na ||
+        betas.size() != na)
+        throw std::invalid_argument("recurrent: inconsistent shapes");
+    if (op == 2 && (!c0 || dim(*c0, 0) != D || dim(*c0, 1) != N || dim(*c0, 2) != H))
+        throw std::invalid_argument("recurrent: LSTM needs initial_c [D, N, H]");
+    if (p && (op != 2 || dim(*p, 0) != D || dim(*p, 1) != 3 * H))
+        throw std::invalid_argument("recurrent: peepholes must be [D, 3H] (LSTM only)");
+    if (rbh && (op != 1 || dim(*rbh, 0) != D || dim(*rbh, 1) != H))
+        throw std::invalid_argument("recurrent: Rbh must be [D, H] (GRU only)");
+    if (bias && (dim(*bias, 0) != D || dim(*bias, 1) != G * H))
+        throw std::invalid_argument("recurrent: bias must be [D, G*H]");
+    for (int64_t n = 0; n < N; ++n)
+        if (lens.data()[n] < 0 || lens.data()[n] > T) throw std::invalid_argument("recurrent: lens out of [0, T]");
+    std::vector<Act> acts;
+    for (size_t k = 0; k < na; ++k) acts.push_back(act_of(kinds[k], alphas[k], betas[k], clip));
+    std::unique_ptr<bool[]> rev(new bool[D]);
+    for (int64_t d = 0; d < D; ++d) rev[d] = reverse[d];
+    const size_t state = static_cast<size_t>(D * N * H);
+    float *y = new float[std::max<size_t>(1, static_cast<size_t>(T) * state)];
+    float *h = new float[std::max<size_t>(1, state)], *c = op == 2 ? new float[std::max<size_t>(1, state)] : nullptr;
+    std::memcpy(h, h0.data(), sizeof(float) * state);
+    if (c) std::memcpy(c, c0->data(), sizeof(float) * state);
+    Problem pb{op,        T,    N,    D,        H,     G,         xs.data(),    r.data(),
+               p ? p->data() : nullptr, rbh ? rbh->data() : nullptr, bias ? bias->data() : nullptr, lens.data(), rev.get(),  acts.data(),
+               nacts[op], input_forget, linear_before_reset, y, h, c};
+    {
+        nb::gil_scoped_release release;
+        const Kernels kern{has_avx2_fma()};
+        std::vector<std::vector<Packed>> packs(D);
+        for (int64_t d = 0; d < D; ++d) {
+            const float *rd = pb.r + d * G * H * H;
+            if (op == 1) {
+                packs[d].emplace_back(rd, 0, 2 * H, H);
+                packs[d].emplace_back(rd, 2 * H, H, H);
+            } else {
+                packs[d].emplace_back(rd, 0, G * H, H);
+            }
+        }
+        const int64_t ld = packs[0][0].width, ld2 = op == 1 ? packs[0][1].width : 0;
+        std::unique_ptr<float[]> g(new float[N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
+        int64_t steps = 0;
+        for (int64_t n = 0; n < N; ++n) {
+            steps = std::max(steps, lens.data()[n]);
+            for (int64_t t = lens.data()[n]; t < T; ++t)
+                for (int64_t d = 0; d < D; ++d) std::memset(y + ((t * D + d) * N + n) * H, 0, sizeof(float) * H);
+        }
+        // one direction after the other: only its packed R^T needs to stay in L2
+        for (int64_t d = 0; d < D; ++d)
+            for (int64_t s = 0; s < steps; ++s) step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
+    }
+    auto owner = [](float *ptr) { return nb::capsule(ptr, [](void *q) noexcept { delete[] static_cast<float *>(q); }); };
+    const size_t t_ = static_cast<size_t>(T), d_ = static_cast<size_t>(D), n_ = static_cast<size_t>(N),
+                 h_ = static_cast<size_t>(H);
+    Out4 y_arr(y, {t_, d_, n_, h_}, owner(y));
+    Out3 h_arr(h, {d_, n_, h_}, owner(h));
+    if (!c) return nb::make_tuple(y_arr, h_arr, nb::none());
+    return nb::make_tuple(y_arr, h_arr, Out3(c, {d_, n_, h_}, owner(c)));
+}
+
+}  // namespace
+}  // namespace onnx_light_recurrent
+
+void bind_recurrent(nb::module_ &m) {
+    using namespace onnx_light_recurrent;
+    m.def("recurrent", &recurrent, nb::arg("op"), nb::arg("xs"), nb::arg("r"), nb::arg("h0"), nb::arg("c0").none(),
+          nb::arg("p").none(), nb::arg("rbh").none(), nb::arg("bias").none(), nb::arg("lens"), nb::arg("reverse"), nb::arg("kinds"),
+          nb::arg("alphas"), nb::arg("betas"), nb::arg("clip"), nb::arg("input_forget"),
+          nb::arg("linear_before_reset"),
+          "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
+          "(Y [T, D, N, H], last H [D, N, H], last C or None)");
+}
