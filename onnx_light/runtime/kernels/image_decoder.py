@@ -20,7 +20,7 @@ from onnx_light.runtime._registry import kernel
 #: pixel_format -> (Pillow mode, channels)
 _FORMATS = {"RGB": ("RGB", 3), "BGR": ("RGB", 3), "Grayscale": ("L", 1)}
 
-MISSING_PILLOW = (
+_MISSING_PILLOW = (
     "ImageDecoder decodes images with Pillow, which is not installed; "
     "install it with `pip install 'onnx-light[image]'` (or `pip install pillow`)"
 )
@@ -31,7 +31,7 @@ def _pillow() -> Any:
     try:
         from PIL import Image
     except ImportError:
-        raise ImportError(MISSING_PILLOW) from None
+        raise ImportError(_MISSING_PILLOW) from None
     return Image
 
 

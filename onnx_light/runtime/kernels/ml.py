@@ -12,7 +12,7 @@ import numpy as np
 
 from onnx_light.runtime._registry import kernel
 
-DOMAIN = "ai.onnx.ml"
+_DOMAIN = "ai.onnx.ml"
 
 #: LabelEncoder's defaults when no ``default_*`` is given, by the kind of the values
 _DEFAULTS = {"U": "_Unused", "O": "_Unused", "i": -1, "u": -1, "f": -0.0}
@@ -58,14 +58,14 @@ def _chosen(kind: str, given: dict[str, Any]) -> tuple[str, Any]:
     chosen = [(suffix, v) for suffix, v in given.items() if v is not None]
     if len(chosen) != 1:
         names = [f"{kind}_{s}" for s, _ in chosen] or "none"
-        raise ValueError(f"{DOMAIN}::LabelEncoder: exactly one {kind}_* attribute must be set, got {names}")
+        raise ValueError(f"{_DOMAIN}::LabelEncoder: exactly one {kind}_* attribute must be set, got {names}")
     return chosen[0]
 
 
 _LIST_DTYPES = {"floats": np.float32, "int64s": np.int64, "strings": object}
 
 
-@kernel(DOMAIN, "LabelEncoder", since=(2, 4), fresh_output=True)
+@kernel(_DOMAIN, "LabelEncoder", since=(2, 4), fresh_output=True)
 def label_encoder(
     x: np.ndarray,
     *,
@@ -92,7 +92,7 @@ def label_encoder(
     keys = _as_array(k_val, _LIST_DTYPES.get(k_suffix) or (object if k_val.dtype.kind in "OUS" else k_val.dtype))
     values = _as_array(v_val, _LIST_DTYPES.get(v_suffix) or (object if v_val.dtype.kind in "OUS" else v_val.dtype))
     if len(keys) != len(values):
-        raise ValueError(f"{DOMAIN}::LabelEncoder: {len(keys)} keys but {len(values)} values")
+        raise ValueError(f"{_DOMAIN}::LabelEncoder: {len(keys)} keys but {len(values)} values")
     if v_suffix == "tensor":
         default: Any = None if default_tensor is None else _as_array(default_tensor, values.dtype)[0]
     else:
@@ -102,7 +102,7 @@ def label_encoder(
     return _map(x, keys, values, default)
 
 
-@kernel(DOMAIN, "LabelEncoder", since=1, fresh_output=True)
+@kernel(_DOMAIN, "LabelEncoder", since=1, fresh_output=True)
 def label_encoder_1(
     x: np.ndarray,
     *,
@@ -117,7 +117,7 @@ def label_encoder_1(
     return _map(x.astype(np.int64), np.arange(len(classes), dtype=np.int64), classes, default_string)
 
 
-@kernel(DOMAIN, "ArrayFeatureExtractor", since=1, fresh_output=True)
+@kernel(_DOMAIN, "ArrayFeatureExtractor", since=1, fresh_output=True)
 def array_feature_extractor(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``X[..., indices]`` over the flattened indices; a 1-D ``X`` gives one row ``[1, k]``."""
     index = np.asarray(y, dtype=np.int64).ravel()
@@ -125,13 +125,13 @@ def array_feature_extractor(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     bad = index[(index < 0) | (index >= last)]
     if bad.size:
         raise ValueError(
-            f"{DOMAIN}::ArrayFeatureExtractor: index {int(bad[0])} is out of range for a last axis of {last}"
+            f"{_DOMAIN}::ArrayFeatureExtractor: index {int(bad[0])} is out of range for a last axis of {last}"
         )
     picked = x[..., index]
     return picked.reshape(1, index.size) if x.ndim == 1 else picked
 
 
-@kernel(DOMAIN, "Binarizer", since=1, fresh_output=True)
+@kernel(_DOMAIN, "Binarizer", since=1, fresh_output=True)
 def binarizer(x: np.ndarray, *, threshold: float = 0.0) -> np.ndarray:
     """1 where ``x > threshold``, else 0, in ``x``'s dtype."""
     return (x > threshold).astype(x.dtype)

@@ -15,14 +15,14 @@ import numpy as np
 
 from onnx_light.runtime._registry import kernel
 
-DOMAIN = "ai.onnx.preview.training"
+_DOMAIN = "ai.onnx.preview.training"
 
 
 def _groups(op: str, args: tuple[np.ndarray, ...], per_tensor: int) -> list[tuple[np.ndarray, ...]]:
     """Splits ``X..., G..., S1..., S2...`` into one tuple ``(X, G, S1, ...)`` per optimized tensor."""
     if len(args) % per_tensor or not args:
         raise ValueError(
-            f"{DOMAIN}::{op} takes R, T and then {per_tensor} inputs per optimized tensor, got {len(args) + 2} inputs"
+            f"{_DOMAIN}::{op} takes R, T and then {per_tensor} inputs per optimized tensor, got {len(args) + 2} inputs"
         )
     n = len(args) // per_tensor
     return [tuple(args[k * n + i] for k in range(per_tensor)) for i in range(n)]
@@ -37,7 +37,7 @@ def _item(x: np.ndarray) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
-@kernel(DOMAIN, "Adagrad", since=1)
+@kernel(_DOMAIN, "Adagrad", since=1)
 def adagrad(
     r: np.ndarray,
     t: np.ndarray,
@@ -57,7 +57,7 @@ def adagrad(
     return _unpack(outs)
 
 
-@kernel(DOMAIN, "Adam", since=1)
+@kernel(_DOMAIN, "Adam", since=1)
 def adam(
     r: np.ndarray,
     t: np.ndarray,
@@ -84,7 +84,7 @@ def adam(
     return _unpack(outs)
 
 
-@kernel(DOMAIN, "Momentum", since=1)
+@kernel(_DOMAIN, "Momentum", since=1)
 def momentum(
     r: np.ndarray,
     t: np.ndarray,
@@ -99,9 +99,9 @@ def momentum(
     given = {"alpha": alpha, "beta": beta, "mode": mode, "norm_coefficient": norm_coefficient}
     missing = sorted(k for k, v in given.items() if v is None)
     if missing:
-        raise ValueError(f"{DOMAIN}::Momentum: required attribute(s) {missing} missing")
+        raise ValueError(f"{_DOMAIN}::Momentum: required attribute(s) {missing} missing")
     if mode not in ("standard", "nesterov"):
-        raise ValueError(f"{DOMAIN}::Momentum: mode must be 'standard' or 'nesterov', got {mode!r}")
+        raise ValueError(f"{_DOMAIN}::Momentum: mode must be 'standard' or 'nesterov', got {mode!r}")
     assert alpha is not None and beta is not None and norm_coefficient is not None
     rate = _item(r)
     beta_adj = beta if _item(t) > 0 else 1.0

@@ -6,9 +6,9 @@ with ``d = s + 1``; every ``s`` in ``0..max_skip_count`` and every ``n`` in
 them). The pool holds the n-grams of each length in turn: ``ngram_counts[k]`` is where the
 (k+1)-grams start in ``pool_int64s`` / ``pool_strings``, and the j-th pooled n-gram (over
 all lengths) is counted into output column ``ngram_indexes[j]``. Modes: ``TF`` the counts,
-``IDF`` ``weights[col]`` where the count is positive (1 without weights), ``TFIDF``
-``weights[col] * count`` (the count without weights). Weights are indexed by output
-column, as onnxruntime does.
+``IDF`` the weight where the count is positive (1 without weights), ``TFIDF`` the weight
+times the count (the count without weights). ``weights[j]`` belongs to the j-th pooled
+n-gram (so to column ``ngram_indexes[j]``), as the spec and onnxruntime have it.
 """
 
 from __future__ import annotations
@@ -99,9 +99,11 @@ def tf_idf_vectorizer(
     for r in range(rows.shape[0]):
         tokens = rows[r].tolist() if pool_int64s is not None else [_text(t) for t in rows[r]]
         _count_row(tokens, table, counts[r], lengths, max(max_skip_count, 0))
-    if weights and len(weights) < width:
-        raise ValueError(f"TfIdfVectorizer: {len(weights)} weights for {width} output columns")
-    w = np.ones(width) if not weights else np.asarray(weights, dtype=np.float64)[:width]
+    w = np.ones(width)
+    if weights:
+        if len(weights) != len(ngram_indexes):
+            raise ValueError(f"TfIdfVectorizer: {len(weights)} weights for {len(ngram_indexes)} pooled n-grams")
+        w[np.asarray(ngram_indexes, np.int64)] = weights  # the j-th pooled n-gram's weight, at its column
     if mode == "TF":
         y = counts.astype(np.float64)
     elif mode == "IDF":

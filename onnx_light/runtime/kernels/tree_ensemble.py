@@ -6,8 +6,9 @@ membership in the NaN-delimited ``membership_values``); a NaN feature goes the t
 where ``nodes_missing_value_tracks_true[j]``. The true / false branch is an interior node
 or, where ``nodes_trueleafs`` / ``nodes_falseleafs``, a leaf with ``leaf_weights`` and
 ``leaf_targetids``. A root whose branches are the same leaf is that leaf. The leaves
-reached are aggregated per target (0 AVERAGE, 1 SUM, 2 MIN, 3 MAX) and the scores
-post-transformed (0 NONE, 1 SOFTMAX, 2 LOGISTIC, 3 SOFTMAX_ZERO, 4 PROBIT).
+reached are aggregated per target (0 AVERAGE, 1 SUM, 2 MIN, 3 MAX; a target no leaf
+reached scores 0, as in onnxruntime) and the scores post-transformed (0 NONE, 1 SOFTMAX,
+2 LOGISTIC, 3 SOFTMAX_ZERO, 4 PROBIT: the spec's numbers; onnxruntime 1.32 swaps 1 and 2).
 
 The walk keeps, for every (sample, tree), the node it is at; each step moves all of
 them one level down, so there are as many numpy steps as the deepest tree is deep.
@@ -22,7 +23,7 @@ import numpy as np
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._erf import erf_float64 as erf
 
-DOMAIN = "ai.onnx.ml"
+_DOMAIN = "ai.onnx.ml"
 _MEMBER = 6
 
 
@@ -47,12 +48,12 @@ def _member_sets(modes: np.ndarray, membership_values: np.ndarray | None) -> np.
     if member_nodes.size == 0:
         return np.full((len(modes), 1), np.nan)
     if membership_values is None:
-        raise ValueError(f"{DOMAIN}::TreeEnsemble: BRANCH_MEMBER nodes need membership_values")
+        raise ValueError(f"{_DOMAIN}::TreeEnsemble: BRANCH_MEMBER nodes need membership_values")
     vals = np.asarray(membership_values, dtype=np.float64).ravel()
     cuts = np.flatnonzero(np.isnan(vals))
     if len(cuts) != member_nodes.size:
         raise ValueError(
-            f"{DOMAIN}::TreeEnsemble: membership_values holds {len(cuts)} NaN-delimited sets "
+            f"{_DOMAIN}::TreeEnsemble: membership_values holds {len(cuts)} NaN-delimited sets "
             f"for {member_nodes.size} BRANCH_MEMBER nodes"
         )
     sets = np.split(vals, cuts + 1)[: member_nodes.size]
@@ -63,9 +64,7 @@ def _member_sets(modes: np.ndarray, membership_values: np.ndarray | None) -> np.
     return out
 
 
-def _aggregate(
-    leaves: np.ndarray, weights: np.ndarray, targets: np.ndarray, n_targets: int, how: int, dtype: np.dtype
-) -> np.ndarray:
+def _aggregate(leaves: np.ndarray, weights: np.ndarray, targets: np.ndarray, n_targets: int, how: int) -> np.ndarray:
     """(N, n_targets) scores from the leaf each (sample, tree) reached."""
     n = leaves.shape[0]
     w, t = weights[leaves], targets[leaves]
@@ -76,12 +75,19 @@ def _aggregate(
         if how == 0:
             out /= max(leaves.shape[1], 1)
     elif how in (2, 3):
-        fill = np.finfo(dtype).max if how == 2 else np.finfo(dtype).min
-        out = np.full((n, n_targets), fill, dtype=np.float64)
+        out = np.full((n, n_targets), np.inf if how == 2 else -np.inf)
         (np.minimum if how == 2 else np.maximum).at(out, (rows, t.ravel()), w.ravel())
+        out[np.isinf(out) & ~_reached(rows, t, n, n_targets)] = 0.0
     else:
-        raise ValueError(f"{DOMAIN}::TreeEnsemble: aggregate_function must be 0..3, got {how}")
+        raise ValueError(f"{_DOMAIN}::TreeEnsemble: aggregate_function must be 0..3, got {how}")
     return out
+
+
+def _reached(rows: np.ndarray, targets: np.ndarray, n: int, n_targets: int) -> np.ndarray:
+    """(N, n_targets): whether some leaf reached by the sample feeds the target."""
+    hit = np.zeros((n, n_targets), dtype=bool)
+    hit[rows, targets.ravel()] = True
+    return hit
 
 
 def _probit(p: np.ndarray) -> np.ndarray:
@@ -92,7 +98,7 @@ def _probit(p: np.ndarray) -> np.ndarray:
     x *= 0.8
     for _ in range(60):
         x = x - (erf(x) - z) / (2 / math.sqrt(math.pi) * np.exp(-x * x))
-    return np.where(np.abs(y) >= 1, np.sign(y) * np.inf, math.sqrt(2) * x)
+    return np.where(np.abs(y) >= 1, np.copysign(np.inf, y), math.sqrt(2) * x)
 
 
 def _post_transform(scores: np.ndarray, how: int) -> np.ndarray:
@@ -110,10 +116,10 @@ def _post_transform(scores: np.ndarray, how: int) -> np.ndarray:
         return np.where(total > 0, e / np.where(total > 0, total, 1), 0.0)
     if how == 4:
         return _probit(scores)
-    raise ValueError(f"{DOMAIN}::TreeEnsemble: post_transform must be 0..4, got {how}")
+    raise ValueError(f"{_DOMAIN}::TreeEnsemble: post_transform must be 0..4, got {how}")
 
 
-@kernel(DOMAIN, "TreeEnsemble", since=5, fresh_output=True)
+@kernel(_DOMAIN, "TreeEnsemble", since=5, fresh_output=True)
 def tree_ensemble(
     x: np.ndarray,
     *,
@@ -144,9 +150,9 @@ def tree_ensemble(
     )  # fmt: skip
     missing = sorted(k for k, v in required.items() if v is None)
     if missing:
-        raise ValueError(f"{DOMAIN}::TreeEnsemble: required attribute(s) {missing} missing")
+        raise ValueError(f"{_DOMAIN}::TreeEnsemble: required attribute(s) {missing} missing")
     if x.ndim != 2:
-        raise ValueError(f"{DOMAIN}::TreeEnsemble: X must be [N, F], got shape {x.shape}")
+        raise ValueError(f"{_DOMAIN}::TreeEnsemble: X must be [N, F], got shape {x.shape}")
     modes = np.asarray(nodes_modes).astype(np.int64).ravel()
     feature = np.asarray(nodes_featureids, np.int64)
     split = np.asarray(nodes_splits, np.float64).ravel()
@@ -157,7 +163,7 @@ def tree_ensemble(
         tracks = np.asarray(nodes_missing_value_tracks_true, bool)
     members = _member_sets(modes, membership_values)
     if feature.size and (feature.min() < 0 or feature.max() >= x.shape[1]):
-        raise ValueError(f"{DOMAIN}::TreeEnsemble: a feature id is outside X's {x.shape[1]} features")
+        raise ValueError(f"{_DOMAIN}::TreeEnsemble: a feature id is outside X's {x.shape[1]} features")
     roots = np.asarray(tree_roots, np.int64)
     # state per (sample, tree): the node index, or the leaf index once is_leaf
     node = np.broadcast_to(roots, (x.shape[0], len(roots))).copy()
@@ -178,9 +184,9 @@ def tree_ensemble(
         node = np.where(is_leaf, node, nxt)
         is_leaf = is_leaf | nxt_leaf
     else:
-        raise ValueError(f"{DOMAIN}::TreeEnsemble: the nodes form a cycle")
+        raise ValueError(f"{_DOMAIN}::TreeEnsemble: the nodes form a cycle")
     weights = np.asarray(leaf_weights, np.float64).ravel()
     targets = np.asarray(leaf_targetids, np.int64)
     assert n_targets is not None
-    scores = _aggregate(node, weights, targets, int(n_targets), aggregate_function, x.dtype)
+    scores = _aggregate(node, weights, targets, int(n_targets), aggregate_function)
     return _post_transform(scores, post_transform).astype(x.dtype)
