@@ -17,6 +17,7 @@ namespace nb = nanobind;
 
 void bind_codec(nb::module_ &m);  // src/codec.cpp: the wire codec's byte loops
 void bind_conv(nb::module_ &m);   // src/conv.cpp: 2-D float32 convolution
+void bind_resample(nb::module_ &m);  // src/resample.cpp: Resize / GridSample weighted gathers
 
 namespace {
 
@@ -165,4 +166,5 @@ NB_MODULE(_native, m) {
           nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
     bind_codec(m);
     bind_conv(m);
+    bind_resample(m);
 }

@@ -3,8 +3,10 @@
 ``grid[n, *out, :]`` holds normalised coordinates in ``[-1, 1]``, innermost spatial axis first
 (x = W, y = H, z = D). Per spatial axis the kernel computes, for every output point at once,
 the filter taps' input indices, weights and validity; the result is the sum over the tap
-combinations (1, 2**d or 4**d of them) of the weight product times one whole-array gather
-per batch item. No loop runs over pixels.
+combinations (1, 2**d or 4**d of them) of the weight product times a gather of every
+channel at the combination's flat indices, channels first as X is (no transposes): one native
+loop over all combinations, or its numpy twin (one whole-image gather per combination and
+batch item). No Python loop runs over pixels.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from onnx_light.runtime._native import gather_points
 from onnx_light.runtime._registry import kernel
 
 _CUBIC_A = -0.75
@@ -114,22 +117,23 @@ def grid_sample(
         for i, size in enumerate(spatial)
     ]
     work = np.float64 if x.dtype == np.float64 else np.float32
-    # channels last, so that each gathered point is one contiguous run of C values
-    rows = np.ascontiguousarray(x.reshape(n, c, -1).transpose(0, 2, 1), dtype=work)
+    # channels first, as X is: per tap combination the points' flat indices and weights,
+    # then one weighted gather of every channel (native loop or numpy twin, runtime/_native.py)
     strides = np.cumprod((1, *spatial[::-1]))[:-1][::-1]
-    out = np.zeros((n, points.shape[1], c), dtype=work)
-    scratch = np.empty((points.shape[1], c), dtype=work)
+    index, weight = [], []
     for combo in itertools.product(*(range(t.indices.shape[1]) for t in taps)):
-        weight = np.prod([t.weight[:, j] for t, j in zip(taps, combo)], axis=0)
-        if not weight.any():
-            continue
-        flat = np.asarray(sum(t.indices[:, j] * int(s) for t, j, s in zip(taps, combo, strides))).reshape(n, -1)
-        weight = weight.reshape(n, -1, 1).astype(work)
-        for b in range(n):  # one whole-image gather per batch item
-            np.take(rows[b], flat[b], axis=0, out=scratch, mode="clip")
-            scratch *= weight[b]
-            out[b] += scratch
-    out = out.transpose(0, 2, 1)
+        w = taps[0].weight[:, combo[0]]
+        flat = taps[0].indices[:, combo[0]] * int(strides[0])
+        for t, j, stride in zip(taps[1:], combo[1:], strides[1:]):
+            w = w * t.weight[:, j]
+            flat = flat + t.indices[:, j] * int(stride)
+        if w.any():
+            index.append(flat.reshape(n, -1))
+            weight.append(w.reshape(n, -1).astype(work))
+    if not index:  # every tap outside with zero padding
+        return np.zeros((n, c, *out_spatial), dtype=x.dtype)
+    planes = x.reshape(n, c, -1).astype(work, copy=False)
+    out = gather_points(planes, np.stack(index, axis=-1), np.stack(weight, axis=-1))
     return out.reshape(n, c, *out_spatial).astype(x.dtype, copy=False)
 
 
