@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <vector>
 
 namespace nb = nanobind;
 
@@ -68,39 +69,54 @@ Out3<T> resample_axis(In3<T> x, In2<int64_t> index, In2<T> weight) {
     return owned(y, outer, n_out, inner);
 }
 
-// y[b, c, p] = sum_k weight[b, p, k] * x[b, c, index[b, p, k]]  (x: batch, channels, size)
+// y[b, c, p] = sum_k weight[k, b, p] * x[b, c, index[k, b, p]]  (x: batch, channels, size)
+//
+// Per batch item the plane is first transposed to channels-last, so that each tap reads one
+// contiguous row of all channels and the weighted sum runs (vectorised) over channels; a
+// block of points is accumulated channels-last and transposed into the channels-first output.
 template <typename T>
 Out3<T> gather_points(In3<T> x, In3<int64_t> index, In3<T> weight) {
     const int64_t batch = x.shape(0), channels = x.shape(1), size = x.shape(2);
-    const int64_t points = index.shape(1), taps = index.shape(2);
+    const int64_t taps = index.shape(0), points = index.shape(2);
     const auto dim = [](size_t d) { return static_cast<int64_t>(d); };
-    if (dim(index.shape(0)) != batch || dim(weight.shape(0)) != batch || dim(weight.shape(1)) != points ||
-        dim(weight.shape(2)) != taps)
-        throw std::invalid_argument("gather_points: index and weight must both be (batch, points, taps)");
+    if (dim(index.shape(1)) != batch || dim(weight.shape(0)) != taps || dim(weight.shape(1)) != batch ||
+        dim(weight.shape(2)) != points)
+        throw std::invalid_argument("gather_points: index and weight must both be (taps, batch, points)");
     const int64_t *idx = index.data();
-    for (int64_t q = 0; q < batch * points * taps; ++q)
+    for (int64_t q = 0; q < taps * batch * points; ++q)
         if (idx[q] < 0 || idx[q] >= size) throw std::invalid_argument("gather_points: index out of range");
     T *y = new T[std::max<int64_t>(batch * channels * points, 1)];
     {
         nb::gil_scoped_release release;
         const T *xs = x.data(), *w = weight.data();
-        constexpr int64_t block = 128;  // points whose taps stay in L1 while every channel reads them
+        const int64_t tap_stride = batch * points;
+        constexpr int64_t block = 64;  // points accumulated channels-last before the transpose
+        std::vector<T> rows(static_cast<size_t>(std::max<int64_t>(size * channels, 1)));
+        std::vector<T> acc(static_cast<size_t>(std::max<int64_t>(block * channels, 1)));
         for (int64_t b = 0; b < batch; ++b) {
-            const int64_t *ib = idx + b * points * taps;
-            const T *wb = w + b * points * taps;
+            const T *plane = xs + b * channels * size;
+            for (int64_t s0 = 0; s0 < size; s0 += block) {  // (C, S) -> (S, C), in tiles
+                const int64_t s1 = std::min(size, s0 + block);
+                for (int64_t c = 0; c < channels; ++c)
+                    for (int64_t s = s0; s < s1; ++s) rows[s * channels + c] = plane[c * size + s];
+            }
+            const int64_t *ib = idx + b * points;
+            const T *wb = w + b * points;
             for (int64_t p0 = 0; p0 < points; p0 += block) {
                 const int64_t p1 = std::min(points, p0 + block);
-                for (int64_t c = 0; c < channels; ++c) {
-                    const T *plane = xs + (b * channels + c) * size;
-                    T *dst = y + (b * channels + c) * points;
-                    for (int64_t p = p0; p < p1; ++p) {
-                        const int64_t *ip = ib + p * taps;
-                        const T *wp = wb + p * taps;
-                        T acc = 0;
-                        for (int64_t k = 0; k < taps; ++k) acc += wp[k] * plane[ip[k]];
-                        dst[p] = acc;
+                std::fill(acc.begin(), acc.end(), T(0));
+                for (int64_t p = p0; p < p1; ++p) {
+                    T *a = acc.data() + (p - p0) * channels;
+                    for (int64_t k = 0; k < taps; ++k) {
+                        const T wk = wb[k * tap_stride + p];
+                        if (wk == T(0)) continue;
+                        const T *row = rows.data() + ib[k * tap_stride + p] * channels;
+                        for (int64_t c = 0; c < channels; ++c) a[c] += wk * row[c];
                     }
                 }
+                T *dst = y + b * channels * points;
+                for (int64_t c = 0; c < channels; ++c)
+                    for (int64_t p = p0; p < p1; ++p) dst[c * points + p] = acc[(p - p0) * channels + c];
             }
         }
     }

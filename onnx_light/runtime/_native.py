@@ -251,20 +251,21 @@ def resample_axis(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.nd
 
 
 def gather_points_twin(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """``y[b, c, p] = sum_k weight[b, p, k] * x[b, c, index[b, p, k]]`` for ``x`` (batch, channels, size).
+    """``y[b, c, p] = sum_k weight[k, b, p] * x[b, c, index[k, b, p]]`` for ``x`` (batch, channels, size).
 
-    ``index`` (batch, points, taps) holds flat positions inside axis 2; ``weight`` has its
-    shape and ``x``'s dtype. One gather of every channel per tap and batch item.
+    ``index`` (taps, batch, points) holds flat positions inside axis 2; ``weight`` has its
+    shape and ``x``'s dtype. One gather of every channel per tap and batch item (taps whose
+    weights are all zero are skipped).
     """
-    batch, points, taps = index.shape
+    taps, batch, points = index.shape
     out = np.zeros((batch, x.shape[1], points), dtype=x.dtype)
     scratch = np.empty((x.shape[1], points), dtype=x.dtype)
     for k in range(taps):
-        if not weight[:, :, k].any():
+        if not weight[k].any():
             continue
         for b in range(batch):
-            np.take(x[b], index[b, :, k], axis=1, out=scratch, mode="clip")
-            scratch *= weight[b, :, k]
+            np.take(x[b], index[k, b], axis=1, out=scratch, mode="clip")
+            scratch *= weight[k, b]
             out[b] += scratch
     return out
 

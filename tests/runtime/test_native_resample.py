@@ -40,8 +40,8 @@ def test_gather_points_matches_twin(dtype: type, batch: int, channels: int, size
     _require_resample()
     r = np.random.default_rng(8)
     x = r.standard_normal((batch, channels, size)).astype(dtype)
-    index = r.integers(0, size, (batch, points, taps))
-    weight = r.standard_normal((batch, points, taps)).astype(dtype)
+    index = r.integers(0, size, (taps, batch, points))
+    weight = r.standard_normal((taps, batch, points)).astype(dtype)
     got = _native.EXTENSION.gather_points(x, index, weight)  # type: ignore[union-attr]
     want = _native.gather_points_twin(x, index, weight)
     assert got.dtype == want.dtype and got.shape == want.shape == (batch, channels, points)
@@ -52,7 +52,7 @@ def test_gather_points_matches_twin(dtype: type, batch: int, channels: int, size
 def test_out_of_range_index_is_refused(fn: str) -> None:
     _require_resample()
     x = np.zeros((1, 4, 4), np.float32)
-    shape = (2, 2) if fn == "resample_axis" else (1, 2, 2)
+    shape = (2, 2) if fn == "resample_axis" else (2, 1, 2)
     index = np.full(shape, 4, np.int64)
     with pytest.raises(ValueError, match="index out of range"):
         getattr(_native.EXTENSION, fn)(x, index, np.ones(shape, np.float32))

@@ -3,15 +3,14 @@
 ``grid[n, *out, :]`` holds normalised coordinates in ``[-1, 1]``, innermost spatial axis first
 (x = W, y = H, z = D). Per spatial axis the kernel computes, for every output point at once,
 the filter taps' input indices, weights and validity; the result is the sum over the tap
-combinations (1, 2**d or 4**d of them) of the weight product times a gather of every
-channel at the combination's flat indices, channels first as X is (no transposes): one native
-loop over all combinations, or its numpy twin (one whole-image gather per combination and
-batch item). No Python loop runs over pixels.
+combinations (1, 2**d or 4**d of them) of the weight product times X at the combination's
+flat index, channels first as X is (no transposes): one native loop over points, taps and
+channels, or its numpy twin (one whole-image gather per tap and batch item). No Python loop
+runs over pixels.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -28,8 +27,8 @@ _PADDING = ("zeros", "border", "reflection")
 class Taps(NamedTuple):
     """One spatial axis: per output point and tap, the (clamped) index, weight and validity."""
 
-    indices: np.ndarray  # (points, taps) intp
-    weight: np.ndarray  # (points, taps) float64, zero where the tap reads zero padding
+    indices: np.ndarray  # (taps, points) intp: taps first, so numpy's loops run over points
+    weight: np.ndarray  # (taps, points) float64, zero where the tap reads zero padding
 
 
 def _fail(message: str) -> ValueError:
@@ -78,14 +77,14 @@ def axis_taps(g: np.ndarray, size: int, mode: str, padding_mode: str, align_corn
     elif padding_mode == "reflection":
         x = reflect(x, lo, hi)
     if mode == "nearest":
-        idx = np.trunc(x).astype(np.int64)[:, None]
+        idx = np.trunc(x).astype(np.int64)[None, :]
         w = np.ones(idx.shape)
     else:
         i0 = np.floor(x)
         t = x - i0
         offsets = np.arange(2) if mode == "linear" else np.arange(-1, 3)
-        idx = i0.astype(np.int64)[:, None] + offsets[None, :]
-        d = offsets[None, :] - t[:, None]
+        idx = i0.astype(np.int64)[None, :] + offsets[:, None]
+        d = offsets[:, None] - t[None, :]
         w = 1 - np.abs(d) if mode == "linear" else _cubic(d)
         if padding_mode == "border":
             idx = np.clip(idx, 0, size - 1)
@@ -117,23 +116,18 @@ def grid_sample(
         for i, size in enumerate(spatial)
     ]
     work = np.float64 if x.dtype == np.float64 else np.float32
-    # channels first, as X is: per tap combination the points' flat indices and weights,
-    # then one weighted gather of every channel (native loop or numpy twin, runtime/_native.py)
+    # channels first, as X is: every point's taps (the product of the axes' taps) as flat
+    # indices and weights, then one weighted gather of every channel (native loop or numpy
+    # twin, runtime/_native.py)
     strides = np.cumprod((1, *spatial[::-1]))[:-1][::-1]
-    index, weight = [], []
-    for combo in itertools.product(*(range(t.indices.shape[1]) for t in taps)):
-        w = taps[0].weight[:, combo[0]]
-        flat = taps[0].indices[:, combo[0]] * int(strides[0])
-        for t, j, stride in zip(taps[1:], combo[1:], strides[1:]):
-            w = w * t.weight[:, j]
-            flat = flat + t.indices[:, j] * int(stride)
-        if w.any():
-            index.append(flat.reshape(n, -1))
-            weight.append(w.reshape(n, -1).astype(work))
-    if not index:  # every tap outside with zero padding
-        return np.zeros((n, c, *out_spatial), dtype=x.dtype)
+    index = taps[0].indices * int(strides[0])
+    weight = taps[0].weight
+    for t, stride in zip(taps[1:], strides[1:]):
+        index = (index[:, None, :] + t.indices[None, :, :] * int(stride)).reshape(-1, index.shape[1])
+        weight = (weight[:, None, :] * t.weight[None, :, :]).reshape(-1, weight.shape[1])
     planes = x.reshape(n, c, -1).astype(work, copy=False)
-    out = gather_points(planes, np.stack(index, axis=-1), np.stack(weight, axis=-1))
+    k = index.shape[0]
+    out = gather_points(planes, index.reshape(k, n, -1), weight.reshape(k, n, -1).astype(work))
     return out.reshape(n, c, *out_spatial).astype(x.dtype, copy=False)
 
 
