@@ -18,6 +18,7 @@ namespace nb = nanobind;
 void bind_codec(nb::module_ &m);  // src/codec.cpp: the wire codec's byte loops
 void bind_conv(nb::module_ &m);   // src/conv.cpp: 2-D float32 convolution
 void bind_recurrent(nb::module_ &m);  // src/recurrent.cpp: the RNN/GRU/LSTM step loop
+void bind_resample(nb::module_ &m);  // src/resample.cpp: Resize / GridSample weighted gathers
 
 namespace {
 
@@ -167,4 +168,5 @@ NB_MODULE(_native, m) {
     bind_codec(m);
     bind_conv(m);
     bind_recurrent(m);
+    bind_resample(m);
 }

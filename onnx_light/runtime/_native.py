@@ -20,8 +20,12 @@ __all__ = [
     "EXTENSION",
     "RECURRENT",
     "conv2d_native",
+    "gather_points",
+    "gather_points_twin",
     "max_pool2d",
     "max_pool2d_twin",
+    "resample_axis",
+    "resample_axis_twin",
     "using_native",
 ]
 
@@ -211,3 +215,74 @@ def conv2d_native(
         CONV_ISA,
     )
     return y[:, :, 0, :] if nd == 1 else y
+
+
+#: the extension has the resampling loops (an extension built before them lacks them)
+RESAMPLE = NATIVE is not None and hasattr(NATIVE, "resample_axis")
+_RESAMPLE_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def resample_axis_twin(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``y[o, i, :] = sum_k weight[i, k] * x[o, index[i, k], :]`` for ``x`` (outer, n_in, inner).
+
+    ``index`` (n_out, taps) holds indices into axis 1, already inside it; ``weight`` has its
+    shape and ``x``'s dtype. One whole-array gather per tap into a reused scratch buffer
+    (taps whose weights are all zero are skipped).
+    """
+    out = np.empty((x.shape[0], index.shape[0], x.shape[2]), dtype=x.dtype)
+    live = [k for k in range(index.shape[1]) if weight[:, k].any()]
+    if not live:  # every weight zero (exclude_outside with nothing inside)
+        out[...] = 0
+        return out
+    scratch = np.empty_like(out) if len(live) > 1 else out
+    for n, k in enumerate(live):
+        term = out if n == 0 else scratch
+        np.take(x, index[:, k], axis=1, out=term, mode="clip")
+        term *= weight[:, k].reshape(1, -1, 1)
+        if n:
+            out += term
+    return out
+
+
+def resample_axis(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """:func:`resample_axis_twin`, natively when the extension is selected (float32/float64)."""
+    if RESAMPLE and x.dtype in _RESAMPLE_TYPES:
+        assert NATIVE is not None
+        return NATIVE.resample_axis(
+            np.ascontiguousarray(x),
+            np.ascontiguousarray(index, dtype=np.int64),
+            np.ascontiguousarray(weight, dtype=x.dtype),
+        )
+    return resample_axis_twin(x, index, weight.astype(x.dtype, copy=False))
+
+
+def gather_points_twin(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``y[b, c, p] = sum_k weight[k, b, p] * x[b, c, index[k, b, p]]`` for ``x`` (batch, channels, size).
+
+    ``index`` (taps, batch, points) holds flat positions inside axis 2; ``weight`` has its
+    shape and ``x``'s dtype. One gather of every channel per tap and batch item (taps whose
+    weights are all zero are skipped).
+    """
+    taps, batch, points = index.shape
+    out = np.zeros((batch, x.shape[1], points), dtype=x.dtype)
+    scratch = np.empty((x.shape[1], points), dtype=x.dtype)
+    for k in range(taps):
+        if not weight[k].any():
+            continue
+        for b in range(batch):
+            np.take(x[b], index[k, b], axis=1, out=scratch, mode="clip")
+            scratch *= weight[k, b]
+            out[b] += scratch
+    return out
+
+
+def gather_points(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """:func:`gather_points_twin`, natively when the extension is selected (float32/float64)."""
+    if RESAMPLE and x.dtype in _RESAMPLE_TYPES:
+        assert NATIVE is not None
+        return NATIVE.gather_points(
+            np.ascontiguousarray(x),
+            np.ascontiguousarray(index, dtype=np.int64),
+            np.ascontiguousarray(weight, dtype=x.dtype),
+        )
+    return gather_points_twin(x, index, weight.astype(x.dtype, copy=False))

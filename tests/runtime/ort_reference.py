@@ -20,22 +20,26 @@ def rng() -> np.random.Generator:
 
 
 def make_node_model(
-    op_type: str, inputs: list[np.ndarray | None], attrs: dict[str, Any], n_out: int, opset: int
+    op_type: str, inputs: list[np.ndarray | None], attrs: dict[str, Any], n_out: int, opset: int, domain: str = ""
 ) -> tuple[Any, Any]:
-    """A one-node model of ``op_type`` over ``inputs`` (None: an omitted optional input)."""
+    """A one-node model of ``domain::op_type`` over ``inputs`` (None: an omitted optional input).
+
+    ``opset`` is the version of ``domain``; a model of another domain also imports ai.onnx 21.
+    """
     import onnx
     from onnx import helper
 
     names = ["" if a is None else f"in{i}" for i, a in enumerate(inputs)]
     outs = [f"out{i}" for i in range(n_out)]
-    node = helper.make_node(op_type, names, outs, **attrs)
+    node = helper.make_node(op_type, names, outs, domain=domain or None, **attrs)
     graph_inputs = [
         helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
         for n, a in zip(names, inputs)
         if a is not None
     ]
     graph = helper.make_graph([node], "g", graph_inputs, [helper.make_empty_tensor_value_info(o) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    imports = [helper.make_opsetid(domain, opset)] + ([helper.make_opsetid("", 21)] if domain else [])
+    model = helper.make_model(graph, opset_imports=imports)
     model.ir_version = 10
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     known = {v.name: v for v in inferred.graph.value_info}
@@ -50,11 +54,12 @@ def compare_with_ort(
     attrs: dict[str, Any] | None = None,
     n_out: int = 1,
     opset: int = 21,
+    domain: str = "",
 ) -> None:
     """Asserts our kernel matches onnxruntime on one node: same dtypes, shapes and values."""
     import onnxruntime
 
-    model, node = make_node_model(op_type, inputs, attrs or {}, n_out, opset)
+    model, node = make_node_model(op_type, inputs, attrs or {}, n_out, opset, domain)
     sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {f"in{i}": a for i, a in enumerate(inputs) if a is not None}
     expected = sess.run(None, feeds)
@@ -68,6 +73,8 @@ def compare_with_ort(
         if e.dtype.kind == "f":
             rtol = 1e-3 if e.dtype.itemsize <= 2 else 2e-5 if e.dtype.itemsize == 4 else 1e-9
             np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol, err_msg=what)
+        elif e.dtype.kind in "OU":  # strings: onnxruntime gives str objects, so do we
+            assert g.tolist() == e.tolist(), what
         else:
             np.testing.assert_array_equal(g, e, err_msg=what)
 

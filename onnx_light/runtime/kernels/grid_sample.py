@@ -3,18 +3,20 @@
 ``grid[n, *out, :]`` holds normalised coordinates in ``[-1, 1]``, innermost spatial axis first
 (x = W, y = H, z = D). Per spatial axis the kernel computes, for every output point at once,
 the filter taps' input indices, weights and validity; the result is the sum over the tap
-combinations (1, 2**d or 4**d of them) of the weight product times one whole-array gather
-per batch item. No loop runs over pixels.
+combinations (1, 2**d or 4**d of them) of the weight product times X at the combination's
+flat index, channels first as X is (no transposes): one native loop over points, taps and
+channels, or its numpy twin (one whole-image gather per tap and batch item). No Python loop
+runs over pixels.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from onnx_light.runtime._native import gather_points
 from onnx_light.runtime._registry import kernel
 
 _CUBIC_A = -0.75
@@ -25,8 +27,8 @@ _PADDING = ("zeros", "border", "reflection")
 class Taps(NamedTuple):
     """One spatial axis: per output point and tap, the (clamped) index, weight and validity."""
 
-    indices: np.ndarray  # (points, taps) intp
-    weight: np.ndarray  # (points, taps) float64, zero where the tap reads zero padding
+    indices: np.ndarray  # (taps, points) intp: taps first, so numpy's loops run over points
+    weight: np.ndarray  # (taps, points) float64, zero where the tap reads zero padding
 
 
 def _fail(message: str) -> ValueError:
@@ -75,14 +77,14 @@ def axis_taps(g: np.ndarray, size: int, mode: str, padding_mode: str, align_corn
     elif padding_mode == "reflection":
         x = reflect(x, lo, hi)
     if mode == "nearest":
-        idx = np.trunc(x).astype(np.int64)[:, None]
+        idx = np.trunc(x).astype(np.int64)[None, :]
         w = np.ones(idx.shape)
     else:
         i0 = np.floor(x)
         t = x - i0
         offsets = np.arange(2) if mode == "linear" else np.arange(-1, 3)
-        idx = i0.astype(np.int64)[:, None] + offsets[None, :]
-        d = offsets[None, :] - t[:, None]
+        idx = i0.astype(np.int64)[None, :] + offsets[:, None]
+        d = offsets[:, None] - t[None, :]
         w = 1 - np.abs(d) if mode == "linear" else _cubic(d)
         if padding_mode == "border":
             idx = np.clip(idx, 0, size - 1)
@@ -114,22 +116,18 @@ def grid_sample(
         for i, size in enumerate(spatial)
     ]
     work = np.float64 if x.dtype == np.float64 else np.float32
-    # channels last, so that each gathered point is one contiguous run of C values
-    rows = np.ascontiguousarray(x.reshape(n, c, -1).transpose(0, 2, 1), dtype=work)
+    # channels first, as X is: every point's taps (the product of the axes' taps) as flat
+    # indices and weights, then one weighted gather of every channel (native loop or numpy
+    # twin, runtime/_native.py)
     strides = np.cumprod((1, *spatial[::-1]))[:-1][::-1]
-    out = np.zeros((n, points.shape[1], c), dtype=work)
-    scratch = np.empty((points.shape[1], c), dtype=work)
-    for combo in itertools.product(*(range(t.indices.shape[1]) for t in taps)):
-        weight = np.prod([t.weight[:, j] for t, j in zip(taps, combo)], axis=0)
-        if not weight.any():
-            continue
-        flat = np.asarray(sum(t.indices[:, j] * int(s) for t, j, s in zip(taps, combo, strides))).reshape(n, -1)
-        weight = weight.reshape(n, -1, 1).astype(work)
-        for b in range(n):  # one whole-image gather per batch item
-            np.take(rows[b], flat[b], axis=0, out=scratch, mode="clip")
-            scratch *= weight[b]
-            out[b] += scratch
-    out = out.transpose(0, 2, 1)
+    index = taps[0].indices * int(strides[0])
+    weight = taps[0].weight
+    for t, stride in zip(taps[1:], strides[1:]):
+        index = (index[:, None, :] + t.indices[None, :, :] * int(stride)).reshape(-1, index.shape[1])
+        weight = (weight[:, None, :] * t.weight[None, :, :]).reshape(-1, weight.shape[1])
+    planes = x.reshape(n, c, -1).astype(work, copy=False)
+    k = index.shape[0]
+    out = gather_points(planes, index.reshape(k, n, -1), weight.reshape(k, n, -1).astype(work))
     return out.reshape(n, c, *out_spatial).astype(x.dtype, copy=False)
 
 

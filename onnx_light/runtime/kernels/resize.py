@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from onnx_light.runtime._native import resample_axis
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels import _dtypes
 
@@ -133,27 +134,18 @@ def axis_table(
 def apply_axis(data: np.ndarray, axis: int, table: AxisTable) -> np.ndarray:
     """One separable pass: ``data`` resampled along ``axis`` with ``table``.
 
-    Every tap is one whole-array gather into a reused scratch buffer (the indices are
-    already clamped, so ``mode="clip"`` lets numpy gather without buffering).
+    Nearest is one gather (the indices are already clamped, so ``mode="clip"`` lets numpy
+    gather without buffering); the filters are a weighted gather over the axis viewed as
+    ``(outer, in, inner)``, by the native loop or its numpy twin (``runtime/_native.py``).
     """
     out_shape = list(data.shape)
     out_shape[axis] = table.indices.shape[0]
-    out = np.empty(out_shape, dtype=data.dtype)
     if table.weights is None:
+        out = np.empty(out_shape, dtype=data.dtype)
         return np.take(data, table.indices[:, 0], axis=axis, out=out, mode="clip")
-    shape = (-1,) + (1,) * (data.ndim - axis - 1)
-    live = [j for j in range(table.indices.shape[1]) if table.weights[:, j].any()]
-    if not live:  # every weight zero (exclude_outside with nothing inside)
-        out[...] = 0
-        return out
-    scratch = np.empty_like(out) if len(live) > 1 else out
-    for k, j in enumerate(live):
-        term = out if k == 0 else scratch
-        np.take(data, table.indices[:, j], axis=axis, out=term, mode="clip")
-        term *= table.weights[:, j].astype(data.dtype).reshape(shape)
-        if k:
-            out += term
-    return out
+    outer = math.prod(data.shape[:axis])
+    view = data.reshape(outer, data.shape[axis], -1)
+    return resample_axis(view, table.indices, table.weights).reshape(out_shape)
 
 
 class Plan(NamedTuple):
