@@ -127,6 +127,9 @@ class _TangentPass(_GradientPass):
         prefix = diff_prefix([*self.xs, *self.ys, *self.free_order])
         self.fwd_in = [prefix + x for x in self.xs]
         self.fwd_out = [prefix + y for y in self.ys]
+        # names defined inside subgraphs are not the reverse pass's concern, but a rule nesting
+        # the tangent of a body renames by name: no emitted name may repeat one of them
+        self.counter.taken.update(_nested_names(nodes))
         clash = set(self.fwd_in + self.fwd_out) & self.counter.taken
         if clash:
             raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
@@ -328,6 +331,20 @@ class _TangentPass(_GradientPass):
             if t is not None and t.dtype:
                 fn.value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
+
+
+def _nested_names(nodes: Iterable[NodeProto]) -> set[str]:
+    """Every name used inside the subgraphs of ``nodes`` (their inputs, outputs and nodes)."""
+    out: set[str] = set()
+    for node in nodes:
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                out.update(i.name for i in [*g.input, *g.output])
+                for n in g.node:
+                    out.update(n.input)
+                    out.update(n.output)
+                out |= _nested_names(g.node)
+    return out
 
 
 def _seeded(t: ValueType, seeds: Seeds) -> ValueType:

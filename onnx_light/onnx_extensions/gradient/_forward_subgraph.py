@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ...onnx_core import NodeProto, ValueInfoProto
+from ...onnx_core import GraphProto, NodeProto, ValueInfoProto
 from ...onnx_core.gradient import GradContext, TangentOfNodes
 from ._subgraph import renamed_nodes, tensor_info
 
@@ -28,7 +28,8 @@ def jvp_nodes(
     types: Iterable[ValueInfoProto],
     *,
     with_forward: bool = True,
-) -> tuple[list[NodeProto], list[str], list[ValueInfoProto]]:
+    local: Iterable[str] = (),
+) -> tuple[list[NodeProto], list[str], list[ValueInfoProto], dict[str, str]]:
     """The nodes computing the tangent of each y in ``ys``, given the tangent ``wrt[x]`` of each x.
 
     Args:
@@ -40,10 +41,11 @@ def jvp_nodes(
         types: the known types of the subgraph's inputs and of the outer values.
         with_forward: the result computes every value of ``nodes`` too (a body replacing its
             forward body); otherwise only the forward values the tangents read.
+        local: names defined by the enclosing body (its inputs): renamed too.
 
     Returns:
-        The nodes, the name of each y's tangent, and the types the inner pass declared for
-        values inference cannot follow (renamed).
+        The nodes, the name of each y's tangent, the types the inner pass declared for
+        values inference cannot follow, and the renaming (source names included).
     """
     xs = list(wrt)
     fn = TangentOfNodes(
@@ -60,7 +62,11 @@ def jvp_nodes(
         else:
             tangent.append(node)
     rename = dict(zip(list(fn.input)[len(fn.input) - len(xs) :], wrt.values()))
-    new = {o for n in tangent for o in n.output if o} | {o for o in copies if o not in source}
+    kept = [n for n in nodes if with_forward and not any(o in copies for o in n.output)]
+    # the inner pass named its values apart from the body's names only (not from the outer
+    # names in ``wrt``): every name defined here, in nested bodies too, gets a fresh name of the
+    # outer pass (one renaming step: the fwd_ inputs become the wrt names, which stay)
+    new = _defined([*kept, *copies.values(), *tangent]) | set(local)
     rename.update({name: ctx.fresh_name(name) for name in sorted(new)})
     if with_forward:
         forward: list[NodeProto] = []
@@ -75,4 +81,17 @@ def jvp_nodes(
         forward = [n for n in fn.node if id(n) not in is_tangent]
     declared = [tensor_info(rename[vi.name], vi) for vi in fn.value_info if vi.name in new]
     body = renamed_nodes([*forward, *tangent], rename)
-    return body, [rename.get(o, o) for o in fn.output], declared
+    return body, [rename.get(o, o) for o in fn.output], declared, rename
+
+
+def _defined(nodes: Iterable[NodeProto]) -> set[str]:
+    """The names the nodes define: their outputs, and the inputs and outputs of nested bodies."""
+    out: set[str] = set()
+    for node in nodes:
+        out.update(o for o in node.output if o)
+        for attr in node.attribute:
+            graphs: list[GraphProto] = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+            for g in graphs:
+                out.update(i.name for i in g.input)
+                out |= _defined(g.node)
+    return out

@@ -294,13 +294,21 @@ def _floats(ctx: TangentContext, infos: Sequence[ValueInfoProto], outer: Sequenc
 
 def _tangent_body(
     ctx: TangentContext, body: GraphProto, ys: list[str], wrt: dict[str, str], with_forward: bool = True
-) -> tuple[list[NodeProto], list[str]]:
-    """The body's nodes (when ``with_forward``) and the tangent of each of ``ys``."""
+) -> tuple[list[NodeProto], list[str], dict[str, str]]:
+    """The body's nodes (when ``with_forward``), the tangent of each of ``ys`` and the renaming of
+    the body's names (its inputs included)."""
     types = [*_declared(body), *(_outer_info(ctx, c) for c in ctx.captured)]
     unique = list(dict.fromkeys(ys))
-    nodes, tangents, _ = jvp_nodes(ctx, list(body.node), unique, wrt, types, with_forward=with_forward)
+    local = [i.name for i in body.input] if with_forward else []
+    nodes, tangents, _, rename = jvp_nodes(
+        ctx, list(body.node), unique, wrt, types, with_forward=with_forward, local=local
+    )
     of = dict(zip(unique, tangents))
-    return nodes, [of[y] for y in ys]
+    return nodes, [of[y] for y in ys], rename
+
+
+def _renamed(infos: Sequence[ValueInfoProto], rename: dict[str, str]) -> list[ValueInfoProto]:
+    return [tensor_info(rename.get(i.name, i.name), i) for i in infos]
 
 
 @jvp_rule("", "If")
@@ -314,7 +322,7 @@ def if_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         return None
     branches = {}
     for key, g in (("then_branch", then_g), ("else_branch", else_g)):
-        nodes, tys = _tangent_body(ctx, g, [g.output[k].name for k in floats], wrt, with_forward=False)
+        nodes, tys, _ = _tangent_body(ctx, g, [g.output[k].name for k in floats], wrt, with_forward=False)
         infos = [tensor_info(t, g.output[k]) for t, k in zip(tys, floats)]
         branches[key] = helper.make_graph(nodes, f"{key}_jvp", [], infos)
     then_b, else_b = branches["then_branch"], branches["else_branch"]
@@ -342,11 +350,12 @@ def scan_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     t_in = {j: ctx.fresh_name(f"t_{body.input[j].name}") for j in [*states, *(n + i for i in scans)]}
     wrt = {**{body.input[j].name: t for j, t in t_in.items()}, **wrt}
     ys = [body.output[j].name for j in states] + [body.output[n + q].name for q in outs]
-    nodes, tys = _tangent_body(ctx, body, ys, wrt)
+    nodes, tys, rename = _tangent_body(ctx, body, ys, wrt)
     ns = len(states)
-    inputs = [*body.input[:n], *(tensor_info(t_in[j], body.input[j]) for j in states), *body.input[n:]]
+    ins, outs_ = _renamed(body.input, rename), _renamed(body.output, rename)
+    inputs = [*ins[:n], *(tensor_info(t_in[j], body.input[j]) for j in states), *ins[n:]]
     inputs += [tensor_info(t_in[n + i], body.input[n + i]) for i in scans]
-    outputs = [*body.output[:n], *(tensor_info(t, body.output[j]) for t, j in zip(tys, states)), *body.output[n:]]
+    outputs = [*outs_[:n], *(tensor_info(t, body.output[j]) for t, j in zip(tys, states)), *outs_[n:]]
     outputs += [tensor_info(t, body.output[n + q]) for t, q in zip(tys[ns:], outs)]
     init = [ts[j] or ctx.zeros_like(ctx.input(j)) for j in states]
     results = ctx.op.Scan(
@@ -385,11 +394,12 @@ def loop_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     t_in = {j: ctx.fresh_name(f"t_{body.input[2 + j].name}") for j in carried}
     wrt = {**{body.input[2 + j].name: t for j, t in t_in.items()}, **wrt}
     ys = [body.output[1 + j].name for j in carried] + [body.output[1 + n + q].name for q in outs]
-    nodes, tys = _tangent_body(ctx, body, ys, wrt)
+    nodes, tys, rename = _tangent_body(ctx, body, ys, wrt)
     nc = len(carried)
-    inputs = [*body.input, *(tensor_info(t_in[j], body.input[2 + j]) for j in carried)]
-    outputs = [*body.output[: 1 + n], *(tensor_info(t, body.output[1 + j]) for t, j in zip(tys, carried))]
-    outputs += [*body.output[1 + n :], *(tensor_info(t, body.output[1 + n + q]) for t, q in zip(tys[nc:], outs))]
+    ins, outs_ = _renamed(body.input, rename), _renamed(body.output, rename)
+    inputs = [*ins, *(tensor_info(t_in[j], body.input[2 + j]) for j in carried)]
+    outputs = [*outs_[: 1 + n], *(tensor_info(t, body.output[1 + j]) for t, j in zip(tys, carried))]
+    outputs += [*outs_[1 + n :], *(tensor_info(t, body.output[1 + n + q]) for t, q in zip(tys[nc:], outs))]
     init = [ts[2 + j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
     results = ctx.op.Loop(
         *ctx.inputs,
@@ -418,7 +428,7 @@ def recurrent_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         return None
     types = [_outer_info(ctx, name) for name in dict.fromkeys(i for i in inputs if i)]
     ys = [o for o in outs if o]
-    body, tys, declared = jvp_nodes(ctx, nodes, ys, wrt, [*types, *infos], with_forward=False)
+    body, tys, declared, _ = jvp_nodes(ctx, nodes, ys, wrt, [*types, *infos], with_forward=False)
     ctx.emit_nodes(body)
     for info in declared:
         ctx.declare(info.name, info)
