@@ -315,7 +315,12 @@ class _TangentPass(_GradientPass):
         fwd = set(self.fwd_in)
         free = [n for n in list(fn.input)[len(self.xs) : -1] if n not in fwd]
         # the reverse assembly takes "dy" as its own input; here it is an ordinary free value
-        if DY not in self.xs and any(DY in n.input for n in fn.node) and all(DY not in n.output for n in fn.node):
+        if (
+            DY not in self.xs
+            and DY not in free
+            and any(DY in n.input for n in fn.node)
+            and all(DY not in n.output for n in fn.node)
+        ):
             free.append(DY)
         if zs is not None:
             missing = [n for n in free if n not in zs]
