@@ -19,7 +19,7 @@ from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents
-from ._forward_subgraph import jvp_nodes
+from ._forward_subgraph import jvp_nodes, pruned
 from ._recurrent_lowering import lower_recurrent
 from ._subgraph import elem_type, tensor_info, vjp_nodes
 from ._table import jvp_rule, rule
@@ -355,25 +355,26 @@ def scan_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     ins, outs_ = _renamed(body.input, rename), _renamed(body.output, rename)
     inputs = [*ins[:n], *(tensor_info(t_in[j], body.input[j]) for j in states), *ins[n:]]
     inputs += [tensor_info(t_in[n + i], body.input[n + i]) for i in scans]
-    outputs = [*outs_[:n], *(tensor_info(t, body.output[j]) for t, j in zip(tys, states)), *outs_[n:]]
+    # the primal scan outputs are the forward node's: the tangent Scan carries only the states
+    outputs = [*outs_[:n], *(tensor_info(t, body.output[j]) for t, j in zip(tys, states))]
     outputs += [tensor_info(t, body.output[n + q]) for t, q in zip(tys[ns:], outs)]
     init = [ts[j] or ctx.zeros_like(ctx.input(j)) for j in states]
     results = ctx.op.Scan(
         *ctx.inputs[:n], *init, *ctx.inputs[n:], *(ts[n + i] for i in scans),
-        body=helper.make_graph(nodes, "scan_jvp", inputs, outputs),
+        body=helper.make_graph(pruned(nodes, [o.name for o in outputs]), "scan_jvp", inputs, outputs),
         num_scan_inputs=m + len(scans),
         scan_input_axes=[*spec.in_axes, *(spec.in_axes[i] for i in scans)] or None,
         scan_input_directions=[*spec.in_dirs, *(spec.in_dirs[i] for i in scans)] or None,
-        scan_output_axes=[*spec.out_axes, *(spec.out_axes[q] for q in outs)] or None,
-        scan_output_directions=[*spec.out_dirs, *(spec.out_dirs[q] for q in outs)] or None,
-        _outputs=n + ns + k + len(outs),
+        scan_output_axes=[spec.out_axes[q] for q in outs] or None,
+        scan_output_directions=[spec.out_dirs[q] for q in outs] or None,
+        _outputs=n + ns + len(outs),
     )  # fmt: skip
     results = [results] if isinstance(results, str) else list(results)
     tangents: list[str | None] = [None] * (n + k)
     for j, t in zip(states, results[n : n + ns]):
         tangents[j] = t
         ctx.declare(t, body.input[j])
-    for q, t in zip(outs, results[n + ns + k :]):
+    for q, t in zip(outs, results[n + ns :]):
         tangents[n + q] = t
         ctx.declare(t, body.output[n + q], scan_axis=spec.out_axes[q])
     return tangents
@@ -398,21 +399,22 @@ def loop_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     nc = len(carried)
     ins, outs_ = _renamed(body.input, rename), _renamed(body.output, rename)
     inputs = [*ins, *(tensor_info(t_in[j], body.input[2 + j]) for j in carried)]
+    # the primal scan outputs are the forward node's: the tangent Loop carries only the variables
     outputs = [*outs_[: 1 + n], *(tensor_info(t, body.output[1 + j]) for t, j in zip(tys, carried))]
-    outputs += [*outs_[1 + n :], *(tensor_info(t, body.output[1 + n + q]) for t, q in zip(tys[nc:], outs))]
+    outputs += [tensor_info(t, body.output[1 + n + q]) for t, q in zip(tys[nc:], outs)]
     init = [ts[2 + j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
     results = ctx.op.Loop(
         *ctx.inputs,
         *init,
-        body=helper.make_graph(nodes, "loop_jvp", inputs, outputs),
-        _outputs=n + nc + k + len(outs),
+        body=helper.make_graph(pruned(nodes, [o.name for o in outputs]), "loop_jvp", inputs, outputs),
+        _outputs=n + nc + len(outs),
     )
     results = [results] if isinstance(results, str) else list(results)
     tangents: list[str | None] = [None] * (n + k)
     for j, t in zip(carried, results[n : n + nc]):
         tangents[j] = t
         ctx.declare(t, body.input[2 + j])
-    for q, t in zip(outs, results[n + nc + k :]):
+    for q, t in zip(outs, results[n + nc :]):
         tangents[n + q] = t
         ctx.declare(t, body.output[1 + n + q], scan_axis=0)
     return tangents
