@@ -6,8 +6,17 @@ forward rule against central finite differences (see ``gradcheck.check_tangent``
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from gradcheck import Case, check_forward_over_reverse, check_tangent, check_tangent_in_onnxruntime, tangent
+from gradcheck import (
+    Case,
+    _cast,
+    check_forward_over_reverse,
+    check_tangent,
+    check_tangent_in_onnxruntime,
+    tangent,
+    tangent_feeds,
+)
 from test_rule_coverage import CASES
 
 import onnx_light as ol
@@ -71,3 +80,30 @@ def test_control_flow_tangent_runs_in_onnxruntime(case: Case) -> None:
 def test_control_flow_forward_over_reverse(case: Case) -> None:
     """forward(reverse(f)): Hessian-vector products through If, Loop, Scan and the recurrent ops."""
     check_forward_over_reverse(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=f"{c.name}-{i}") for i, c in enumerate(ROWS) if CONTROL_FLOW & {n.op_type for n in c.nodes}],
+)
+def test_control_flow_seeds_equal_single_runs(case: Case) -> None:
+    """seeds=3 (unrolled) and seeds='dynamic' (a Loop over the seeds, around the tangent Scans,
+    Loops and Ifs) give the three single-direction tangents."""
+    feeds = {k: _cast(v, np.float64) for k, v in case.inputs.items()}
+    rng = np.random.default_rng(4)
+    ts = {x: rng.standard_normal((*feeds[x].shape, 3)) for x in case.xs}
+    model, single = tangent(case, np.float64)
+    sess = ol.runtime.InferenceSession(single)
+    want = np.stack(
+        [
+            sess.run(None, tangent_feeds(single, feeds, {f"fwd_{x}": ts[x][..., k] for x in case.xs}, model))[0]
+            for k in range(3)
+        ],
+        axis=-1,
+    )
+    for seeds in (3, "dynamic"):
+        _, fwd = tangent(case, np.float64, seeds=seeds)
+        (got,) = ol.runtime.InferenceSession(fwd).run(
+            None, tangent_feeds(fwd, feeds, {f"fwd_{x}": ts[x] for x in case.xs}, model)
+        )
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"{case.name}: seeds={seeds!r}")

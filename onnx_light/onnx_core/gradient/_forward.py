@@ -275,6 +275,9 @@ class _TangentPass(_GradientPass):
         body_io = self._backward_io[start:]
         del self.backward[start:]
         del self._backward_io[start:]
+        # constants and shapes emitted by the sweep now live in the body: emit them again outside
+        for cache in (self._const_cache, self._ints_cache, self._shape_cache):
+            cache.clear()
         cond_out = self.new_name("cond_out")
         scans = [self.new_name("scan") for _ in ys]
         body_nodes.append(make_node("Identity", [cond], [cond_out]))
@@ -301,10 +304,15 @@ class _TangentPass(_GradientPass):
         results = []
         for s, y in zip(stacked, self.ys):
             r = self.types.get(y, UNKNOWN).rank
-            if r is None:
-                raise GradientError(f"seeds='dynamic' needs the rank of y={y!r}, which shape inference could not tell")
-            perm = [*range(1, r + 1), 0]
-            results.append(self.emit("Transpose", [s], 1, "", {"perm": perm}, y)[0])
+            if r is not None:
+                perm = [*range(1, r + 1), 0]
+                results.append(self.emit("Transpose", [s], 1, "", {"perm": perm}, y)[0])
+                continue
+            # rank unknown: (seeds, *Y) -> (seeds, numel) -> (numel, seeds) -> (*Y, seeds)
+            flat = self.emit("Reshape", [s, self.int_constant([0, -1])], 1, "", {}, y)[0]
+            moved = self.emit("Transpose", [flat], 1, "", {"perm": [1, 0]}, y)[0]
+            target = self.emit("Concat", [self.shape_value(y), self.int_constant([-1])], 1, "", {"axis": 0}, y)[0]
+            results.append(self.emit("Reshape", [moved, target], 1, "", {}, y)[0])
         return results
 
     # -- result ---------------------------------------------------------------------------
