@@ -201,8 +201,9 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     b = _Nodes(_names(model))
     seeds = {y.name: b.name(f"{prefix}{y.name}") for y in ys}
     per_seed = {y.name: b.name(f"{seeds[y.name]}_seed") for y in ys}
-    loss = _loss_graph(model, ys, per_seed, b)
-    bwd = GradientOfFunction(loss, [x.name for x in xs], "family_loss", registry=registry or DefaultGradRegistry(),
+    loss_name = b.name("family_loss")
+    loss = _loss_graph(model, ys, per_seed, b, loss_name)
+    bwd = GradientOfFunction(loss, [x.name for x in xs], loss_name, registry=registry or DefaultGradRegistry(),
                              allow_unused=True)  # fmt: skip
     # the seeds in our form (a trailing seed axis), then the backward nodes that read them in a Loop
     internal = {
@@ -219,8 +220,8 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, f"adj_{model.graph.name}")
 
 
-def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, str], b: _Nodes) -> ModelProto:
-    """The model with ``family_loss = sum_y <seed_y, y>`` (one seed per output, shaped like it)."""
+def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, str], b: _Nodes, name: str) -> ModelProto:
+    """The model with ``name = sum_y <seed_y, y>`` (one seed per output, shaped like it)."""
     g = model.graph
     nodes, terms = list(g.node), []
     for y in ys:
@@ -232,11 +233,11 @@ def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, st
             nodes.append(helper.make_node("Cast", [term], [cast], to=ys[0].type.tensor_type.elem_type))
             term = cast
         terms.append(term)
-    nodes.append(helper.make_node("Sum", terms, ["family_loss"]))
+    nodes.append(helper.make_node("Sum", terms, [name]))
     seed_infos = [
         _info(seeds[y.name], y, [d.dim_value or d.dim_param for d in y.type.tensor_type.shape.dim]) for y in ys
     ]
-    loss = helper.make_tensor_value_info("family_loss", ys[0].type.tensor_type.elem_type, [])
+    loss = helper.make_tensor_value_info(name, ys[0].type.tensor_type.elem_type, [])
     graph = helper.make_graph(nodes, g.name, [*g.input, *seed_infos], [loss], list(g.initializer))
     graph.value_info.extend(g.value_info)
     out = ModelProto()
@@ -251,12 +252,11 @@ def _seed_loop(
     """Emits the backward nodes: those reading a seed in a Loop over the seeds (each iteration
     taking one slice of every seed), the others before it. Returns the stacked gradients
     (the seed axis first)."""
-    varying = set(per_seed.values()) | {bwd.input[-1]}
+    varying = set(per_seed.values())  # and what is computed from them (dy is the constant 1, outside)
     body_nodes: list[NodeProto] = []
     k, cond = b.name("family_seed"), b.name("family_cond")
     for y, seed in per_seed.items():
         body_nodes.append(helper.make_node("Gather", [internal[y], k], [seed], axis=-1))
-    varying.discard(bwd.input[-1])  # dy is the constant 1, emitted outside
     for node in bwd.node:
         if any(i in varying for i in node.input) or _reads_any(node, varying):
             body_nodes.append(node)
@@ -351,7 +351,7 @@ def _model(
 ) -> ModelProto:
     graph = helper.make_graph(nodes, name, inputs, outputs, list(source.graph.initializer))
     model = helper.make_model(graph, opset_imports=list(imports))
-    model.ir_version = max(int(source.ir_version), 8)
+    model.ir_version = max(int(source.ir_version), 10)  # opset 21 needs IR 10
     return model
 
 
