@@ -270,3 +270,14 @@ def test_casadi_jacobian_and_hessian_over_our_family(name: str, tmp_path: pathli
     tol = 1e-10 if name == "mlp" else 2e-4
     np.testing.assert_allclose(got_j, want_j, rtol=tol, atol=tol, err_msg=f"{name}: casadi.jacobian vs torch")
     np.testing.assert_allclose(got_h, want_h, rtol=tol, atol=tol * 10, err_msg=f"{name}: casadi.hessian vs torch")
+
+
+def test_family_embeds_weights_loaded_from_external_data(tmp_path: pathlib.Path) -> None:
+    """CasADi hands the bytes to onnxruntime: no sibling may point at an external data file."""
+    src = tmp_path / "src.onnx"
+    ol.save(_model("mlp"), src, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    paths = ol.family(ol.load(src), tmp_path / "out" / "f.onnx")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["adj_f.onnx", "f.onnx", "fwd_adj_f.onnx"]
+    for p in paths:
+        for t in ol.load(p, load_external_data=False).graph.initializer:
+            assert not t.external_data, f"{p.name}: {t.name} is stored outside the file"
