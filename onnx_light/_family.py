@@ -146,6 +146,19 @@ class _Nodes:
         target = self.op("Concat", [self.op("Shape", [primal]), self.ints([-1])], axis=0)
         return self.op("Reshape", [t, target], out)
 
+    def from_stacked(self, t: str, shape: Dims, layout: str, out: str) -> str:
+        """The seed axis first (a Loop's stacked outputs) -> seeds in ``layout``, one Transpose."""
+        r = len(shape)
+        if layout == "onnx":
+            return self.op("Transpose", [t], out, perm=[*range(1, r + 1), 0])
+        if r == 0:
+            return self.op("Unsqueeze", [t, self.ints([0])], out)
+        if r == 1:
+            return self.op("Transpose", [t], out, perm=[1, 0])
+        if r == 2:
+            return self.op("Reshape", [self.op("Transpose", [t], perm=[1, 0, 2]), self.ints([0, -1])], out)
+        return self.op("Transpose", [self.op("Reshape", [t, self.ints([0, -1])])], out, perm=[1, 0])
+
     def from_internal(self, t: str, shape: Dims, layout: str, out: str) -> str:
         """The value's shape with a trailing seed axis -> seeds in ``layout``."""
         if layout == "onnx" or len(shape) == 1:
@@ -213,8 +226,7 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     stacked = _seed_loop(b, bwd, internal, per_seed, [(f"grad_{x.name}", x.type.tensor_type.elem_type) for x in xs])
     adj_outputs = []
     for x, s in zip(xs, stacked):
-        trailing = b.op("Transpose", [s], perm=[*range(1, len(shapes[x.name]) + 1), 0])
-        adj_outputs.append(b.from_internal(trailing, shapes[x.name], layout, f"{prefix}{x.name}"))
+        adj_outputs.append(b.from_stacked(s, shapes[x.name], layout, f"{prefix}{x.name}"))
     seed_infos = [_info(seeds[y.name], y, _seed_dims(shapes[y.name], dim, layout)) for y in ys]
     out_infos = [_info(o, x, _seed_dims(shapes[x.name], dim, layout)) for o, x in zip(adj_outputs, xs)]
     return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, f"adj_{model.graph.name}")
