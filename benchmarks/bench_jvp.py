@@ -1,15 +1,20 @@
 """Forward mode (JVP) speed: onnxruntime run time of the JVP model against the forward
 model (1 seed, k seeds vs k single runs), and transform time against ``onnx_ad.forward``.
 
+Also ``family()``'s files against ``onnx_ad.family``'s: the onnxruntime run time of
+``adj_f`` and ``fwd_adj_f`` with one seed of each kind.
+
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_jvp.py [--runs 30] [--k 4]``. Process
 CPU time, medians of alternating runs, one onnxruntime thread (see bench_gradient.py,
-whose models and helpers it reuses; this is the jvp section of that benchmark).
+whose models and helpers it reuses; this is the jvp section of that benchmark). Transform
+times are medians of 5 calls after one warm-up call.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +27,18 @@ import bench_gradient as bg  # noqa: E402
 import onnx_light as ol  # noqa: E402
 
 
+def _median_time(fn: Any, calls: int = 5) -> tuple[float, Any]:
+    out = fn()  # warm-up: first-call costs (schema tables, builder methods) are not the transform's
+    times = []
+    for _ in range(calls):
+        dt, out = bg._time(fn)
+        times.append(dt)
+    return float(np.median(times)), out
+
+
 def _jvp_model(model: onnx.ModelProto, x: str, y: str, seeds: Any) -> tuple[onnx.ModelProto, float]:
     ours = ol.ModelProto.FromString(model.SerializeToString())
-    dt, fwd = bg._time(lambda: ol.TangentOfFunction(ours, [x], [y], registry=bg.REGISTRY, seeds=seeds))
+    dt, fwd = _median_time(lambda: ol.TangentOfFunction(ours, [x], [y], registry=bg.REGISTRY, seeds=seeds))
     inputs = [onnx.helper.make_tensor_value_info(n, 1, None) for n in fwd.input]
     outputs = [onnx.helper.make_tensor_value_info(n, 1, None) for n in fwd.output]
     nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in fwd.node]
@@ -56,10 +70,59 @@ def bench(name: str, runs: int, k: int) -> dict[str, Any]:
     try:
         import onnx_ad
 
-        dt, _ = bg._time(lambda: onnx_ad.forward(model, inputs=[x], outputs=[y], layout="onnx"))
+        dt, _ = _median_time(lambda: onnx_ad.forward(model, inputs=[x], outputs=[y], layout="onnx"))
         row["onnx_ad_transform"] = dt
     except Exception as err:  # onnx-ad absent or refusing the model: reported, not fatal
         row["onnx_ad_transform"] = f"n/a ({type(err).__name__})"
+    return row
+
+
+def _seed_dim(dim: Any) -> int:
+    """A declared seed dim with one seed of each kind: ``nadj`` 1, ``nadj_x4`` 4, ``nfwd_nadj_x4`` 4."""
+    if isinstance(dim, int) and dim > 0:
+        return dim
+    return int(str(dim).rpartition("_x")[2]) if "_x" in str(dim) else 1
+
+
+def _family_feeds(sess: Any, base: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for i in sess.get_inputs():
+        if i.name in base:
+            feeds[i.name] = base[i.name]
+        else:
+            dtype = np.float64 if "double" in i.type else np.float32
+            feeds[i.name] = rng.standard_normal([_seed_dim(d) for d in i.shape]).astype(dtype)
+    return feeds
+
+
+def bench_family(name: str, runs: int) -> dict[str, Any]:
+    """onnxruntime run time of our adj_f / fwd_adj_f against onnx-ad's, one seed of each kind."""
+    import tempfile
+
+    import onnx_ad
+
+    model, _, _ = getattr(bg, f"{name}_model")()
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    del model.graph.output[1:]  # the loss only
+    base = bg._feeds(model, np.random.default_rng(0))
+    base.update({t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer})
+    row: dict[str, Any] = {"model": name}
+    with tempfile.TemporaryDirectory() as tmp:
+        ours_dir, theirs_dir = Path(tmp, "ours"), Path(tmp, "theirs")
+        ol.family(ol.ModelProto.FromString(model.SerializeToString()), ours_dir / "f.onnx")
+        try:
+            onnx_ad.family(model, str(theirs_dir / "f.onnx"))
+        except Exception as err:  # onnx-ad refusing its own second order: first order only, reported
+            row["onnx_ad_error"] = f"{type(err).__name__}: {str(err)[:80]}"
+            onnx_ad.family(model, str(theirs_dir / "f.onnx"), second_order=False)
+        for file in ("adj_f.onnx", "fwd_adj_f.onnx"):
+            s_o = bg._session((ours_dir / file).read_bytes())
+            feeds = _family_feeds(s_o, base, np.random.default_rng(1))
+            fns = {"ours": partial(s_o.run, None, feeds)}
+            if (theirs_dir / file).exists():
+                s_t = bg._session((theirs_dir / file).read_bytes())
+                fns["onnx_ad"] = partial(s_t.run, None, {i.name: feeds[i.name] for i in s_t.get_inputs()})
+            row[file], _ = bg.alternate(fns, runs)
     return row
 
 
@@ -68,6 +131,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--models", default="mlp,cnn,encoder")
+    parser.add_argument("--family-models", default="mlp,cnn")
     args = parser.parse_args()
     print(f"{'model':8s} {'forward':>9s} {'jvp 1':>9s} {'ratio':>6s} {'jvp k':>9s} {'k x jvp1':>9s} "
           f"{'transform':>10s} {'onnx_ad':>10s}")  # fmt: skip
@@ -79,6 +143,18 @@ def main() -> None:
             f"{name:8s} {r['forward'] * 1e3:7.2f}ms {r['jvp1'] * 1e3:7.2f}ms {r['jvp1'] / r['forward']:6.2f} "
             f"{r['jvpk'] * 1e3:7.2f}ms {args.k * r['jvp1'] * 1e3:7.2f}ms {r['ours_transform'] * 1e3:8.1f}ms {ad_s}"
         )
+    print(f"\n{'family':8s} {'adj_f ours':>11s} {'onnx_ad':>9s} {'fwd_adj_f ours':>15s} {'onnx_ad':>9s}")
+    for name in filter(None, args.family_models.split(",")):
+        r = bench_family(name, args.runs)
+        a, h = r["adj_f.onnx"], r["fwd_adj_f.onnx"]
+        cells = [_ms(a["ours"]), _ms(a.get("onnx_ad")), _ms(h["ours"]), _ms(h.get("onnx_ad"))]
+        print(f"{name:8s} {cells[0]:>11s} {cells[1]:>9s} {cells[2]:>15s} {cells[3]:>9s}")
+        if "onnx_ad_error" in r:
+            print(f"         onnx_ad.family: {r['onnx_ad_error']}")
+
+
+def _ms(t: float | None) -> str:
+    return "n/a" if t is None else f"{t * 1e3:.2f}ms"
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 # settings): the session sets numpy's BLAS thread count when it runs (its blas_threads
 # option) and the gradient pass pauses the collector while it runs (pause_gc).
 from . import onnx_core, runtime
+from ._family import family
 from ._gradcheck import GradcheckResult, gradcheck
 from .onnx_core import *  # noqa: F403  (the IR classes, errors, load/save)
 from .onnx_core import ModelProto, helper, numpy_helper
@@ -137,6 +138,7 @@ __all__ = [
     "function_to_model",
     "gradcheck",
     "GradcheckResult",
+    "family",
     "helper",
     "numpy_helper",
     "runtime",

@@ -3,10 +3,10 @@
 onnx-light demo                                   train the spiral classifier
 onnx-light grad MODEL --wrt W,b --of loss -o OUT  write the backward model
 onnx-light jvp MODEL --wrt x --of y -o OUT        write the forward-mode (JVP) model
+onnx-light family MODEL -o DIR/f.onnx              write f, adj_f, fwd_adj_f (CasADi's siblings)
 onnx-light check-grad MODEL --wrt W,b --of loss   finite-difference report
 onnx-light print MODEL                            the graph as text
 onnx-light ops                                    the ops with gradient rules
-onnx-light jvp MODEL --wrt x --of y -o OUT        write the forward-mode (JVP) model
 onnx-light train MODEL --data D.npz -o OUT        train (loss, optimizer, epochs) and export
 onnx-light artifacts MODEL -o DIR                 the training artifacts alone
 
@@ -25,7 +25,18 @@ import os
 import sys
 from typing import NoReturn
 
-from . import DecodeError, OnnxLightError, TangentOfFunction, __version__, gradcheck, gradient_model, helper, load, save
+from . import (
+    DecodeError,
+    OnnxLightError,
+    TangentOfFunction,
+    __version__,
+    family,
+    gradcheck,
+    gradient_model,
+    helper,
+    load,
+    save,
+)
 from . import _gradcheck as _gc
 from ._cli_training import add_training_commands
 from ._ops_table import ops_markdown, write_ops_block
@@ -176,6 +187,20 @@ def _jvp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _family(args: argparse.Namespace) -> int:
+    """Writes the model and its derivative siblings beside it (CasADi's conventions)."""
+    model = _read_model(args.model)
+    out_path = _output_path(args.output)
+    try:
+        written = family(
+            model, out_path, layout=args.layout, second_order=not args.first_order, forward_sibling=args.forward
+        )
+    except OSError as err:
+        raise UsageError(f"-o {out_path}: {err.strerror or err}") from None
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
 def _check_grad(args: argparse.Namespace) -> int:
     """Compares the backward graph with central differences along random directions."""
     model = _read_model(args.model)
@@ -246,6 +271,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default=None, help="k directions (a trailing axis) or 'dynamic'")
     p.add_argument("--allow-unused", action="store_true", help="accept names that reach no output (zeros)")
     p.set_defaults(run=_jvp)
+
+    p = sub.add_parser("family", help="write the model and its derivative siblings for CasADi")
+    p.add_argument("model", help="the ONNX model file (static shapes)")
+    p.add_argument("-o", "--output", required=True, help="where the primal goes (DIR/f.onnx); siblings beside it")
+    p.add_argument("--layout", choices=["casadi", "onnx"], default="casadi", help="seed layout (default casadi)")
+    p.add_argument("--first-order", action="store_true", help="no fwd_adj_ sibling (no exact Hessians)")
+    p.add_argument("--forward", action="store_true", help="also write the forward-mode sibling fwd_<name>")
+    p.set_defaults(run=_family)
 
     p = sub.add_parser(
         "check-grad",

@@ -308,3 +308,67 @@ def check_tangent(case: Case, seed: int = 0, adjoint_rtol: float = 1e-11, h: flo
     np.testing.assert_allclose(
         jt, numeric, rtol=1e-4 if h <= 1e-6 else 1e-2, atol=1e-6 * max(1.0, float(np.max(np.abs(numeric), initial=0)))
     )
+
+
+def check_tangent_in_onnxruntime(case: Case, seed: int = 0) -> None:
+    """Our forward-mode graph passes the full checker and agrees between onnxruntime and us."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper as oh
+
+    rng = np.random.default_rng(seed + 5)
+    y = case.y or case.nodes[-1].output[0]
+    feeds = {k: _cast(v, case.ort_dtype) for k, v in case.inputs.items()}
+    model, fwd = tangent(case, case.ort_dtype)
+    y_val = run_forward(model, feeds, y)
+    ts = {f"fwd_{x}": rng.standard_normal(feeds[x].shape).astype(feeds[x].dtype) for x in case.xs}
+    tfeeds = tangent_feeds(fwd, feeds, ts, model)
+    fn = onnx.FunctionProto.FromString(fwd.SerializeToString())
+    inputs = [oh.make_tensor_value_info(n, _NP_TO_ONNX[tfeeds[n].dtype], list(tfeeds[n].shape)) for n in fn.input]
+    outputs = [oh.make_tensor_value_info(fn.output[0], _NP_TO_ONNX[y_val.dtype], list(np.shape(y_val)))]
+    call = oh.make_node(fn.name, list(fn.input), list(fn.output), domain=fn.domain)
+    graph = oh.make_graph([call], "tangent", inputs, outputs)
+    wrapped = oh.make_model(graph, opset_imports=[*fn.opset_import, oh.make_opsetid(fn.domain, 1)], functions=[fn])
+    wrapped.ir_version = 10
+    onnx.checker.check_model(wrapped, full_check=True)
+    if case.skip_ort:
+        return
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(wrapped.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    (theirs,) = sess.run(None, tfeeds)
+    (ours,) = ol.runtime.InferenceSession(fwd).run(None, tfeeds)
+    tol = 1e-9 if np.dtype(case.ort_dtype) == np.float64 else 1e-4
+    np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol, err_msg=f"{case.name}: fwd_{y} ours vs onnxruntime")
+
+
+def check_forward_over_reverse(case: Case, seed: int = 0) -> None:
+    """Forward mode over the backward function: ``H t`` (all xs at once) vs finite differences.
+
+    With ``g(x) = J(x)^T dy``, the tangent of ``g`` along ``t`` is ``H t``; its inner product
+    with ``u`` must equal ``d/ds <u, g(x + s t)>`` at ``s = 0``.
+    """
+    rng = np.random.default_rng(seed + 7)
+    feeds = {k: _cast(v, np.float64) for k, v in case.inputs.items()}
+    model, bwd = gradient(case, np.float64)
+    y = case.y or case.nodes[-1].output[0]
+    dy = rng.standard_normal(np.shape(run_forward(model, feeds, y)))
+    first = ol.runtime.InferenceSession(bwd)
+    base = backward_feeds(bwd, feeds, dy, model)
+    grads = [f"grad_{x}" for x in case.xs]
+    hvp = ol.TangentOfFunction(bwd, case.xs, grads, allow_unused=True)
+    t = {x: rng.standard_normal(feeds[x].shape) for x in case.xs}
+    u = {x: rng.standard_normal(feeds[x].shape) for x in case.xs}
+    hv = ol.runtime.InferenceSession(hvp).run(
+        None, {n: t[n[4:]] if n.startswith("fwd_") else base[n] for n in hvp.input}
+    )
+
+    def inner_at(s: float) -> float:
+        moved = {**base, **{x: base[x] + s * t[x] for x in case.xs}}
+        return float(sum(np.sum(u[x] * g) for x, g in zip(case.xs, first.run(grads, moved))))
+
+    h = 1e-5
+    numeric = (inner_at(h) - inner_at(-h)) / (2 * h)
+    analytic = float(sum(np.sum(u[x] * v) for x, v in zip(case.xs, hv)))
+    scale = max(1.0, abs(numeric), abs(analytic))
+    assert abs(numeric - analytic) <= 1e-5 * scale, f"{case.name}: forward over reverse {analytic!r} vs {numeric!r}"

@@ -171,3 +171,12 @@ def test_load_from_string_as_onnx_has_it() -> None:
     data = _mlp().SerializeToString()
     assert ol.load_model_from_string(data).graph.name == "mlp"
     assert ol.load_from_string(data).graph.name == "mlp"
+
+
+def test_forward_over_reverse_lists_each_input_once() -> None:
+    """The backward function's own ``dy`` is an ordinary input of its tangent, listed once
+    (onnxruntime refuses a duplicate definition)."""
+    bwd = ol.GradientOfFunction(_mlp(), ["w", "b"], "y")
+    hvp = ol.TangentOfFunction(bwd, ["w", "b"], ["grad_w", "grad_b"])
+    assert len(set(hvp.input)) == len(hvp.input), f"duplicate inputs in {list(hvp.input)}"
+    assert "dy" in hvp.input

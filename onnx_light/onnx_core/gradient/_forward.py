@@ -58,13 +58,30 @@ class TangentContext(GradContext):
         tangents: the tangent of each input, None where it is zero.
     """
 
-    __slots__ = ("tangents",)
+    __slots__ = ("tangents", "_captured", "captured_read")
 
-    def __init__(self, grad_pass: _GradientPass, node: NodeProto, tangents: list[str | None], index: int) -> None:
+    def __init__(
+        self,
+        grad_pass: _GradientPass,
+        node: NodeProto,
+        tangents: list[str | None],
+        index: int,
+        captured: dict[str, str] | None = None,
+    ) -> None:
         attrs = grad_pass._node_attrs(index)
         needs = [t is not None for t in tangents]
         super().__init__(grad_pass, node, [], needs, attrs, grad_pass._fields[index], index)
         self.tangents = tangents
+        self._captured = captured or {}
+        #: True once the rule asked for the captured tangents (a rule that does not would drop them)
+        self.captured_read = False
+
+    @property
+    def captured_tangents(self) -> dict[str, str]:
+        """The tangents of the outer-scope values the node's subgraphs read (If, Loop, Scan), by name;
+        values without a tangent are absent. A rule for an op with subgraphs must read this."""
+        self.captured_read = True
+        return dict(self._captured)
 
     def tangent(self, i: int) -> str | None:
         """The tangent of input ``i`` (None: zero)."""
@@ -110,6 +127,9 @@ class _TangentPass(_GradientPass):
         prefix = diff_prefix([*self.xs, *self.ys, *self.free_order])
         self.fwd_in = [prefix + x for x in self.xs]
         self.fwd_out = [prefix + y for y in self.ys]
+        # names defined inside subgraphs are not the reverse pass's concern, but a rule nesting
+        # the tangent of a body renames by name: no emitted name may repeat one of them
+        self.counter.taken.update(_nested_names(nodes))
         clash = set(self.fwd_in + self.fwd_out) & self.counter.taken
         if clash:
             raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
@@ -172,17 +192,10 @@ class _TangentPass(_GradientPass):
             if not any(o and o in diff for o in outputs):
                 continue
             ts = [tang.get(n) if n and n in diff else None for n in inputs]
-            captured = [n for n in self._reads[i][len(inputs) :] if n in tang]
-            if captured:
-                # a subgraph reads a value that has a tangent: no forward rule sees that (yet)
-                raise self.node_error(
-                    self.nodes[i],
-                    f"its subgraph reads {captured[:3]}, which carry tangents; forward mode through "
-                    "If/Loop/Scan subgraphs is not implemented: differentiate it in reverse mode",
-                )
-            if all(t is None for t in ts):
+            captured = {n: tang[n] for n in self._reads[i][len(inputs) :] if n in tang}
+            if not captured and all(t is None for t in ts):
                 continue
-            for o, t in zip(outputs, self._apply_jvp(i, ts)):
+            for o, t in zip(outputs, self._apply_jvp(i, ts, captured)):
                 if o and t is not None:
                     tang[o] = t
         return [tang[y] if y in tang else self._zero_tangent(y) for y in self.ys]
@@ -197,7 +210,7 @@ class _TangentPass(_GradientPass):
             self._rule_cache[key] = self.registry.lookup(domain, op_type, self.opset)
         return self._rule_cache[key]
 
-    def _apply_jvp(self, i: int, ts: list[str | None]) -> list[str | None]:
+    def _apply_jvp(self, i: int, ts: list[str | None], captured: dict[str, str]) -> list[str | None]:
         node = self.nodes[i]
         op_type, domain, inputs, outputs, _ = self._fields[i]
         rule = self._rule(i)
@@ -212,8 +225,16 @@ class _TangentPass(_GradientPass):
             )
         if rule.broadcast:
             ts = [self._expand(t, n, outputs[0]) if t is not None else None for t, n in zip(ts, inputs)]
-        ctx = TangentContext(self, node, ts, i)
+        ctx = TangentContext(self, node, ts, i, captured)
         result = cast(JvpFn, rule.jvp)(ctx, ts)
+        if captured and not ctx.captured_read:
+            # a subgraph reads a value that has a tangent, and the rule did not look at it
+            raise self.node_error(
+                node,
+                f"its subgraph reads {sorted(captured)[:3]}, which carry tangents, and the forward rule of "
+                f"{op_label(domain, op_type)} does not handle captured values: differentiate it in reverse "
+                "mode, or register a jvp that reads ctx.captured_tangents",
+            )
         out = [result] if result is None or isinstance(result, str) else list(result)
         # tangents of optional outputs the node does not produce (nothing reads them) are dropped
         return out[: len(outputs)]
@@ -254,6 +275,9 @@ class _TangentPass(_GradientPass):
         body_io = self._backward_io[start:]
         del self.backward[start:]
         del self._backward_io[start:]
+        # constants and shapes emitted by the sweep now live in the body: emit them again outside
+        for cache in (self._const_cache, self._ints_cache, self._shape_cache):
+            cache.clear()
         cond_out = self.new_name("cond_out")
         scans = [self.new_name("scan") for _ in ys]
         body_nodes.append(make_node("Identity", [cond], [cond_out]))
@@ -280,10 +304,15 @@ class _TangentPass(_GradientPass):
         results = []
         for s, y in zip(stacked, self.ys):
             r = self.types.get(y, UNKNOWN).rank
-            if r is None:
-                raise GradientError(f"seeds='dynamic' needs the rank of y={y!r}, which shape inference could not tell")
-            perm = [*range(1, r + 1), 0]
-            results.append(self.emit("Transpose", [s], 1, "", {"perm": perm}, y)[0])
+            if r is not None:
+                perm = [*range(1, r + 1), 0]
+                results.append(self.emit("Transpose", [s], 1, "", {"perm": perm}, y)[0])
+                continue
+            # rank unknown: (seeds, *Y) -> (seeds, numel) -> (numel, seeds) -> (*Y, seeds)
+            flat = self.emit("Reshape", [s, self.int_constant([0, -1])], 1, "", {}, y)[0]
+            moved = self.emit("Transpose", [flat], 1, "", {"perm": [1, 0]}, y)[0]
+            target = self.emit("Concat", [self.shape_value(y), self.int_constant([-1])], 1, "", {"axis": 0}, y)[0]
+            results.append(self.emit("Reshape", [moved, target], 1, "", {}, y)[0])
         return results
 
     # -- result ---------------------------------------------------------------------------
@@ -294,7 +323,12 @@ class _TangentPass(_GradientPass):
         fwd = set(self.fwd_in)
         free = [n for n in list(fn.input)[len(self.xs) : -1] if n not in fwd]
         # the reverse assembly takes "dy" as its own input; here it is an ordinary free value
-        if DY not in self.xs and any(DY in n.input for n in fn.node) and all(DY not in n.output for n in fn.node):
+        if (
+            DY not in self.xs
+            and DY not in free
+            and any(DY in n.input for n in fn.node)
+            and all(DY not in n.output for n in fn.node)
+        ):
             free.append(DY)
         if zs is not None:
             missing = [n for n in free if n not in zs]
@@ -305,11 +339,25 @@ class _TangentPass(_GradientPass):
         fn.domain = "onnx_light.forward"
         types_get = self.types.get
         del fn.value_info[:]
-        for name in fn.input:
+        for name in [*fn.input, *self.declared_outputs]:  # declared: values inference cannot follow
             t = types_get(name)
             if t is not None and t.dtype:
                 fn.value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
+
+
+def _nested_names(nodes: Iterable[NodeProto]) -> set[str]:
+    """Every name used inside the subgraphs of ``nodes`` (their inputs, outputs and nodes)."""
+    out: set[str] = set()
+    for node in nodes:
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                out.update(i.name for i in [*g.input, *g.output])
+                for n in g.node:
+                    out.update(n.input)
+                    out.update(n.output)
+                out |= _nested_names(g.node)
+    return out
 
 
 def _seeded(t: ValueType, seeds: Seeds) -> ValueType:

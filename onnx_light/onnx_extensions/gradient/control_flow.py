@@ -14,14 +14,16 @@ the forward body's vector-Jacobian product, built by our own pass (``_subgraph``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
-from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads
+from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents
+from ._forward_subgraph import jvp_nodes, pruned
 from ._recurrent_cache import Built, cached_rule, optimized
 from ._recurrent_lowering import lower_recurrent
 from ._subgraph import elem_type, tensor_info, vjp_nodes
-from ._table import rule
+from ._table import jvp_rule, rule
 
 
 def _outer_info(ctx: GradContext, name: str) -> ValueInfoProto:
@@ -303,3 +305,155 @@ def _loop_backward_body(
     outputs += [tensor_info(g, body.input[2 + j]) for g, j in zip(grads, carried)]
     outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
     return helper.make_graph([*pre, *nodes, *post], "loop_vjp", inputs, outputs)
+
+
+# -- forward rules ------------------------------------------------------------------------------
+def _floats(ctx: TangentContext, infos: Sequence[ValueInfoProto], outer: Sequence[str]) -> list[int]:
+    """The positions whose value is float (declared by the body, else inferred for the outer name)."""
+    return [k for k, (i, o) in enumerate(zip(infos, outer)) if (elem_type(i) or ctx.dtype(o)) in FLOAT_TYPES]
+
+
+def _tangent_body(
+    ctx: TangentContext, body: GraphProto, ys: list[str], wrt: dict[str, str], with_forward: bool = True
+) -> tuple[list[NodeProto], list[str], dict[str, str]]:
+    """The body's nodes (when ``with_forward``), the tangent of each of ``ys`` and the renaming of
+    the body's names (its inputs included)."""
+    types = [*_declared(body), *(_outer_info(ctx, c) for c in ctx.captured)]
+    unique = list(dict.fromkeys(ys))
+    local = [i.name for i in body.input] if with_forward else []
+    nodes, tangents, _, rename = jvp_nodes(
+        ctx, list(body.node), unique, wrt, types, with_forward=with_forward, local=local
+    )
+    of = dict(zip(unique, tangents))
+    return nodes, [of[y] for y in ys], rename
+
+
+def _renamed(infos: Sequence[ValueInfoProto], rename: dict[str, str]) -> list[ValueInfoProto]:
+    return [tensor_info(rename.get(i.name, i.name), i) for i in infos]
+
+
+@jvp_rule("", "If")
+def if_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """An If on the same condition whose branches compute their outputs' tangents from the
+    tangents of the captured values they read: only the taken branch runs."""
+    wrt = ctx.captured_tangents
+    then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
+    floats = _floats(ctx, list(then_g.output), ctx.outputs)
+    if not wrt or not floats:
+        return None
+    branches = {}
+    for key, g in (("then_branch", then_g), ("else_branch", else_g)):
+        nodes, tys, _ = _tangent_body(ctx, g, [g.output[k].name for k in floats], wrt, with_forward=False)
+        infos = [tensor_info(t, g.output[k]) for t, k in zip(tys, floats)]
+        branches[key] = helper.make_graph(nodes, f"{key}_jvp", [], infos)
+    then_b, else_b = branches["then_branch"], branches["else_branch"]
+    outs = ctx.op.If(ctx.input(0), then_branch=then_b, else_branch=else_b, _outputs=len(floats))
+    outs = [outs] if isinstance(outs, str) else list(outs)
+    result: list[str | None] = [None] * len(ctx.outputs)
+    for k, t in zip(floats, outs):
+        result[k] = t
+        ctx.declare(t, then_g.output[k])
+    return result
+
+
+@jvp_rule("", "Scan")
+def scan_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """A Scan carrying each float state's tangent as an extra state and each differentiated scan
+    input's tangent as an extra scan input; its body is the body followed by its tangent."""
+    spec, body = _ScanSpec(ctx), ctx.attr("body")
+    n, m, k = spec.n, spec.m, spec.k
+    wrt = ctx.captured_tangents
+    states = _floats(ctx, list(body.input[:n]), ctx.inputs[:n])
+    scans = [i for i in range(m) if i + n < len(ts) and ts[n + i] is not None]
+    outs = _floats(ctx, list(body.output[n:]), ctx.outputs[n:])
+    if not (wrt or scans or any(ts[j] for j in states)):
+        return None
+    t_in = {j: ctx.fresh_name(f"t_{body.input[j].name}") for j in [*states, *(n + i for i in scans)]}
+    wrt = {**{body.input[j].name: t for j, t in t_in.items()}, **wrt}
+    ys = [body.output[j].name for j in states] + [body.output[n + q].name for q in outs]
+    nodes, tys, rename = _tangent_body(ctx, body, ys, wrt)
+    ns = len(states)
+    ins, outs_ = _renamed(body.input, rename), _renamed(body.output, rename)
+    inputs = [*ins[:n], *(tensor_info(t_in[j], body.input[j]) for j in states), *ins[n:]]
+    inputs += [tensor_info(t_in[n + i], body.input[n + i]) for i in scans]
+    # the primal scan outputs are the forward node's: the tangent Scan carries only the states
+    outputs = [*outs_[:n], *(tensor_info(t, body.output[j]) for t, j in zip(tys, states))]
+    outputs += [tensor_info(t, body.output[n + q]) for t, q in zip(tys[ns:], outs)]
+    init = [ts[j] or ctx.zeros_like(ctx.input(j)) for j in states]
+    results = ctx.op.Scan(
+        *ctx.inputs[:n], *init, *ctx.inputs[n:], *(ts[n + i] for i in scans),
+        body=helper.make_graph(pruned(nodes, [o.name for o in outputs]), "scan_jvp", inputs, outputs),
+        num_scan_inputs=m + len(scans),
+        scan_input_axes=[*spec.in_axes, *(spec.in_axes[i] for i in scans)] or None,
+        scan_input_directions=[*spec.in_dirs, *(spec.in_dirs[i] for i in scans)] or None,
+        scan_output_axes=[spec.out_axes[q] for q in outs] or None,
+        scan_output_directions=[spec.out_dirs[q] for q in outs] or None,
+        _outputs=n + ns + len(outs),
+    )  # fmt: skip
+    results = [results] if isinstance(results, str) else list(results)
+    tangents: list[str | None] = [None] * (n + k)
+    for j, t in zip(states, results[n : n + ns]):
+        tangents[j] = t
+        ctx.declare(t, body.input[j])
+    for q, t in zip(outs, results[n + ns :]):
+        tangents[n + q] = t
+        ctx.declare(t, body.output[n + q], scan_axis=spec.out_axes[q])
+    return tangents
+
+
+@jvp_rule("", "Loop")
+def loop_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """A Loop carrying each float loop variable's tangent as an extra loop variable, and the scan
+    outputs' tangents as extra scan outputs; its body is the body followed by its tangent."""
+    body: GraphProto = ctx.attr("body")
+    n = len(ctx.inputs) - 2
+    k = len(body.output) - 1 - n
+    wrt = ctx.captured_tangents
+    carried = _floats(ctx, list(body.input[2:]), ctx.inputs[2:])
+    outs = _floats(ctx, list(body.output[1 + n :]), ctx.outputs[n:])
+    if not (wrt or any(ts[2 + j] for j in carried)):
+        return None
+    t_in = {j: ctx.fresh_name(f"t_{body.input[2 + j].name}") for j in carried}
+    wrt = {**{body.input[2 + j].name: t for j, t in t_in.items()}, **wrt}
+    ys = [body.output[1 + j].name for j in carried] + [body.output[1 + n + q].name for q in outs]
+    nodes, tys, rename = _tangent_body(ctx, body, ys, wrt)
+    nc = len(carried)
+    ins, outs_ = _renamed(body.input, rename), _renamed(body.output, rename)
+    inputs = [*ins, *(tensor_info(t_in[j], body.input[2 + j]) for j in carried)]
+    # the primal scan outputs are the forward node's: the tangent Loop carries only the variables
+    outputs = [*outs_[: 1 + n], *(tensor_info(t, body.output[1 + j]) for t, j in zip(tys, carried))]
+    outputs += [tensor_info(t, body.output[1 + n + q]) for t, q in zip(tys[nc:], outs)]
+    init = [ts[2 + j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
+    results = ctx.op.Loop(
+        *ctx.inputs,
+        *init,
+        body=helper.make_graph(pruned(nodes, [o.name for o in outputs]), "loop_jvp", inputs, outputs),
+        _outputs=n + nc + len(outs),
+    )
+    results = [results] if isinstance(results, str) else list(results)
+    tangents: list[str | None] = [None] * (n + k)
+    for j, t in zip(carried, results[n : n + nc]):
+        tangents[j] = t
+        ctx.declare(t, body.input[2 + j])
+    for q, t in zip(outs, results[n + nc :]):
+        tangents[n + q] = t
+        ctx.declare(t, body.output[1 + n + q], scan_axis=0)
+    return tangents
+
+
+@jvp_rule("", "RNN", "GRU", "LSTM")
+def recurrent_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """The node lowered to one Scan per direction (as the reverse rule does), whose tangent our
+    own forward pass builds: Scans carrying the state tangents beside the states."""
+    nodes, outs, inputs, infos = lower_recurrent(ctx)
+    wrt = {name: t for k, (name, t) in enumerate(zip(inputs, ts)) if name and k != 4 and t is not None}
+    if not wrt:
+        return None
+    types = [_outer_info(ctx, name) for name in dict.fromkeys(i for i in inputs if i)]
+    ys = [o for o in outs if o]
+    body, tys, declared, _ = jvp_nodes(ctx, nodes, ys, wrt, [*types, *infos], with_forward=False)
+    ctx.emit_nodes(body)
+    for info in declared:
+        ctx.declare(info.name, info)
+    of = dict(zip(ys, tys))
+    return [of.get(o) if o and ctx.output(i) else None for i, o in enumerate(outs)][: len(ctx.outputs)]

@@ -19,9 +19,3 @@ refuses(
     "unknown channels or kernel size of the conv weight",
     why="the decomposition reshapes heads and groups the convolution with them",
 )
-refuses(
-    "",
-    "LinearAttention",
-    what="forward mode (JVP)",
-    why="its expansion is a Scan over the tokens, and forward mode through Scan is not written yet",
-)

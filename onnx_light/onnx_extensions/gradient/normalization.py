@@ -440,22 +440,56 @@ def rms_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
 
 def _batch_norm_training_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """Training mode standardizes over N and the spatial axes with the batch statistics:
-    tY = tXhat scale + xhat tScale + tB, tXhat by the symmetric ``_standardize_grad``."""
-    if any(ctx.output(k) for k in (1, 2)):
-        raise ctx.error(
-            "forward mode of training-mode BatchNormalization with running_mean/running_var outputs "
-            "is not supported yet; drop those outputs or use inference mode"
-        )
+    tY = tXhat scale + xhat tScale + tB, tXhat by the symmetric ``_standardize_grad``.
+    The running statistics ``input * m + batch * (1 - m)``: tRM = tInputMean m + mean(tX) (1 - m),
+    tRV = tInputVar m + 2 mean((X - mean) tX) (1 - m) (the batch variance is the population one)."""
     x, scale = ctx.input(0), ctx.input(1)
     rank = ctx.require_rank(x)
-    axes = ctx.ints([0, *range(2, rank)])
-    _, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
-    tx, tscale, tb = (list(ts) + [None] * 3)[:3]
+    red = [0, *range(2, rank)]
+    axes = ctx.ints(red)
+    centered, std, xhat = _standardize(ctx, x, axes, float(ctx.attr("epsilon", 1e-5)))
+    tx, tscale, tb, tmean, tvar = (list(ts) + [None] * 5)[:5]
     terms: list[str | None] = []
     if tx is not None:
         terms.append(ctx.op.Mul(_standardize_grad(ctx, tx, xhat, std, axes), _per_channel(ctx, scale, rank)))
     if tscale is not None:
         terms.append(ctx.op.Mul(xhat, _per_channel(ctx, tscale, rank)))
+    if tb is not None:
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
+    if not (ctx.output(1) or ctx.output(2)):
+        return ctx.add(*terms)
+    momentum = float(ctx.attr("momentum", 0.9))
+    stats: list[str | None] = []
+    for k, t_in, batch in ((3, tmean, tx), (4, tvar, ctx.op.Mul(centered, tx) if tx else None)):
+        if not ctx.output(k - 2):
+            stats.append(None)
+            continue
+        rest = 1.0 - momentum if k == 3 else 2.0 * (1.0 - momentum)
+        stats.append(
+            ctx.add(
+                ctx.op.Mul(t_in, ctx.const(momentum, like=ctx.input(k))) if t_in else None,
+                ctx.op.Mul(ctx.op.ReduceMean(batch, axes, keepdims=0), ctx.const(rest, like=x)) if batch else None,
+            )
+        )
+    return ctx.add(*terms), *stats
+
+
+@jvp_rule("", "GroupNormalization")
+def group_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """On X viewed as (N, G, -1), tXhat = ``_standardize_grad`` of tX (symmetric);
+    tY = tXhat scale + xhat tScale + tBias (scale and bias per channel)."""
+    x, scale = ctx.input(0), ctx.input(1)
+    rank = ctx.require_rank(x)
+    grouped = ctx.ints([0, int(ctx.attr("num_groups")), -1])
+    axes = ctx.ints([2])
+    _, std, xhat = _standardize(ctx, ctx.op.Reshape(x, grouped), axes, float(ctx.attr("epsilon", 1e-5)))
+    tx, tscale, tb = (list(ts) + [None] * 3)[:3]
+    terms: list[str | None] = []
+    if tx is not None:
+        t_xhat = ctx.op.Reshape(_standardize_grad(ctx, ctx.op.Reshape(tx, grouped), xhat, std, axes), ctx.shape_of(x))
+        terms.append(ctx.op.Mul(t_xhat, _per_channel(ctx, scale, rank)))
+    if tscale is not None:
+        terms.append(ctx.op.Mul(ctx.op.Reshape(xhat, ctx.shape_of(x)), _per_channel(ctx, tscale, rank)))
     if tb is not None:
         terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)

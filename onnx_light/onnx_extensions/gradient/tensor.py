@@ -649,14 +649,49 @@ _scatter_linear_jvp = same_op(0, 2)
 
 @jvp_rule("", "ScatterElements", "ScatterND")
 def scatter_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
-    """reduction none/add: tY = Scatter(tData, indices, tUpdates) (the op is linear in both)."""
-    reduction = str(ctx.attr("reduction", "none"))
-    if reduction not in ("none", "add"):
-        raise ctx.error(
-            f"reduction={reduction!r} has no forward rule yet (only 'none' and 'add', where the op is linear); "
-            "differentiate it in reverse mode or register a jvp with registry.set_jvp"
-        )
-    return _scatter_linear_jvp(ctx, ts)
+    """reduction none/add: tY = Scatter(tData, indices, tUpdates) (the op is linear in both).
+
+    max/min: the transpose of the reverse rule's sharing among ties, tY[t] = (at_data tData[t]
+    + sum of at_update tUpdates written to t) / count[t], with at_* the indicators of the
+    values equal to Y[t] and count their number (at least 1)."""
+    reduction = _check_reduction(ctx)
+    if reduction not in ("max", "min"):
+        return _scatter_linear_jvp(ctx, ts)
+    data, idx, updates = ctx.inputs[:3]
+    y = ctx.output(0)
+    if ctx.node.op_type == "ScatterElements":
+        axis = int(ctx.attr("axis", 0))
+        picked = ctx.op.GatherElements(y, idx, axis=axis)
+
+        def scatter_add(base: str, add: str) -> str:
+            return ctx.op.ScatterElements(base, idx, add, axis=axis, reduction="add")
+    else:
+        picked = ctx.op.GatherND(y, idx)
+
+        def scatter_add(base: str, add: str) -> str:
+            return ctx.op.ScatterND(base, idx, add, reduction="add")
+
+    at_data = ctx.op.CastLike(ctx.op.Equal(data, y), data)
+    at_update = ctx.op.CastLike(ctx.op.Equal(updates, picked), updates)
+    t_data = ctx.op.Mul(ts[0], at_data) if ts[0] is not None else ctx.zeros_like(data)
+    t_updates = ctx.op.Mul(ts[2], at_update) if len(ts) > 2 and ts[2] is not None else ctx.zeros_like(updates)
+    return ctx.op.Div(scatter_add(t_data, t_updates), scatter_add(at_data, at_update))
+
+
+@jvp_rule("", "Range")
+def range_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
+    """Y_i = start + i * delta: tY_i = tStart + i * tDelta (limit only sets the length)."""
+    t_start, t_delta = ts[0], ts[2] if len(ts) > 2 else None
+    if t_start is None and t_delta is None:
+        return None
+    y = ctx.output(0)
+    terms: list[str] = []
+    if t_delta is not None:
+        steps = ctx.op.Range(ctx.ints(0), ctx.op.Size(y), ctx.ints(1))
+        terms.append(ctx.op.Mul(ctx.op.CastLike(steps, y), t_delta))
+    if t_start is not None:
+        terms.append(ctx.op.Expand(t_start, ctx.op.Shape(y)))
+    return terms[0] if len(terms) == 1 else ctx.op.Add(*terms)
 
 
 @jvp_rule("", "Concat")

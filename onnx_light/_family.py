@@ -1,0 +1,420 @@
+"""``family()``: a model and its derivative siblings, as CasADi's ONNX backend discovers them.
+
+CasADi 3.8's ``GraphBuilder("dir/f.onnx").create(...)`` answers derivative requests from
+sibling files: ``adj_f.onnx`` for reverse mode (``f.reverse(nadj)``), ``fwd_f.onnx`` for
+forward mode, and the same rule again for the siblings (``fwd_adj_f.onnx``: forward over
+reverse, what ``casadi.hessian`` needs). Its conventions, which the files follow:
+
+* a sibling keeps the primal inputs (all of them) and appends one seed per differentiated
+  value: ``adj_<y>`` inputs and ``adj_<x>`` outputs, ``fwd_<x>`` inputs and ``fwd_<y>``
+  outputs; a name already carrying the prefix gets ``adj2_``/``fwd2_`` (CasADi's
+  diff_prefix), with seed dimension ``nadj2``/``nfwd2``;
+* CasADi is 2-D: a rank-0 or rank-1 value is a column, rank 2 a matrix (row-major in the
+  tensor), a higher rank the column of its elements in row-major order; the seeds of an
+  r-by-c value are one r-by-(nseed c) matrix ``[S_1 | S_2 | ...]``. The seed dimension is
+  symbolic (``nadj``, or ``nadj_x<c>`` for nadj times c); CasADi binds each from the shape
+  it expects;
+* weights are embedded (CasADi hands the bytes to onnxruntime).
+
+``layout="onnx"`` keeps our internal form instead: each seed tensor is the value's shape
+with a trailing seed axis.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .onnx_core import (
+    FunctionProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    OnnxLightError,
+    OperatorSetIdProto,
+    TensorProto,
+    ValueInfoProto,
+    helper,
+    numpy_helper,
+    save,
+)
+from .onnx_core.gradient import FLOAT_TYPES, GradientOfFunction, GradRegistry, TangentOfFunction, diff_prefix
+from .onnx_core.inliner import FunctionInliner
+from .onnx_extensions.gradient import DefaultGradRegistry
+
+__all__ = ["family", "adjoint_model", "tangent_model", "LAYOUTS"]
+
+#: the seed layouts ``family`` writes
+LAYOUTS = ("casadi", "onnx")
+
+
+class FamilyError(OnnxLightError):
+    """A model ``family`` cannot write siblings for (the message says why and what to do)."""
+
+
+#: a value's dims: sizes, or the names of symbolic ones (the seed counts of a sibling)
+Dims = tuple[int | str, ...]
+
+
+def _dims(info: ValueInfoProto, what: str) -> Dims:
+    t = info.type.tensor_type
+    if not t.HasField("shape"):
+        raise FamilyError(f"{what} {info.name!r} has no declared shape: CasADi needs fixed sizes; declare it")
+    dims: list[int | str] = []
+    for d in t.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.dim_param.startswith(("nfwd", "nadj")):
+            dims.append(d.dim_param)  # a seed count of a sibling: bound by CasADi
+        else:
+            raise FamilyError(
+                f"{what} {info.name!r} has the symbolic dimension {d.dim_param or '?'!r}: CasADi's matrices "
+                "have fixed sizes; give the model static shapes before writing its family"
+            )
+    return tuple(dims)
+
+
+def _is_float(info: ValueInfoProto) -> bool:
+    return info.type.tensor_type.elem_type in FLOAT_TYPES
+
+
+def _seed_dims(shape: Dims, seed: str, layout: str) -> list[int | str]:
+    """The declared shape of the seeds of a value shaped ``shape``."""
+    if layout == "onnx":
+        return [*shape, seed]
+    if len(shape) == 0:
+        return [1, seed]
+    if len(shape) == 1:
+        return [shape[0], seed]
+    if len(shape) == 2:
+        c = shape[1]
+        return [shape[0], seed if c == 1 else f"{seed}_x{c}" if isinstance(c, int) else f"{seed}_{c}"]
+    return [_numel(shape), seed]
+
+
+def _numel(shape: Dims) -> int:
+    out = 1
+    for d in shape:
+        if not isinstance(d, int):
+            raise FamilyError(f"a value of shape {shape} has a symbolic dimension beyond the first two")
+        out *= d
+    return out
+
+
+class _Nodes:
+    """A node list with fresh names, for the layout conversions and the seed loop."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.nodes: list[NodeProto] = []
+        self.taken = taken
+
+    def name(self, base: str) -> str:
+        k, out = 0, base
+        while out in self.taken:
+            k += 1
+            out = f"{base}_{k}"
+        self.taken.add(out)
+        return out
+
+    def op(self, op_type: str, inputs: Sequence[str], out: str | None = None, **attrs: Any) -> str:
+        name = out or self.name(f"family_{op_type}")
+        self.nodes.append(helper.make_node(op_type, list(inputs), [name], **attrs))
+        return name
+
+    def ints(self, values: Sequence[int]) -> str:
+        tensor = numpy_helper.from_array(np.asarray(values, np.int64), self.name("family_shape"))
+        return self.op("Constant", [], tensor.name, value=tensor)
+
+    def dim(self, primal: str, shape: Dims, axis: int) -> str:
+        """Dimension ``axis`` of ``primal`` as a 1-element int64 tensor (a Constant when static)."""
+        d = shape[axis]
+        return self.ints([d]) if isinstance(d, int) else self.op("Shape", [primal], start=axis, end=axis + 1)
+
+    def to_internal(self, t: str, primal: str, shape: Dims, layout: str, out: str) -> str:
+        """Seeds in ``layout`` -> the value's shape with a trailing seed axis."""
+        if layout == "onnx" or len(shape) == 1:
+            return self.op("Identity", [t], out)
+        if len(shape) == 0:
+            return self.op("Reshape", [t, self.ints([-1])], out)
+        if len(shape) == 2:
+            target = self.op("Concat", [self.ints([0, -1]), self.dim(primal, shape, 1)], axis=0)
+            return self.op("Transpose", [self.op("Reshape", [t, target])], out, perm=[0, 2, 1])
+        target = self.op("Concat", [self.op("Shape", [primal]), self.ints([-1])], axis=0)
+        return self.op("Reshape", [t, target], out)
+
+    def from_stacked(self, t: str, shape: Dims, layout: str, out: str) -> str:
+        """The seed axis first (a Loop's stacked outputs) -> seeds in ``layout``, one Transpose."""
+        r = len(shape)
+        if layout == "onnx":
+            return self.op("Transpose", [t], out, perm=[*range(1, r + 1), 0])
+        if r == 0:
+            return self.op("Unsqueeze", [t, self.ints([0])], out)
+        if r == 1:
+            return self.op("Transpose", [t], out, perm=[1, 0])
+        if r == 2:
+            return self.op("Reshape", [self.op("Transpose", [t], perm=[1, 0, 2]), self.ints([0, -1])], out)
+        return self.op("Transpose", [self.op("Reshape", [t, self.ints([0, -1])])], out, perm=[1, 0])
+
+    def from_internal(self, t: str, shape: Dims, layout: str, out: str) -> str:
+        """The value's shape with a trailing seed axis -> seeds in ``layout``."""
+        if layout == "onnx" or len(shape) == 1:
+            return self.op("Identity", [t], out)
+        if len(shape) == 2:
+            return self.op("Reshape", [self.op("Transpose", [t], perm=[0, 2, 1]), self.ints([0, -1])], out)
+        if len(shape) == 0:
+            return self.op("Unsqueeze", [t, self.ints([0])], out)
+        return self.op("Flatten", [t], out, axis=len(shape))
+
+
+def _names(model: ModelProto) -> set[str]:
+    g = model.graph
+    taken = {i.name for i in [*g.input, *g.output]} | {t.name for t in g.initializer}
+    taken.update(o for n in g.node for o in [*n.input, *n.output])
+    return taken
+
+
+def _seed_dim(prefix: str) -> str:
+    """``adj_`` -> ``nadj``, ``fwd2_`` -> ``nfwd2`` (CasADi's seed dimensions)."""
+    return "n" + prefix[:3] + prefix[3:-1]
+
+
+def _free_inputs(model: ModelProto) -> list[ValueInfoProto]:
+    inits = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRegistry | None = None) -> ModelProto:
+    """The reverse-mode sibling: inputs ``[*inputs, *adj_<y>]``, outputs ``[*adj_<x>]``.
+
+    ``adj_x = J^T adj_y`` for every float input x and output y, for any number of seeds
+    (the symbolic dimension ``nadj``) in one run: the backward nodes that read the seed run
+    in a Loop over the seeds, the others once before it.
+
+    Args:
+        model: the primal model (static shapes, weights as initializers).
+        layout: "casadi" (CasADi's matrices) or "onnx" (a trailing seed axis).
+        registry: the rules (default: ``DefaultGradRegistry()``).
+
+    Returns:
+        The adjoint ModelProto, weights embedded.
+    """
+    _check_layout(layout)
+    inputs, outputs = _free_inputs(model), list(model.graph.output)
+    xs = [i for i in inputs if _is_float(i)]
+    ys = [o for o in outputs if _is_float(o)]
+    if not xs or not ys:
+        raise FamilyError("the model needs a float input and a float output to have an adjoint")
+    shapes = {v.name: _dims(v, "input") for v in inputs} | {v.name: _dims(v, "output") for v in ys}
+    prefix = diff_prefix([v.name for v in [*inputs, *outputs]], "adj")
+    dim = _seed_dim(prefix)
+    b = _Nodes(_names(model))
+    seeds = {y.name: b.name(f"{prefix}{y.name}") for y in ys}
+    per_seed = {y.name: b.name(f"{seeds[y.name]}_seed") for y in ys}
+    loss_name = b.name("family_loss")
+    loss = _loss_graph(model, ys, per_seed, b, loss_name)
+    bwd = GradientOfFunction(loss, [x.name for x in xs], loss_name, registry=registry or DefaultGradRegistry(),
+                             allow_unused=True)  # fmt: skip
+    # the seeds in our form (a trailing seed axis), then the backward nodes that read them in a Loop
+    internal = {
+        y.name: b.to_internal(seeds[y.name], y.name, shapes[y.name], layout, b.name(f"{seeds[y.name]}_t")) for y in ys
+    }
+    b.op("Constant", [], bwd.input[-1], value=numpy_helper.from_array(np.ones((), _np_dtype(ys[0]))))
+    stacked = _seed_loop(b, bwd, internal, per_seed, [(f"grad_{x.name}", x.type.tensor_type.elem_type) for x in xs])
+    adj_outputs = []
+    for x, s in zip(xs, stacked):
+        adj_outputs.append(b.from_stacked(s, shapes[x.name], layout, f"{prefix}{x.name}"))
+    seed_infos = [_info(seeds[y.name], y, _seed_dims(shapes[y.name], dim, layout)) for y in ys]
+    out_infos = [_info(o, x, _seed_dims(shapes[x.name], dim, layout)) for o, x in zip(adj_outputs, xs)]
+    return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, f"adj_{model.graph.name}")
+
+
+def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, str], b: _Nodes, name: str) -> ModelProto:
+    """The model with ``name = sum_y <seed_y, y>`` (one seed per output, shaped like it)."""
+    g = model.graph
+    nodes, terms = list(g.node), []
+    for y in ys:
+        prod, term = b.name("family_mul"), b.name("family_term")
+        nodes.append(helper.make_node("Mul", [seeds[y.name], y.name], [prod]))
+        nodes.append(helper.make_node("ReduceSum", [prod], [term], keepdims=0))
+        if y.type.tensor_type.elem_type != ys[0].type.tensor_type.elem_type:
+            cast = b.name("family_cast")
+            nodes.append(helper.make_node("Cast", [term], [cast], to=ys[0].type.tensor_type.elem_type))
+            term = cast
+        terms.append(term)
+    nodes.append(helper.make_node("Sum", terms, [name]))
+    seed_infos = [
+        _info(seeds[y.name], y, [d.dim_value or d.dim_param for d in y.type.tensor_type.shape.dim]) for y in ys
+    ]
+    loss = helper.make_tensor_value_info(name, ys[0].type.tensor_type.elem_type, [])
+    graph = helper.make_graph(nodes, g.name, [*g.input, *seed_infos], [loss], list(g.initializer))
+    graph.value_info.extend(g.value_info)
+    out = ModelProto()
+    out.CopyFrom(model)
+    out.graph.CopyFrom(graph)
+    return out
+
+
+def _seed_loop(
+    b: _Nodes, bwd: FunctionProto, internal: dict[str, str], per_seed: dict[str, str], grads: list[tuple[str, int]]
+) -> list[str]:
+    """Emits the backward nodes: those reading a seed in a Loop over the seeds (each iteration
+    taking one slice of every seed), the others before it. Returns the stacked gradients
+    (the seed axis first)."""
+    varying = set(per_seed.values())  # and what is computed from them (dy is the constant 1, outside)
+    body_nodes: list[NodeProto] = []
+    k, cond = b.name("family_seed"), b.name("family_cond")
+    for y, seed in per_seed.items():
+        body_nodes.append(helper.make_node("Gather", [internal[y], k], [seed], axis=-1))
+    for node in bwd.node:
+        if any(i in varying for i in node.input) or _reads_any(node, varying):
+            body_nodes.append(node)
+            varying.update(o for o in node.output if o)
+        else:
+            b.nodes.append(node)
+    cond_out = b.name("family_cond_out")
+    outs = [b.name(f"{g}_k") for g, _ in grads]
+    body_nodes.append(helper.make_node("Identity", [cond], [cond_out]))
+    body_nodes += [helper.make_node("Identity", [g], [o]) for (g, _), o in zip(grads, outs)]
+    vi = helper.make_tensor_value_info
+    body_in = [vi(k, TensorProto.INT64, []), vi(cond, TensorProto.BOOL, [])]
+    body_out = [vi(cond_out, TensorProto.BOOL, []), *(vi(o, dt, None) for o, (_, dt) in zip(outs, grads))]
+    body = helper.make_graph(body_nodes, "family_seeds", body_in, body_out)
+    first = next(iter(internal.values()))
+    count = b.op("Squeeze", [b.op("Shape", [first], start=-1)])
+    stacked = [b.name(f"{g}_stacked") for g, _ in grads]
+    b.nodes.append(helper.make_node("Loop", [count, ""], stacked, body=body))
+    return stacked
+
+
+def _reads_any(node: NodeProto, names: set[str]) -> bool:
+    """True when a subgraph of ``node`` reads one of ``names``."""
+    for attr in node.attribute:
+        graphs: list[GraphProto] = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for g in graphs:
+            for n in g.node:
+                if any(i in names for i in n.input) or _reads_any(n, names):
+                    return True
+    return False
+
+
+def tangent_model(model: ModelProto, *, layout: str = "casadi", registry: GradRegistry | None = None) -> ModelProto:
+    """The forward-mode sibling: inputs ``[*inputs, *fwd_<x>]``, outputs ``[*fwd_<y>]``.
+
+    ``fwd_y = J fwd_x`` for every float input x and output y, any number of seeds (the
+    symbolic dimension ``nfwd``) in one run. Applied to the adjoint sibling it gives
+    ``fwd_adj_f``: forward over reverse, Hessian-vector products.
+
+    Args:
+        model: the model (static shapes, weights as initializers).
+        layout: "casadi" (CasADi's matrices) or "onnx" (a trailing seed axis).
+        registry: the rules (default: ``DefaultGradRegistry()``).
+
+    Returns:
+        The tangent ModelProto, weights embedded.
+    """
+    _check_layout(layout)
+    inputs, outputs = _free_inputs(model), list(model.graph.output)
+    xs = [i for i in inputs if _is_float(i)]
+    ys = [o for o in outputs if _is_float(o)]
+    if not xs or not ys:
+        raise FamilyError("the model needs a float input and a float output to have a tangent")
+    shapes = {v.name: _dims(v, "input") for v in inputs} | {v.name: _dims(v, "output") for v in ys}
+    rules = registry or DefaultGradRegistry()
+    fn = TangentOfFunction(model, [x.name for x in xs], [y.name for y in ys], registry=rules, seeds="dynamic",
+                           allow_unused=True)  # fmt: skip
+    n_fwd = len(xs)
+    prefix = fn.input[len(fn.input) - n_fwd][: -len(xs[0].name)]
+    dim = _seed_dim(prefix)
+    b = _Nodes(_names(model) | set(fn.input) | set(fn.output))
+    call_in = list(fn.input[: len(fn.input) - n_fwd])
+    for x in xs:
+        t = b.to_internal(f"{prefix}{x.name}", x.name, shapes[x.name], layout, b.name(f"{prefix}{x.name}_t"))
+        call_in.append(t)
+    call_out = [b.name(f"{o}_t") for o in fn.output]
+    call = helper.make_node(fn.name, call_in, call_out, domain=fn.domain)
+    b.nodes += FunctionInliner([fn]).expand([call])
+    for y, t in zip(ys, call_out):
+        b.from_internal(t, shapes[y.name], layout, f"{prefix}{y.name}")
+    seed_infos = [_info(f"{prefix}{x.name}", x, _seed_dims(shapes[x.name], dim, layout)) for x in xs]
+    out_infos = [_info(f"{prefix}{y.name}", y, _seed_dims(shapes[y.name], dim, layout)) for y in ys]
+    imports = [i for i in fn.opset_import if i.domain != fn.domain]
+    return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, imports, f"fwd_{model.graph.name}")
+
+
+def _info(name: str, like: ValueInfoProto, dims: Sequence[int | str]) -> ValueInfoProto:
+    return helper.make_tensor_value_info(name, like.type.tensor_type.elem_type, list(dims))
+
+
+def _np_dtype(info: ValueInfoProto) -> np.dtype:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type))
+
+
+def _model(
+    source: ModelProto,
+    nodes: list[NodeProto],
+    inputs: list[ValueInfoProto],
+    outputs: list[ValueInfoProto],
+    imports: Sequence[OperatorSetIdProto],
+    name: str,
+) -> ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(source.graph.initializer))
+    model = helper.make_model(graph, opset_imports=list(imports))
+    model.ir_version = max(int(source.ir_version), 10)  # opset 21 needs IR 10
+    return model
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise FamilyError(f"layout={layout!r}: give one of {LAYOUTS}")
+
+
+def family(
+    model: ModelProto,
+    path: str | os.PathLike[str],
+    *,
+    layout: str = "casadi",
+    second_order: bool = True,
+    forward_sibling: bool = False,
+    registry: GradRegistry | None = None,
+) -> list[Path]:
+    """Writes ``model`` to ``path`` and its derivative siblings beside it, with CasADi's conventions.
+
+    For ``path = "out/f.onnx"``: ``out/f.onnx`` (the model, weights embedded),
+    ``out/adj_f.onnx`` (reverse mode, see :func:`adjoint_model`), with ``second_order``
+    ``out/fwd_adj_f.onnx`` (forward over reverse: what ``casadi.hessian`` needs), and with
+    ``forward_sibling`` ``out/fwd_f.onnx`` (forward mode; worth it when the model has fewer
+    inputs than outputs).
+
+    Args:
+        model: the model; its float inputs and outputs are differentiated.
+        path: where the primal goes; the siblings are named from it.
+        layout: "casadi" (CasADi's matrix layout) or "onnx" (each seed tensor the value's
+            shape with a trailing seed axis).
+        second_order: write ``fwd_adj_<name>`` too.
+        forward_sibling: write ``fwd_<name>`` too.
+        registry: the rules (default: ``DefaultGradRegistry()``).
+
+    Returns:
+        The paths written.
+    """
+    _check_layout(layout)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    primal = ModelProto()
+    primal.CopyFrom(model)
+    written = [path]
+    save(primal, path)  # tensors loaded from external data are written inline
+    adj = adjoint_model(primal, layout=layout, registry=registry)
+    written.append(path.with_name(f"adj_{path.name}"))
+    save(adj, written[-1])
+    if second_order:
+        written.append(path.with_name(f"fwd_adj_{path.name}"))
+        save(tangent_model(adj, layout=layout, registry=registry), written[-1])
+    if forward_sibling:
+        written.append(path.with_name(f"fwd_{path.name}"))
+        save(tangent_model(primal, layout=layout, registry=registry), written[-1])
+    return written
