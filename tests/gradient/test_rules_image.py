@@ -354,15 +354,28 @@ def runtime_sized(case: Case) -> Case:
     sample = oh.make_node(node.op_type, ["x_any", *node.input[1:]], list(node.output))
     sample.attribute.extend(node.attribute)
     inputs = {**case.inputs, "x_shape": np.array(x.shape, np.int64)}
-    return Case(f"{case.name}-runtime-sized", [reshape, sample], inputs, case.xs, opset=case.opset,
-                ort_dtype=case.ort_dtype, rtol=case.rtol)
+    return Case(
+        f"{case.name}-runtime-sized",
+        [reshape, sample],
+        inputs,
+        case.xs,
+        opset=case.opset,
+        ort_dtype=case.ort_dtype,
+        rtol=case.rtol,
+    )
 
 
 GRID_SAMPLE += [
     runtime_sized(c)
     for c in GRID_SAMPLE
-    if c.name in ("grid-sample-linear-reflection-ac0", "grid-sample-cubic-border-ac1", "grid-sample-nearest",
-                  "grid-sample-3d-reflection", "grid-sample-linear-zeros-ac1")
+    if c.name
+    in (
+        "grid-sample-linear-reflection-ac0",
+        "grid-sample-cubic-border-ac1",
+        "grid-sample-nearest",
+        "grid-sample-3d-reflection",
+        "grid-sample-linear-zeros-ac1",
+    )
 ]
 
 

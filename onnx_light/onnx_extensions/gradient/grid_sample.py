@@ -33,7 +33,7 @@ _MODES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic":
 
 
 #: a size or coordinate bound: a Python number when X's dim is static, else a scalar value
-Num = float | str
+_Num = float | str
 
 
 class _Arith:
@@ -42,17 +42,17 @@ class _Arith:
     def __init__(self, ctx: GradContext, like: str) -> None:
         self.ctx, self.like = ctx, like
 
-    def v(self, a: Num) -> str:
+    def v(self, a: _Num) -> str:
         return a if isinstance(a, str) else self.ctx.const(float(a), like=self.like)
 
-    def sub(self, a: Num, b: Num) -> Num:
+    def sub(self, a: _Num, b: _Num) -> _Num:
         return a - b if not isinstance(a, str) and not isinstance(b, str) else self.ctx.op.Sub(self.v(a), self.v(b))
 
-    def div(self, a: Num, b: Num) -> Num:
+    def div(self, a: _Num, b: _Num) -> _Num:
         return a / b if not isinstance(a, str) and not isinstance(b, str) else self.ctx.op.Div(self.v(a), self.v(b))
 
 
-def _reflect(ctx: GradContext, v: str, lo: Num, hi: Num) -> tuple[str, str]:
+def _reflect(ctx: GradContext, v: str, lo: _Num, hi: _Num) -> tuple[str, str]:
     """(v mirrored at lo and hi into [lo, hi], its slope: -1 after an even number of
     mirrorings, else 1), as the kernel folds coordinates (a zero span maps to lo; a
     run-time span is kept above 1e-6, which maps within 1e-6 of lo)."""
@@ -75,7 +75,7 @@ def _reflect(ctx: GradContext, v: str, lo: Num, hi: Num) -> tuple[str, str]:
     return ctx.op.Where(outside, inside, v), slope
 
 
-def _one_hot(ctx: GradContext, index: str, size: Num | tuple[str, str]) -> str:
+def _one_hot(ctx: GradContext, index: str, size: _Num | tuple[str, str]) -> str:
     """[index == q] over q < size, a trailing axis (indices outside the image match none);
     a run-time size comes as (its value, the 0..size-1 positions)."""
     if isinstance(size, tuple):
@@ -112,11 +112,11 @@ def _cubic_taps(ctx: GradContext, t: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def _axis_tables(ctx: GradContext, g: str, dims: Num | tuple[str, str]) -> tuple[str, str | None]:
+def _axis_tables(ctx: GradContext, g: str, dims: _Num | tuple[str, str]) -> tuple[str, str | None]:
     """(T, D) of one spatial axis for its normalised coordinates ``g`` (N, P): T[n, p, q] the
     tap weights on pixel q, D = dT/dg (None for nearest). ``dims``: the axis' size, or its
     run-time (value, positions)."""
-    size: Num = dims[0] if isinstance(dims, tuple) else dims
+    size: _Num = dims[0] if isinstance(dims, tuple) else dims
     mode = _MODES.get(str(ctx.attr("mode", "linear")), "")
     padding = str(ctx.attr("padding_mode", "zeros"))
     align = bool(ctx.attr("align_corners", 0))
@@ -182,7 +182,7 @@ class _Tables:
         self.d: list[str | None] = []
         for i, dim in enumerate(spatial):
             g = ctx.op.Squeeze(ctx.op.Gather(points, ctx.ints([nd - 1 - i]), axis=2), ctx.ints([2]))
-            size: Num | tuple[str, str] = float(dim) if isinstance(dim, int) else _runtime_size(ctx, x, 2 + i, g)
+            size: _Num | tuple[str, str] = float(dim) if isinstance(dim, int) else _runtime_size(ctx, x, 2 + i, g)
             t, d = _axis_tables(ctx, g, size)
             self.t.append(self._placed(ctx, t, i))
             self.d.append(None if d is None else self._placed(ctx, d, i))
