@@ -32,6 +32,7 @@ from ..onnx_core.numpy_helper import to_array
 from ..onnx_core.ops import normalise_domain, op_label, traits
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
+from ._fold import fold_affine, fold_constant_step
 from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
 from .kernels import _dtypes
 
@@ -260,8 +261,10 @@ def compile_graph(
             any rank; a dimension that is not a positive int: any size). Float32, float16 and
             float64 inputs of known rank let the generated code skip dtype checks and reuse
             dying buffers; feeds that break the promise run an untyped twin.
-        fuse: run a Conv whose only reader is a Relu as one fused step (the session turns it
-            off when it traces nodes, so that every node is seen).
+        fuse: optimise the plan (the session turns it off when it traces nodes, so that every
+            node is seen, and for ``optimize=False``): constants folded and aligned, inference
+            BatchNormalization folded into the Conv/Gemm before it (``_fold.py``), a Conv
+            whose only reader is a Relu run as one fused step.
 
     Raises:
         NotImplementedOp: a node's op has no kernel for the opset.
@@ -272,7 +275,11 @@ def compile_graph(
     input_slots = [compiler.slot(n) for n in inputs]
     const_slots = {compiler.slot(n): _aligned(v) for n, v in constants.items() if n not in inputs}
     compiler.known.update(inputs)
-    steps = [compiler.step(node) for node in nodes]
+    steps = []
+    for node in nodes:
+        step = compiler.step(node)
+        if not (fuse and fold_constant_step(step, const_slots)):
+            steps.append(step)
     for name in outputs:
         if name not in compiler.known:
             compiler.capture(name, f"graph output {name!r} is not computed by any node or input")
@@ -283,7 +290,12 @@ def compile_graph(
     # release each intermediate after its last reader
     keep = set(output_slots) | set(input_slots) | set(const_slots) | {0, 1} | {slot_of[n] for n in compiler.captured}
     if fuse:
+        steps = fold_affine(steps, const_slots, keep, compiler.new_slot)
         steps = _fuse_relu(steps, keep)
+        # constants nothing reads any more (folded into others) are not kept alive
+        read = {s for step in steps for s in step.inputs} | set(output_slots)
+        const_slots = {s: v for s, v in const_slots.items() if s in read}
+        keep |= set(const_slots)
     plan = Plan(
         slot_of,
         const_slots,
@@ -360,6 +372,10 @@ class _Compiler:
         if s is None:
             s = self.slot_of[name] = len(self.slot_of)
         return s
+
+    def new_slot(self) -> int:
+        """A fresh slot for a value the plan makes (folded weights)."""
+        return self.slot(f"\x00folded{len(self.slot_of)}")
 
     def capture(self, name: str, error: str) -> None:
         """Reads ``name`` from the enclosing scope; raises ``error`` when no scope defines it."""

@@ -76,3 +76,112 @@ def test_optimize_flag_keeps_results(optimize: bool) -> None:
     x = H.make_tensor_value_info("X", F, [2, 2])
     sess = _session([H.make_node("Relu", ["X"], ["Y"])], [x], ["Y"], [], optimize=optimize)
     np.testing.assert_array_equal(sess.run(None, {"X": -np.ones((2, 2), np.float32)})[0], np.zeros((2, 2)))
+
+
+# ---------------------------------------------------------------- BatchNormalization folding
+def _bn_inits(c: int, seed: int = 0) -> list[Any]:
+    r = np.random.default_rng(seed)
+    return [
+        NH.from_array(r.uniform(0.5, 1.5, c).astype(np.float32), "s"),
+        NH.from_array(r.standard_normal(c).astype(np.float32), "t"),
+        NH.from_array(r.standard_normal(c).astype(np.float32), "mu"),
+        NH.from_array(r.uniform(0.5, 2.0, c).astype(np.float32), "var"),
+    ]
+
+
+def _bn(x: str, y: str) -> Any:
+    return H.make_node("BatchNormalization", [x, "s", "t", "mu", "var"], [y], epsilon=1e-3)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("group", [1, 2])
+def test_batch_norm_after_conv_is_folded_into_its_weights(bias: bool, group: int) -> None:
+    r = np.random.default_rng(1)
+    inits = [NH.from_array(r.standard_normal((4, 4 // group, 3, 3)).astype(np.float32), "W"), *_bn_inits(4)]
+    if bias:
+        inits.append(NH.from_array(r.standard_normal(4).astype(np.float32), "B"))
+    conv = H.make_node("Conv", ["X", "W", "B" if bias else ""], ["c"], pads=[1, 1, 1, 1], group=group)
+    nodes = [conv, _bn("c", "n"), H.make_node("Relu", ["n"], ["Y"])]
+    opt, ref = _both(nodes, [H.make_tensor_value_info("X", F, [2, 4, 9, 9])], ["Y"], inits)
+    assert _ops(opt) == ["Conv+BatchNormalization+Relu"]
+    assert _ops(ref) == ["Conv", "BatchNormalization", "Relu"]
+    x = r.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    np.testing.assert_allclose(opt.run(None, {"X": x})[0], ref.run(None, {"X": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_is_not_folded_into_a_conv_whose_output_is_read_elsewhere() -> None:
+    r = np.random.default_rng(2)
+    inits = [NH.from_array(r.standard_normal((4, 4, 1, 1)).astype(np.float32), "W"), *_bn_inits(4)]
+    nodes = [H.make_node("Conv", ["X", "W"], ["c"]), _bn("c", "n"), H.make_node("Add", ["n", "c"], ["Y"])]
+    opt, ref = _both(nodes, [H.make_tensor_value_info("X", F, [1, 4, 5, 5])], ["Y", "c"], inits)
+    assert _ops(opt) == ["Conv", "BatchNormalization", "Add"]  # BN runs with s, t precomputed
+    x = r.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    for a, b in zip(opt.run(None, {"X": x}), ref.run(None, {"X": x})):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("with_c", [True, False])
+def test_batch_norm_after_gemm_is_folded(trans_b: int, with_c: bool) -> None:
+    r = np.random.default_rng(3)
+    w = r.standard_normal((6, 4) if trans_b else (4, 6)).astype(np.float32)
+    inits = [NH.from_array(w, "W"), *_bn_inits(6, 4), NH.from_array(r.standard_normal(6).astype(np.float32), "C")]
+    gemm = H.make_node("Gemm", ["X", "W", "C" if with_c else ""], ["g"], transB=trans_b, alpha=0.5, beta=2.0)
+    opt, ref = _both([gemm, _bn("g", "Y")], [H.make_tensor_value_info("X", F, [3, 4])], ["Y"], inits)
+    assert _ops(opt) == ["Gemm+BatchNormalization"]
+    x = r.standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(opt.run(None, {"X": x})[0], ref.run(None, {"X": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_whose_statistics_are_fed_is_not_folded() -> None:
+    r = np.random.default_rng(4)
+    inits = [NH.from_array(r.standard_normal((4, 4, 1, 1)).astype(np.float32), "W"), *_bn_inits(4)]
+    inputs = [H.make_tensor_value_info("X", F, [1, 4, 3, 3]), H.make_tensor_value_info("mu", F, [4])]
+    nodes = [H.make_node("Conv", ["X", "W"], ["c"]), _bn("c", "Y")]
+    opt, ref = _both(nodes, inputs, ["Y"], inits)  # "mu" is an input with a default: not a constant
+    assert _ops(opt) == ["Conv", "BatchNormalization"]
+    x, mu = r.standard_normal((1, 4, 3, 3)).astype(np.float32), np.full(4, 3.0, np.float32)
+    np.testing.assert_allclose(opt.run(None, {"X": x, "mu": mu})[0], ref.run(None, {"X": x, "mu": mu})[0], rtol=1e-5)
+
+
+# ---------------------------------------------------------------- constant folding
+def test_shape_arithmetic_on_constants_is_folded() -> None:
+    r = np.random.default_rng(5)
+    inits = [NH.from_array(r.standard_normal((2, 6)).astype(np.float32), "W"), NH.from_array(np.array([0]), "i")]
+    nodes = [
+        H.make_node("Transpose", ["W"], ["WT"]),  # depends only on an initializer
+        H.make_node("Shape", ["WT"], ["shp"]),
+        H.make_node("Gather", ["shp", "i"], ["d0"]),
+        H.make_node("Concat", ["d0", "d0"], ["target"], axis=0),
+        H.make_node("MatMul", ["X", "WT"], ["m"]),
+        H.make_node("Reshape", ["m", "target"], ["Y"]),
+    ]
+    opt, ref = _both(nodes, [H.make_tensor_value_info("X", F, [3, 6])], ["Y", "target"], inits)
+    assert _ops(opt) == ["MatMul", "Reshape"]
+    x = r.standard_normal((3, 6)).astype(np.float32)
+    with pytest.raises(Exception, match="Reshape"):
+        ref.run(None, {"X": x})  # a 3 x 2 result cannot be 6 x 6: both plans say so at run time
+    with pytest.raises(Exception, match="Reshape"):
+        opt.run(None, {"X": x})
+
+
+def test_folded_values_match_and_outputs_stay_writable() -> None:
+    inits = [NH.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "W")]
+    nodes = [H.make_node("Transpose", ["W"], ["WT"]), H.make_node("Neg", ["WT"], ["Y"])]
+    opt, ref = _both(nodes, [], ["Y"], inits)
+    assert _ops(opt) == []
+    a, b = opt.run(None, {})[0], ref.run(None, {})[0]
+    np.testing.assert_array_equal(a, b)
+    a[0, 0] = 7.0  # the caller's copy, not the plan's constant
+    np.testing.assert_array_equal(opt.run(None, {})[0], b)
+
+
+def test_random_ops_and_failing_kernels_are_not_folded() -> None:
+    inits = [NH.from_array(np.ones((2, 2), np.float32), "A"), NH.from_array(np.ones((3, 3), np.float32), "B")]
+    nodes = [H.make_node("RandomUniformLike", ["A"], ["R"]), H.make_node("Add", ["A", "B"], ["Y"])]
+    opt = _session(nodes[:1], [], ["R"], inits)
+    assert _ops(opt) == ["RandomUniformLike"]
+    assert not np.array_equal(opt.run(None, {})[0], opt.run(None, {})[0])
+    bad = _session(nodes[1:], [], ["Y"], inits)
+    with pytest.raises(Exception, match="Add"):
+        bad.run(None, {})

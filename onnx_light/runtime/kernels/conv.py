@@ -148,8 +148,20 @@ def _conv_im2col(
     return y
 
 
-# a new array each call (runtime/_codegen.py); the plan replaces Conv -> Relu by conv_relu
-kernel("", "Conv", since=(1, 11, 22), fresh_output=True, with_relu=conv_relu)(conv)
+def _conv_absorb(
+    w: np.ndarray, b: np.ndarray | None, scale: np.ndarray, shift: np.ndarray, **attributes: Any
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+    """``Conv(x, w, b) * scale + shift`` per output channel as ``Conv(x, w * scale, b * scale + shift)``."""
+    if w.dtype.kind != "f" or (b is not None and b.dtype != w.dtype) or scale.shape != (w.shape[0],):
+        return None
+    w2 = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+    b2 = ((0.0 if b is None else b.astype(np.float64)) * scale + shift).astype(w.dtype)
+    return w2, b2, attributes
+
+
+# a new array each call (runtime/_codegen.py); the plan replaces Conv -> Relu by conv_relu and
+# folds a following inference BatchNormalization into w and b
+kernel("", "Conv", since=(1, 11, 22), fresh_output=True, with_relu=conv_relu, absorb_affine=_conv_absorb)(conv)
 
 
 def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndarray:
