@@ -155,8 +155,8 @@ AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t 
             v1 = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
         }
         if (relu) {
-            v0 = _mm512_max_ps(v0, zero);
-            v1 = _mm512_max_ps(v1, zero);
+            v0 = _mm512_max_ps(zero, v0);
+            v1 = _mm512_max_ps(zero, v1);
         }
         _mm512_mask_storeu_ps(c, m0, v0);
         _mm512_mask_storeu_ps(c + 16, m1, v1);
@@ -166,7 +166,7 @@ AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t 
 // e^x for |x| <= 87: 2^n e^r with n = round(x log2 e), r = x - n ln 2 (in two parts) in
 // [-ln2/2, ln2/2], e^r by its degree-7 Taylor polynomial (relative error below 1e-8).
 AVX512 inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(87.0f));
+    x = _mm512_min_ps(_mm512_set1_ps(87.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));  // NaN stays NaN
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -181,15 +181,15 @@ AVX512 inline __m512 exp16(__m512 x) {
 AVX512 inline __m512 activate16(const Epilogue &ep, __m512 v) {
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     switch (ep.act) {
-        case ACT_RELU: return _mm512_max_ps(v, zero);
-        case ACT_CLIP: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(ep.a)), _mm512_set1_ps(ep.b));
+        case ACT_RELU: return _mm512_max_ps(zero, v);
+        case ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(ep.b), _mm512_max_ps(_mm512_set1_ps(ep.a), v));
         case ACT_HARDSWISH: {
             const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
-            return _mm512_mul_ps(v, _mm512_min_ps(_mm512_max_ps(g, zero), one));
+            return _mm512_mul_ps(v, _mm512_min_ps(one, _mm512_max_ps(zero, g)));
         }
         case ACT_HARDSIGMOID: {
             const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(ep.a), _mm512_set1_ps(ep.b));
-            return _mm512_min_ps(_mm512_max_ps(g, zero), one);
+            return _mm512_min_ps(one, _mm512_max_ps(zero, g));
         }
         case ACT_SILU: return _mm512_div_ps(v, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v))));
         case ACT_SIGMOID: return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v))));
@@ -252,7 +252,7 @@ AVX512 inline void depthwise_block(const Shape &s, const float *plane, int64_t w
         for (int v = 0; v < V; ++v) {
             if (v >= vectors) break;
             const int64_t j0 = jb + 16 * v;
-            const __m512 o = relu ? _mm512_max_ps(acc[r][v], zero) : acc[r][v];
+            const __m512 o = relu ? _mm512_max_ps(zero, acc[r][v]) : acc[r][v];
             _mm512_mask_storeu_ps(out + (i0 + r) * s.ow + j0, bits(0, s.ow - j0), o);
         }
     }

@@ -71,8 +71,8 @@ AVX2 void tile_6x16(int64_t kc, const float *A, const float *B, const int64_t *k
             v1 = _mm256_add_ps(acc[r][1], _mm256_maskload_ps(c + 8, m1));
         }
         if (relu) {
-            v0 = _mm256_max_ps(v0, zero);
-            v1 = _mm256_max_ps(v1, zero);
+            v0 = _mm256_max_ps(zero, v0);
+            v1 = _mm256_max_ps(zero, v1);
         }
         _mm256_maskstore_ps(c, m0, v0);
         _mm256_maskstore_ps(c + 8, m1, v1);
@@ -117,7 +117,7 @@ AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int6
 // e^x for |x| <= 87: 2^n e^r with n = round(x log2 e), r = x - n ln 2 (in two parts) in
 // [-ln2/2, ln2/2], e^r by its degree-7 Taylor polynomial (relative error below 1e-8).
 AVX2 inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(87.0f));
+    x = _mm256_min_ps(_mm256_set1_ps(87.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));  // NaN stays NaN
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
@@ -132,15 +132,15 @@ AVX2 inline __m256 exp8(__m256 x) {
 AVX2 inline __m256 activate8(const Epilogue &ep, __m256 v) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     switch (ep.act) {
-        case ACT_RELU: return _mm256_max_ps(v, zero);
-        case ACT_CLIP: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(ep.a)), _mm256_set1_ps(ep.b));
+        case ACT_RELU: return _mm256_max_ps(zero, v);
+        case ACT_CLIP: return _mm256_min_ps(_mm256_set1_ps(ep.b), _mm256_max_ps(_mm256_set1_ps(ep.a), v));
         case ACT_HARDSWISH: {
             const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
-            return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(g, zero), one));
+            return _mm256_mul_ps(v, _mm256_min_ps(one, _mm256_max_ps(zero, g)));
         }
         case ACT_HARDSIGMOID: {
             const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(ep.a), _mm256_set1_ps(ep.b));
-            return _mm256_min_ps(_mm256_max_ps(g, zero), one);
+            return _mm256_min_ps(one, _mm256_max_ps(zero, g));
         }
         case ACT_SILU: return _mm256_div_ps(v, _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, v))));
         case ACT_SIGMOID: return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, v))));
@@ -208,7 +208,7 @@ AVX2 inline void depthwise_block(const Shape &s, const float *plane, int64_t wp,
         for (int v = 0; v < V; ++v) {
             if (v >= vectors) break;
             const int64_t j0 = jb + 8 * v;
-            const __m256 o = relu ? _mm256_max_ps(acc[r][v], zero) : acc[r][v];
+            const __m256 o = relu ? _mm256_max_ps(zero, acc[r][v]) : acc[r][v];
             _mm256_maskstore_ps(out + (i0 + r) * s.ow + j0, lanes(0, s.ow - j0), o);
         }
     }

@@ -175,6 +175,13 @@ def test_conv2d_epilogues_match_numpy(case: int, act: int, residual: bool, isa: 
     want = EPILOGUES[act][1](conv + (0 if res is None else res), a, bb)
     got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, False, isa, act, a, bb, res)  # type: ignore[union-attr]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(wt[0].size))
+    # a NaN input stays NaN through every activation (numpy's maximum / minimum propagate it)
+    x[(0,) * x.ndim] = np.nan
+    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, False, isa, act, a, bb, res)  # type: ignore[union-attr]
+    conv = _conv_im2col(x, wt, b, list(s), list(d), list(p[:2]), list(p[2:]), g)
+    with np.errstate(invalid="ignore"):
+        want = EPILOGUES[act][1](conv + (0 if res is None else res), a, bb)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
 
 def test_conv2d_rejects_bad_arguments() -> None:
