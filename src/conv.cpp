@@ -306,6 +306,10 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
 
 }  // namespace
 
+AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    epilogue16(ep, y, res, n);
+}
+
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
                        float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
@@ -318,6 +322,7 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
 #else
 }  // namespace
 void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *) {}
+void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
 void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias,
@@ -419,6 +424,25 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
                 owner);
 }
 
+using InOut = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+using InAny = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+
+// y = act(y + residual) in place, over the whole array: the epilogue of a convolution that
+// another kernel (BLAS) computed
+void epilogue_inplace(InOut y, int act, float a, float b, std::optional<InAny> residual, const std::string &isa) {
+    const std::string use = isa.empty() ? best_isa() : isa;
+    if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
+        throw std::invalid_argument("epilogue: this CPU cannot run isa '" + use + "'");
+    if (act < ACT_NONE || act > ACT_SIGMOID) throw std::invalid_argument("epilogue: unknown activation");
+    if (residual && residual->size() != y.size()) throw std::invalid_argument("epilogue: the residual's size is not y's");
+    Epilogue ep;
+    ep.act = act, ep.a = a, ep.b = b;
+    const float *res = residual ? residual->data() : nullptr;
+    const int64_t n = static_cast<int64_t>(y.size());
+    nb::gil_scoped_release release;
+    (use == "avx512" ? epilogue_avx512 : epilogue_avx2)(ep, y.data(), res, n);
+}
+
 }  // namespace
 }  // namespace onnx_light_conv
 
@@ -430,4 +454,7 @@ void bind_conv(nb::module_ &m) {
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
           nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
           nb::arg("residual").none() = nb::none());
+    m.def("conv_epilogue", &epilogue_inplace, nb::arg("y"), nb::arg("act"), nb::arg("a"), nb::arg("b"),
+          nb::arg("residual").none(), nb::arg("isa") = "",
+          "y = act(y + residual) in place (the activation codes of src/conv.h)");
 }

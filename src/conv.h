@@ -132,5 +132,8 @@ void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const f
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y);
 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y);
+// y[i] = act(y[i] + res[i]) for i < n (res may be null)
+void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n);
+void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n);
 
 }  // namespace onnx_light_conv

@@ -259,6 +259,8 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
 
 }  // namespace
 
+AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }
+
 AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
@@ -269,6 +271,7 @@ AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *
 }
 #else
 void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *) {}
+void epilogue_avx2(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
 }  // namespace onnx_light_conv

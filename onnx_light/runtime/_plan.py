@@ -33,6 +33,7 @@ from ..onnx_core.ops import normalise_domain, op_label, traits
 from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
 from ._fold import fold_affine, fold_constant_step
+from ._fuse import fuse_conv_epilogues
 from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
 from .kernels import _dtypes
 
@@ -264,7 +265,8 @@ def compile_graph(
         fuse: optimise the plan (the session turns it off when it traces nodes, so that every
             node is seen, and for ``optimize=False``): constants folded and aligned, inference
             BatchNormalization folded into the Conv/Gemm before it (``_fold.py``), a Conv
-            whose only reader is a Relu run as one fused step.
+            with the residual Add and activation after it run as one step (``_fuse.py``), a
+            Conv whose only reader is a Relu run as one fused step.
 
     Raises:
         NotImplementedOp: a node's op has no kernel for the opset.
@@ -290,11 +292,7 @@ def compile_graph(
     # release each intermediate after its last reader
     keep = set(output_slots) | set(input_slots) | set(const_slots) | {0, 1} | {slot_of[n] for n in compiler.captured}
     if fuse:
-        steps = fold_affine(steps, const_slots, keep, compiler.new_slot)
-        steps = _fuse_relu(steps, keep)
-        # constants nothing reads any more (folded into others) are not kept alive
-        read = {s for step in steps for s in step.inputs} | set(output_slots)
-        const_slots = {s: v for s, v in const_slots.items() if s in read}
+        steps, const_slots = _optimised(steps, const_slots, keep, compiler.new_slot, output_slots)
         keep |= set(const_slots)
     plan = Plan(
         slot_of,
@@ -313,6 +311,18 @@ def compile_graph(
             plan.input_types[slot_of[name]] = (dtype, dims)
     plan.fast = generate(plan)
     return plan
+
+
+def _optimised(
+    steps: list[Step], constants: dict[int, Any], keep: set[int], new_slot: Callable[[], int], outputs: list[int]
+) -> tuple[list[Step], dict[int, Any]]:
+    """The plan-time rewrites after constant folding: BatchNormalization folded, epilogues and
+    ReLUs fused; constants nothing reads any more (folded into others) are not kept alive."""
+    steps = fold_affine(steps, constants, keep, new_slot)
+    steps = fuse_conv_epilogues(steps, constants, keep)
+    steps = _fuse_relu(steps, keep)
+    read = {s for step in steps for s in step.inputs} | set(outputs)
+    return steps, {s: v for s, v in constants.items() if s in read}
 
 
 def _aligned(value: Any) -> Any:

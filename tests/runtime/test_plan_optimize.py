@@ -185,3 +185,98 @@ def test_random_ops_and_failing_kernels_are_not_folded() -> None:
     bad = _session(nodes[1:], [], ["Y"], inits)
     with pytest.raises(Exception, match="Add"):
         bad.run(None, {})
+
+
+# ---------------------------------------------------------------- convolution epilogues
+def _conv_chain(tail: str, shape: tuple[int, ...] = (1, 4, 12, 12), k: int = 3, group: int = 1) -> tuple[Any, ...]:
+    """X -> Conv -> c, then ``tail``: the nodes after it (Y is the graph output)."""
+    r = np.random.default_rng(7)
+    c = shape[1]
+    inits = [
+        NH.from_array((r.standard_normal((c, c // group, k, k)) * 0.4).astype(np.float32), "W"),
+        NH.from_array(r.standard_normal(c).astype(np.float32), "B"),
+        NH.from_array(np.array(-0.25, np.float32), "lo"),
+        NH.from_array(np.array(0.5, np.float32), "hi"),
+    ]
+    pads = [k // 2] * 4
+    nodes = [H.make_node("Conv", ["X", "W", "B"], ["c"], pads=pads, group=group)]
+    tails = {
+        "hardswish": [H.make_node("HardSwish", ["c"], ["Y"])],
+        "hardsigmoid": [H.make_node("HardSigmoid", ["c"], ["Y"], alpha=0.3, beta=0.4)],
+        "clip": [H.make_node("Clip", ["c", "lo", "hi"], ["Y"])],
+        "sigmoid": [H.make_node("Sigmoid", ["c"], ["Y"])],
+        "silu": [H.make_node("Sigmoid", ["c"], ["s"]), H.make_node("Mul", ["c", "s"], ["Y"])],
+        "add": [H.make_node("Add", ["R", "c"], ["Y"])],
+        "add_relu": [H.make_node("Add", ["c", "R"], ["a"]), H.make_node("Relu", ["a"], ["Y"])],
+        "add_broadcast": [H.make_node("Add", ["c", "Rb"], ["a"]), H.make_node("Relu", ["a"], ["Y"])],
+    }
+    nodes += tails[tail]
+    inputs = [H.make_tensor_value_info("X", F, list(shape))]
+    feeds = {"X": r.standard_normal(shape).astype(np.float32)}
+    if "add" in tail:
+        rs = (1, c, 1, 1) if tail == "add_broadcast" else shape
+        name = "Rb" if tail == "add_broadcast" else "R"
+        inputs.append(H.make_tensor_value_info(name, F, list(rs)))
+        feeds[name] = r.standard_normal(rs).astype(np.float32)
+    return nodes, inputs, inits, feeds
+
+
+_FUSED = {
+    "hardswish": "Conv+HardSwish",
+    "hardsigmoid": "Conv+HardSigmoid",
+    "clip": "Conv+Clip",
+    "sigmoid": "Conv+Sigmoid",
+    "silu": "Conv+Sigmoid+Mul",
+    "add": "Conv+Add",
+    "add_relu": "Conv+Add+Relu",
+    "add_broadcast": "Conv+Add+Relu",
+}
+
+
+@pytest.mark.parametrize("tail", sorted(_FUSED))
+@pytest.mark.parametrize("geometry", ["tiled", "depthwise", "pointwise"])
+def test_conv_epilogues_are_fused_and_match_the_unoptimised_plan(tail: str, geometry: str) -> None:
+    k, group = {"tiled": (3, 1), "depthwise": (3, 4), "pointwise": (1, 1)}[geometry]
+    nodes, inputs, inits, feeds = _conv_chain(tail, k=k, group=group)
+    opt, ref = _both(nodes, inputs, ["Y"], inits)
+    assert _ops(opt) == [_FUSED[tail]]
+    np.testing.assert_allclose(opt.run(None, feeds)[0], ref.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_epilogues_are_not_fused_across_a_value_read_elsewhere() -> None:
+    nodes, inputs, inits, feeds = _conv_chain("add_relu")
+    opt, ref = _both(nodes, inputs, ["Y", "a"], inits)  # the Add's output is a graph output too
+    assert _ops(opt) == ["Conv+Add", "Relu"]
+    for a, b in zip(opt.run(None, feeds), ref.run(None, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_two_convolutions_feeding_one_add_fuse_it_once() -> None:
+    r = np.random.default_rng(8)
+    inits = [NH.from_array(r.standard_normal((4, 4, 3, 3)).astype(np.float32), n) for n in ("W1", "W2")]
+    nodes = [
+        H.make_node("Conv", ["X", "W1"], ["c1"], pads=[1, 1, 1, 1]),
+        H.make_node("Conv", ["X", "W2"], ["c2"], pads=[1, 1, 1, 1]),
+        H.make_node("Add", ["c1", "c2"], ["a"]),
+        H.make_node("Relu", ["a"], ["Y"]),
+    ]
+    opt, ref = _both(nodes, [H.make_tensor_value_info("X", F, [1, 4, 6, 6])], ["Y"], inits)
+    assert sorted(_ops(opt)) == ["Conv", "Conv+Add+Relu"]
+    x = r.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(opt.run(None, {"X": x})[0], ref.run(None, {"X": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_fused_epilogues_fall_back_to_the_kernels_for_float64() -> None:
+    r = np.random.default_rng(9)
+    w = NH.from_array(r.standard_normal((2, 2, 3, 3)), "W")
+    nodes = [H.make_node("Conv", ["X", "W"], ["c"]), H.make_node("HardSwish", ["c"], ["Y"])]
+    x = H.make_tensor_value_info("X", TensorProto.DOUBLE, [1, 2, 5, 5])
+    graph = H.make_graph(nodes, "g", [x], [H.make_tensor_value_info("Y", TensorProto.DOUBLE, None)], [w])
+    data = H.make_model(graph, opset_imports=[H.make_opsetid("", 17)]).SerializeToString()
+    opt = InferenceSession(onnx_light.load_from_string(data))
+    ref = InferenceSession(onnx_light.load_from_string(data), optimize=False)
+    assert _ops(opt) == ["Conv+HardSwish"]
+    feed = {"X": r.standard_normal((1, 2, 5, 5))}
+    got = opt.run(None, feed)[0]
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, ref.run(None, feed)[0])  # the same kernels, bit for bit

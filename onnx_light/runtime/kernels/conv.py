@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolve_pads, transpose_window
-from onnx_light.runtime._native import conv2d_native
+from onnx_light.runtime._native import CONV2D as USING_NATIVE
+from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
 
 __all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
@@ -121,6 +122,37 @@ def conv_relu(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, **attri
     return conv(x, w, b, **attributes, _relu=True)
 
 
+def conv_epilogue(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    residual: np.ndarray | None,
+    act: int,
+    a: float,
+    b_act: float,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray | None:
+    """``act(Conv(x, w, b) + residual)`` by the native kernel (``act`` a code of ``src/conv.h``:
+    1 Relu, 2 Clip [a, b_act], 3 HardSwish, 4 HardSigmoid (alpha a, beta b_act), 5 x * Sigmoid(x),
+    6 Sigmoid), or None when the native kernel does not run this convolution (the plan then
+    runs the Conv and the fused nodes' own kernels)."""
+    nd = x.ndim - 2
+    strides, dilations = _defaults(nd, strides, dilations)
+    begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual)
+    if y is not None or not USING_NATIVE:
+        return y
+    # the convolution by numpy / BLAS, the epilogue natively in place
+    y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
+    return y if conv_epilogue_native(y, act, a, b_act, residual) else None
+
+
 def _conv_im2col(
     x: np.ndarray,
     w: np.ndarray,
@@ -131,8 +163,15 @@ def _conv_im2col(
     end: list[int],
     group: int,
 ) -> np.ndarray:
-    """The numpy convolution: one im2col copy of a strided view, one batched matmul."""
+    """The numpy convolution: one im2col copy of a strided view, one batched matmul (a 1 x 1
+    kernel with stride 1, no pads and one group is the matmul alone: no copy)."""
     nd = x.ndim - 2
+    if group == 1 and all(k == 1 for k in w.shape[2:]) and set(strides) <= {1} and not any(begin + end):
+        n, m = x.shape[0], w.shape[0]
+        y = np.matmul(w.reshape(m, -1), x.reshape(n, x.shape[1], -1)).reshape((n, m, *x.shape[2:]))
+        if b is not None:
+            y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
+        return y
     ksize = w.shape[2:]
     xp = pad_spatial(x, begin, end)
     out_shape = [output_size(xp.shape[2 + i], ksize[i], strides[i], dilations[i]) for i in range(nd)]
@@ -161,7 +200,15 @@ def _conv_absorb(
 
 # a new array each call (runtime/_codegen.py); the plan replaces Conv -> Relu by conv_relu and
 # folds a following inference BatchNormalization into w and b
-kernel("", "Conv", since=(1, 11, 22), fresh_output=True, with_relu=conv_relu, absorb_affine=_conv_absorb)(conv)
+kernel(
+    "",
+    "Conv",
+    since=(1, 11, 22),
+    fresh_output=True,
+    with_relu=conv_relu,
+    absorb_affine=_conv_absorb,
+    with_epilogue=conv_epilogue,
+)(conv)
 
 
 def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndarray:
