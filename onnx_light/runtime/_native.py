@@ -159,7 +159,9 @@ def _native_conv_pays(
     if CONV_ISA == "avx2":
         # against OpenBLAS's AVX2 GEMM the 6x16 tile wins only reading in place with a window
         # (benchmark CNN 2.4 vs 3.4 and 6.6 vs 8.6 ms; 1x1 2.2 vs 1.4, strided 3.4 vs 3.2)
-        return in_place and w_shape[2] * w_shape[3] > 1
+        # packed panels also win on a short reduction (an RGB stem, K = 27: 1.1 vs 3.1 ms at 224 x 224,
+        # stride 2; K = 144 loses, 4.8 vs 4.2), where im2col's strided copy costs more than its GEMM
+        return (in_place and w_shape[2] * w_shape[3] > 1) or int(np.prod(w_shape[1:])) <= 64
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
