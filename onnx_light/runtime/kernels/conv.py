@@ -142,11 +142,18 @@ def conv_epilogue(
     1 Relu, 2 Clip [a, b_act], 3 HardSwish, 4 HardSigmoid (alpha a, beta b_act), 5 x * Sigmoid(x),
     6 Sigmoid), or None when the native kernel does not run this convolution (the plan then
     runs the Conv and the fused nodes' own kernels)."""
+    f32 = np.dtype(np.float32)
+    if not USING_NATIVE or x.dtype != f32 or w.dtype != f32 or (b is not None and b.dtype != f32):
+        return None  # decided before any work: the plan then runs the kernels themselves
+    if residual is not None and (
+        residual.dtype != f32 or residual.ndim != x.ndim or residual.shape[:2] != (x.shape[0], w.shape[0])
+    ):
+        return None  # a broadcast residual: Add's kernel
     nd = x.ndim - 2
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual)
-    if y is not None or not USING_NATIVE:
+    if y is not None:
         return y
     # the convolution by numpy / BLAS, the epilogue natively in place
     y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
