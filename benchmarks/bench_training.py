@@ -10,9 +10,11 @@ and a pre-LN transformer block (d 256). Four ways, alternating in one process, o
 * ``ort train_step``: the same train_step.onnx in onnxruntime (``intra_op_num_threads=1``).
 
 Prints the median time per step and the ratios to torch and to onnxruntime, and (Linux) the
-peak memory of a step per engine: the resident set's high-water mark is reset through
-``/proc/self/clear_refs`` before three steps and read back (``VmHWM``) after them, so each
-engine's peak above the memory it held before (``VmRSS``) is measured in this one process.
+peak memory of a step per engine: freed heap pages go back to the OS (``malloc_trim``), the
+resident set's high-water mark is reset through ``/proc/self/clear_refs`` before three steps
+and read back (``VmHWM``) after them, so each engine's peak above the memory it held before
+(``VmRSS``) is measured in this one process (onnxruntime's arena keeps its buffers between
+runs, so its peak reads as ~0: compare ours with torch's).
 
     PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10] [--models mlp,cnn]
 """
@@ -217,9 +219,14 @@ def _status_kb(field: str) -> int:
 def _step_peak_mb(step: Callable[[], None], steps: int = 3) -> float | None:
     """Peak resident memory above the current one while ``step`` runs ``steps`` times (MB), or
     None where the peak cannot be reset (not Linux)."""
+    import ctypes
     import gc
 
     gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages back to the OS: RSS = what is live
+    except (OSError, AttributeError):
+        pass
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # resets VmHWM to the current VmRSS
