@@ -530,9 +530,8 @@ def _fuse_relu(steps: list[Step], keep: set[int]) -> list[Step]:
         if relu.inputs != step.outputs or relu.options.float_ufunc != "relu":
             continue
         fused_options = replace(step.options, with_relu=None)
-        merged[i] = Step(
-            fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset, fused_options, (*step.fused, "Relu")
-        )
+        labels = (*step.fused, relu.node.op_type)
+        merged[i] = Step(fused, step.inputs, relu.outputs, step.kwargs, step.node, step.opset, fused_options, labels)
         dropped.add(after[0])
     if not merged:
         return steps
