@@ -17,6 +17,11 @@ within a round and the order flips every round; the table reports medians per ru
 and the median ratios. Before timing, all runtimes' outputs are checked against ours.
 
     PYTHONPATH=. python benchmarks/bench_runtime.py [--rounds 15] [--models chain,mlp,cnn,lstm] [--no-reference]
+    PYTHONPATH=. python benchmarks/bench_runtime.py --models real --no-reference --profile
+
+``--models real`` selects the real models of ``bench_real_models.py`` (MobileNetV3-small-like,
+ResNet-18, CRNN, DB text detector, YOLO-style detector, transformer encoder; needs torch to
+export them once); ``--profile`` then prints our per-op-type time table of each.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -46,6 +52,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import onnx_light  # noqa: E402
 from onnx_light.runtime import InferenceSession  # noqa: E402
+
+sys.path.insert(0, HERE)
+from bench_real_models import REAL_MODELS, real_model  # noqa: E402
 
 F = TensorProto.FLOAT
 OPSET = [H.make_opsetid("", 18)]
@@ -195,6 +204,10 @@ MODELS: dict[str, Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]]] =
     "lstm": lstm_model,
 }
 TARGETS = {"chain": 2.0, "mlp": 1.25, "cnn": 1.5, "lstm": 1.5}
+# the real models (bench_real_models.py: torch architectures exported once into a cache folder)
+for _name in REAL_MODELS:
+    MODELS[_name] = functools.partial(real_model, _name)
+    TARGETS[_name] = 1.5
 
 
 # ----------------------------------------------------------------------------
@@ -228,11 +241,16 @@ def check(results: dict[str, list[Any]]) -> None:
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=f"{name} disagrees with onnx-light")
 
 
+#: the clock of a sample: wall time, or (``--clock cpu``) this process's CPU time, steadier on a
+#: shared machine (both runtimes run one thread in this process)
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def measure(run: Callable[[], Any], repeat: int) -> float:
-    t = time.perf_counter()
+    t = CLOCK()
     for _ in range(repeat):
         run()
-    return (time.perf_counter() - t) / repeat
+    return (CLOCK() - t) / repeat
 
 
 def bench(name: str, rounds: int, reference: bool) -> dict[str, float]:
@@ -259,7 +277,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--models", default="chain,mlp,cnn,lstm")
     p.add_argument("--no-reference", action="store_true", help="skip onnx.reference.ReferenceEvaluator")
+    p.add_argument("--profile", action="store_true", help="print our per-op-type time table (verbose=2) per model")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: process CPU time per sample")
     args = p.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    names = args.models.replace("real", ",".join(REAL_MODELS)).split(",")
     import onnxruntime as ort
 
     print(
@@ -269,7 +292,7 @@ def main() -> None:
     header = "| model | onnx-light | onnxruntime | reference | ours / ORT (target) | reference / ours |"
     print(header)
     print("|---|---|---|---|---|---|")
-    for name in args.models.split(","):
+    for name in names:
         t = bench(name, args.rounds, not args.no_reference)
         ref = t.get("reference")
         ratio = t["onnx-light"] / t["onnxruntime"]
@@ -281,6 +304,31 @@ def main() -> None:
             f"{'-' if ref is None else f'{ref / ours:.1f}x'} |",
             flush=True,
         )
+    if args.profile:
+        for name in names:
+            profile(name)
+
+
+def profile(name: str, runs: int = 10) -> None:
+    """Our session's per-op-type time table for ``name``: the mean of ``runs`` profiled runs."""
+    import contextlib
+    import io
+
+    from onnx_light.runtime.session import format_profile
+
+    model, feeds = MODELS[name]()
+    sess = InferenceSession(onnx_light.load_from_string(model.SerializeToString()), verbose=2)
+    total: dict[str, list[float]] = {}
+    sess.run(None, feeds)  # warm-up
+    for _ in range(runs):
+        with contextlib.redirect_stdout(io.StringIO()):
+            sess.run(None, feeds)
+        for label, (calls, seconds) in sess.last_profile.items():
+            entry = total.setdefault(label, [0, 0.0])
+            entry[0] += calls / runs
+            entry[1] += seconds / runs
+    print(f"\n## {name} (mean of {runs} runs)")
+    print(format_profile({k: (round(n), t) for k, (n, t) in total.items()}))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,12 @@ and a pre-LN transformer block (d 256). Four ways, alternating in one process, o
 * ``ours train_step``: train_step.onnx (everything fused) in our runtime;
 * ``ort train_step``: the same train_step.onnx in onnxruntime (``intra_op_num_threads=1``).
 
-Prints the median time per step and the ratios to torch and to onnxruntime.
+Prints the median time per step and the ratios to torch and to onnxruntime, and (Linux) the
+peak memory of a step per engine: freed heap pages go back to the OS (``malloc_trim``), the
+resident set's high-water mark is reset through ``/proc/self/clear_refs`` before three steps
+and read back (``VmHWM``) after them, so each engine's peak above the memory it held before
+(``VmRSS``) is measured in this one process (onnxruntime's arena keeps its buffers between
+runs, so its peak reads as ~0: compare ours with torch's).
 
     PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10] [--models mlp,cnn]
 """
@@ -186,6 +191,7 @@ def _bench(kind: str, rounds: int, repeat: int) -> None:
                 for _ in range(repeat):
                     steps[name]()
                 times[name].append((time.perf_counter() - t0) / repeat * 1e3)
+        peaks = {name: _step_peak_mb(fn) for name, fn in steps.items()}
     med = {k: statistics.median(v) for k, v in times.items()}
     title = {
         "mlp": "MLP 784-512-256-10, batch 64",
@@ -194,7 +200,42 @@ def _bench(kind: str, rounds: int, repeat: int) -> None:
     }[kind]
     print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()})")
     for k, v in med.items():
-        print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort")
+        peak = (
+            ""
+            if peaks[k] is None
+            else f"   peak {peaks[k]:6.1f} MB (x{peaks[k] / max(peaks['torch'] or 1e-9, 1e-9):.2f} torch)"
+        )
+        print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort{peak}")
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _step_peak_mb(step: Callable[[], None], steps: int = 3) -> float | None:
+    """Peak resident memory above the current one while ``step`` runs ``steps`` times (MB), or
+    None where the peak cannot be reset (not Linux)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages back to the OS: RSS = what is live
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current VmRSS
+        base = _status_kb("VmRSS")
+    except OSError:
+        return None
+    for _ in range(steps):
+        step()
+    return (_status_kb("VmHWM") - base) / 1024
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@
 #include "conv.h"
 #include "simd.h"
 
+#if ONNX_LIGHT_AVX512
+// GCC 12's AVX-512 headers seed _mm512_roundscale_ps, _mm512_cvtps_epi32, ... with
+// _mm512_undefined_ps(), reported as "used uninitialized"; the value is never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 namespace nb = nanobind;
 
 namespace onnx_light_conv {
@@ -149,29 +155,132 @@ AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t 
             v1 = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, c + 16));
         }
         if (relu) {
-            v0 = _mm512_max_ps(v0, zero);
-            v1 = _mm512_max_ps(v1, zero);
+            v0 = _mm512_max_ps(zero, v0);
+            v1 = _mm512_max_ps(zero, v1);
         }
         _mm512_mask_storeu_ps(c, m0, v0);
         _mm512_mask_storeu_ps(c + 16, m1, v1);
     }
 }
 
-// Depthwise weights (one input channel per group, `mult` output channels each): every
-// output plane is its input plane filtered by one kh x kw kernel. Each input plane is
-// copied into the middle of a zero-bordered buffer (borders zeroed once), so every tap
-// is an unmasked load (stride 1), two loads and a permute (stride 2) or a gather; up to
-// 128 columns of an output row accumulate at once (8 independent FMA chains). No im2col
-// and no tile rows left empty.
-AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
-    constexpr int64_t V = 8;  // vectors of 16 columns per block
-    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
-    const int64_t ow16 = (s.ow + 15) / 16 * 16;
-    PaddedPlanes pad(s, 1, ow16 * s.sw + (s.kw - 1) * s.dw + 16, true);
-    const __m512 zero = _mm512_setzero_ps();
+// e^x for |x| <= 87: 2^n e^r with n = round(x log2 e), r = x - n ln 2 (in two parts) in
+// [-ln2/2, ln2/2], e^r by its degree-7 Taylor polynomial (relative error below 1e-8).
+AVX512 inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(87.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));  // NaN stays NaN
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+AVX512 inline __m512 activate16(const Epilogue &ep, __m512 v) {
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    switch (ep.act) {
+        case ACT_RELU: return _mm512_max_ps(zero, v);
+        case ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(ep.b), _mm512_max_ps(_mm512_set1_ps(ep.a), v));
+        case ACT_HARDSWISH: {
+            const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+            return _mm512_mul_ps(v, _mm512_min_ps(one, _mm512_max_ps(zero, g)));
+        }
+        case ACT_HARDSIGMOID: {
+            const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(ep.a), _mm512_set1_ps(ep.b));
+            return _mm512_min_ps(one, _mm512_max_ps(zero, g));
+        }
+        case ACT_SILU: return _mm512_div_ps(v, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v))));
+        case ACT_SIGMOID: return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, v))));
+        default: return v;
+    }
+}
+
+// EpilogueFn of this ISA
+AVX512 void epilogue16(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = bits(0, n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, y + i);
+        if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i));
+        _mm512_mask_storeu_ps(y + i, m, activate16(ep, v));
+    }
+}
+
+// Rows [i0, i0 + rows) (rows <= R), columns [jb, jb + 16 * vectors) (vectors <= V) of one
+// depthwise output plane: R x V independent FMA chains, so that small maps (7 x 7: one
+// vector per row) do not wait on one chain's latency.
+template <int R, int V, int S>
+AVX512 inline void depthwise_block(const Shape &s, const float *plane, int64_t wp, const float *k, __m512 start,
+                                   float *out, int64_t i0, int64_t rows, int64_t jb, int64_t vectors, bool relu) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i steps = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                              _mm512_set1_epi32(static_cast<int>(s.sw)));
+    __m512 acc[R][V];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) acc[r][v] = start;
+    for (int64_t a = 0; a < s.kh; ++a)
+        for (int64_t b = 0; b < s.kw; ++b) {
+            const __m512 kv = _mm512_set1_ps(k[a * s.kw + b]);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                if (r >= rows) break;
+                const float *tap = plane + ((i0 + r) * s.sh + a * s.dh) * wp + jb * s.sw + b * s.dw;
+#pragma GCC unroll 8
+                for (int v = 0; v < V; ++v) {
+                    if (v >= vectors) break;
+                    const float *src = tap + 16 * v * s.sw;
+                    __m512 in;
+                    if constexpr (S == 1) {
+                        in = _mm512_loadu_ps(src);
+                    } else if constexpr (S == 2) {
+                        in = _mm512_permutex2var_ps(_mm512_loadu_ps(src), even, _mm512_loadu_ps(src + 16));
+                    } else {
+                        in = _mm512_i32gather_ps(steps, src, 4);
+                    }
+                    acc[r][v] = _mm512_fmadd_ps(kv, in, acc[r][v]);
+                }
+            }
+        }
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        if (r >= rows) break;
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) {
+            if (v >= vectors) break;
+            const int64_t j0 = jb + 16 * v;
+            const __m512 o = relu ? _mm512_max_ps(zero, acc[r][v]) : acc[r][v];
+            _mm512_mask_storeu_ps(out + (i0 + r) * s.ow + j0, bits(0, s.ow - j0), o);
+        }
+    }
+}
+
+// Output rows [i, i + rows) of one depthwise plane (vr vectors per row) with S the column
+// stride (1, 2, or 0 for any other: gathers).
+template <int S>
+AVX512 inline void depthwise_rows(const Shape &s, const float *plane, int64_t wp, const float *k, __m512 start, float *out,
+                            int64_t i, int64_t rows, int64_t vr, bool relu) {
+    if (vr <= 1) return depthwise_block<8, 1, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
+    if (vr == 2) return depthwise_block<4, 2, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
+    if (vr <= 4) return depthwise_block<2, 4, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
+    for (int64_t jb = 0; jb < s.ow; jb += 128)
+        depthwise_block<1, 8, S>(s, plane, wp, k, start, out, i, 1, jb, std::min<int64_t>(8, (s.ow - jb + 15) / 16), relu);
+}
+
+// Depthwise weights (one input channel per group, `mult` output channels each): every
+// output plane is its input plane filtered by one kh x kw kernel. Each input plane is
+// copied into the middle of a zero-bordered buffer (borders zeroed once), so every tap
+// is an unmasked load (stride 1), two loads and a permute (stride 2) or a gather. Rows of
+// up to 16 columns go 8 at a time, of 32 four, of 64 two; wider rows 128 columns at a time.
+AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
+                          float *y) {
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
+    const int64_t vr = (s.ow + 15) / 16;  // vectors per output row
+    PaddedPlanes pad(s, 1, vr * 16 * s.sw + (s.kw - 1) * s.dw + 16, true);
+    const bool relu = ep.tile_relu(), post = ep.post();
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t c = 0; c < s.c; ++c) {
             const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
@@ -179,63 +288,46 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
                 const float *k = w + m * taps;
                 float *out = y + (n * s.m + m) * P;
                 const __m512 start = _mm512_set1_ps(bias ? bias[m] : 0.0f);
-                for (int64_t i = 0; i < s.oh; ++i)
-                    for (int64_t jb = 0; jb < s.ow; jb += 16 * V) {
-                        const int64_t vectors = std::min<int64_t>(V, (s.ow - jb + 15) / 16);
-                        __m512 acc[V];
-#pragma GCC unroll 8
-                        for (int64_t v = 0; v < V; ++v) acc[v] = start;
-                        for (int64_t a = 0; a < s.kh; ++a) {
-                            const float *row = plane + (i * s.sh + a * s.dh) * pad.wp;
-                            for (int64_t b = 0; b < s.kw; ++b) {
-                                const __m512 kv = _mm512_set1_ps(k[a * s.kw + b]);
-                                const float *tap = row + jb * s.sw + b * s.dw;  // column of output jb
-#pragma GCC unroll 8
-                                for (int64_t v = 0; v < V; ++v) {
-                                    if (v >= vectors) break;
-                                    const float *src = tap + 16 * v * s.sw;
-                                    __m512 in;
-                                    if (s.sw == 1) {
-                                        in = _mm512_loadu_ps(src);
-                                    } else if (s.sw == 2) {
-                                        in = _mm512_permutex2var_ps(_mm512_loadu_ps(src), even,
-                                                                    _mm512_loadu_ps(src + 16));
-                                    } else {
-                                        in = _mm512_i32gather_ps(steps, src, 4);
-                                    }
-                                    acc[v] = _mm512_fmadd_ps(kv, in, acc[v]);
-                                }
-                            }
+                const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
+                for (int64_t i = 0; i < s.oh; i += R) {
+                    const int64_t rows = std::min(R, s.oh - i);
+                    if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+                    else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+                    else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+                    if (post)
+                        for (int64_t r = i; r < i + rows; ++r) {
+                            float *row = out + r * s.ow;
+                            epilogue16(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
                         }
-#pragma GCC unroll 8
-                        for (int64_t v = 0; v < V; ++v) {
-                            if (v >= vectors) break;
-                            const int64_t j0 = jb + 16 * v;
-                            const __m512 r = relu ? _mm512_max_ps(acc[v], zero) : acc[v];
-                            _mm512_mask_storeu_ps(out + i * s.ow + j0, bits(0, s.ow - j0), r);
-                        }
-                    }
+                }
             }
         }
 }
 
 }  // namespace
 
-AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
+AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    epilogue16(ep, y, res, n);
+}
+
+AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
+                       float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
-    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, relu, y);
+    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y);
     // in-place reads mask the tile's tail columns: no widened input
-    static const TileKernel kernel{MR, NR, KC, false, tile_8x32<true>, tile_8x32<false>, pack_cols};
-    run_tiled(kernel, s, x, w, bias, relu, y);
+    static const TileKernel kernel{MR, NR, KC, false, tile_8x32<true>, tile_8x32<false>, pack_cols, epilogue16};
+    run_tiled(kernel, s, x, w, bias, ep, y);
 }
 #else
 }  // namespace
-void run_avx512(const Shape &, const float *, const float *, const float *, bool, float *) {}
+void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *) {}
+void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
-void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias, bool relu,
-               float *y) {
+void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias,
+               const Epilogue &ep, float *y) {
+    const bool relu = ep.tile_relu(), post = ep.post();
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
     std::unique_ptr<float[]> wpack(new float[(mg + t.mr - 1) / t.mr * t.mr * K]);
@@ -260,6 +352,11 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
                                                    std::min(t.mr, mg - mb * t.mr), ncols,
                                                    gbias ? gbias + mb * t.mr : nullptr, first, relu && last);
         }
+        if (post)  // the residual and activation while the panel's rows are still in cache
+            for (int64_t r = 0; r < mg; ++r) {
+                float *c = C + r * P;
+                t.epilogue(ep, c, ep.residual ? ep.residual + (c - y) : nullptr, ncols);
+            }
     };
     for (int64_t g = 0; g < s.group; ++g) {
         pack_weights(w + g * mg * K, mg, K, t.mr, wpack.get());
@@ -287,7 +384,8 @@ const char *best_isa() { return has_avx512f() ? "avx512" : has_avx2_fma() ? "avx
 bool conv2d_supported() { return *best_isa() != 0; }
 
 Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
-            int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa) {
+            int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
+            float act_b, std::optional<In4> residual) {
     const std::string use = isa.empty() ? best_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
@@ -304,18 +402,45 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     s.ow = (s.w + pl + pr - (s.kw - 1) * dw - 1) / sw + 1;
     if (s.oh <= 0 || s.ow <= 0 || s.kh <= 0 || s.kw <= 0)
         throw std::invalid_argument("conv2d: the kernel is larger than the padded input");
+    if (act < ACT_NONE || act > ACT_SIGMOID) throw std::invalid_argument("conv2d: unknown activation");
+    if (residual && (static_cast<int64_t>(residual->shape(0)) != s.n || static_cast<int64_t>(residual->shape(1)) != s.m ||
+                     static_cast<int64_t>(residual->shape(2)) != s.oh || static_cast<int64_t>(residual->shape(3)) != s.ow))
+        throw std::invalid_argument("conv2d: the residual's shape is not the output's");
+    Epilogue ep;
+    ep.act = relu && act == ACT_NONE ? ACT_RELU : act;
+    ep.a = a, ep.b = act_b;
+    ep.residual = residual ? residual->data() : nullptr;
     const size_t size = static_cast<size_t>(s.n * s.m * s.oh * s.ow);
     std::unique_ptr<float[]> y(new float[size ? size : 1]);
     const float *bias = b ? b->data() : nullptr;
     {
         nb::gil_scoped_release release;
-        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, relu, y.get());
+        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get());
     }
     nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     float *data = y.release();
     return Out4(data, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
                        static_cast<size_t>(s.ow)},
                 owner);
+}
+
+using InOut = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+using InAny = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+
+// y = act(y + residual) in place, over the whole array: the epilogue of a convolution that
+// another kernel (BLAS) computed
+void epilogue_inplace(InOut y, int act, float a, float b, std::optional<InAny> residual, const std::string &isa) {
+    const std::string use = isa.empty() ? best_isa() : isa;
+    if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
+        throw std::invalid_argument("epilogue: this CPU cannot run isa '" + use + "'");
+    if (act < ACT_NONE || act > ACT_SIGMOID) throw std::invalid_argument("epilogue: unknown activation");
+    if (residual && residual->size() != y.size()) throw std::invalid_argument("epilogue: the residual's size is not y's");
+    Epilogue ep;
+    ep.act = act, ep.a = a, ep.b = b;
+    const float *res = residual ? residual->data() : nullptr;
+    const int64_t n = static_cast<int64_t>(y.size());
+    nb::gil_scoped_release release;
+    (use == "avx512" ? epilogue_avx512 : epilogue_avx2)(ep, y.data(), res, n);
 }
 
 }  // namespace
@@ -327,5 +452,9 @@ void bind_conv(nb::module_ &m) {
     m.def("conv2d_supported", &conv2d_supported, "True when this CPU runs a native conv2d (AVX-512F or AVX2 + FMA)");
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
-          nb::arg("relu"), nb::arg("isa") = "");
+          nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
+          nb::arg("residual").none() = nb::none());
+    m.def("conv_epilogue", &epilogue_inplace, nb::arg("y"), nb::arg("act"), nb::arg("a"), nb::arg("b"),
+          nb::arg("residual").none(), nb::arg("isa") = "",
+          "y = act(y + residual) in place (the activation codes of src/conv.h)");
 }

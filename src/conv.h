@@ -19,6 +19,28 @@ struct Shape {
     int64_t oh, ow, group;
 };
 
+// What follows the bias as each output value is stored: + residual (a tensor laid out like
+// y: the skip connection of a residual Add), then the activation act.
+enum Act : int {
+    ACT_NONE = 0,
+    ACT_RELU = 1,         // max(v, 0)
+    ACT_CLIP = 2,         // min(max(v, a), b)
+    ACT_HARDSWISH = 3,    // v * min(max(v / 6 + 1/2, 0), 1)
+    ACT_HARDSIGMOID = 4,  // min(max(a v + b, 0), 1)
+    ACT_SILU = 5,         // v * sigmoid(v) = v / (1 + exp(-v))
+    ACT_SIGMOID = 6,      // 1 / (1 + exp(-v))
+};
+struct Epilogue {
+    int act = ACT_NONE;
+    float a = 0.0f, b = 0.0f;
+    const float *residual = nullptr;
+    // the ReLU alone is applied inside the register tiles; anything else by a pass per row
+    bool tile_relu() const { return act == ACT_RELU && !residual; }
+    bool post() const { return !tile_relu() && (act != ACT_NONE || residual); }
+};
+// y[i] = act(y[i] + res[i]) for i < n (res may be null): one ISA's row pass
+using EpilogueFn = void (*)(const Epilogue &ep, float *y, const float *res, int64_t n);
+
 // packed[(mb * K + k) * mr + r] = w[mb*mr + r, k] for the mg x K weights of one group,
 // zero for rows past mg: the row blocks the register tiles broadcast from.
 inline void pack_weights(const float *w, int64_t mg, int64_t K, int64_t mr, float *packed) {
@@ -97,17 +119,21 @@ struct TileKernel {
     // rows [k0, k0 + kc) of the packed panel of the nr pixels from p0 (zeros where a tap
     // falls in the padding and past the last pixel), nr floats per row
     void (*pack)(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols);
+    EpilogueFn epilogue;  // the row pass of Epilogue::post()
 };
 
 // Conv(x, w, bias) (+ ReLU) with `kernel`'s register tile: for each group and sample, the
 // output pixels in panels of nr, every weight row block over each panel, K in kc blocks.
 // Stride-1 columns read the taps' rows of the (padded) input in place when output rows fill
 // 3/4 of the tiles; otherwise each panel is packed, so the im2col matrix is never written.
-void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const float *w, const float *bias, bool relu,
-               float *y);
+void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const float *w, const float *bias,
+               const Epilogue &ep, float *y);
 
-// y = Conv(x, w, bias) (+ ReLU) for float32 NCHW; y holds n * m * oh * ow floats.
-void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y);
-void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y);
+// y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
+void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y);
+void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y);
+// y[i] = act(y[i] + res[i]) for i < n (res may be null)
+void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n);
+void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n);
 
 }  // namespace onnx_light_conv

@@ -71,8 +71,8 @@ AVX2 void tile_6x16(int64_t kc, const float *A, const float *B, const int64_t *k
             v1 = _mm256_add_ps(acc[r][1], _mm256_maskload_ps(c + 8, m1));
         }
         if (relu) {
-            v0 = _mm256_max_ps(v0, zero);
-            v1 = _mm256_max_ps(v1, zero);
+            v0 = _mm256_max_ps(zero, v0);
+            v1 = _mm256_max_ps(zero, v1);
         }
         _mm256_maskstore_ps(c, m0, v0);
         _mm256_maskstore_ps(c + 8, m1, v1);
@@ -114,16 +114,126 @@ AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int6
     }
 }
 
-// Depthwise weights: each input plane copied into a zero-bordered buffer, one FMA per tap
-// per 8-column vector, up to 64 columns of an output row in independent chains.
-AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
-    constexpr int64_t V = 8;  // vectors of 8 columns per block
-    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
-    const int64_t ow8 = (s.ow + 7) / 8 * 8;
-    PaddedPlanes pad(s, 1, ow8 * s.sw + (s.kw - 1) * s.dw + 8, true);
-    const __m256 zero = _mm256_setzero_ps();
+// e^x for |x| <= 87: 2^n e^r with n = round(x log2 e), r = x - n ln 2 (in two parts) in
+// [-ln2/2, ln2/2], e^r by its degree-7 Taylor polynomial (relative error below 1e-8).
+AVX2 inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(87.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));  // NaN stays NaN
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 inline __m256 activate8(const Epilogue &ep, __m256 v) {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    switch (ep.act) {
+        case ACT_RELU: return _mm256_max_ps(zero, v);
+        case ACT_CLIP: return _mm256_min_ps(_mm256_set1_ps(ep.b), _mm256_max_ps(_mm256_set1_ps(ep.a), v));
+        case ACT_HARDSWISH: {
+            const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+            return _mm256_mul_ps(v, _mm256_min_ps(one, _mm256_max_ps(zero, g)));
+        }
+        case ACT_HARDSIGMOID: {
+            const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(ep.a), _mm256_set1_ps(ep.b));
+            return _mm256_min_ps(one, _mm256_max_ps(zero, g));
+        }
+        case ACT_SILU: return _mm256_div_ps(v, _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, v))));
+        case ACT_SIGMOID: return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, v))));
+        default: return v;
+    }
+}
+
+// EpilogueFn of this ISA
+AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(y + i);
+        if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
+        _mm256_storeu_ps(y + i, activate8(ep, v));
+    }
+    if (i < n) {
+        const __m256i m = lanes(0, n - i);
+        __m256 v = _mm256_maskload_ps(y + i, m);
+        if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + i, m));
+        _mm256_maskstore_ps(y + i, m, activate8(ep, v));
+    }
+}
+
+// Rows [i0, i0 + rows) (rows <= R), columns [jb, jb + 8 * vectors) (vectors <= V) of one
+// depthwise output plane: R x V independent FMA chains, so that small maps (7 x 7: one
+// vector per row) do not wait on one chain's latency.
+template <int R, int V, int S>
+AVX2 inline void depthwise_block(const Shape &s, const float *plane, int64_t wp, const float *k, __m256 start,
+                                 float *out, int64_t i0, int64_t rows, int64_t jb, int64_t vectors, bool relu) {
     const __m256i steps = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                              _mm256_set1_epi32(static_cast<int>(s.sw)));
+    __m256 acc[R][V];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) acc[r][v] = start;
+    for (int64_t a = 0; a < s.kh; ++a)
+        for (int64_t b = 0; b < s.kw; ++b) {
+            const __m256 kv = _mm256_set1_ps(k[a * s.kw + b]);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                if (r >= rows) break;
+                const float *tap = plane + ((i0 + r) * s.sh + a * s.dh) * wp + jb * s.sw + b * s.dw;
+#pragma GCC unroll 8
+                for (int v = 0; v < V; ++v) {
+                    if (v >= vectors) break;
+                    const float *src = tap + 8 * v * s.sw;
+                    __m256 in;
+                    if constexpr (S == 1) {
+                        in = _mm256_loadu_ps(src);
+                    } else if constexpr (S == 2) {
+                        in = evens(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8));
+                    } else {
+                        in = _mm256_i32gather_ps(src, steps, 4);
+                    }
+                    acc[r][v] = _mm256_fmadd_ps(kv, in, acc[r][v]);
+                }
+            }
+        }
+    const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        if (r >= rows) break;
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) {
+            if (v >= vectors) break;
+            const int64_t j0 = jb + 8 * v;
+            const __m256 o = relu ? _mm256_max_ps(zero, acc[r][v]) : acc[r][v];
+            _mm256_maskstore_ps(out + (i0 + r) * s.ow + j0, lanes(0, s.ow - j0), o);
+        }
+    }
+}
+
+// Output rows [i, i + rows) of one depthwise plane (vr vectors per row) with S the column
+// stride (1, 2, or 0 for any other: gathers).
+template <int S>
+AVX2 inline void depthwise_rows(const Shape &s, const float *plane, int64_t wp, const float *k, __m256 start, float *out,
+                            int64_t i, int64_t rows, int64_t vr, bool relu) {
+    if (vr <= 1) return depthwise_block<8, 1, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
+    if (vr == 2) return depthwise_block<4, 2, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
+    if (vr <= 4) return depthwise_block<2, 4, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
+    for (int64_t jb = 0; jb < s.ow; jb += 64)
+        depthwise_block<1, 8, S>(s, plane, wp, k, start, out, i, 1, jb, std::min<int64_t>(8, (s.ow - jb + 7) / 8), relu);
+}
+
+// Depthwise weights: each input plane copied into a zero-bordered buffer, one FMA per tap
+// per 8-column vector; rows of up to 8 columns go 8 at a time, of 16 four, of 32 two;
+// wider rows 64 columns at a time (independent chains either way).
+AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y) {
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
+    const int64_t vr = (s.ow + 7) / 8;  // vectors per output row
+    PaddedPlanes pad(s, 1, vr * 8 * s.sw + (s.kw - 1) * s.dw + 8, true);
+    const bool relu = ep.tile_relu(), post = ep.post();
     for (int64_t n = 0; n < s.n; ++n)
         for (int64_t c = 0; c < s.c; ++c) {
             const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
@@ -131,57 +241,37 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
                 const float *k = w + m * taps;
                 float *out = y + (n * s.m + m) * P;
                 const __m256 start = _mm256_set1_ps(bias ? bias[m] : 0.0f);
-                for (int64_t i = 0; i < s.oh; ++i)
-                    for (int64_t jb = 0; jb < s.ow; jb += 8 * V) {
-                        const int64_t vectors = std::min<int64_t>(V, (s.ow - jb + 7) / 8);
-                        __m256 acc[V];
-#pragma GCC unroll 8
-                        for (int64_t v = 0; v < V; ++v) acc[v] = start;
-                        for (int64_t a = 0; a < s.kh; ++a) {
-                            const float *row = plane + (i * s.sh + a * s.dh) * pad.wp;
-                            for (int64_t b = 0; b < s.kw; ++b) {
-                                const __m256 kv = _mm256_set1_ps(k[a * s.kw + b]);
-                                const float *tap = row + jb * s.sw + b * s.dw;
-#pragma GCC unroll 8
-                                for (int64_t v = 0; v < V; ++v) {
-                                    if (v >= vectors) break;
-                                    const float *src = tap + 8 * v * s.sw;
-                                    __m256 in;
-                                    if (s.sw == 1) {
-                                        in = _mm256_loadu_ps(src);
-                                    } else if (s.sw == 2) {
-                                        in = evens(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8));
-                                    } else {
-                                        in = _mm256_i32gather_ps(src, steps, 4);
-                                    }
-                                    acc[v] = _mm256_fmadd_ps(kv, in, acc[v]);
-                                }
-                            }
+                const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
+                for (int64_t i = 0; i < s.oh; i += R) {
+                    const int64_t rows = std::min(R, s.oh - i);
+                    if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+                    else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+                    else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+                    if (post)
+                        for (int64_t r = i; r < i + rows; ++r) {
+                            float *row = out + r * s.ow;
+                            epilogue8(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
                         }
-#pragma GCC unroll 8
-                        for (int64_t v = 0; v < V; ++v) {  // fully unrolled: acc stays in registers
-                            if (v >= vectors) break;
-                            const int64_t j0 = jb + 8 * v;
-                            const __m256 r = relu ? _mm256_max_ps(acc[v], zero) : acc[v];
-                            _mm256_maskstore_ps(out + i * s.ow + j0, lanes(0, s.ow - j0), r);
-                        }
-                    }
+                }
             }
         }
 }
 
 }  // namespace
 
-AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, bool relu, float *y) {
+AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }
+
+AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
-    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, relu, y);
+    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y);
     // in-place reads load whole 16-column rows: the padded input is widened to them
-    static const TileKernel kernel{MR, NR, KC, true, tile_6x16<true>, tile_6x16<false>, pack_cols};
-    run_tiled(kernel, s, x, w, bias, relu, y);
+    static const TileKernel kernel{MR, NR, KC, true, tile_6x16<true>, tile_6x16<false>, pack_cols, epilogue8};
+    run_tiled(kernel, s, x, w, bias, ep, y);
 }
 #else
-void run_avx2(const Shape &, const float *, const float *, const float *, bool, float *) {}
+void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *) {}
+void epilogue_avx2(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
 }  // namespace onnx_light_conv

@@ -20,6 +20,7 @@ __all__ = [
     "EXTENSION",
     "RECURRENT",
     "conv2d_native",
+    "conv_epilogue_native",
     "gather_points",
     "gather_points_twin",
     "max_pool2d",
@@ -112,6 +113,9 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
 #: ``benchmarks/bench_recurrent.py`` (the numpy loop's per-step overhead of ~20 array ops).
 RECURRENT = NATIVE is not None and hasattr(NATIVE, "recurrent")
 
+#: the activation codes of the native convolution's epilogue (``enum Act`` in ``src/conv.h``)
+ACT_RELU, ACT_CLIP, ACT_HARDSWISH, ACT_HARDSIGMOID, ACT_SILU, ACT_SIGMOID = 1, 2, 3, 4, 5, 6
+
 #: the native float32 convolution runs (built, selected, and the CPU has AVX-512F or AVX2 + FMA)
 CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 #: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
@@ -156,13 +160,18 @@ def _native_conv_pays(
         return False  # the numpy path reports the geometry error
     if w_shape[1] == 1 and w_shape[0] == group > 1:
         return True  # depthwise: its own kernel (0.46 vs 2.2 ms at stride 1, 0.26 vs 0.64 at stride 2)
+    pointwise = w_shape[2] * w_shape[3] == 1 and group == 1 and strides == [1, 1] and not any(begin + end)
+    if CONV_ISA == "avx2" and pointwise:
+        return False  # a plain GEMM: OpenBLAS, no packing (SE block 144 -> 576 on 1 x 1: 0.01 vs 0.11 ms)
     if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:
         return True  # a few dozen microseconds: numpy's fixed cost dominates
     in_place = strides[1] == 1 and _filled(ow) >= 0.75
     if CONV_ISA == "avx2":
         # against OpenBLAS's AVX2 GEMM the 6x16 tile wins only reading in place with a window
         # (benchmark CNN 2.4 vs 3.4 and 6.6 vs 8.6 ms; 1x1 2.2 vs 1.4, strided 3.4 vs 3.2)
-        return in_place and w_shape[2] * w_shape[3] > 1
+        # packed panels also win on a short reduction (an RGB stem, K = 27: 1.1 vs 3.1 ms at 224 x 224,
+        # stride 2; K = 144 loses, 4.8 vs 4.2), where im2col's strided copy costs more than its GEMM
+        return (in_place and w_shape[2] * w_shape[3] > 1) or int(np.prod(w_shape[1:])) <= 64
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
@@ -176,9 +185,15 @@ def conv2d_native(
     end: list[int],
     group: int,
     relu: bool,
+    act: int = 0,
+    a: float = 0.0,
+    b_act: float = 0.0,
+    residual: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A float32 1-D or 2-D convolution (+ ReLU) by the extension, or None when it does not apply.
 
+    ``act`` (with its parameters ``a``, ``b_act``) and ``residual`` are the epilogue of
+    ``src/conv.h``: ``act(conv + residual)``, the residual a float32 array of the output's shape.
     The twin is the numpy im2col convolution in ``runtime/kernels/conv.py``, which runs
     whenever this returns None.
     """
@@ -197,8 +212,16 @@ def conv2d_native(
     if nd == 1:
         x, w = x[:, :, None, :], w[:, :, None, :]
         strides, dilations, begin, end = [1, *strides], [1, *dilations], [0, *begin], [0, *end]
+        residual = None if residual is None else residual[:, :, None, :]
     if not _native_conv_pays(x.shape, w.shape, strides, dilations, begin, end, group):
         return None
+    if residual is not None:
+        out = tuple(
+            output_size(size, k, s, d, b, e)
+            for size, k, s, d, b, e in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+        )
+        if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
+            return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
@@ -213,6 +236,10 @@ def conv2d_native(
         group,
         relu,
         CONV_ISA,
+        act,
+        a,
+        b_act,
+        None if residual is None else np.ascontiguousarray(residual),
     )
     return y[:, :, 0, :] if nd == 1 else y
 
@@ -286,3 +313,16 @@ def gather_points(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.nd
             np.ascontiguousarray(weight, dtype=x.dtype),
         )
     return gather_points_twin(x, index, weight.astype(x.dtype, copy=False))
+
+
+def conv_epilogue_native(y: np.ndarray, act: int, a: float, b_act: float, residual: np.ndarray | None) -> bool:
+    """``y = act(y + residual)`` in place by the extension (the epilogue of a convolution that
+    BLAS computed); False, with ``y`` untouched, when the extension cannot (the caller then runs
+    the fused nodes' kernels)."""
+    if not CONV2D or y.dtype != _F32 or not y.flags.c_contiguous or not y.flags.writeable:
+        return False
+    if residual is not None and (residual.dtype != _F32 or residual.shape != y.shape):
+        return False
+    assert NATIVE is not None
+    NATIVE.conv_epilogue(y, act, a, b_act, None if residual is None else np.ascontiguousarray(residual), CONV_ISA)
+    return True

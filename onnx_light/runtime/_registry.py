@@ -51,6 +51,20 @@ class KernelOptions:
             ``"sigmoid"`` naming those kernels' steps).
         inplace: a variant writing its answer into its (dying, fresh) single input.
         with_relu: a variant computing ``Relu(kernel(...))`` in one step (Conv).
+        channel_affine: the kernel is ``x * scale + shift`` along axis 1 when its inputs after
+            the first are constants: ``channel_affine(*those, **attributes)`` gives
+            ``(scale, shift)`` as ``(C,)`` arrays, or None when it is not (BatchNormalization
+            in inference mode: the planner folds it into the producer of ``x``).
+        absorb_affine: the kernel's output channel c (axis 1) is linear in its constant second
+            and third inputs (weights, bias): ``absorb_affine(w, b, scale, shift, **attributes)``
+            gives ``(w', b', attributes')`` computing ``kernel(...) * scale + shift``, or None
+            when it cannot (Conv, Gemm).
+        with_epilogue: a variant ``(x, w, b, residual, act, a, b_act, **attributes)`` giving
+            ``act(kernel(x, w, b) + residual)`` in one pass, or None when it cannot (Conv: the
+            native kernel; ``act`` a code of ``src/conv.h``).
+        epilogue: the kernel is an activation that ``with_epilogue`` can apply:
+            ``epilogue(*constant inputs after the first, **attributes)`` gives ``(act, a, b)``,
+            or None (Relu, Clip, HardSwish, HardSigmoid, Sigmoid).
     """
 
     returns_one: bool = False
@@ -59,6 +73,10 @@ class KernelOptions:
     float_ufunc: np.ufunc | str | None = None
     inplace: Kernel | None = None
     with_relu: Kernel | None = None
+    channel_affine: Kernel | None = None
+    absorb_affine: Kernel | None = None
+    with_epilogue: Kernel | None = None
+    epilogue: Kernel | None = None
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -100,6 +118,10 @@ def kernel(
     float_ufunc: np.ufunc | str | None = None,
     inplace: Kernel | None = None,
     with_relu: Kernel | None = None,
+    channel_affine: Kernel | None = None,
+    absorb_affine: Kernel | None = None,
+    with_epilogue: Kernel | None = None,
+    epilogue: Kernel | None = None,
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -116,12 +138,27 @@ def kernel(
         float_ufunc: the ufunc it is exactly on builtin float arrays.
         inplace: its in-place variant.
         with_relu: its variant fused with a following Relu.
+        channel_affine: what makes it a per-channel affine map (BatchNormalization).
+        absorb_affine: how a following per-channel affine map folds into its constants.
+        with_epilogue: its variant with an activation and a residual fused.
+        epilogue: what ``with_epilogue`` calls it when it follows such a kernel.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
     """
     versions = (since,) if isinstance(since, int) else tuple(since)
-    options = KernelOptions(returns_one, fresh_output, inline_ufunc, float_ufunc, inplace, with_relu)
+    options = KernelOptions(
+        returns_one,
+        fresh_output,
+        inline_ufunc,
+        float_ufunc,
+        inplace,
+        with_relu,
+        channel_affine,
+        absorb_affine,
+        with_epilogue,
+        epilogue,
+    )
     if options == NO_OPTIONS:
         options = NO_OPTIONS
 

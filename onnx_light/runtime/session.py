@@ -160,9 +160,14 @@ class InferenceSession:
     Args:
         proto: a ModelProto, GraphProto, FunctionProto, serialized bytes or a path.
         providers: accepted for onnxruntime compatibility and ignored.
-        verbose: 1 prints each node as it runs with its output shapes and L2 norms.
+        verbose: 1 prints each node as it runs with its output shapes and L2 norms; 2 prints,
+            after each run, the time per op type of the optimised plan (a profile table;
+            ``last_profile`` keeps it as ``{label: (calls, seconds)}``).
         check_finite: raise at the first node whose output holds NaN or Inf.
         functions: model-local functions available to a bare graph or function.
+        optimize: compile the optimised plan (constants folded, inference BatchNormalization
+            folded into the Conv/Gemm before it, activations fused into convolutions); False
+            runs the nodes as the model has them (results agree to float rounding).
         blas_threads: numpy's BLAS thread count while ``run`` runs (set by each run, left
             so after it; None: the last ``set_blas_threads(n)``, else ``ONNX_LIGHT_BLAS_THREADS``,
             else 1; 0: leave it as it is).
@@ -182,6 +187,7 @@ class InferenceSession:
         functions: list[FunctionProto] | None = None,
         sess_options: Any = None,
         blas_threads: int | None = None,
+        optimize: bool = True,
     ) -> None:
         proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
         if isinstance(proto, (str, os.PathLike)):
@@ -220,7 +226,7 @@ class InferenceSession:
         bit_values |= {vi.name for vi in typed_inputs if _holds_bit_floats(vi.type)}
         # the types run() enforces (see _check_feed): the plan specialises on them
         input_types = {a.name: (a.elem_type, a.shape) for a in self._inputs if a.elem_type}
-        # fused steps (Conv + Relu) only when no node is traced, so a trace shows every node
+        # optimised (fused, folded) steps only when no node is traced, so a trace shows every node
         with _gc_paused():
             self._plan: Plan = compile_graph(
                 nodes,
@@ -231,7 +237,7 @@ class InferenceSession:
                 fns,
                 bit_values=bit_values,
                 input_types=input_types,
-                fuse=not (verbose or check_finite),
+                fuse=optimize and not (verbose == 1 or check_finite),
             )
         self._expected = {a.name: a for a in self._inputs}
         # full types of typed inputs: sequence and optional feeds are checked element by element
@@ -244,6 +250,8 @@ class InferenceSession:
             # inputs with an initializer default can be fed too, and are checked the same way
             self._expected.update({i.name: _arg_from_value_info(i) for i in graph.input if i.name in self._defaults})
         self._output_index = {n: i for i, n in enumerate(output_names)}
+        #: the last profiled run's ``{step label: (calls, seconds)}`` (``verbose=2``)
+        self.last_profile: dict[str, tuple[int, float]] = {}
 
     # -- onnxruntime's introspection -------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -359,13 +367,18 @@ class InferenceSession:
         return _unaliased([results[i] for i in wanted], [*feeds, *input_feed.values()])
 
     def _execute(self, feeds: list[Any]) -> list[Any]:
-        trace = self._trace if (self.verbose or self.check_finite) else None
+        trace = self._trace if (self.verbose == 1 or self.check_finite) else None
+        profile: dict[str, list[float]] | None = {} if self.verbose == 2 else None
         if self.blas_threads:
             use_blas_threads(self.blas_threads)
         # inf and NaN are results, not errors (check_finite is the tool to catch them); set once
         # per run so that kernels need not enter numpy's error state for every call
         with np.errstate(all="ignore"):
-            return run_plan(self._plan, feeds, trace=trace)
+            results = run_plan(self._plan, feeds, trace=trace, profile=profile)
+        if profile is not None:
+            self.last_profile = {k: (int(n), t) for k, (n, t) in profile.items()}
+            print(format_profile(self.last_profile))
+        return results
 
     def _trace(self, step: Step, args: list[Any], outputs: list[Any]) -> None:
         if self.verbose:
@@ -388,6 +401,18 @@ class InferenceSession:
                         f"input(s) {bad_inputs} were already non-finite" if bad_inputs else "all its inputs were finite"
                     )
                     raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")
+
+
+def format_profile(profile: dict[str, tuple[int, float]]) -> str:
+    """A profile (``{label: (calls, seconds)}``) as a table, the most expensive op type first."""
+    total = sum(t for _, t in profile.values()) or 1.0
+    lines = [
+        f"[onnx-light] profile: {total * 1e3:.3f} ms in kernels",
+        f"{'op type':<28} {'calls':>6} {'ms':>9} {'%':>6}",
+    ]
+    for label, (calls, seconds) in sorted(profile.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"{label:<28} {calls:>6} {seconds * 1e3:>9.3f} {100 * seconds / total:>5.1f}%")
+    return "\n".join(lines)
 
 
 def _unaliased(results: list[Any], fed: list[Any]) -> list[Any]:

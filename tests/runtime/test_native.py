@@ -106,6 +106,13 @@ CONV_CASES = [
     (1, 5, 6, 40, 5, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 5),
     (2, 6, 11, 37, 12, (3, 3), (2, 2), (1, 2), (1, 2, 0, 1), 6),
     (1, 4, 8, 50, 4, (2, 5), (1, 3), (2, 1), (2, 3, 1, 2), 4),
+    # depthwise on small maps: several output rows per block (7, 13, 29 and 3 columns; row
+    # counts that are no multiple of the block's)
+    (1, 6, 7, 7, 6, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2), 6),
+    (2, 4, 14, 14, 4, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 4),
+    (1, 3, 13, 13, 3, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3),
+    (1, 3, 11, 29, 3, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3),
+    (1, 2, 9, 9, 2, (3, 3), (3, 3), (1, 1), (1, 1, 1, 1), 2),
     # one input channel per group but 9 outputs each (the Conv gradient's one-hot im2col):
     # the register tile, not the depthwise loop
     (2, 3, 9, 20, 27, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3),
@@ -137,6 +144,46 @@ def _check_geometry(case: tuple, bias: bool, relu: bool, isa: str, seed: int) ->
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(wt[0].size))
 
 
+# act codes of src/conv.h and their numpy formulas (a, b: the activation's two parameters)
+EPILOGUES = {
+    1: ("relu", lambda v, a, b: np.maximum(v, 0)),
+    2: ("clip", lambda v, a, b: np.minimum(np.maximum(v, a), b)),
+    3: ("hardswish", lambda v, a, b: v * np.clip(v / 6 + 0.5, 0, 1)),
+    4: ("hardsigmoid", lambda v, a, b: np.clip(a * v + b, 0, 1)),
+    5: ("silu", lambda v, a, b: v / (1 + np.exp(-v.astype(np.float64)))),
+    6: ("sigmoid", lambda v, a, b: 1 / (1 + np.exp(-v.astype(np.float64)))),
+}
+
+
+@pytest.mark.parametrize("case", [0, 4, 12, 16, 19, 21, 22], ids=lambda i: f"case{i}")
+@pytest.mark.parametrize("act", sorted(EPILOGUES), ids=lambda a: EPILOGUES[a][0])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_conv2d_epilogues_match_numpy(case: int, act: int, residual: bool, isa: str) -> None:
+    """act(Conv(x, w, b) + residual) as the tile stores it (register tile and depthwise loop)."""
+    from onnx_light.runtime.kernels.conv import _conv_im2col
+
+    _require_conv2d(isa)
+    n, c, h, w, m, k, s, d, p, g = CONV_CASES[case]
+    rng = np.random.default_rng(case + 10 * act)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((m, c // g, *k)) * 0.5).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    conv = _conv_im2col(x, wt, b, list(s), list(d), list(p[:2]), list(p[2:]), g)
+    res = rng.standard_normal(conv.shape).astype(np.float32) if residual else None
+    a, bb = (-0.5, 0.75) if act == 2 else (0.3, 0.45)
+    want = EPILOGUES[act][1](conv + (0 if res is None else res), a, bb)
+    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, False, isa, act, a, bb, res)  # type: ignore[union-attr]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(wt[0].size))
+    # a NaN input stays NaN through every activation (numpy's maximum / minimum propagate it)
+    x[(0,) * x.ndim] = np.nan
+    got = _native.EXTENSION.conv2d(x, wt, b, *s, *d, *p, g, False, isa, act, a, bb, res)  # type: ignore[union-attr]
+    conv = _conv_im2col(x, wt, b, list(s), list(d), list(p[:2]), list(p[2:]), g)
+    with np.errstate(invalid="ignore"):
+        want = EPILOGUES[act][1](conv + (0 if res is None else res), a, bb)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
 def test_conv2d_rejects_bad_arguments() -> None:
     _require_conv2d("avx2")
     conv2d = _native.EXTENSION.conv2d  # type: ignore[union-attr]
@@ -151,6 +198,10 @@ def test_conv2d_rejects_bad_arguments() -> None:
         conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 0, 1, 1, 1, 0, 0, 0, 0, 1, False)
     with pytest.raises(ValueError, match="isa"):
         conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 1, False, "sse9")
+    with pytest.raises(ValueError, match="activation"):
+        conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 1, False, "avx2", 9)
+    with pytest.raises(ValueError, match="residual"):
+        conv2d(x, np.zeros((6, 4, 3, 3), np.float32), None, 1, 1, 1, 1, 0, 0, 0, 0, 1, False, "avx2", 1, 0, 0, x)
 
 
 @st.composite

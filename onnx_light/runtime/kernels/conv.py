@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolve_pads, transpose_window
-from onnx_light.runtime._native import conv2d_native
+from onnx_light.runtime._native import CONV2D as USING_NATIVE
+from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
 
 __all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
@@ -121,6 +122,44 @@ def conv_relu(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, **attri
     return conv(x, w, b, **attributes, _relu=True)
 
 
+def conv_epilogue(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    residual: np.ndarray | None,
+    act: int,
+    a: float,
+    b_act: float,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: list[int] | None = None,
+    group: int = 1,
+    kernel_shape: list[int] | None = None,
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+) -> np.ndarray | None:
+    """``act(Conv(x, w, b) + residual)`` by the native kernel (``act`` a code of ``src/conv.h``:
+    1 Relu, 2 Clip [a, b_act], 3 HardSwish, 4 HardSigmoid (alpha a, beta b_act), 5 x * Sigmoid(x),
+    6 Sigmoid), or None when the native kernel does not run this convolution (the plan then
+    runs the Conv and the fused nodes' own kernels)."""
+    f32 = np.dtype(np.float32)
+    if not USING_NATIVE or x.dtype != f32 or w.dtype != f32 or (b is not None and b.dtype != f32):
+        return None  # decided before any work: the plan then runs the kernels themselves
+    if residual is not None and (
+        residual.dtype != f32 or residual.ndim != x.ndim or residual.shape[:2] != (x.shape[0], w.shape[0])
+    ):
+        return None  # a broadcast residual: Add's kernel
+    nd = x.ndim - 2
+    strides, dilations = _defaults(nd, strides, dilations)
+    begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual)
+    if y is not None:
+        return y
+    # the convolution by numpy / BLAS, the epilogue natively in place
+    y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
+    return y if conv_epilogue_native(y, act, a, b_act, residual) else None
+
+
 def _conv_im2col(
     x: np.ndarray,
     w: np.ndarray,
@@ -131,8 +170,15 @@ def _conv_im2col(
     end: list[int],
     group: int,
 ) -> np.ndarray:
-    """The numpy convolution: one im2col copy of a strided view, one batched matmul."""
+    """The numpy convolution: one im2col copy of a strided view, one batched matmul (a 1 x 1
+    kernel with stride 1, no pads and one group is the matmul alone: no copy)."""
     nd = x.ndim - 2
+    if group == 1 and all(k == 1 for k in w.shape[2:]) and set(strides) <= {1} and not any(begin + end):
+        n, m = x.shape[0], w.shape[0]
+        y = np.matmul(w.reshape(m, -1), x.reshape(n, x.shape[1], -1)).reshape((n, m, *x.shape[2:]))
+        if b is not None:
+            y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
+        return y
     ksize = w.shape[2:]
     xp = pad_spatial(x, begin, end)
     out_shape = [output_size(xp.shape[2 + i], ksize[i], strides[i], dilations[i]) for i in range(nd)]
@@ -148,8 +194,28 @@ def _conv_im2col(
     return y
 
 
-# a new array each call (runtime/_codegen.py); the plan replaces Conv -> Relu by conv_relu
-kernel("", "Conv", since=(1, 11, 22), fresh_output=True, with_relu=conv_relu)(conv)
+def _conv_absorb(
+    w: np.ndarray, b: np.ndarray | None, scale: np.ndarray, shift: np.ndarray, **attributes: Any
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+    """``Conv(x, w, b) * scale + shift`` per output channel as ``Conv(x, w * scale, b * scale + shift)``."""
+    if w.dtype.kind != "f" or (b is not None and b.dtype != w.dtype) or scale.shape != (w.shape[0],):
+        return None
+    w2 = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+    b2 = ((0.0 if b is None else b.astype(np.float64)) * scale + shift).astype(w.dtype)
+    return w2, b2, attributes
+
+
+# a new array each call (runtime/_codegen.py); the plan replaces Conv -> Relu by conv_relu and
+# folds a following inference BatchNormalization into w and b
+kernel(
+    "",
+    "Conv",
+    since=(1, 11, 22),
+    fresh_output=True,
+    with_relu=conv_relu,
+    absorb_affine=_conv_absorb,
+    with_epilogue=conv_epilogue,
+)(conv)
 
 
 def _crop(buf: np.ndarray, begin: Sequence[int], size: Sequence[int]) -> np.ndarray:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnx_light.runtime._native import ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_RELU, ACT_SIGMOID
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._erf import erf_float64
 
@@ -48,7 +49,9 @@ def _name_kernel(run: Callable, name: str, doc: str) -> Callable:
     return run
 
 
-def _ufunc_kernel(op_type: str, since: tuple[int, ...], run: Callable, fn: Callable) -> None:
+def _ufunc_kernel(
+    op_type: str, since: tuple[int, ...], run: Callable, fn: Callable, epilogue: Callable | None = None
+) -> None:
     """Registers a wrapper kernel of ``fn`` with its options for the plan compiler (``runtime/_codegen.py``).
 
     ``returns_one``: the kernel always returns one array, never a tuple.
@@ -63,7 +66,9 @@ def _ufunc_kernel(op_type: str, since: tuple[int, ...], run: Callable, fn: Calla
     """
     ufunc = fn if isinstance(fn, np.ufunc) else None
     float_ufunc = np.divide if op_type == "Div" else ufunc
-    kernel("", op_type, since=since, returns_one=True, inline_ufunc=ufunc, float_ufunc=float_ufunc)(run)
+    kernel("", op_type, since=since, returns_one=True, inline_ufunc=ufunc, float_ufunc=float_ufunc, epilogue=epilogue)(
+        run
+    )
 
 
 _ndarray = np.ndarray
@@ -142,10 +147,24 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return _as_dtype(1 / (1 + np.exp(-x)), x.dtype)
 
 
-kernel("", "Relu", since=(6, 13, 14), returns_one=True, fresh_output=True, float_ufunc="relu", inplace=relu_inplace)(
-    relu
-)
-kernel("", "Sigmoid", since=(6, 13), returns_one=True, fresh_output=True, float_ufunc="sigmoid")(sigmoid)
+# the activations a convolution's native epilogue applies (KernelOptions.epilogue): (act, a, b)
+def _act(code: int) -> Callable[..., tuple[int, float, float]]:
+    return lambda: (code, 0.0, 0.0)
+
+
+kernel(
+    "",
+    "Relu",
+    since=(6, 13, 14),
+    returns_one=True,
+    fresh_output=True,
+    float_ufunc="relu",
+    inplace=relu_inplace,
+    epilogue=_act(ACT_RELU),
+)(relu)
+kernel(
+    "", "Sigmoid", since=(6, 13), returns_one=True, fresh_output=True, float_ufunc="sigmoid", epilogue=_act(ACT_SIGMOID)
+)(sigmoid)
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -184,7 +203,7 @@ _UNARY: dict[str, tuple[Callable, tuple[int, ...]]] = {
 }
 
 for _op, (_fn, _versions) in _UNARY.items():
-    _ufunc_kernel(_op, _versions, _same_dtype(_fn, _op), _fn)
+    _ufunc_kernel(_op, _versions, _same_dtype(_fn, _op), _fn, _act(ACT_HARDSWISH) if _op == "HardSwish" else None)
 
 
 # --- activations with attributes -----------------------------------------------------------------
@@ -212,7 +231,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     return (0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
 
 
-@kernel("", "HardSigmoid", since=(6, 22))
+@kernel("", "HardSigmoid", since=(6, 22), epilogue=lambda alpha=0.2, beta=0.5: (ACT_HARDSIGMOID, alpha, beta))
 def hard_sigmoid(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
     """ONNX HardSigmoid: ``max(0, min(1, alpha * x + beta))``."""
     return np.clip(alpha * x + beta, 0, 1).astype(x.dtype, copy=False)
@@ -254,7 +273,19 @@ def thresholded_relu(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     return np.where(x > alpha, x, 0).astype(x.dtype, copy=False)
 
 
-@kernel("", "Clip", since=6)
+def _clip_epilogue(
+    lo: np.ndarray | None = None, hi: np.ndarray | None = None, *, min: float | None = None, max: float | None = None
+) -> tuple[int, float, float] | None:
+    """Clip's bounds as the native epilogue's (float32 bounds: the convolution computes in float32)."""
+    bounds = [lo if lo is not None else min, hi if hi is not None else max]
+    inf = float(np.finfo(np.float32).max)
+    vals = [(-inf, inf)[i] if v is None else float(np.asarray(v).reshape(())) for i, v in enumerate(bounds)]
+    if any(np.float32(v) != v for v in vals if abs(v) != inf) or vals[0] > vals[1]:
+        return None  # bounds not exact in float32, or min > max (Clip gives max): the kernel runs
+    return ACT_CLIP, vals[0], vals[1]
+
+
+@kernel("", "Clip", since=6, epilogue=_clip_epilogue)
 def clip_6(x: np.ndarray, *, min: float = -3.4028234663852886e38, max: float = 3.4028234663852886e38) -> np.ndarray:
     """ONNX Clip before opset 11, bounds as attributes."""
     with np.errstate(over="ignore"):  # the float32 default bounds overflow float16 to +-inf
@@ -262,7 +293,7 @@ def clip_6(x: np.ndarray, *, min: float = -3.4028234663852886e38, max: float = 3
     return np.minimum(np.maximum(x, lo), hi)
 
 
-@kernel("", "Clip", since=(11, 12, 13))
+@kernel("", "Clip", since=(11, 12, 13), epilogue=_clip_epilogue)
 def clip(x: np.ndarray, min: np.ndarray | None = None, max: np.ndarray | None = None) -> np.ndarray:
     """ONNX Clip, bounds as optional scalar inputs; ``min > max`` gives ``max``."""
     if min is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
@@ -19,7 +21,29 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
-@kernel("", "Gemm", since=(7, 9, 11, 13))
+def _gemm_absorb(
+    b: np.ndarray,
+    c: np.ndarray | None,
+    scale: np.ndarray,
+    shift: np.ndarray,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]] | None:
+    """``Gemm(a, b, c) * scale + shift`` per column: B's columns scaled, ``c' = beta c scale + shift``."""
+    if b.ndim != 2 or b.dtype.kind != "f" or (c is not None and (c.dtype != b.dtype or c.ndim > 2)):
+        return None
+    m = b.shape[0] if transB else b.shape[1]
+    if scale.shape != (m,):
+        return None
+    b2 = (b * (scale[:, None] if transB else scale[None, :])).astype(b.dtype)
+    c2 = ((0.0 if c is None else beta * c.astype(np.float64)) * scale + shift).astype(b.dtype)
+    return b2, c2, {"alpha": alpha, "beta": 1.0, "transA": transA, "transB": transB}
+
+
+@kernel("", "Gemm", since=(7, 9, 11, 13), absorb_affine=_gemm_absorb)
 def gemm(
     a: np.ndarray,
     b: np.ndarray,

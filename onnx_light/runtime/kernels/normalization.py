@@ -41,7 +41,29 @@ def _bn_apply(
     return (x - _per_channel(mean.astype(dt), nd)) * inv + _per_channel(bias.astype(dt), nd)
 
 
-@kernel("", "BatchNormalization", since=(7, 9))
+def _bn_affine(
+    scale: np.ndarray,
+    bias: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    *,
+    epsilon: float = 1e-5,
+    training_mode: int = 0,
+    spatial: int = 1,
+    _num_outputs: int = 1,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Inference BatchNormalization as ``x * s + t`` per channel: ``s = scale / sqrt(var + eps)``,
+    ``t = bias - mean * s`` (in float64); None in training mode or for ``(C, *spatial)`` parameters."""
+    if training_mode or _num_outputs != 1 or any(p.ndim != 1 for p in (scale, bias, mean, var)):
+        return None
+    if any(p.dtype.kind != "f" for p in (scale, bias, mean, var)):
+        return None
+    s = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + epsilon)
+    return s, bias.astype(np.float64) - mean.astype(np.float64) * s
+
+
+@kernel("", "BatchNormalization", since=(7, 9), channel_affine=_bn_affine)
 def batch_norm_7(
     x: np.ndarray,
     scale: np.ndarray,
@@ -66,7 +88,7 @@ def batch_norm_7(
     return (y, run_mean, run_var, bmean.astype(mean.dtype), bvar.astype(var.dtype))[:_num_outputs]
 
 
-@kernel("", "BatchNormalization", since=(14, 15))
+@kernel("", "BatchNormalization", since=(14, 15), channel_affine=_bn_affine)
 def batch_norm(
     x: np.ndarray,
     scale: np.ndarray,

@@ -1,0 +1,173 @@
+"""Epilogue fusion: a convolution and the element-wise steps after it as one step.
+
+A step whose kernel has a ``with_epilogue`` variant (Conv) is merged with what follows it when
+each value in between has no other reader and is no graph output:
+
+* ``Add(c, r)`` with another value ``r`` (a residual connection), then optionally
+* one activation whose kernel declares ``epilogue`` (Relu, Clip, HardSwish, HardSigmoid,
+  Sigmoid), or
+* ``Mul(c, Sigmoid(c))`` (SiLU, as torch exports it).
+
+The merged step calls the variant (the native kernel: the residual and the activation are
+applied as the output is stored) and, when that returns None (numpy-only builds, other
+dtypes, geometries the native kernel leaves to numpy), the original kernels one after the
+other, so results never depend on whether the fast path ran beyond float rounding. A lone
+``Conv -> Relu`` is left to ``_fuse_relu``. The planner knows no op here: kernels declare
+what may be fused (``KernelOptions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # _plan imports this module
+    from ._plan import Step
+
+__all__ = ["fuse_conv_epilogues"]
+
+_SILU = 5  # ACT_SILU of src/conv.h (runtime/_native.py)
+
+#: one fused step after the producer: (kernel, keyword arguments, arguments), an argument being
+#: "y" (the value so far), "c" (the producer's output) or the index of an extra input
+_Link = tuple[Callable[..., Any], dict[str, Any], tuple[Any, ...]]
+
+
+def _readers(steps: list[Step]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for i, step in enumerate(steps):
+        for s in dict.fromkeys(step.inputs):
+            out.setdefault(s, []).append(i)
+    return out
+
+
+def _only_reader(slot: int, readers: dict[int, list[int]], keep: set[int]) -> int | None:
+    r = readers.get(slot, [])
+    return r[0] if len(r) == 1 and slot not in keep else None
+
+
+def _activation(step: Step, x: int, constants: dict[int, Any]) -> tuple[int, float, float] | None:
+    """The epilogue ``(act, a, b)`` of ``step`` applied to ``x``, or None."""
+    spec = step.options.epilogue
+    if spec is None or len(step.outputs) != 1 or not step.inputs or step.inputs[0] != x:
+        return None
+    extra = step.inputs[1:]
+    if any(s != 0 and s not in constants for s in extra):
+        return None
+    result: tuple[int, float, float] | None = spec(*[constants.get(s) for s in extra], **step.kwargs)
+    return result
+
+
+def _silu(steps: list[Step], c: int, readers: dict[int, list[int]], keep: set[int]) -> tuple[int, int] | None:
+    """``(sigmoid index, mul index)`` when c's readers are exactly Sigmoid(c) and Mul(c, that)."""
+    rs = readers.get(c, [])
+    if len(rs) != 2 or c in keep:
+        return None
+    sig, mul = (rs[0], rs[1]) if steps[rs[0]].options.float_ufunc == "sigmoid" else (rs[1], rs[0])
+    s, m = steps[sig], steps[mul]
+    if s.options.float_ufunc != "sigmoid" or s.inputs != (c,) or len(s.outputs) != 1:
+        return None
+    if m.options.float_ufunc is not np.multiply or sorted(m.inputs) != sorted((c, s.outputs[0])):
+        return None
+    if _only_reader(s.outputs[0], readers, keep) != mul:
+        return None
+    return sig, mul
+
+
+class _Chain:
+    """What follows one producer: the steps fused (in order), the native epilogue, the residual."""
+
+    def __init__(self, y: int) -> None:
+        self.links: list[_Link] = []
+        self.labels: list[str] = []
+        self.used: list[int] = []
+        self.act: tuple[int, float, float] = (0, 0.0, 0.0)
+        self.residual = 0
+        self.y = y  # the last fused step's output
+
+    def take(self, j: int, step: Step, args: tuple[Any, ...]) -> None:
+        self.links.append((step.fn, step.kwargs, args))
+        self.labels.append(step.node.op_type)
+        self.used.append(j)
+        self.y = step.outputs[0]
+
+
+def _chain_of(
+    steps: list[Step], c: int, readers: dict[int, list[int]], keep: set[int], constants: dict[int, Any]
+) -> _Chain:
+    """The steps after the producer of ``c`` that fuse into it (module docstring)."""
+    chain = _Chain(c)
+    silu = _silu(steps, c, readers, keep)
+    if silu is not None:
+        chain.take(silu[0], steps[silu[0]], ("c",))
+        chain.take(silu[1], steps[silu[1]], ("c", "y"))
+        chain.act = (_SILU, 0.0, 0.0)
+        return chain
+    j = _only_reader(c, readers, keep)
+    if j is not None and steps[j].options.float_ufunc is np.add and len(steps[j].inputs) == 2:
+        other = [s for s in steps[j].inputs if s != c]
+        if len(other) == 1 and other[0] != 0:
+            chain.residual = other[0]
+            chain.take(j, steps[j], ("y", 0))
+            j = _only_reader(chain.y, readers, keep)
+    if j is not None:
+        spec = _activation(steps[j], chain.y, constants)
+        if spec is not None and (chain.residual or spec[0] != 1):  # a lone Relu: _fuse_relu's
+            first = 1 if chain.residual else 0
+            chain.take(j, steps[j], ("y", *range(first, first + len(steps[j].inputs) - 1)))
+            chain.act = spec
+    return chain
+
+
+def fuse_conv_epilogues(steps: list[Step], constants: dict[int, Any], keep: set[int]) -> list[Step]:
+    """The plan with each producer + residual Add + activation chain merged (module docstring)."""
+    readers = _readers(steps)
+    merged: dict[int, Step] = {}
+    dropped: set[int] = set()
+    for i, step in enumerate(steps):
+        if step.options.with_epilogue is None or len(step.outputs) != 1 or i in dropped:
+            continue
+        chain = _chain_of(steps, step.outputs[0], readers, keep, constants)
+        if not chain.used or any(j in dropped for j in chain.used):
+            continue  # nothing to fuse, or a step another producer's chain took already
+        # the merged step's inputs: the producer's, the residual, the activation's constants
+        extras = ([chain.residual] if chain.residual else []) + [
+            s for j in chain.used if steps[j].options.epilogue is not None for s in steps[j].inputs[1:]
+        ]
+        merged[max(chain.used)] = _merged_step(step, chain, extras)
+        dropped.update(chain.used)
+        dropped.add(i)
+    if not merged:
+        return steps
+    return [merged[i] if i in merged else s for i, s in enumerate(steps) if i in merged or i not in dropped]
+
+
+def _merged_step(step: Step, chain: _Chain, extras: list[int]) -> Step:
+    """The step running ``step`` then ``chain`` (natively when ``with_epilogue`` can)."""
+    from ._plan import Step
+
+    conv, variant, kwargs = step.fn, step.options.with_epilogue, step.kwargs
+    assert variant is not None
+    n_in = len(step.inputs)
+    code, a, b = chain.act
+    has_residual, links = bool(chain.residual), chain.links
+
+    def fused(*args: Any) -> Any:
+        own, more = args[:n_in], args[n_in:]
+        x, w = own[0], own[1]
+        bias = own[2] if n_in > 2 else None
+        out = variant(x, w, bias, more[0] if has_residual else None, code, a, b, **kwargs)
+        if out is not None:
+            return out
+        c = conv(*own, **kwargs)
+        value = c
+        for fn, kw, spec in links:
+            value = fn(*[value if s == "y" else c if s == "c" else more[s] for s in spec], **kw)
+        return value
+
+    options = replace(step.options, with_relu=None, with_epilogue=None, absorb_affine=None)
+    fused_labels = (*step.fused, *chain.labels)
+    return Step(fused, (*step.inputs, *extras), (chain.y,), {}, step.node, step.opset, options, fused_labels)
