@@ -44,6 +44,7 @@ def expansion_vs_kernel(
     counter = itertools.count()
     body = expand(node, lambda n: types.get(n, (0, None)), opset, lambda p: f"{p}_{next(counter)}")
     assert body is not None and op not in {n.op_type for n in body}
+    assert all(n.name.startswith(f"{op}(o0)/") for n in body)  # errors name the expanded node
     want = _run([node], names, inputs, outs, opset)
     got = _run(body, names, inputs, outs, opset)
     for k, (g, w) in enumerate(zip(got, want)):

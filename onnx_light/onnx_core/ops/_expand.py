@@ -99,8 +99,16 @@ class Expander:
     def op(self, op_type: str, *inputs: str, n_out: int = 1, **attrs: Any) -> Any:
         """Emits ``op_type(*inputs)`` with fresh outputs: one name, or a list when ``n_out > 1``."""
         outs = [self._new_name(f"{self.node.op_type}_{op_type}") for _ in range(n_out)]
-        self.out.append(make_node(op_type, list(inputs), outs, **{k: v for k, v in attrs.items() if v is not None}))
+        kept = {k: v for k, v in attrs.items() if v is not None}
+        self.out.append(make_node(op_type, list(inputs), outs, name=self.node_name(op_type), **kept))
         return outs[0] if n_out == 1 else outs
+
+    def node_name(self, op_type: str) -> str:
+        """A fresh name for an emitted node: the expanded node's, then the op (so that an error
+        on a node of the expansion names the node it came from)."""
+        node = self.node
+        first = node.output[0] if node.output else ""
+        return self._new_name(f"{node.name or f'{node.op_type}({first})'}/{op_type}")
 
     def subgraph(self) -> Expander:
         """A builder of the same node whose nodes go to a list of their own (a subgraph's
@@ -155,7 +163,11 @@ def _static_body(version: tuple[Any, ...]) -> ExpandFn:
                 rename[o] = e._new_name(f"{node.op_type}_{o}")
             bound = [a for a in (_bind(a, e, schema) for a in attrs) if a is not None]
             new = make_node(
-                op_type, [rename.get(i, "") if i else "" for i in ins], [rename[o] for o in outs], domain=domain or None
+                op_type,
+                [rename.get(i, "") if i else "" for i in ins],
+                [rename[o] for o in outs],
+                name=e.node_name(op_type),
+                domain=domain or None,
             )
             new.attribute.extend(bound)
             e.out.append(new)
@@ -232,5 +244,5 @@ def expand(node: NodeProto, type_of: TypeOf, opset: int, new_name: Callable[[str
     results = fn(e)
     for result, out in zip(results, node.output):
         if out:
-            e.out.append(make_node("Identity", [result], [out]))
+            e.out.append(make_node("Identity", [result], [out], name=e.node_name("Identity")))
     return e.out
