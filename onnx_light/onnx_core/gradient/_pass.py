@@ -53,6 +53,7 @@ from ._fastpath import (
 )
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule, SeedGradFn, ShortGradFn
+from ._sequences import output_is_sequence, sequence_elem_type, sequence_info, sum_body
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
 
 __all__ = ["FOLD_MAX", "subgraph_inputs"]
@@ -146,6 +147,8 @@ class _GradientPass:
         self._diff: dict[str, int] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
+        #: element types of the values known to be sequences (see ``_sequences``)
+        self.sequence_types: dict[str, ValueType] = {}
 
     def _take_names(self, fields: list[Fields], free_order: Sequence[str]) -> set[str]:
         """Sets up the counter over every name in the source and names the seed; returns the
@@ -627,8 +630,11 @@ class _GradientPass:
         declared = self._declared
         for name in names:
             vi = declared.pop(name, None)
-            if vi is not None and (t := value_type(vi)) is not None:
-                types[name] = t
+            if vi is not None:
+                if (t := value_type(vi)) is not None:
+                    types[name] = t
+                elif (e := sequence_elem_type(vi)) is not None:
+                    self.sequence_types[name] = e
 
     def _node_attrs(self, i: int) -> dict[str, Any]:
         """The attributes of forward node ``i`` as Python values (read once, shared)."""
@@ -712,9 +718,45 @@ class _GradientPass:
             return None
         if len(parts) == 1:
             return parts[0]
-        op = "Add" if len(parts) == 2 else "Sum"
-        total = self.emit(op, parts, 1, "", {}, name)[0]  # the Add/Sum node takes over `parts`
+        if self.is_sequence(name):
+            total = self._sequence_sum(name, parts)
+        else:
+            op = "Add" if len(parts) == 2 else "Sum"
+            total = self.emit(op, parts, 1, "", {}, name)[0]  # the Add/Sum node takes over `parts`
         grads[name] = [total]
+        return total
+
+    def sequence_type(self, name: str) -> ValueType | None:
+        """The element type of sequence ``name`` when declared (None: unknown or not a sequence)."""
+        if name not in self.sequence_types and name in self._declared:
+            self._read_declared(self.types, [name])
+        return self.sequence_types.get(name)
+
+    def is_sequence(self, name: str) -> bool:
+        """True when ``name`` is a sequence: declared as one, or so typed by its op's schema."""
+        if self.sequence_type(name) is not None:
+            return True
+        i = self._producer.get(name)
+        if i is None:
+            return False
+        op_type, domain, _, outputs, _ = self._fields[i]
+        return output_is_sequence(domain, op_type, self.opset, list(outputs).index(name))
+
+    def declare_sequence(self, name: str, elem: ValueType) -> None:
+        """Records that emitted value ``name`` is a sequence of ``elem`` tensors."""
+        self.sequence_types[name] = elem
+
+    def _sequence_sum(self, name: str, parts: list[str]) -> str:
+        """The element-wise sum of the sequence gradients ``parts`` of sequence ``name``."""
+        elem = self.sequence_type(name)
+        if elem is None or not elem.dtype:
+            raise GradientError(
+                f"value {name!r} is a sequence that receives several gradients; summing them element-wise "
+                "needs its element type: declare it (a value_info with a sequence type, e.g. from shape inference)"
+            )
+        body = sum_body(elem, len(parts), self.new_name)
+        total = self.emit("SequenceMap", parts, 1, "", {"body": body}, name)[0]
+        self.declare_sequence(total, elem)
         return total
 
     def _apply(
@@ -868,6 +910,11 @@ class _GradientPass:
             t = types_get(name)
             if t is not None and t.dtype:
                 value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
+        if self.sequence_types:  # the sequences' element types, which inference does not follow
+            for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
+                elem = self.sequence_type(name)
+                if elem is not None:
+                    value_info.append(sequence_info(name, elem))
         return fn
 
 
