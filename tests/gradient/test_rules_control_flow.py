@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, check_gradient
+from gradcheck import Case, check_gradient, gradient
 from onnx import TensorProto
 from onnx import helper as oh
 
@@ -193,3 +193,57 @@ NESTED_CASES = [_nested("Scan_If_then", True), _nested("Scan_If_else", False)]
 @pytest.mark.parametrize("case", NESTED_CASES, ids=lambda c: c.name)
 def test_if_nested_in_scan(case: Case) -> None:
     check_gradient(case)
+
+
+# an If whose condition is known before run time: the taken branch replaces it
+_CONST_THEN = _branch(
+    "ct",
+    [node("Mul", ["a", "w"], ["ct1"]), node("Sin", ["ct1"], ["ct_out"])],
+    "ct_out",
+)
+_CONST_ELSE = _branch("ce", [node("Identity", ["v"], ["ce_out"])], "ce_out")  # reads an outer value only
+
+
+def _const_if(name: str, cond_nodes: list[Any], extra: dict[str, np.ndarray], inits: list[str]) -> Case:
+    return Case(
+        name,
+        [
+            *cond_nodes,
+            node("If", ["cond"], ["z"], then_branch=_CONST_THEN, else_branch=_CONST_ELSE),
+            node("Mul", ["z", "a"], ["y"]),
+        ],
+        {"a": rnd(2, 3), "w": rnd(2, 3), "v": rnd(2, 3), **extra},
+        ["a", "w", "v"],
+        initializers=inits,
+    )
+
+
+_TRUE = oh.make_tensor("c", TensorProto.BOOL, [], [1])
+CONSTANT_IF_CASES = [
+    _const_if("If_const_initializer_true", [], {"cond": np.array(True)}, ["cond"]),
+    _const_if("If_const_initializer_false", [], {"cond": np.array(False)}, ["cond"]),
+    _const_if("If_const_node_true", [node("Constant", [], ["cond"], value=_TRUE)], {}, []),
+    # a branch on a static shape (what torch exports for `if x.shape[0] > 1`)
+    _const_if(
+        "If_const_from_shape_false",
+        [
+            node("Shape", ["a"], ["sh"], start=0, end=1),
+            node("Greater", ["sh", "five"], ["cond1"]),
+            node("Squeeze", ["cond1"], ["cond"]),
+        ],
+        {"five": np.array([5], np.int64)},
+        ["five"],
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("case", CONSTANT_IF_CASES, ids=lambda c: c.name)
+def test_constant_if_is_inlined(case: Case) -> None:
+    """Neither the forward nodes re-emitted nor the backward ones hold an If; the gradient is right."""
+    _, bwd = gradient(case)
+    ops = {n.op_type for n in bwd.node}
+    assert "If" not in ops, f"{case.name}: the emitted graph still holds an If: {sorted(ops)}"
+    grads = check_gradient(case)
+    taken_then = "true" in case.name
+    if not taken_then:
+        assert not np.any(grads["w"]), "the branch not taken contributes nothing"

@@ -22,9 +22,9 @@ from ._types import ValueType
 
 __all__ = ["GradientOfNodes", "GradientOfFunction"]
 
-#: integer initializers folded for inference (small int32 and int64 tensors: shapes, axes,
-#: Slice bounds; exporters write either)
-_FOLDED_INT_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64})
+#: initializers folded for inference (small int32 and int64 tensors: shapes, axes, Slice
+#: bounds, exporters write either; booleans: the conditions of If, inlined when known)
+_FOLDED_INT_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL})
 
 
 def _default_registry(registry: GradRegistry | None) -> GradRegistry:

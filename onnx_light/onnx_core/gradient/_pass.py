@@ -36,7 +36,8 @@ from ..helper import (
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
-from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, upgrade_nodes
+from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, traits, upgrade_nodes
+from ._branches import condition_value, inline_graph
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._fastpath import (
     Fields,
@@ -147,6 +148,8 @@ class _GradientPass:
         self._diff: dict[str, int] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
+        #: the xs that reached y through a branch inlined away (bit k: xs[k])
+        self._reached = 0
         #: element types of the values known to be sequences (see ``_sequences``)
         self.sequence_types: dict[str, ValueType] = {}
 
@@ -407,6 +410,11 @@ class _GradientPass:
         order = sorted(self._ancestors([self.y], producer))
         self._check_order(order, producer)
         self._infer(order, producer)
+        if self._inline_known_branches(order):  # the new nodes indexed and typed again
+            producer = self._index_producers()
+            order = sorted(self._ancestors([self.y], producer))
+            self._check_order(order, producer)
+            self._infer(order, producer)
         reach, diff = self._dependence(order)
         self._check_xs(reach)
         try:
@@ -417,6 +425,39 @@ class _GradientPass:
             self._check_rules(order, diff, error)
             raise
         return self._assemble(producer, self._name_gradients(grads))
+
+    def _inline_known_branches(self, order: list[int]) -> bool:
+        """Replaces each node of ``order`` choosing between subgraphs (trait ``branches``, If) on
+        a condition known now by the taken subgraph's nodes; True when one was replaced."""
+        fields = self._fields
+        taken: dict[int, list[NodeProto]] = {}
+        for i in order:
+            op_type, domain, inputs, outputs, attributes = fields[i]
+            if not attributes or not inputs or not has_subgraph(attributes):
+                continue
+            names = traits(domain, op_type, self.opset).branches
+            cond = condition_value(self.constants.get(inputs[0])) if names else None
+            if names is None or cond is None:
+                continue
+            branch = self._node_attrs(i).get(names[0] if cond else names[1])
+            if isinstance(branch, GraphProto):
+                inlined = inline_graph(branch, list(outputs), self.new_name)
+                taken[i] = self._upgrade(inlined, self.types, nodes_fields(inlined))
+        if not taken:
+            return False
+        # an x read only by a branch not taken still reaches y (its gradient is zeros)
+        self._reached |= self._dependence(order)[0].get(self.y, 0)
+        nodes: list[NodeProto] = []
+        new_fields: list[Fields] = []
+        for i, node in enumerate(self.nodes):
+            if i in taken:
+                nodes.extend(taken[i])
+                new_fields.extend(nodes_fields(taken[i]))
+            else:
+                nodes.append(node)
+                new_fields.append(fields[i])
+        self.nodes, self._fields, self._attrs = nodes, new_fields, {}
+        return True
 
     def _index_producers(self) -> dict[str, int]:
         """Maps each forward value to the index of its node; fills ``self._reads``."""
@@ -480,7 +521,7 @@ class _GradientPass:
                 f"y={self.y!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                 "differentiate a floating-point output (Cast it to float in the model if it is a count)"
             )
-        y_reach = reach.get(self.y, 0)
+        y_reach = reach.get(self.y, 0) | self._reached
         for k, x in enumerate(self.xs):
             if not (y_reach >> k) & 1 and not self.allow_unused:
                 raise GradientError(

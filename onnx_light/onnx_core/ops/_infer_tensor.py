@@ -629,6 +629,7 @@ declare_traits(
 )
 declare_traits("Cast CastLike EyeLike Range Shape Size", bit_exact=True)
 declare_traits("If Loop Scan", subgraphs=True, bit_exact=True)
+declare_traits("If", branches=("then_branch", "else_branch"))
 declare_traits("SequenceMap", subgraphs=True, bit_exact=True)
 # sequences and optionals hold tensors as they are; these tensor ops only place elements
 declare_traits(
