@@ -27,7 +27,7 @@ import numpy as np
 from ...onnx_core import GraphProto, ValueInfoProto, helper
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, TangentOfNodes, Tangents, ValueType
 from ...onnx_core.numpy_helper import from_array
-from ._subgraph import elem_type, renamed_nodes, tensor_info, vjp_nodes
+from ._subgraph import elem_type, graph_with_types, renamed_nodes, tensor_info, vjp_nodes
 from ._table import jvp_rule, no_grad, rule
 
 no_grad("", "SequenceLength", "SequenceEmpty")
@@ -209,11 +209,11 @@ def sequence_map_grad(ctx: GradContext, dy: str) -> Grads:
     xs = [body.input[k].name for k in wanted]
     local = [i.name for i in body.input] + list(ds.values())
     dtype = elem_type(body.output[outs[0]]) or ctx.dtype(ctx.output(0))
-    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local, dtype=dtype)
+    nodes, grads, rename, declared = vjp_nodes(ctx, list(body.node), seeds, xs, types, local, dtype=dtype)
     inputs = [tensor_info(rename[i.name], i) for i in body.input]
     inputs += [tensor_info(rename[ds[k]], body.output[k]) for k in outs]
     outputs = [tensor_info(g, body.input[k]) for g, k in zip(grads, wanted)]
-    vjp = helper.make_graph(nodes, "sequence_map_vjp", inputs, outputs)
+    vjp = graph_with_types(nodes, "sequence_map_vjp", inputs, outputs, declared)
     results = ctx.op.SequenceMap(*ctx.inputs, *(ctx.output_grads[k] for k in outs), body=vjp, _outputs=len(wanted))
     results = [results] if isinstance(results, str) else list(results)
     grads_by_input: list[str | None] = [None] * n_in
