@@ -8,8 +8,9 @@ gradients, to ``tests/models/data/crnn_vad`` (needs torch).
   LogSoftmax and a CTC-style loss: the NLL of a per-frame alignment plus a blank penalty.
 - ``vad``: Linear + ReLU, an LSTM whose state (h0, c0) is an input and whose final state
   (hn, cn) is an output, a per-frame speech logit and binary cross-entropy with logits.
-- ``seq_list``: a scripted loop that unbinds frames, appends to a Python list and stacks
-  it (sequence ops and a Loop carrying a sequence, where the exporter emits them).
+- ``split_hstack``: ``torch.tensor_split`` of a dynamic axis, a Linear on each chunk and
+  ``torch.hstack`` (the exporter emits SplitToSequence, SequenceAt, SequenceConstruct and
+  an If computing the chunk sizes).
 
 Classic exporter at opsets 14, 16, 17 and 18; the expected values come from torch.
 ``test_crnn_vad_fixtures.py`` reads them without torch.
@@ -98,10 +99,31 @@ def _vad() -> tuple[nn.Module, dict[str, torch.Tensor], list[str]]:
     return VAD(), feeds, ["loss", "hn", "cn"]
 
 
-MODELS = {"crnn": _crnn, "vad": _vad}
+class SplitHstack(nn.Module):
+    """tensor_split into 3 chunks along a dynamic axis, tanh(Linear) of each, hstack, mean square."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = torch.tensor_split(x, 3, dim=1)
+        return (torch.hstack([torch.tanh(self.fc(p)) for p in parts]) ** 2).mean()
 
 
-def _export(model: nn.Module, feeds: dict[str, torch.Tensor], outputs: list[str], opset: int) -> bytes:
+def _split_hstack() -> tuple[nn.Module, dict[str, torch.Tensor], list[str]]:
+    torch.manual_seed(0)
+    return SplitHstack(), {"x": torch.randn(5, 7, 4, generator=torch.Generator().manual_seed(4))}, ["loss"]
+
+
+MODELS = {"crnn": _crnn, "vad": _vad, "split_hstack": _split_hstack}
+#: axes exported as symbolic (so the exporter keeps the sequence ops)
+DYNAMIC = {"split_hstack": {"x": {0: "n", 1: "t"}}}
+
+
+def _export(
+    model: nn.Module, feeds: dict[str, torch.Tensor], outputs: list[str], opset: int, dynamic: Any = None
+) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -115,6 +137,7 @@ def _export(model: nn.Module, feeds: dict[str, torch.Tensor], outputs: list[str]
             dynamo=False,
             do_constant_folding=False,
             export_params=True,
+            dynamic_axes=dynamic,
         )
     return buf.getvalue()
 
@@ -138,7 +161,7 @@ def main() -> int:
         arrays["wrt"] = np.asarray(wrt)
         np.savez(DATA / f"{name}.npz", **arrays)
         for opset in OPSETS:
-            (DATA / f"{name}_opset{opset}.onnx").write_bytes(_export(model, feeds, outputs, opset))
+            (DATA / f"{name}_opset{opset}.onnx").write_bytes(_export(model, feeds, outputs, opset, DYNAMIC.get(name)))
         print(f"{name}: loss {loss.item():.6f}, {len(params)} parameters")
     print(f"torch {torch.__version__}: wrote {len(MODELS)} models x opsets {OPSETS} to {DATA}")
     return 0

@@ -1,4 +1,4 @@
-"""A CRNN text recogniser and a voice-activity LSTM exported from torch, differentiated by us.
+"""A CRNN text recogniser, a voice-activity LSTM and tensor_split/hstack exported from torch.
 
 ``make_crnn_vad_fixtures.py`` (run with torch) stored the classic exporter's graphs at
 opsets 14, 16, 17 and 18 and torch's loss and gradients. Here, without torch, our pass
@@ -31,11 +31,12 @@ def _load(case: str) -> tuple[ol.ModelProto, dict[str, np.ndarray], list[str]]:
 OPS = {
     "crnn": {"Conv", "BatchNormalization", "MaxPool", "LSTM", "LogSoftmax", "NegativeLogLikelihoodLoss"},
     "vad": {"LSTM", "Sigmoid", "Log"},
+    "split_hstack": {"SplitToSequence", "SequenceAt", "SequenceConstruct"},
 }
 
 
 def test_fixtures_present() -> None:
-    assert len(CASES) == 8, f"expected 2 models x 4 opsets in {DATA}; run make_crnn_vad_fixtures.py"
+    assert len(CASES) == 12, f"expected 3 models x 4 opsets in {DATA}; run make_crnn_vad_fixtures.py"
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -63,7 +64,7 @@ def test_gradients_match_torch(case: str) -> None:
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5 * scale, err_msg=f"{case}: grad_{x}")
 
 
-@pytest.mark.parametrize("case", ["crnn_opset14", "vad_opset18"])
+@pytest.mark.parametrize("case", ["crnn_opset14", "vad_opset18", "split_hstack_opset16"])
 def test_gradients_match_finite_differences_in_float64(case: str) -> None:
     model, ref, xs = _load(case)
     feeds = {k[5:]: v for k, v in ref.items() if k.startswith("feed:")}

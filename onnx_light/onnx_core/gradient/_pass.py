@@ -771,12 +771,19 @@ class _GradientPass:
         """The element type of sequence ``name`` when declared (None: unknown or not a sequence)."""
         if name not in self.sequence_types and name in self._declared:
             self._read_declared(self.types, [name])
-        return self.sequence_types.get(name)
+        found = self.sequence_types.get(name)
+        if found is None and name in self._producer and self._schema_sequence(name):
+            inferred = self.types.get(name)  # inference types a sequence by its elements
+            if inferred is not None and inferred.dtype:
+                found = self.sequence_types[name] = inferred
+        return found
 
     def is_sequence(self, name: str) -> bool:
         """True when ``name`` is a sequence: declared as one, or so typed by its op's schema."""
-        if self.sequence_type(name) is not None:
-            return True
+        return name in self.sequence_types or self._schema_sequence(name) or self.sequence_type(name) is not None
+
+    def _schema_sequence(self, name: str) -> bool:
+        """True when the schema of ``name``'s producer types that output as a sequence."""
         i = self._producer.get(name)
         if i is None:
             return False
