@@ -12,8 +12,10 @@ gradients, to ``tests/models/data/crnn_vad`` (needs torch).
   ``torch.hstack`` (the exporter emits SplitToSequence, SequenceAt, SequenceConstruct and
   an If computing the chunk sizes).
 
-Classic exporter at opsets 14, 16, 17 and 18; the expected values come from torch.
-``test_crnn_vad_fixtures.py`` reads them without torch.
+Classic exporter at opsets 14, 16, 17 and 18, and the dynamo exporter at opset 18 when
+onnxscript is installed (``<name>_dynamo_opset18.onnx``; it needs a venv of its own, see
+the working agreement); the expected values come from torch. ``test_crnn_vad_fixtures.py``
+reads them without torch.
 """
 
 from __future__ import annotations
@@ -142,6 +144,27 @@ def _export(
     return buf.getvalue()
 
 
+def _export_dynamo(model: nn.Module, feeds: dict[str, torch.Tensor], outputs: list[str]) -> bytes | None:
+    """The dynamo exporter's graph at opset 18 (None without onnxscript)."""
+    try:
+        import onnxscript  # noqa: F401
+    except ImportError:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(
+            model,
+            tuple(feeds.values()),
+            input_names=list(feeds),
+            output_names=outputs,
+            opset_version=18,
+            dynamo=True,
+            optimize=False,
+        )
+    assert program is not None
+    return bytes(program.model_proto.SerializeToString())
+
+
 def main() -> int:
     DATA.mkdir(parents=True, exist_ok=True)
     for name, make in MODELS.items():
@@ -162,7 +185,10 @@ def main() -> int:
         np.savez(DATA / f"{name}.npz", **arrays)
         for opset in OPSETS:
             (DATA / f"{name}_opset{opset}.onnx").write_bytes(_export(model, feeds, outputs, opset, DYNAMIC.get(name)))
-        print(f"{name}: loss {loss.item():.6f}, {len(params)} parameters")
+        dynamo = _export_dynamo(model, feeds, outputs)
+        if dynamo is not None:
+            (DATA / f"{name}_dynamo_opset18.onnx").write_bytes(dynamo)
+        print(f"{name}: loss {loss.item():.6f}, {len(params)} parameters, dynamo: {dynamo is not None}")
     print(f"torch {torch.__version__}: wrote {len(MODELS)} models x opsets {OPSETS} to {DATA}")
     return 0
 

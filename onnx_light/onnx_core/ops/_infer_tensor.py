@@ -710,3 +710,13 @@ def concat_from_sequence(ctx: InferContext) -> list[ValueType]:
     else:
         dims[axis] = None
     return [ValueType(e.dtype, tuple(dims))]
+
+
+@infer("SequenceMap", since=17)
+def sequence_map(ctx: InferContext) -> list[ValueType]:
+    """The body's output types, its inputs typed by the elements (sequences) or whole (tensors)."""
+    from .._infer_model import infer_graph  # (it imports this module's engine)
+
+    body = ctx.attr("body")
+    result = infer_graph(body, ctx.opset, inputs=[in_type(ctx, k) for k in range(len(ctx.inputs))])
+    return [result.types.get(o.name, ValueType(0, None)) for o in body.output]

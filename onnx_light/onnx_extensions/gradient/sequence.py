@@ -203,6 +203,7 @@ def sequence_map_grad(ctx: GradContext, dy: str) -> Grads:
     outs = [k for k, g in enumerate(ctx.output_grads) if g]
     if not wanted or not outs:
         return [None] * n_in
+    body = _typed_body(ctx, body)
     ds = {k: ctx.fresh_name(f"d_{body.output[k].name}") for k in outs}
     seeds = [(body.output[k].name, ds[k]) for k in outs]
     types = [*body.input, *body.value_info, *body.output, *(tensor_info(ds[k], body.output[k]) for k in outs)]
@@ -220,6 +221,21 @@ def sequence_map_grad(ctx: GradContext, dy: str) -> Grads:
     for k, g in zip(wanted, results):
         grads_by_input[k] = _declared(ctx, g, _info_type(body.input[k]))
     return grads_by_input
+
+
+def _typed_body(ctx: GradContext, body: GraphProto) -> GraphProto:
+    """``body`` with its untyped inputs and outputs typed from the node (exporters leave them
+    bare): the elements of the sequences, the tensors whole, the outputs' elements."""
+    typed = GraphProto()
+    typed.CopyFrom(body)
+    pairs = [*zip(typed.input, ctx.inputs), *zip(typed.output, ctx.outputs)]
+    for info, outer in pairs:
+        if elem_type(info):
+            continue
+        t = ctx.sequence_type(outer) if ctx.is_sequence(outer) else ctx.type(outer)
+        if t is not None and t.dtype:
+            info.CopyFrom(helper.make_tensor_value_info(info.name, t.dtype, t.shape))
+    return typed
 
 
 def _info_type(info: ValueInfoProto) -> ValueType:
