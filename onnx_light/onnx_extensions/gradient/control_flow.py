@@ -217,6 +217,13 @@ def loop_grad(ctx: GradContext, dy: str) -> Grads:
     body: GraphProto = ctx.attr("body")
     n = len(ctx.inputs) - 2
     k = len(body.output) - 1 - n
+    sequences = [ctx.input(2 + j) for j in range(n) if ctx.needs_grad(2 + j) and ctx.is_sequence(ctx.input(2 + j))]
+    if sequences:
+        raise ctx.error(
+            f"the Loop carries the sequence {sequences[0]!r}, which depends on a variable; gradients of "
+            "sequences carried by a Loop are not supported yet (a list built in a scripted loop): trace the "
+            "model instead (torch.jit.trace unrolls it) or build the result with Concat inside the loop"
+        )
     carried = [j for j in range(n) if elem_type(body.input[2 + j]) in FLOAT_TYPES]
     outs = [s for s in range(k) if ctx.output_grads[n + s]]
     wrt = _float_captured(ctx)
