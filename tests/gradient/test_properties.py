@@ -204,6 +204,13 @@ NOT_DRAWN: dict[str, str] = {
         "and test_rules_recurrent.py cover its attribute combinations"
         for op in ("If", "Loop", "Scan", "RNN", "GRU", "LSTM")
     },
+    **{
+        op: "its values are sequences (the property families draw tensors); the fixed rows of "
+        "test_rules_sequence.py cover positions, lengths and axes"
+        for op in (
+            "SequenceConstruct SequenceAt SequenceInsert SequenceErase SplitToSequence ConcatFromSequence SequenceMap"
+        ).split()
+    },
 }
 
 
