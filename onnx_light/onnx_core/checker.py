@@ -26,7 +26,7 @@ from ._check_node import (
     node_label,
     tensor_type_string,
 )
-from ._infer_model import infer_graph
+from ._infer_model import GraphTypes, infer_graph
 from ._io import load, load_from_string
 from ._proto import (
     AttributeProto,
@@ -39,6 +39,7 @@ from ._proto import (
     ValueInfoProto,
 )
 from ._typestr import type_string
+from .gradient._sequences import output_is_sequence
 from .gradient._types import ValueType
 from .ops import normalise_domain
 
@@ -396,13 +397,22 @@ def check_model(
         _check_inferred(m, ctx, types)
 
 
+def _sequence_output(result: GraphTypes, name: str, opset: int) -> bool:
+    """True when ``name`` is a sequence (inference types it by its elements)."""
+    if name not in result.producer:
+        return False
+    _, node = result.producer[name]
+    return output_is_sequence(normalise_domain(node.domain), node.op_type, opset, list(node.output).index(name))
+
+
 def _check_inferred(model: ModelProto, ctx: CheckerContext, declared: dict[str, str]) -> None:
     """Shape inference over the main graph; a disagreement with a declared type is an error."""
     graph = model.graph
-    result = infer_graph(graph, ctx.opset_imports.get("", 0))
+    opset = ctx.opset_imports.get("", 0)
+    result = infer_graph(graph, opset)
     for name, want in result.declared.items():
         got = result.types.get(name)
-        if got is None or name not in result.producer:
+        if got is None or want is None or name not in result.producer or _sequence_output(result, name, opset):
             continue
         i, node = result.producer[name]
         at = f"graph {graph.name!r}: {node_label(node, i)}"
@@ -412,7 +422,7 @@ def _check_inferred(model: ModelProto, ctx: CheckerContext, declared: dict[str, 
     types = dict(declared)
     for name, t in result.types.items():
         s = tensor_type_string(t.dtype)
-        if s is not None and name not in types:
+        if s is not None and name not in types and not _sequence_output(result, name, opset):
             types[name] = s
     for i, node in enumerate(graph.node):
         at = f"graph {graph.name!r}: {node_label(node, i)}"

@@ -18,7 +18,8 @@ from ._check_node import CheckerContext, NodeChecks, ValidationError, node_label
 from ._errors import OnnxLightError
 from ._infer_model import GraphTypes, can_infer, infer_graph, to_type_proto, value_type
 from ._io import load, load_from_string, save
-from ._proto import GraphProto, ModelProto, ValueInfoProto
+from ._proto import GraphProto, ModelProto, NodeProto, ValueInfoProto
+from .gradient._sequences import output_is_sequence
 from .gradient._types import ValueType
 from .ops import normalise_domain, op_label
 
@@ -83,12 +84,17 @@ def _infer_main_graph(graph: GraphProto, opset: int, check_type: bool, strict_mo
     result = infer_graph(graph, opset)
     if check_type or strict_mode:
         _check_types(graph, opset, result.types)
-    _write(graph, result, check_type or strict_mode)
+    _write(graph, result, check_type or strict_mode, opset)
     for sub, sub_result in result.subgraphs:
-        _write(sub, sub_result, check_type or strict_mode)
+        _write(sub, sub_result, check_type or strict_mode, opset)
 
 
-def _write(graph: GraphProto, result: GraphTypes, strict: bool) -> None:
+def _is_sequence(node: NodeProto, name: str, opset: int) -> bool:
+    """True when ``name``, an output of ``node``, is a sequence (its type is its elements')."""
+    return output_is_sequence(normalise_domain(node.domain), node.op_type, opset, list(node.output).index(name))
+
+
+def _write(graph: GraphProto, result: GraphTypes, strict: bool, opset: int) -> None:
     """Completes ``graph``'s outputs and value_info from ``result`` (raises on contradictions if ``strict``)."""
     outputs = {v.name for v in graph.output}
     inputs = {v.name for v in graph.input} | {t.name for t in graph.initializer}
@@ -110,7 +116,7 @@ def _write(graph: GraphProto, result: GraphTypes, strict: bool) -> None:
             if not name or name in outputs or name in inputs or name in existing:
                 continue
             t = result.types.get(name)
-            if t is None or not t.dtype:
+            if t is None or not t.dtype or _is_sequence(node, name, opset):
                 continue
             vi = ValueInfoProto()
             vi.name = name

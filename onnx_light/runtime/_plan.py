@@ -86,6 +86,9 @@ class Plan:
     fast: Callable[[list[Any], dict[str, Any] | None], list[Any]] | None = None
     #: the code objects of ``fast`` and of its untyped twin once generated (error reports)
     codes: list[CodeType] = field(default_factory=list)
+    #: a subgraph's declared output types, ``(numpy dtype or None, shape or None)`` (a shape
+    #: only when every dim is known): what Loop and Scan give an empty scan output
+    output_types: list[tuple[np.dtype | None, tuple[int, ...] | None]] = field(default_factory=list)
 
     def initial_values(self) -> list[Any]:
         values: list[Any] = [None] * self.n_slots
@@ -101,6 +104,20 @@ _TYPED_FLOATS: dict[int, np.dtype] = {1: np.dtype(np.float32), 10: np.dtype(np.f
 
 def _elem_type(vi: Any) -> int:
     return int(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type") else 0
+
+
+def _declared_type(vi: Any) -> tuple[np.dtype | None, tuple[int, ...] | None]:
+    """The numpy dtype and static shape a graph output declares (None where it does not)."""
+    elem = _elem_type(vi)
+    try:
+        dtype = _dtypes.np_dtype(elem) if elem else None
+    except Exception:  # a type numpy cannot hold (string, ...): the kernel's default
+        dtype = None
+    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    shape = None
+    if tt is not None and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+        shape = tuple(int(d.dim_value) for d in tt.shape.dim)
+    return dtype, shape
 
 
 def _is_bit_float(value: Any) -> bool:
@@ -402,7 +419,7 @@ class _Compiler:
         bits, opsets, inliner, fuse = self.bits, self.opsets, self.inliner, self.fuse
 
         def compile_sub(g: GraphProto) -> Plan:
-            return compile_graph(
+            plan = compile_graph(
                 list(g.node),
                 [i.name for i in g.input],
                 [o.name for o in g.output],
@@ -413,6 +430,8 @@ class _Compiler:
                 bit_values=(bits & scope) | {i.name for i in g.input if _elem_type(i) in _BIT_FLOATS},
                 fuse=fuse,
             )
+            plan.output_types = [_declared_type(o) for o in g.output]
+            return plan
 
         return compile_sub
 

@@ -232,6 +232,13 @@ NOT_DRAWN: dict[str, str] = {
     "rows cover each attribute",
     "DeformConv": "its offsets must keep every sampling point off the pixel grid (the tents' kinks); the fixed "
     "rows draw them so, with groups, offset groups, strides, pads and dilations",
+    **{
+        op: "its values are sequences (the property families draw tensors); the fixed rows of "
+        "test_rules_sequence.py cover positions, lengths and axes"
+        for op in (
+            "SequenceConstruct SequenceAt SequenceInsert SequenceErase SplitToSequence ConcatFromSequence SequenceMap"
+        ).split()
+    },
 }
 
 

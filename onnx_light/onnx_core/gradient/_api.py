@@ -22,9 +22,9 @@ from ._types import ValueType
 
 __all__ = ["GradientOfNodes", "GradientOfFunction"]
 
-#: integer initializers folded for inference (small int32 and int64 tensors: shapes, axes,
-#: Slice bounds; exporters write either)
-_FOLDED_INT_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64})
+#: initializers folded for inference (small int32 and int64 tensors: shapes, axes, Slice
+#: bounds, exporters write either; booleans: the conditions of If, inlined when known)
+_FOLDED_INT_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL})
 
 
 def _default_registry(registry: GradRegistry | None) -> GradRegistry:
@@ -118,6 +118,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
             free_order=free,
             opset_imports={"": opset},
             name=name,
+            declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
         ).run()
 
     bwd = _gc_paused(pause_gc, run)
@@ -239,11 +240,14 @@ def _graph_source(graph: GraphProto) -> _Source:
 def _function_source(fn: FunctionProto) -> _Source:
     """(nodes, types, constants, declared, free-input order) of a function, as for a graph."""
     types: dict[str, ValueType] = {}
+    others: dict[str, ValueInfoProto] = {}  # sequence types: the pass reads them when asked
     for vi in fn.value_info:
         t = value_type(vi)
         if t is not None:
             types[vi.name] = t
-    return list(fn.node), types, {}, {}, list(fn.input)
+        else:
+            others[vi.name] = vi
+    return list(fn.node), types, {}, others, list(fn.input)
 
 
 def _graph_types(graph: GraphProto, types: dict[str, ValueType]) -> dict[str, ValueInfoProto]:

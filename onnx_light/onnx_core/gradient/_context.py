@@ -199,6 +199,20 @@ class GradContext:
         self._pass.types[name] = t
         self._pass.declared_outputs.append(name)
 
+    def sequence_type(self, name: str) -> ValueType | None:
+        """The element type of sequence ``name`` when known (declared, or declared by the rule
+        that emitted it); None otherwise. The gradient of a sequence is a sequence."""
+        return self._pass.sequence_type(name)
+
+    def is_sequence(self, name: str) -> bool:
+        """True when ``name`` is a sequence (declared as one, or so typed by its op's schema)."""
+        return self._pass.is_sequence(name)
+
+    def declare_sequence(self, name: str, elem: ValueType) -> None:
+        """Records that the emitted value ``name`` is a sequence of ``elem`` tensors (so its
+        contributions are summed element-wise and the result declares its type)."""
+        self._pass.declare_sequence(name, elem)
+
     def emit_nodes(self, nodes: Sequence[NodeProto]) -> None:
         """Appends ready-made nodes (their names fresh, see ``fresh_name``) to the backward graph."""
         for node in nodes:

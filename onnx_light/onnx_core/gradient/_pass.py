@@ -37,7 +37,8 @@ from ..helper import (
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
-from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, upgrade_nodes
+from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, traits, upgrade_nodes
+from ._branches import condition_value, inline_graph
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._expand import expand_ruleless
 from ._fastpath import (
@@ -55,6 +56,7 @@ from ._fastpath import (
 )
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
 from ._registry import GradRegistry, GradRule, SeedGradFn, ShortGradFn
+from ._sequences import output_is_sequence, sequence_elem_type, sequence_info, sum_body
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
 
 __all__ = ["FOLD_MAX", "subgraph_inputs"]
@@ -158,6 +160,10 @@ class _GradientPass:
         self._diff: dict[str, int] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
+        #: the xs that reached y through a branch inlined away (bit k: xs[k])
+        self._reached = 0
+        #: element types of the values known to be sequences (see ``_sequences``)
+        self.sequence_types: dict[str, ValueType] = {}
 
     def _take_names(self, fields: list[Fields], free_order: Sequence[str]) -> set[str]:
         """Sets up the counter over every name in the source and names the seed; returns the
@@ -416,6 +422,11 @@ class _GradientPass:
         order = sorted(self._ancestors([self.y], producer))
         self._check_order(order, producer)
         self._infer(order, producer)
+        if self._inline_known_branches(order):  # the new nodes indexed and typed again
+            producer = self._index_producers()
+            order = sorted(self._ancestors([self.y], producer))
+            self._check_order(order, producer)
+            self._infer(order, producer)
         reach, diff = self._dependence(order)
         self._check_xs(reach)
         try:
@@ -426,6 +437,39 @@ class _GradientPass:
             self._check_rules(order, diff, error)
             raise
         return self._assemble(producer, self._name_gradients(grads))
+
+    def _inline_known_branches(self, order: list[int]) -> bool:
+        """Replaces each node of ``order`` choosing between subgraphs (trait ``branches``, If) on
+        a condition known now by the taken subgraph's nodes; True when one was replaced."""
+        fields = self._fields
+        taken: dict[int, list[NodeProto]] = {}
+        for i in order:
+            op_type, domain, inputs, outputs, attributes = fields[i]
+            if not attributes or not inputs or not has_subgraph(attributes):
+                continue
+            names = traits(domain, op_type, self.opset).branches
+            cond = condition_value(self.constants.get(inputs[0])) if names else None
+            if names is None or cond is None:
+                continue
+            branch = self._node_attrs(i).get(names[0] if cond else names[1])
+            if isinstance(branch, GraphProto):
+                inlined = inline_graph(branch, list(outputs), self.new_name)
+                taken[i] = self._upgrade(inlined, self.types, nodes_fields(inlined))
+        if not taken:
+            return False
+        # an x read only by a branch not taken still reaches y (its gradient is zeros)
+        self._reached |= self._dependence(order)[0].get(self.y, 0)
+        nodes: list[NodeProto] = []
+        new_fields: list[Fields] = []
+        for i, node in enumerate(self.nodes):
+            if i in taken:
+                nodes.extend(taken[i])
+                new_fields.extend(nodes_fields(taken[i]))
+            else:
+                nodes.append(node)
+                new_fields.append(fields[i])
+        self.nodes, self._fields, self._attrs = nodes, new_fields, {}
+        return True
 
     def _index_producers(self) -> dict[str, int]:
         """Maps each forward value to the index of its node; fills ``self._reads``."""
@@ -489,7 +533,7 @@ class _GradientPass:
                 f"y={self.y!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                 "differentiate a floating-point output (Cast it to float in the model if it is a count)"
             )
-        y_reach = reach.get(self.y, 0)
+        y_reach = reach.get(self.y, 0) | self._reached
         for k, x in enumerate(self.xs):
             if not (y_reach >> k) & 1 and not self.allow_unused:
                 raise GradientError(
@@ -639,8 +683,11 @@ class _GradientPass:
         declared = self._declared
         for name in names:
             vi = declared.pop(name, None)
-            if vi is not None and (t := value_type(vi)) is not None:
-                types[name] = t
+            if vi is not None:
+                if (t := value_type(vi)) is not None:
+                    types[name] = t
+                elif (e := sequence_elem_type(vi)) is not None:
+                    self.sequence_types[name] = e
 
     def _node_attrs(self, i: int) -> dict[str, Any]:
         """The attributes of forward node ``i`` as Python values (read once, shared)."""
@@ -738,9 +785,52 @@ class _GradientPass:
             return None
         if len(parts) == 1:
             return parts[0]
-        op = "Add" if len(parts) == 2 else "Sum"
-        total = self.emit(op, parts, 1, "", {}, name)[0]  # the Add/Sum node takes over `parts`
+        if self.is_sequence(name):
+            total = self._sequence_sum(name, parts)
+        else:
+            op = "Add" if len(parts) == 2 else "Sum"
+            total = self.emit(op, parts, 1, "", {}, name)[0]  # the Add/Sum node takes over `parts`
         grads[name] = [total]
+        return total
+
+    def sequence_type(self, name: str) -> ValueType | None:
+        """The element type of sequence ``name`` when declared (None: unknown or not a sequence)."""
+        if name not in self.sequence_types and name in self._declared:
+            self._read_declared(self.types, [name])
+        found = self.sequence_types.get(name)
+        if found is None and name in self._producer and self._schema_sequence(name):
+            inferred = self.types.get(name)  # inference types a sequence by its elements
+            if inferred is not None and inferred.dtype:
+                found = self.sequence_types[name] = inferred
+        return found
+
+    def is_sequence(self, name: str) -> bool:
+        """True when ``name`` is a sequence: declared as one, or so typed by its op's schema."""
+        return name in self.sequence_types or self._schema_sequence(name) or self.sequence_type(name) is not None
+
+    def _schema_sequence(self, name: str) -> bool:
+        """True when the schema of ``name``'s producer types that output as a sequence."""
+        i = self._producer.get(name)
+        if i is None:
+            return False
+        op_type, domain, _, outputs, _ = self._fields[i]
+        return output_is_sequence(domain, op_type, self.opset, list(outputs).index(name))
+
+    def declare_sequence(self, name: str, elem: ValueType) -> None:
+        """Records that emitted value ``name`` is a sequence of ``elem`` tensors."""
+        self.sequence_types[name] = elem
+
+    def _sequence_sum(self, name: str, parts: list[str]) -> str:
+        """The element-wise sum of the sequence gradients ``parts`` of sequence ``name``."""
+        elem = self.sequence_type(name)
+        if elem is None or not elem.dtype:
+            raise GradientError(
+                f"value {name!r} is a sequence that receives several gradients; summing them element-wise "
+                "needs its element type: declare it (a value_info with a sequence type, e.g. from shape inference)"
+            )
+        body = sum_body(elem, len(parts), self.new_name)
+        total = self.emit("SequenceMap", parts, 1, "", {"body": body}, name)[0]
+        self.declare_sequence(total, elem)
         return total
 
     def _apply(
@@ -894,6 +984,11 @@ class _GradientPass:
             t = types_get(name)
             if t is not None and t.dtype:
                 value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
+        if self.sequence_types:  # the sequences' element types, which inference does not follow
+            for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
+                elem = self.sequence_type(name)
+                if elem is not None:
+                    value_info.append(sequence_info(name, elem))
         return fn
 
 

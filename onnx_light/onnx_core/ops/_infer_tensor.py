@@ -650,6 +650,7 @@ declare_traits(
 )
 declare_traits("Cast CastLike EyeLike Range Shape Size", bit_exact=True)
 declare_traits("If Loop Scan", subgraphs=True, bit_exact=True)
+declare_traits("If", branches=("then_branch", "else_branch"))
 declare_traits("SequenceMap", subgraphs=True, bit_exact=True)
 # sequences and optionals hold tensors as they are; these tensor ops only place elements
 declare_traits(
@@ -661,3 +662,82 @@ declare_traits(
 declare_traits("SequenceLength OptionalHasElement", bit_exact=True)
 declare_traits("Constant", constant=True)
 declare_traits("Cast", casts_to="to")
+
+
+# --------------------------------------------------------------------------- sequences
+# A sequence value's ValueType is that of its ELEMENTS (a shape only where every element
+# has it); which values are sequences the schema tells (shape_inference writes no tensor
+# value_info for them). SequenceAt and ConcatFromSequence then type their tensors.
+def _common(types: list[ValueType]) -> ValueType:
+    """The type every one of ``types`` has: dims kept where all agree (None elsewhere)."""
+    first = types[0].shape
+    if first is None or any(t.shape is None or len(t.shape) != len(first) for t in types):
+        return ValueType(types[0].dtype, None)
+    dims = [d if all(t.shape is not None and t.shape[k] == d for t in types) else None for k, d in enumerate(first)]
+    return ValueType(types[0].dtype, tuple(dims))
+
+
+@infer("SequenceConstruct", since=11)
+def sequence_construct(ctx: InferContext) -> list[ValueType]:
+    return [_common([in_type(ctx, k) for k in range(len(ctx.inputs))])]
+
+
+@infer("SequenceEmpty", since=11)
+def sequence_empty(ctx: InferContext) -> list[ValueType]:
+    return [ValueType(int(ctx.attr("dtype", 1)), None)]
+
+
+@infer("SequenceAt", "SequenceErase", since=11)
+def sequence_element(ctx: InferContext) -> list[ValueType]:
+    return [in_type(ctx, 0)]
+
+
+@infer("SequenceInsert", since=11)
+def sequence_insert(ctx: InferContext) -> list[ValueType]:
+    return [_common([in_type(ctx, 0), in_type(ctx, 1)])]
+
+
+@infer("SequenceLength", since=11)
+def sequence_length(ctx: InferContext) -> list[ValueType]:
+    return [ValueType(INT64, ())]
+
+
+@infer("SplitToSequence", since=11)
+def split_to_sequence(ctx: InferContext) -> list[ValueType]:
+    x = in_type(ctx, 0)
+    if x.shape is None:
+        return [ValueType(x.dtype, None)]
+    axis = int(ctx.attr("axis", 0)) % max(len(x.shape), 1)
+    dims: list[Dim] = list(x.shape)
+    if has_input(ctx, 1):
+        dims[axis] = None
+    elif int(ctx.attr("keepdims", 1)):
+        dims[axis] = 1
+    else:
+        del dims[axis]
+    return [ValueType(x.dtype, tuple(dims))]
+
+
+@infer("ConcatFromSequence", since=11)
+def concat_from_sequence(ctx: InferContext) -> list[ValueType]:
+    e = in_type(ctx, 0)
+    if e.shape is None:
+        return [ValueType(e.dtype, None)]
+    dims: list[Dim] = list(e.shape)
+    new_axis = int(ctx.attr("new_axis", 0))
+    axis = int(ctx.attr("axis", 0)) % (len(dims) + new_axis)
+    if new_axis:
+        dims.insert(axis, None)
+    else:
+        dims[axis] = None
+    return [ValueType(e.dtype, tuple(dims))]
+
+
+@infer("SequenceMap", since=17)
+def sequence_map(ctx: InferContext) -> list[ValueType]:
+    """The body's output types, its inputs typed by the elements (sequences) or whole (tensors)."""
+    from .._infer_model import infer_graph  # (it imports this module's engine)
+
+    body = ctx.attr("body")
+    result = infer_graph(body, ctx.opset, inputs=[in_type(ctx, k) for k in range(len(ctx.inputs))])
+    return [result.types.get(o.name, ValueType(0, None)) for o in body.output]

@@ -12,7 +12,10 @@ A trait is a fact about an op that an algorithm needs without knowing the op:
   bit patterns (bfloat16, float8) itself: the movers, plus Cast, Shape, If, ...;
 * ``subgraphs``: the op has graph attributes (If, Loop, Scan, SequenceMap);
 * ``constant``: the output is the node's ``value`` attribute;
-* ``casts_to``: the attribute that names the output element type (Cast's ``to``).
+* ``casts_to``: the attribute that names the output element type (Cast's ``to``);
+* ``branches``: the subgraph attributes a boolean input 0 chooses between, the first
+  when true (If's ``then_branch``, ``else_branch``): the gradient pass inlines the taken
+  one when the condition is known before run time.
 
 Each op family module declares its ops' traits with :func:`declare_traits`; an op
 declared nowhere has none of them.
@@ -41,6 +44,8 @@ class Traits:
     subgraphs: bool = False
     constant: bool = False
     casts_to: str | None = None
+    #: the subgraph attributes input 0 (a boolean) selects between, the first when true (If)
+    branches: tuple[str, ...] | None = None
 
 
 #: the traits of an op declared nowhere

@@ -18,7 +18,7 @@ import numpy as np
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import GradContext, GradientOfNodes
 
-__all__ = ["vjp_nodes", "elem_type", "renamed_nodes", "tensor_info"]
+__all__ = ["vjp_nodes", "elem_type", "renamed_nodes", "tensor_info", "graph_with_types"]
 
 
 def elem_type(info: ValueInfoProto) -> int:
@@ -34,6 +34,22 @@ def tensor_info(name: str, like: ValueInfoProto) -> ValueInfoProto:
     info.CopyFrom(like)
     info.name = name
     return info
+
+
+def graph_with_types(
+    nodes: Sequence[NodeProto],
+    name: str,
+    inputs: Sequence[ValueInfoProto],
+    outputs: Sequence[ValueInfoProto],
+    known: Iterable[ValueInfoProto],
+) -> GraphProto:
+    """A body graph whose value_info holds the ``known`` types of its intermediates (those
+    inference cannot follow: Scan, Loop, Gather of a tape), so that differentiating the
+    backward graph again starts from them."""
+    ends = {i.name for i in inputs} | {o.name for o in outputs}
+    produced = {o for n in nodes for o in n.output}
+    value_info = list({vi.name: vi for vi in known if vi.name in produced and vi.name not in ends}.values())
+    return helper.make_graph(list(nodes), name, list(inputs), list(outputs), value_info=value_info)
 
 
 def vjp_nodes(
@@ -82,10 +98,25 @@ def vjp_nodes(
     seed = fn.input[-1]
     one = helper.make_tensor("one", dtype, [], np.ones((), helper.tensor_dtype_to_np_dtype(dtype)).tobytes(), raw=True)
     body = [helper.make_node("Constant", [], [seed], value=one), *fn.node]
-    produced = {o for n in body for o in n.output if o} | set(local)
+    # every name the nodes define, in nested subgraphs too: the inner pass named them
+    # fresh for itself only, so a nested one could repeat a name of the enclosing graphs
+    produced = _defined(body) | set(local)
     rename = {name: ctx.fresh_name(name) for name in sorted(produced)}
     declared = [tensor_info(rename[vi.name], vi) for vi in fn.value_info if vi.name in rename]
     return renamed_nodes(body, rename), [rename.get(o, o) for o in fn.output], rename, declared
+
+
+def _defined(nodes: Iterable[NodeProto]) -> set[str]:
+    """The names ``nodes`` produce, and those their subgraphs (at any depth) define."""
+    names: set[str] = set()
+    for node in nodes:
+        names.update(o for o in node.output if o)
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                names.update(i.name for i in g.input)
+                names.update(t.name for t in g.initializer)
+                names |= _defined(g.node)
+    return names
 
 
 def renamed_nodes(nodes: Iterable[NodeProto], rename: dict[str, str]) -> list[NodeProto]:
@@ -111,5 +142,7 @@ def _rename_node(node: NodeProto, rename: dict[str, str]) -> None:
 def _rename_graph(graph: GraphProto, rename: dict[str, str]) -> None:
     for info in [*graph.input, *graph.output, *graph.value_info]:
         info.name = rename.get(info.name, info.name)
+    for init in graph.initializer:
+        init.name = rename.get(init.name, init.name)
     for node in graph.node:
         _rename_node(node, rename)

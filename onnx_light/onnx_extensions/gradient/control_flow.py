@@ -22,7 +22,7 @@ from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContex
 from ._forward_subgraph import jvp_nodes, pruned
 from ._recurrent_cache import Built, cached_rule, optimized
 from ._recurrent_lowering import lower_recurrent
-from ._subgraph import elem_type, tensor_info, vjp_nodes
+from ._subgraph import elem_type, graph_with_types, tensor_info, vjp_nodes
 from ._table import jvp_rule, rule
 
 
@@ -39,9 +39,9 @@ def _float_captured(ctx: GradContext) -> list[str]:
 def _branch_vjp(ctx: GradContext, branch: GraphProto, wrt: list[str], name: str) -> GraphProto:
     seeds = [(o.name, g) for o, g in zip(branch.output, ctx.output_grads) if g]
     types = [_outer_info(ctx, n) for n in [*ctx.captured, *(g for _, g in seeds)]]
-    nodes, outs, _, _ = vjp_nodes(ctx, list(branch.node), seeds, wrt, [*types, *_declared(branch)])
+    nodes, outs, _, declared = vjp_nodes(ctx, list(branch.node), seeds, wrt, [*types, *_declared(branch)])
     infos = [tensor_info(o, _outer_info(ctx, c)) for o, c in zip(outs, wrt)]
-    return helper.make_graph(nodes, name, [], infos)
+    return graph_with_types(nodes, name, [], infos, declared)
 
 
 def _declared(graph: GraphProto) -> list[ValueInfoProto]:
@@ -119,7 +119,7 @@ def _backward_body(
     types += [tensor_info(dys[k], body.output[spec.n + k]) for k in outs]
     xs = [body.input[j].name for j in states] + [body.input[spec.n + m].name for m in scans] + wrt
     local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
-    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    nodes, grads, rename, declared = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
     ns, nx = len(states), len(scans)
     g_states, g_scans, g_wrt = grads[:ns], grads[ns : ns + nx], grads[ns + nx :]
     new_acc = []
@@ -134,7 +134,7 @@ def _backward_body(
     outputs = [tensor_info(g, body.input[j]) for g, j in zip(g_states, states)]
     outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
     outputs += [tensor_info(g, body.input[spec.n + m]) for g, m in zip(g_scans, scans)]
-    return helper.make_graph(nodes, "scan_vjp", inputs, outputs), [i.name for i in inputs]
+    return graph_with_types(nodes, "scan_vjp", inputs, outputs, declared), [i.name for i in inputs]
 
 
 @rule("", "Scan", since=9)
@@ -240,6 +240,13 @@ def loop_grad(ctx: GradContext, dy: str) -> Grads:
     body: GraphProto = ctx.attr("body")
     n = len(ctx.inputs) - 2
     k = len(body.output) - 1 - n
+    sequences = [ctx.input(2 + j) for j in range(n) if ctx.needs_grad(2 + j) and ctx.is_sequence(ctx.input(2 + j))]
+    if sequences:
+        raise ctx.error(
+            f"the Loop carries the sequence {sequences[0]!r}, which depends on a variable; gradients of "
+            "sequences carried by a Loop are not supported yet (a list built in a scripted loop): trace the "
+            "model instead (torch.jit.trace unrolls it) or build the result with Concat inside the loop"
+        )
     carried = [j for j in range(n) if elem_type(body.input[2 + j]) in FLOAT_TYPES]
     outs = [s for s in range(k) if ctx.output_grads[n + s]]
     wrt = _float_captured(ctx)
@@ -282,7 +289,7 @@ def _loop_backward_body(
     types += [tensor_info(dys[s], body.output[1 + n + s]) for s in outs]
     xs = [body.input[2 + j].name for j in carried] + wrt
     local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
-    nodes, grads, rename, _ = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    nodes, grads, rename, declared = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
     i_name, cond_in = ctx.fresh_name("i"), ctx.fresh_name("cond")
     idx = rename[body.input[0].name]
     pre = [helper.make_node("Sub", [last, i_name], [idx])]
@@ -304,7 +311,10 @@ def _loop_backward_body(
     outputs = [tensor_info(cond_out, body.output[0])]
     outputs += [tensor_info(g, body.input[2 + j]) for g, j in zip(grads, carried)]
     outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
-    return helper.make_graph([*pre, *nodes, *post], "loop_vjp", inputs, outputs)
+    # the values read from the tape have the body's types (for a second differentiation)
+    declared += [tensor_info(rename[info.name], info) for info in [body.input[0], *body.input[2 : 2 + n]]]
+    declared += [tensor_info(rename[dys[s]], body.output[1 + n + s]) for s in outs]
+    return graph_with_types([*pre, *nodes, *post], "loop_vjp", inputs, outputs, declared)
 
 
 # -- forward rules ------------------------------------------------------------------------------

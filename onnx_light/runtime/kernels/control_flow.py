@@ -19,6 +19,14 @@ def _run(plan: Any, feeds: list[Any], scope: dict[str, Any]) -> list[Any]:
     return run_plan(plan, feeds, scope)
 
 
+def _empty(body: Any, k: int) -> np.ndarray:
+    """Scan output ``k`` of a body that never ran: zero iterations of the element type and
+    element shape the body declares for output ``k`` (float32, rank 1 when it declares none)."""
+    types = getattr(body, "output_types", None) or []
+    dtype, shape = types[k] if k < len(types) else (None, None)
+    return np.zeros((0, *(shape or ())), dtype=dtype or np.float32)
+
+
 def _split_scope(args: tuple[Any, ...], names: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
     """The node's own inputs, and the captured outer values by name."""
     if not names:
@@ -60,8 +68,8 @@ def loop(*args: Any, body: Any, _captured: tuple[str, ...] = ()) -> tuple[Any, .
         i += 1
     n_scan = len(body.output_slots) - 1 - n_carried
     if scans is None:
-        # zero iterations: empty scan outputs (their element shape is unknown; rank 1)
-        stacked = [np.zeros((0,), dtype=np.float32) for _ in range(n_scan)]
+        # zero iterations: empty scan outputs of the declared element type and shape
+        stacked = [_empty(body, 1 + n_carried + k) for k in range(n_scan)]
     else:
         stacked = [np.stack(acc) for acc in scans]
     return (*carried, *stacked)
@@ -102,7 +110,7 @@ def scan(
     results = []
     for k in range(n_out):
         acc = scans[k] if scans else []
-        stacked = np.stack(acc) if acc else np.zeros((0,), dtype=np.float32)
+        stacked = np.stack(acc) if acc else _empty(body, n_state + k)
         if out_dirs[k]:
             stacked = stacked[::-1]
         results.append(np.moveaxis(stacked, 0, out_axes[k] % stacked.ndim) if stacked.ndim else stacked)
