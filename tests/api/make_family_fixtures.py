@@ -23,7 +23,11 @@ OUT = pathlib.Path(__file__).parent / "data" / "family_fixtures.npz"
 def main() -> None:
     rng = np.random.default_rng(12)
     arrays: dict[str, np.ndarray] = {}
-    mlp = {"W1": rng.standard_normal((3, 5)) * 0.7, "b1": rng.standard_normal(5) * 0.1, "W2": rng.standard_normal((5, 2))}
+    mlp = {
+        "W1": rng.standard_normal((3, 5)) * 0.7,
+        "b1": rng.standard_normal(5) * 0.1,
+        "W2": rng.standard_normal((5, 2)),
+    }
     conv = {"K": rng.standard_normal((3, 2, 3, 3)) * 0.4, "c": rng.standard_normal(3) * 0.1}
     conv["W"] = rng.standard_normal((27, 3)) * 0.3
     x_mlp, x_conv = rng.standard_normal((2, 3)), rng.standard_normal((1, 2, 5, 5))
