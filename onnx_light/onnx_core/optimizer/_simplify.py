@@ -177,10 +177,10 @@ def name_outputs(nodes: Nodes, outputs: list[str], inputs: set[str], pinned: set
                 wanted.discard(o)
     rename: dict[str, str] = {}
     for y in outputs:
-        fields = producer.get(y)
-        if fields is None:
+        found = producer.get(y)
+        if found is None:
             continue
-        op_type, domain, ins, outs, _ = fields
+        op_type, domain, ins, outs, _ = found
         if op_type != "Identity" or domain or len(ins) != 1 or len(outs) != 1:
             continue
         v = ins[0]
