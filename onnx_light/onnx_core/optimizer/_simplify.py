@@ -122,7 +122,7 @@ def eliminate_common(nodes: Nodes, pinned: set[str], deterministic: Deterministi
     copy when ``foreign`` is None or holds its id, else renamed in place.
     """
     alias: dict[str, str] = {}
-    seen: dict[tuple[object, ...], list[str]] = {}
+    seen: dict[tuple[object, ...], _Firsts] = {}
     merge: dict[tuple[str, str], bool] = {}  # deterministic(domain, op_type), asked once per op
     kept: Nodes = []
     for item in nodes:
@@ -139,22 +139,43 @@ def eliminate_common(nodes: Nodes, pinned: set[str], deterministic: Deterministi
         ok = merge.get((domain, op_type))
         if ok is None:
             ok = merge[(domain, op_type)] = deterministic(domain, op_type)
-        if ok and not (attributes and has_subgraph(attributes)):
-            key = (
-                op_type,
-                domain,
-                tuple(inputs),
-                len(outs) if "" not in outs else tuple(bool(o) for o in outs),
-                _attribute_key(attributes) if attributes else b"",
-            )
-            first = seen.get(key)
-            if first is None:
-                seen[key] = outs
-            elif pinned.isdisjoint(outs):  # (the first copy's list is never changed: renames replace it)
+        if ok:
+            base = (op_type, domain, tuple(inputs), len(outs) if "" not in outs else tuple(bool(o) for o in outs))
+            first = _first_copy(seen, base, attributes, outs)
+            if first is not None and pinned.isdisjoint(outs):
                 alias.update((o, f) for o, f in zip(outs, first) if o)
                 continue
         kept.append(item)
     return kept
+
+
+#: what a CSE key's earlier nodes are: (attributes, outputs, attribute key or _UNKEYED)
+_Firsts = list[tuple[list[AttributeProto], list[str], object]]
+_UNKEYED = object()
+
+
+def _first_copy(
+    seen: dict[tuple[object, ...], _Firsts], base: tuple[object, ...], attributes: list[AttributeProto], outs: list[str]
+) -> list[str] | None:
+    """The outputs of an earlier node with ``base`` (op, domain, inputs, outputs) and the
+    same attributes, or None (and this node is recorded). Attributes are compared only
+    when the rest agrees, so most nodes never build an attribute key."""
+    firsts = seen.get(base)
+    if firsts is None:
+        seen[base] = [(attributes, outs, _UNKEYED)]
+        return None
+    if attributes and has_subgraph(attributes):
+        return None  # never merged (nor recorded: its twin has the same subgraph)
+    key = _attribute_key(attributes) if attributes else b""
+    if key is not None:
+        for k, (other, other_outs, other_key) in enumerate(firsts):
+            if other_key is _UNKEYED:
+                other_key = _attribute_key(other) if other else b""
+                firsts[k] = (other, other_outs, other_key)
+            if other_key == key:
+                return other_outs
+    firsts.append((attributes, outs, key))
+    return None
 
 
 def name_outputs(nodes: Nodes, outputs: list[str], inputs: set[str], pinned: set[str]) -> dict[str, str]:
