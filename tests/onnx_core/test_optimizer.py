@@ -214,11 +214,11 @@ def _cnn() -> ol.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
-def test_gradient_optimized_on_request() -> None:
-    # off by default (it would double the transform time); the result is the same function
+def test_gradient_optimized_by_default() -> None:
+    # on by default, optimize=False opts out; the result is the same function
     model = _cnn()
-    raw = ol.GradientOfFunction(model, ["W"], "loss")
-    opt = ol.GradientOfFunction(model, ["W"], "loss", optimize=True)
+    raw = ol.GradientOfFunction(model, ["W"], "loss", optimize=False)
+    opt = ol.GradientOfFunction(model, ["W"], "loss")
     assert list(opt.output) == ["grad_W"] and list(opt.input) == list(raw.input)
     assert "Identity" in _ops(raw) and "Identity" not in _ops(opt)
     assert len(opt.node) < len(raw.node)
@@ -235,3 +235,32 @@ def test_constant_of_empty_shape_folds_to_a_scalar() -> None:
     opt = ol.optimize(fn)
     assert _ops(opt) == ["Constant"]
     assert _run(opt, {})[0].shape == ()
+
+
+def test_default_optimizer_never_changes_the_source_nodes() -> None:
+    # the optimizer renames the pass's own nodes in place; the forward nodes the result
+    # shares with the source (here: Mul reads b, merged into a by CSE) must be copied
+    nodes = [
+        helper.make_node("Exp", ["x"], ["a"]),
+        helper.make_node("Exp", ["x"], ["b"]),
+        helper.make_node("Mul", ["a", "b"], ["c"]),
+        helper.make_node("Tanh", ["c"], ["t"]),  # its rule reads t: Mul is re-emitted
+        helper.make_node("ReduceSum", ["t"], ["y"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", FLOAT, [2, 3])], [helper.make_tensor_value_info("y", FLOAT, [])]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    before = ol.save_to_string(model) if hasattr(ol, "save_to_string") else model.SerializeToString()
+    grads, x = [], 0.2 * X["x"]
+    for _ in range(2):  # a second call sees the same source
+        bwd = ol.GradientOfFunction(model, ["x"], "y")
+        assert _ops(bwd).count("Exp") == 1
+        grads.append(_run(bwd, {"x": x, "dy": np.ones((), np.float32)})[0])
+    after = ol.save_to_string(model) if hasattr(ol, "save_to_string") else model.SerializeToString()
+    assert after == before
+    assert [list(n.input) for n in model.graph.node] == [["x"], ["x"], ["a", "b"], ["c"], ["t"]]
+    np.testing.assert_allclose(grads[0], (1 - np.tanh(np.exp(2 * x)) ** 2) * 2 * np.exp(2 * x), rtol=1e-5)
+    np.testing.assert_array_equal(grads[0], grads[1])
+    fwd = ol.TangentOfFunction(model, ["x"], ["y"])
+    assert [list(n.input) for n in model.graph.node][2] == ["a", "b"] and "Mul" in _ops(fwd)

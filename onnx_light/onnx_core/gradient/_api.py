@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .. import optimizer as _optimizer
 from .._errors import GradientError
 from .._inline import FunctionInliner
 from .._interop import from_foreign
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
 from ..ops import normalise_domain
+from ..optimizer._optimize import optimize_own
 from ._fastpath import value_type
 from ._names import EMITTED_OPSET
 from ._pass import FOLD_MAX, _GradientPass, subgraph_inputs
@@ -64,7 +64,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "gradient",
     pause_gc: bool = True,
-    optimize: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Differentiates a list of forward nodes.
 
@@ -83,8 +83,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         pause_gc: pause the cyclic garbage collector while the pass runs (faster on large
             graphs; the collector is re-enabled after).
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
-            and dead-node elimination, constant folding). Off by default: it costs 1-1.5x the
-            pass's own time, which would undo the transform-speed target (benchmarks/RESULTS.md).
+            and dead-node elimination, constant folding); ``False`` returns the pass's raw
+            output (a final ``Identity`` per ``grad_<x>``).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``; the
@@ -96,8 +96,9 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
             a cycle, an op without a rule, ...
     """
 
+    forward = [from_foreign(n) for n in nodes]
+
     def run() -> FunctionProto:
-        forward = [from_foreign(n) for n in nodes]
         infos = [from_foreign(vi) for vi in value_info]
         types = {vi.name: t for vi in infos if (t := value_type(vi)) is not None}
         produced = {o for n in forward for o in n.output}
@@ -121,8 +122,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
             declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
         ).run()
 
-    bwd = _gc_paused(pause_gc, run)
-    return _optimizer.optimize(bwd) if optimize else bwd
+    return _gc_paused(pause_gc, lambda: optimize_own(run(), {id(n) for n in forward}) if optimize else run())
 
 
 def GradientOfFunction(  # noqa: N802  (the seed's name)
@@ -134,7 +134,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     *,
     allow_unused: bool = False,
     pause_gc: bool = True,
-    optimize: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Differentiates a FunctionProto, GraphProto or ModelProto.
 
@@ -164,8 +164,8 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
         pause_gc: pause the cyclic garbage collector while the pass runs.
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
-            and dead-node elimination, constant folding). Off by default: it costs 1-1.5x the
-            pass's own time, which would undo the transform-speed target (benchmarks/RESULTS.md).
+            and dead-node elimination, constant folding); ``False`` returns the pass's raw
+            output (a final ``Identity`` per ``grad_<x>``).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``.
@@ -179,6 +179,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         rules = _default_registry(registry)
         source = from_foreign(fn)  # an onnx package object: converted through its bytes
         imports, functions, graph, name = _source(source)
+        foreign.update(_source_node_ids(source))
         if graph is not None:
             nodes, types, constants, declared, free_order = _graph_source(graph)
         else:
@@ -202,8 +203,18 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             declared=declared,
         ).run()
 
-    bwd = _gc_paused(pause_gc, run)
-    return _optimizer.optimize(bwd) if optimize else bwd
+    foreign: set[int] = set()
+    return _gc_paused(pause_gc, lambda: optimize_own(run(), foreign) if optimize else run())
+
+
+def _source_node_ids(fn: FunctionProto | GraphProto | ModelProto) -> set[int]:
+    """The ids of the top-level nodes of ``fn`` (and of a model's local functions): the
+    nodes a result shares with its source, which the optimizer must copy to rename."""
+    graph = fn.graph if isinstance(fn, ModelProto) else fn
+    ids = {id(n) for n in graph.node}
+    if isinstance(fn, ModelProto):
+        ids.update(id(n) for f in fn.functions for n in f.node)
+    return ids
 
 
 def _source(

@@ -21,7 +21,8 @@ from .._errors import GradientError
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..helper import make_graph, make_node, make_tensor_value_info
 from ..ops import op_label
-from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source
+from ..optimizer._optimize import optimize_own
+from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source, _source_node_ids
 from ._context import FLOAT_TYPES, GradContext
 from ._fastpath import value_type
 from ._names import DY, EMITTED_OPSET
@@ -378,11 +379,13 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
     opset: int = EMITTED_OPSET,
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "tangent",
+    optimize: bool = True,
 ) -> FunctionProto:
     """Forward mode over a list of nodes; see :func:`TangentOfFunction`."""
 
+    forward = list(nodes)
+
     def run() -> FunctionProto:
-        forward = list(nodes)
         types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
         produced = {o for n in forward for o in n.output}
         free: list[str] = []
@@ -395,7 +398,7 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
             types=types, constants={}, free_order=free, opset_imports={"": opset}, name=name,
         ).run()  # fmt: skip
 
-    return _gc_paused(True, run)
+    return _gc_paused(True, lambda: optimize_own(run(), {id(n) for n in forward}) if optimize else run())
 
 
 def TangentOfFunction(  # noqa: N802  (the contract's name)
@@ -407,6 +410,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
     *,
     seeds: Seeds = None,
     allow_unused: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Forward mode (Jacobian-vector products) of a FunctionProto, GraphProto or ModelProto.
 
@@ -421,6 +425,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
         seeds: None (one direction), k (a trailing axis of size k on every tangent) or
             "dynamic" (that axis symbolic).
         allow_unused: an x reaching no y is accepted.
+        optimize: run ``onnx_light.optimize`` on the result (``False``: the pass's raw output).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, *("fwd_" + x)]`` and outputs
@@ -430,6 +435,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
     def run() -> FunctionProto:
         rules = _default_registry(registry)
         imports, functions, graph, name = _source(fn)
+        foreign.update(_source_node_ids(fn))
         if graph is not None:
             nodes, types, constants, declared, free_order = _graph_source(graph)
             inputs, outputs = [i.name for i in graph.input], [o.name for o in graph.output]
@@ -448,4 +454,5 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
             free_order=free_order, opset_imports=imports, name=name.replace("_grad", "_fwd"), declared=declared,
         ).run()  # fmt: skip
 
-    return _gc_paused(True, run)
+    foreign: set[int] = set()
+    return _gc_paused(True, lambda: optimize_own(run(), foreign) if optimize else run())

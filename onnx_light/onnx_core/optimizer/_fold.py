@@ -179,10 +179,15 @@ def fold_constants(
     whose static shape ``fn.value_info`` declares folds too.
     """
     known: dict[str, np.ndarray] = {}
-    shapes = _static_shapes(fn)
+    shapes: dict[str, tuple[int, ...]] | None = None  # read when the first Shape comes
     out: list[tuple[NodeProto, Fields]] = []
     for item in nodes:
         op_type, domain, inputs, outputs, attributes = item[1]
+        if not known and op_type != "Constant" and op_type != "Shape":
+            out.append(item)  # the common case: nothing constant to fold from
+            continue
+        if op_type == "Shape" and shapes is None:
+            shapes = _static_shapes(fn)
         if op_type == "Constant" and not domain:
             value = _constant_value(attributes)
             if value is not None and len(outputs) == 1:
@@ -192,7 +197,7 @@ def fold_constants(
         result: list[np.ndarray] | None = None
         if len(outputs) != 1 or not outputs[0]:
             pass
-        elif op_type == "Shape" and not domain and len(inputs) == 1 and inputs[0] in shapes:
+        elif op_type == "Shape" and not domain and len(inputs) == 1 and shapes and inputs[0] in shapes:
             result = [_shape_of(shapes[inputs[0]], attributes)]
         elif inputs and all(i in known for i in inputs):
             result = fold(op_type, domain, [known[i] for i in inputs], attribute_values(attributes))

@@ -5,9 +5,9 @@ from __future__ import annotations
 from .._proto import FunctionProto, NodeProto
 from ..gradient._fastpath import nodes_fields
 from ._fold import FoldFn, fold_constants, fold_numpy
-from ._simplify import Nodes, deterministic_ops, eliminate_common, name_outputs, pinned_names, remove_dead
+from ._simplify import Foreign, Nodes, deterministic_ops, eliminate_common, name_outputs, pinned_names, remove_dead
 
-__all__ = ["optimize"]
+__all__ = ["optimize", "optimize_own"]
 
 
 def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> FunctionProto:
@@ -36,6 +36,16 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> Function
         A FunctionProto with ``fn``'s name, domain, inputs, outputs, opset imports and
         value_info.
     """
+    return optimize_own(fn, None, fold=fold)
+
+
+def optimize_own(fn: FunctionProto, foreign: Foreign, *, fold: FoldFn | None = fold_numpy) -> FunctionProto:
+    """:func:`optimize` for a caller that owns ``fn``'s nodes but those whose ids ``foreign``
+    holds (None: it owns none): the owned nodes are renamed in place instead of copied.
+
+    The gradient entry points pass the ids of their source's nodes: the others are the
+    pass's own new nodes, which nobody else holds.
+    """
     source = list(fn.node)
     nodes: Nodes = list(zip(source, nodes_fields(source)))
     outputs = list(fn.output)
@@ -43,9 +53,9 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> Function
     if fold is not None:
         nodes = fold_constants(nodes, fn, fold)
     pinned = pinned_names(nodes, outputs)
-    nodes = eliminate_common(nodes, pinned, deterministic_ops(opset))
-    nodes = name_outputs(nodes, outputs, set(fn.input), pinned)
-    return _with_nodes(fn, remove_dead(nodes, outputs))
+    nodes = eliminate_common(nodes, pinned, deterministic_ops(opset), foreign)
+    rename = name_outputs(nodes, outputs, set(fn.input), pinned)
+    return _with_nodes(fn, remove_dead(nodes, outputs, rename, foreign))
 
 
 #: a FunctionProto's field slots, and the unknown fields it keeps

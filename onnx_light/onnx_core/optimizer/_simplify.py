@@ -98,92 +98,136 @@ def pinned_names(nodes: Nodes, outputs: Iterable[str]) -> set[str]:
     return pinned
 
 
-def _renamed(node: NodeProto, fields: Fields, inputs: list[str], outputs: list[str]) -> tuple[NodeProto, Fields]:
-    copy = copy_node(node, outputs)
-    setattr(copy, "_input", inputs)  # noqa: B010  (the slot, as _fastpath sets it)
-    return copy, (fields[0], fields[1], inputs, outputs, fields[4])
+#: ids of the nodes a sweep must copy before renaming (None: all of them); the others are
+#: the caller's own (the gradient pass's new nodes) and are renamed in place
+Foreign = set[int] | None
 
 
-def eliminate_common(nodes: Nodes, pinned: set[str], deterministic: Deterministic) -> Nodes:
+def _renamed(
+    node: NodeProto, fields: Fields, inputs: list[str], outputs: list[str], foreign: Foreign
+) -> tuple[NodeProto, Fields]:
+    if foreign is None or id(node) in foreign:
+        node = copy_node(node, outputs)
+    else:
+        setattr(node, "_output", outputs)  # noqa: B010  (the slot, as _fastpath sets it)
+    setattr(node, "_input", inputs)  # noqa: B010
+    return node, (fields[0], fields[1], inputs, outputs, fields[4])
+
+
+def eliminate_common(nodes: Nodes, pinned: set[str], deterministic: Deterministic, foreign: Foreign = None) -> Nodes:
     """Drops ``Identity`` nodes and repeated computations, reading the first copy instead.
 
     An ``Identity`` or repeated node whose output is pinned (a function output, or read by a
-    subgraph) is kept, with its inputs renamed like any other node's.
+    subgraph) is kept, with its inputs renamed like any other node's. A renamed node is a
+    copy when ``foreign`` is None or holds its id, else renamed in place.
     """
     alias: dict[str, str] = {}
-    seen: dict[tuple[object, ...], list[str]] = {}
+    seen: dict[tuple[object, ...], _Firsts] = {}
+    merge: dict[tuple[str, str], bool] = {}  # deterministic(domain, op_type), asked once per op
     kept: Nodes = []
     for item in nodes:
         op_type, domain, inputs, outs, attributes = item[1]
         if alias and not alias.keys().isdisjoint(inputs):
             inputs = [alias.get(i, i) for i in inputs]
-            item = _renamed(item[0], item[1], inputs, list(outs))
-        free = not any(o in pinned for o in outs)
+            item = _renamed(item[0], item[1], inputs, list(outs), foreign)
         if op_type == "Identity" and not domain and len(inputs) == 1 and len(outs) == 1 and inputs[0]:
-            if free:
+            if outs[0] not in pinned:
                 alias[outs[0]] = inputs[0]
                 continue
-        elif not (attributes and has_subgraph(attributes)) and deterministic(domain, op_type):
-            key = (
-                op_type,
-                domain,
-                tuple(inputs),
-                tuple(bool(o) for o in outs),
-                _attribute_key(attributes) if attributes else b"",
-            )
-            first = seen.get(key)
-            if first is None:
-                seen[key] = list(outs)
-            elif free:
+            kept.append(item)
+            continue
+        ok = merge.get((domain, op_type))
+        if ok is None:
+            ok = merge[(domain, op_type)] = deterministic(domain, op_type)
+        if ok:
+            base = (op_type, domain, tuple(inputs), len(outs) if "" not in outs else tuple(bool(o) for o in outs))
+            first = _first_copy(seen, base, attributes, outs)
+            if first is not None and pinned.isdisjoint(outs):
                 alias.update((o, f) for o, f in zip(outs, first) if o)
                 continue
         kept.append(item)
     return kept
 
 
-def name_outputs(nodes: Nodes, outputs: list[str], inputs: set[str], pinned: set[str]) -> Nodes:
-    """An output ``y = Identity(v)`` takes ``v``'s name over, and the Identity goes.
+#: what a CSE key's earlier nodes are: (attributes, outputs, attribute key or _UNKEYED)
+_Firsts = list[tuple[list[AttributeProto], list[str], object]]
+_UNKEYED = object()
+
+
+def _first_copy(
+    seen: dict[tuple[object, ...], _Firsts], base: tuple[object, ...], attributes: list[AttributeProto], outs: list[str]
+) -> list[str] | None:
+    """The outputs of an earlier node with ``base`` (op, domain, inputs, outputs) and the
+    same attributes, or None (and this node is recorded). Attributes are compared only
+    when the rest agrees, so most nodes never build an attribute key."""
+    firsts = seen.get(base)
+    if firsts is None:
+        seen[base] = [(attributes, outs, _UNKEYED)]
+        return None
+    if attributes and has_subgraph(attributes):
+        return None  # never merged (nor recorded: its twin has the same subgraph)
+    key = _attribute_key(attributes) if attributes else b""
+    if key is not None:
+        for k, (other, other_outs, other_key) in enumerate(firsts):
+            if other_key is _UNKEYED:
+                other_key = _attribute_key(other) if other else b""
+                firsts[k] = (other, other_outs, other_key)
+            if other_key == key:
+                return other_outs
+    firsts.append((attributes, outs, key))
+    return None
+
+
+def name_outputs(nodes: Nodes, outputs: list[str], inputs: set[str], pinned: set[str]) -> dict[str, str]:
+    """Which outputs ``y = Identity(v)`` take ``v``'s name over: ``{v: y}``.
 
     Done when ``v`` is computed by a node here (not a function input), is not itself an
-    output, is not read by a subgraph and no other output took it already.
+    output, is not read by a subgraph and no other output took it already. The output
+    Identities come last in the pass's results, so the producers are looked for from
+    the end, and the scan stops once every output's is found. :func:`remove_dead` applies
+    the renaming and drops those Identities.
     """
-    producer: dict[str, int] = {}
-    for k, (_, fields) in enumerate(nodes):
+    wanted = set(outputs)
+    producer: dict[str, Fields] = {}
+    for _, fields in reversed(nodes):
+        if not wanted:
+            break
         for o in fields[3]:
-            if o:
-                producer[o] = k
+            if o in wanted:
+                producer[o] = fields
+                wanted.discard(o)
     rename: dict[str, str] = {}
-    drop: set[int] = set()
     for y in outputs:
-        at = producer.get(y)
-        if at is None:
+        found = producer.get(y)
+        if found is None:
             continue
-        op_type, domain, ins, outs, _ = nodes[at][1]
+        op_type, domain, ins, outs, _ = found
         if op_type != "Identity" or domain or len(ins) != 1 or len(outs) != 1:
             continue
         v = ins[0]
-        if v in inputs or v not in producer or v in pinned or v in rename:
-            continue
+        if not v or v in inputs or v in pinned or v in rename:
+            continue  # (a name that is no input is some node's output: SSA)
         rename[v] = y
-        drop.add(at)
-    if not rename:
-        return nodes
-    out: Nodes = []
-    for k, item in enumerate(nodes):
-        if k in drop:
-            continue
-        ins, outs = item[1][2], item[1][3]
-        if not (rename.keys().isdisjoint(ins) and rename.keys().isdisjoint(outs)):
-            item = _renamed(item[0], item[1], [rename.get(i, i) for i in ins], [rename.get(o, o) for o in outs])
-        out.append(item)
-    return out
+    return rename
 
 
-def remove_dead(nodes: Nodes, outputs: list[str]) -> list[NodeProto]:
-    """The nodes at least one of whose outputs is needed for ``outputs``."""
+def remove_dead(
+    nodes: Nodes, outputs: list[str], rename: dict[str, str] | None = None, foreign: Foreign = None
+) -> list[NodeProto]:
+    """The nodes at least one of whose outputs is needed for ``outputs``, renamed by
+    ``rename`` (from :func:`name_outputs`: the Identity ``y = Identity(v)`` of each ``v -> y``
+    goes); a renamed node is a copy unless it is the caller's own (see ``Foreign``)."""
     needed = set(outputs)
     keep: list[NodeProto] = []
-    for node, (_, _, ins, outs, attributes) in reversed(nodes):
+    for node, fields in reversed(nodes):
+        ins, outs, attributes = fields[2], fields[3], fields[4]
+        if rename and not (rename.keys().isdisjoint(ins) and rename.keys().isdisjoint(outs)):
+            if fields[0] == "Identity" and len(ins) == 1 and rename.get(ins[0]) == outs[0]:
+                continue  # y = Identity(v): v is now called y
+            node, fields = _renamed(
+                node, fields, [rename.get(i, i) for i in ins], [rename.get(o, o) for o in outs], foreign
+            )
+            ins, outs = fields[2], fields[3]
         if needed.isdisjoint(outs):
             continue
         keep.append(node)
