@@ -214,11 +214,11 @@ def _cnn() -> ol.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
-def test_gradient_optimized_by_default() -> None:
-    # on by default, optimize=False opts out; the result is the same function
+def test_gradient_optimized_on_request() -> None:
+    # off by default (DESIGN §3: a final Identity names each grad_<x>); the result is the same function
     model = _cnn()
-    raw = ol.GradientOfFunction(model, ["W"], "loss", optimize=False)
-    opt = ol.GradientOfFunction(model, ["W"], "loss")
+    raw = ol.GradientOfFunction(model, ["W"], "loss")
+    opt = ol.GradientOfFunction(model, ["W"], "loss", optimize=True)
     assert list(opt.output) == ["grad_W"] and list(opt.input) == list(raw.input)
     assert "Identity" in _ops(raw) and "Identity" not in _ops(opt)
     assert len(opt.node) < len(raw.node)
@@ -237,7 +237,7 @@ def test_constant_of_empty_shape_folds_to_a_scalar() -> None:
     assert _run(opt, {})[0].shape == ()
 
 
-def test_default_optimizer_never_changes_the_source_nodes() -> None:
+def test_optimizer_never_changes_the_source_nodes() -> None:
     # the optimizer renames the pass's own nodes in place; the forward nodes the result
     # shares with the source (here: Mul reads b, merged into a by CSE) must be copied
     nodes = [
@@ -254,7 +254,7 @@ def test_default_optimizer_never_changes_the_source_nodes() -> None:
     before = ol.save_to_string(model) if hasattr(ol, "save_to_string") else model.SerializeToString()
     grads, x = [], 0.2 * X["x"]
     for _ in range(2):  # a second call sees the same source
-        bwd = ol.GradientOfFunction(model, ["x"], "y")
+        bwd = ol.GradientOfFunction(model, ["x"], "y", optimize=True)
         assert _ops(bwd).count("Exp") == 1
         grads.append(_run(bwd, {"x": x, "dy": np.ones((), np.float32)})[0])
     after = ol.save_to_string(model) if hasattr(ol, "save_to_string") else model.SerializeToString()

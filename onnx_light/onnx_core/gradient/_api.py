@@ -64,7 +64,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "gradient",
     pause_gc: bool = True,
-    optimize: bool = True,
+    optimize: bool = False,
 ) -> FunctionProto:
     """Differentiates a list of forward nodes.
 
@@ -83,8 +83,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         pause_gc: pause the cyclic garbage collector while the pass runs (faster on large
             graphs; the collector is re-enabled after).
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
-            and dead-node elimination, constant folding); ``False`` returns the pass's raw
-            output (a final ``Identity`` per ``grad_<x>``).
+            and dead-node elimination, constant folding). Off by default: DESIGN §3 names each
+            ``grad_<x>`` with a final ``Identity`` (the optimizer drops it).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``; the
@@ -134,7 +134,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     *,
     allow_unused: bool = False,
     pause_gc: bool = True,
-    optimize: bool = True,
+    optimize: bool = False,
 ) -> FunctionProto:
     """Differentiates a FunctionProto, GraphProto or ModelProto.
 
@@ -164,8 +164,8 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
         pause_gc: pause the cyclic garbage collector while the pass runs.
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
-            and dead-node elimination, constant folding); ``False`` returns the pass's raw
-            output (a final ``Identity`` per ``grad_<x>``).
+            and dead-node elimination, constant folding). Off by default: DESIGN §3 names each
+            ``grad_<x>`` with a final ``Identity`` (the optimizer drops it).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``.

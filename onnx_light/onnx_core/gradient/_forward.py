@@ -379,7 +379,7 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
     opset: int = EMITTED_OPSET,
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "tangent",
-    optimize: bool = True,
+    optimize: bool = False,
 ) -> FunctionProto:
     """Forward mode over a list of nodes; see :func:`TangentOfFunction`."""
 
@@ -410,7 +410,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
     *,
     seeds: Seeds = None,
     allow_unused: bool = False,
-    optimize: bool = True,
+    optimize: bool = False,
 ) -> FunctionProto:
     """Forward mode (Jacobian-vector products) of a FunctionProto, GraphProto or ModelProto.
 
@@ -425,7 +425,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
         seeds: None (one direction), k (a trailing axis of size k on every tangent) or
             "dynamic" (that axis symbolic).
         allow_unused: an x reaching no y is accepted.
-        optimize: run ``onnx_light.optimize`` on the result (``False``: the pass's raw output).
+        optimize: run ``onnx_light.optimize`` on the result (off by default, as for the reverse pass).
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, *("fwd_" + x)]`` and outputs

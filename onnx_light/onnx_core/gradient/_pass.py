@@ -143,6 +143,10 @@ class _GradientPass:
         self.free_order = [renamed.get(n, n) for n in free_order]
         self.types = types
         self.constants = constants
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """The empty state the phases fill: emitted nodes, caches, indices."""
         self.backward: list[NodeProto] = []
         #: ``(reads, outputs, domain)`` of each backward node, for ``_assemble``
         self._backward_io: list[tuple[list[str], list[str], str]] = []
