@@ -9,14 +9,13 @@ and a pre-LN transformer block (d 256). Four ways, alternating in one process, o
 * ``ours train_step``: train_step.onnx (everything fused) in our runtime;
 * ``ort train_step``: the same train_step.onnx in onnxruntime (``intra_op_num_threads=1``).
 
-Prints the median time per step and the ratios to torch and to onnxruntime, and (Linux) the
-peak memory of a step per engine: freed heap pages go back to the OS (``malloc_trim``), the
-resident set's high-water mark is reset through ``/proc/self/clear_refs`` before three steps
-and read back (``VmHWM``) after them, so each engine's peak above the memory it held before
-(``VmRSS``) is measured in this one process (onnxruntime's arena keeps its buffers between
-runs, so its peak reads as ~0: compare ours with torch's).
+Prints the median time per step and the ratios to torch and to onnxruntime. With
+``--memory``, each engine also runs alone in a fresh subprocess (Linux: /proc/self/status)
+that reports the peak RSS of three steps above the built engine, and above the engine's
+libraries (parameters, optimizer states, session and the steps).
 
     PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10] [--models mlp,cnn]
+    PYTHONPATH=. python benchmarks/bench_training.py --memory --no-time
 """
 
 from __future__ import annotations
@@ -27,17 +26,23 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from onnx_light import load  # noqa: E402
 from onnx_light import training as olt  # noqa: E402
 from onnx_light.runtime import InferenceSession  # noqa: E402
 
@@ -82,8 +87,8 @@ def _Block():  # type: ignore[no-untyped-def]  # noqa: N802
     return Block()
 
 
-def _setup(d: str, kind: str) -> dict[str, Callable[[], None]]:
-    import onnxruntime as ort
+def _export(d: str, kind: str) -> None:
+    """The torch export, its artifacts in ``d/a`` and the batch in ``d/batch.npz``."""
     import torch
 
     torch.set_num_threads(1)
@@ -100,7 +105,22 @@ def _setup(d: str, kind: str) -> dict[str, Callable[[], None]]:
     olt.generate_artifacts(
         os.path.join(d, "mlp.onnx"), loss="CrossEntropyLoss", optimizer="AdamW", artifact_directory=os.path.join(d, "a")
     )
-    a = os.path.join(d, "a")
+    np.savez(os.path.join(d, "batch.npz"), x=x.numpy(), y=y.numpy())
+
+
+TITLES = {
+    "mlp": "MLP 784-512-256-10, batch 64",
+    "cnn": "conv net 16x3x64x64 (bench_runtime's) + Linear",
+    "transformer": "pre-LN transformer block d 256, [8, 64, 256]",
+}
+ENGINES = ("torch", "ours", "ours train_step", "ort train_step")
+
+
+def _torch_step(kind: str) -> Callable[[], None]:
+    import torch
+
+    torch.set_num_threads(1)
+    m, x, y = _model(kind)
     opt_t = torch.optim.AdamW(m.parameters(), lr=1e-3)
 
     def torch_step() -> None:
@@ -108,58 +128,123 @@ def _setup(d: str, kind: str) -> dict[str, Callable[[], None]]:
         torch.nn.functional.cross_entropy(m(x), y).backward()
         opt_t.step()
 
+    return torch_step
+
+
+def _ours_step(a: str, xn: np.ndarray, yn: np.ndarray) -> Callable[[], None]:
     state = olt.CheckpointState.load_checkpoint(os.path.join(a, "checkpoint"))
     mod = olt.Module(os.path.join(a, "training_model.onnx"), state)
     opt = olt.Optimizer(os.path.join(a, "optimizer_model.onnx"), mod)
-    xn, yn = x.numpy(), y.numpy()
 
     def ours_step() -> None:
         mod(xn, yn)
         opt.step()
         mod.lazy_reset_grad()
 
+    return ours_step
+
+
+def _fused_step(a: str, engine: str, xn: np.ndarray, yn: np.ndarray) -> Callable[[], None]:
+    """train_step.onnx in our runtime or onnxruntime; the new values are fed back."""
     path = os.path.join(a, "train_step.onnx")
     st0 = olt.CheckpointState.load_checkpoint(os.path.join(a, "checkpoint"))
-    values = {k: p.data for k, p in st0.parameters.items()} | dict(st0.optimizer_states)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sessions = {
-        "ours train_step": InferenceSession(path),
-        "ort train_step": ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]),
-    }
-    counters = {k: 0 for k in sessions}
-
-    def fused(name: str) -> Callable[[], None]:
-        sess = sessions[name]
-        vals = dict(values)
-
-        def step() -> None:
-            counters[name] += 1
-            feeds = {
-                "input": xn,
-                "labels": yn,
-                "learning_rate": np.array(1e-3, np.float32),
-                "step": np.array(counters[name], np.int64),
-            }
-            feeds |= {n: vals[n] for n in in_names if n not in feeds}
-            res = sess.run(None, feeds)
-            for n, v in zip(out_names[1:], res[1:]):
-                vals[n[: -len("_next")]] = v
-
-        return step
-
-    import onnx
-
-    g = onnx.load(path).graph
+    vals = {k: p.data for k, p in st0.parameters.items()} | dict(st0.optimizer_states)
+    g = load(path).graph
     in_names = [i.name for i in g.input]
     out_names = [o.name for o in g.output]
-    return {
-        "torch": torch_step,
-        "ours": ours_step,
-        "ours train_step": fused("ours train_step"),
-        "ort train_step": fused("ort train_step"),
-    }
+    sess: Any
+    if engine == "ort train_step":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    else:
+        sess = InferenceSession(path)
+    counter = [0]
+
+    def step() -> None:
+        counter[0] += 1
+        feeds = {
+            "input": xn,
+            "labels": yn,
+            "learning_rate": np.array(1e-3, np.float32),
+            "step": np.array(counter[0], np.int64),
+        }
+        feeds |= {n: vals[n] for n in in_names if n not in feeds}
+        res = sess.run(None, feeds)
+        for n, v in zip(out_names[1:], res[1:]):
+            vals[n[: -len("_next")]] = v
+
+    return step
+
+
+def _engines(d: str, kind: str, only: Sequence[str] = ENGINES) -> dict[str, Callable[[], None]]:
+    """The step of each engine in ``only`` (torch is not imported unless asked for)."""
+    a = os.path.join(d, "a")
+    batch = np.load(os.path.join(d, "batch.npz"))
+    xn, yn = batch["x"], batch["y"]
+    out: dict[str, Callable[[], None]] = {}
+    for name in only:
+        if name == "torch":
+            out[name] = _torch_step(kind)
+        elif name == "ours":
+            out[name] = _ours_step(a, xn, yn)
+        else:
+            out[name] = _fused_step(a, name, xn, yn)
+    return out
+
+
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        found = re.search(key + r":\s+(\d+)", f.read())
+    if found is None:
+        raise RuntimeError(f"/proc/self/status has no {key} (the memory measure needs Linux)")
+    return int(found.group(1))
+
+
+def _memory_child(d: str, kind: str, engine: str) -> None:
+    """Prints (JSON) the peak RSS of the first steps above the built engine and above its imports.
+
+    Linux only: writing 5 to /proc/self/clear_refs resets the high-water mark (VmHWM) to the
+    current RSS once the engine is built (parameters, optimizer states, session), so the
+    step peak is what three steps add (activations, gradients, torch's lazily created
+    optimizer states); the total adds what building the engine took above its libraries.
+    """
+    if engine == "torch":
+        import torch  # noqa: F401
+    elif engine == "ort train_step":
+        import onnxruntime  # noqa: F401
+    gc.collect()
+    rss_libs = _status_kb("VmRSS")
+    step = _engines(d, kind, [engine])[engine]
+    gc.collect()
+    rss_built = _status_kb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    for _ in range(3):
+        step()
+    peak = _status_kb("VmHWM")
+    print(json.dumps({"step_mb": (peak - rss_built) / 1024, "total_mb": (peak - rss_libs) / 1024}))
+
+
+def _memory(kind: str, d: str) -> None:
+    """One fresh subprocess per engine (see _memory_child); prints MB and the ratio to torch."""
+    res: dict[str, dict[str, float]] = {}
+    for engine in ENGINES:
+        cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", d, kind, engine]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        res[engine] = json.loads(out.strip().splitlines()[-1])
+    t = res["torch"]
+    print(f"{TITLES[kind]}, AdamW step, memory")
+    print("  peak RSS of 3 steps, one fresh process per engine: above the built engine (step) and above")
+    print("  the engine's libraries (total: parameters, optimizer states, session and the steps):")
+    for k, v in res.items():
+        print(
+            f"  {k:16s} step {v['step_mb']:7.1f} MB  x{v['step_mb'] / max(t['step_mb'], 1e-9):.2f} torch"
+            f"   total {v['total_mb']:7.1f} MB  x{v['total_mb'] / max(t['total_mb'], 1e-9):.2f} torch"
+        )
 
 
 def main() -> int:
@@ -171,71 +256,41 @@ def main() -> int:
         default="mlp,cnn,transformer",
         help="mlp (784-512-256-10, batch 64), cnn (bench_runtime's), transformer (pre-LN block, d 256)",
     )
+    parser.add_argument("--memory", action="store_true", help="also measure the peak memory of a step per engine")
+    parser.add_argument("--no-time", action="store_true", help="skip the timing (with --memory)")
+    parser.add_argument("--memory-child", nargs=3, metavar=("DIR", "KIND", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        _memory_child(*args.memory_child)
+        return 0
     for kind in args.models.split(","):
-        _bench(kind, args.rounds, args.repeat)
+        with tempfile.TemporaryDirectory() as d:
+            _export(d, kind)
+            if not args.no_time:
+                _bench(kind, d, args.rounds, args.repeat)
+            if args.memory:
+                _memory(kind, d)
     return 0
 
 
-def _bench(kind: str, rounds: int, repeat: int) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        steps = _setup(d, kind)
-        for fn in steps.values():  # warm up
-            for _ in range(3):
-                fn()
-        times: dict[str, list[float]] = {k: [] for k in steps}
-        names = list(steps)
-        for r in range(rounds):
-            for name in names if r % 2 == 0 else names[::-1]:
-                t0 = time.perf_counter()
-                for _ in range(repeat):
-                    steps[name]()
-                times[name].append((time.perf_counter() - t0) / repeat * 1e3)
-        peaks = {name: _step_peak_mb(fn) for name, fn in steps.items()}
+def _bench(kind: str, d: str, rounds: int, repeat: int) -> None:
+    steps = _engines(d, kind)
+    for fn in steps.values():  # warm up
+        for _ in range(3):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    names = list(steps)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                steps[name]()
+            times[name].append((time.perf_counter() - t0) / repeat * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
-    title = {
-        "mlp": "MLP 784-512-256-10, batch 64",
-        "cnn": "conv net 16x3x64x64 (bench_runtime's) + Linear",
-        "transformer": "pre-LN transformer block d 256, [8, 64, 256]",
-    }[kind]
+    title = TITLES[kind]
     print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()})")
     for k, v in med.items():
-        peak = (
-            ""
-            if peaks[k] is None
-            else f"   peak {peaks[k]:6.1f} MB (x{peaks[k] / max(peaks['torch'] or 1e-9, 1e-9):.2f} torch)"
-        )
-        print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort{peak}")
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-def _step_peak_mb(step: Callable[[], None], steps: int = 3) -> float | None:
-    """Peak resident memory above the current one while ``step`` runs ``steps`` times (MB), or
-    None where the peak cannot be reset (not Linux)."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages back to the OS: RSS = what is live
-    except (OSError, AttributeError):
-        pass
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets VmHWM to the current VmRSS
-        base = _status_kb("VmRSS")
-    except OSError:
-        return None
-    for _ in range(steps):
-        step()
-    return (_status_kb("VmHWM") - base) / 1024
+        print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort")
 
 
 if __name__ == "__main__":

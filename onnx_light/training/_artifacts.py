@@ -22,6 +22,7 @@ from ..onnx_core import (
     save,
 )
 from ..onnx_core.gradient import EMITTED_OPSET, GradientOfFunction, upgrade_nodes
+from ..onnx_core.optimizer import optimize
 from ..onnx_extensions.gradient import DefaultGradRegistry
 from ._checkpoint import CheckpointState, Parameter
 from ._emit import Emitter
@@ -81,7 +82,12 @@ class _Plan:
         outputs: list[ValueInfoProto],
         user: Sequence[str] = (),
     ) -> ModelProto:
-        """A model over ``nodes`` whose non-state initializers are kept, its state ones inputs."""
+        """A model over ``nodes`` whose non-state initializers are kept, its state ones inputs.
+
+        The nodes go through ``onnx_light.optimize`` first (Identity copies, repeated
+        subexpressions and dead nodes removed; the outputs keep their names).
+        """
+        nodes = self.optimized(nodes, inputs, outputs)
         reads = set(used_values(nodes))
         inits = [t for n, t in self.inits.items() if n in reads and n not in self.state_names()]
         graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
@@ -94,6 +100,16 @@ class _Plan:
             props[SEED_INPUT_KEY] = self.seed
         helper.set_model_props(m, props)
         return m
+
+    def optimized(
+        self, nodes: list[NodeProto], inputs: list[ValueInfoProto], outputs: list[ValueInfoProto]
+    ) -> list[NodeProto]:
+        """``nodes`` after ``onnx_light.optimize``, every initializer an input (kept, never folded)."""
+        names = [i.name for i in inputs] + [n for n in self.inits if n not in {i.name for i in inputs}]
+        fn = helper.make_function(
+            "onnx_light.training", "step", names, [o.name for o in outputs], nodes, self.imports()
+        )
+        return list(optimize(fn, fold=None).node)
 
     def state_names(self) -> set[str]:
         return set(self.trainable) | set(self.frozen)

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from onnx_light import OnnxLightError
+from onnx_light import OnnxLightError, load
 from onnx_light import training as olt
 
 from .make_fixtures import batches
@@ -39,6 +39,17 @@ def test_artifacts_are_standard_onnx(kind: str, optimizer: str, options: dict, t
         model = onnx.load(str(tmp_path / f"{name}.onnx"))
         onnx.checker.check_model(model, full_check=True)
         assert {o.domain for o in model.opset_import} <= {"", "ai.onnx"}, name
+
+
+def test_artifacts_are_optimized(tmp_path: pathlib.Path) -> None:
+    """No Identity copies (the optimizer's ``_next`` outputs are the update's last node) and
+    no node computed twice: every artifact went through onnx_light.optimize."""
+    olt.generate_artifacts(DATA / "cnn.onnx", loss="CrossEntropyLoss", optimizer="AdamW", artifact_directory=tmp_path)
+    for name in FILES:
+        nodes = load(tmp_path / f"{name}.onnx").graph.node
+        assert [n.output[0] for n in nodes if n.op_type == "Identity"] == [], name
+        keys = [(n.op_type, tuple(n.input), tuple((a.name, str(a)) for a in n.attribute)) for n in nodes if n.input]
+        assert len(keys) == len(set(keys)), name
 
 
 def test_train_step_in_onnxruntime_matches_the_module(tmp_path: pathlib.Path) -> None:
