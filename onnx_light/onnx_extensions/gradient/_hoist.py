@@ -9,10 +9,11 @@ in every step. Hoisted, that Transpose runs once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto
 
-__all__ = ["hoist_scan_invariants"]
+__all__ = ["hoist_scan_invariants", "merge_tape_scans"]
 
 _GRAPH, _GRAPHS = 5, 10
 # ops whose result is not a function of their inputs alone, never hoisted
@@ -88,3 +89,96 @@ def hoist_scan_invariants(nodes: Sequence[NodeProto]) -> list[NodeProto]:
                 out += _split(g, taken)
         out.append(node)
     return out
+
+
+def _body(node: NodeProto) -> GraphProto | None:
+    return next((a.g for a in node.attribute if a.name == "body" and a.type == _GRAPH), None)
+
+
+def _extends(tape: NodeProto, scan: NodeProto) -> bool:
+    """Whether ``tape`` is ``scan`` recording more outputs: same inputs and attributes, its body
+    the same nodes with more after them, the same outputs first (the Scan rule's tape)."""
+    a, b = _body(scan), _body(tape)
+    if a is None or b is None or list(scan.input) != list(tape.input) or scan.domain != tape.domain:
+        return False
+    if len(b.node) < len(a.node) or len(b.output) < len(a.output):
+        return False
+    if _scan_attrs(scan, a) != _scan_attrs(tape, b, len(a.output)):
+        return False
+    same_io = [i.name for i in a.input] == [i.name for i in b.input]
+    same_out = [o.name for o in a.output] == [o.name for o in b.output[: len(a.output)]]
+    return same_io and same_out and all(x == y for x, y in zip(a.node, b.node))
+
+
+def _scan_attrs(node: NodeProto, body: GraphProto, n_out: int | None = None) -> dict[str, Any]:
+    """A Scan's attributes other than its body, the per-input/output lists with their defaults
+    spelled out (the lists of the first ``n_out`` body outputs only)."""
+    attrs: dict[str, Any] = {x.name: x for x in node.attribute if x.name != "body"}
+    n_in = int(attrs["num_scan_inputs"].i) if "num_scan_inputs" in attrs else 0
+    n_state = len(node.input) - n_in
+    n_scan = (len(body.output) if n_out is None else n_out) - n_state
+    for name, n in (("scan_input_axes", n_in), ("scan_input_directions", n_in)):
+        attrs[name] = list(attrs[name].ints) if name in attrs else [0] * n
+    for name in ("scan_output_axes", "scan_output_directions"):
+        attrs[name] = (list(attrs[name].ints) if name in attrs else [0] * len(body.output))[: max(n_scan, 0)]
+    return attrs
+
+
+def merge_tape_scans(nodes: Sequence[NodeProto]) -> list[NodeProto]:
+    """``nodes`` without a Scan that a later tape Scan repeats (see :func:`_extends`): its
+    outputs are read from the tape's, so the recurrence runs once."""
+    out = list(nodes)
+    scans = [n for n in out if n.op_type == "Scan"]
+    rename: dict[str, str] = {}
+    drop: set[int] = set()
+    for scan in scans:
+        tape = next((t for t in scans if t is not scan and id(t) not in drop and _extends(t, scan)), None)
+        if tape is None:
+            continue
+        drop.add(id(scan))
+        rename.update({o: t for o, t in zip(scan.output, tape.output) if o})
+    if not rename:
+        return out
+    kept = []
+    for node in out:
+        if id(node) in drop:
+            continue
+        if any(i in rename for i in node.input):
+            node.input[:] = [rename.get(i, i) for i in node.input]
+        kept.append(node)
+    # a tape that runs after the dropped Scan's consumers must move up: order by first use
+    return _toposorted(kept)
+
+
+def _toposorted(nodes: list[NodeProto]) -> list[NodeProto]:
+    """``nodes`` in an order where each node follows the producers of its inputs (stable)."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    placed: set[int] = set()
+    order: list[NodeProto] = []
+
+    def place(k: int) -> None:
+        stack = [k]
+        while stack:
+            j = stack[-1]
+            if j in placed:
+                stack.pop()
+                continue
+            deps = [producer[i] for i in _reads(nodes[j]) if i in producer and producer[i] not in placed]
+            if deps:
+                stack.extend(deps)
+                continue
+            placed.add(j)
+            order.append(nodes[j])
+            stack.pop()
+
+    for k in range(len(nodes)):
+        place(k)
+    return order
+
+
+def _reads(node: NodeProto) -> set[str]:
+    """The names a node reads: its inputs and its subgraphs' outer-scope references."""
+    names = {i for i in node.input if i}
+    for g in _subgraphs(node):
+        names |= _names(g.node)
+    return names
