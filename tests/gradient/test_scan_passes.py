@@ -123,9 +123,20 @@ def test_merge_reads_the_forward_scan_from_its_tape() -> None:
     model = _scan_model([fwd, use, tape, use2], _INPUTS, ["w"])
     before = _run(model, _FEEDS)
     nodes = merge_tape_scans([ol.NodeProto.FromString(n.SerializeToString()) for n in [fwd, use, tape, use2]])
-    assert [n.op_type for n in nodes] == ["Scan", "Mul", "Add"]
-    assert list(nodes[1].input) == ["Y2", "hT2"]
+    assert [n.op_type for n in nodes] == ["Scan", "Identity", "Identity", "Mul", "Add"]
+    assert [(list(n.input), list(n.output)) for n in nodes[1:3]] == [(["hT2"], ["hT"]), (["Y2"], ["Y"])]
     np.testing.assert_array_equal(before[0], _run(_scan_model(nodes, _INPUTS, ["w"]), _FEEDS)[0])
+
+
+def test_toposort_waits_for_producers_lower_on_the_path() -> None:
+    """a reads b and c, c reads b: b, c, a (not c before b)."""
+    from onnx_light.onnx_extensions.gradient._hoist import _toposorted
+
+    a = helper.make_node("Add", ["b", "c"], ["a"])
+    c = helper.make_node("Neg", ["b"], ["c"])
+    b = helper.make_node("Neg", ["x"], ["b"])
+    assert [n.output[0] for n in _toposorted([a, c, b])] == ["b", "c", "a"]
+    assert [n.output[0] for n in _toposorted([a, b, c])] == ["b", "c", "a"]
 
 
 def test_merge_keeps_scans_that_differ() -> None:

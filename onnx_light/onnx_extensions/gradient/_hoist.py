@@ -8,10 +8,10 @@ in every step. Hoisted, that Transpose runs once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ...onnx_core import GraphProto, NodeProto
+from ...onnx_core import GraphProto, NodeProto, helper
 
 __all__ = ["hoist_scan_invariants", "merge_tape_scans"]
 
@@ -139,14 +139,14 @@ def merge_tape_scans(nodes: Sequence[NodeProto]) -> list[NodeProto]:
         rename.update({o: t for o, t in zip(scan.output, tape.output) if o})
     if not rename:
         return out
-    kept = []
+    kept: list[NodeProto] = []
     for node in out:
-        if id(node) in drop:
+        if id(node) not in drop:
+            kept.append(node)
             continue
-        if any(i in rename for i in node.input):
-            node.input[:] = [rename.get(i, i) for i in node.input]
-        kept.append(node)
-    # a tape that runs after the dropped Scan's consumers must move up: order by first use
+        # the dropped Scan's names stay defined (they may be results): Identities of the tape's
+        kept += [helper.make_node("Identity", [rename[o]], [o]) for o in node.output if o]
+    # the tape may run after the dropped Scan's consumers: order by dependencies
     return _toposorted(kept)
 
 
@@ -154,22 +154,28 @@ def _toposorted(nodes: list[NodeProto]) -> list[NodeProto]:
     """``nodes`` in an order where each node follows the producers of its inputs (stable)."""
     producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
     placed: set[int] = set()
+    path: set[int] = set()  # the nodes being placed (a name read in a cycle is not waited for)
     order: list[NodeProto] = []
 
+    def deps(j: int) -> Iterator[int]:
+        return iter(sorted({producer[i] for i in _reads(nodes[j]) if i in producer}))
+
     def place(k: int) -> None:
-        stack = [k]
+        if k in placed:
+            return
+        stack = [(k, deps(k))]
+        path.add(k)
         while stack:
-            j = stack[-1]
-            if j in placed:
+            j, todo = stack[-1]
+            d = next((d for d in todo if d not in placed and d not in path), None)
+            if d is None:
                 stack.pop()
-                continue
-            deps = [producer[i] for i in _reads(nodes[j]) if i in producer and producer[i] not in placed]
-            if deps:
-                stack.extend(deps)
-                continue
-            placed.add(j)
-            order.append(nodes[j])
-            stack.pop()
+                path.discard(j)
+                placed.add(j)
+                order.append(nodes[j])
+            else:
+                path.add(d)
+                stack.append((d, deps(d)))
 
     for k in range(len(nodes)):
         place(k)
