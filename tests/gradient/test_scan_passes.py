@@ -162,3 +162,17 @@ def test_scan_output_changing_shape_is_a_clear_error() -> None:
     model = _scan_model([scan], [("X", [2, 3])], ["Y"])
     with pytest.raises(ol.OnnxLightError, match="Scan"):
         _run(model, {"X": np.array([[1, 0, 1], [1, 1, 1]], np.float32)})
+
+
+def test_hoisted_names_of_two_bodies_do_not_collide() -> None:
+    """Two Scans whose bodies use the same local names (two layers' reverse sweeps): the hoisted
+    values get distinct outer names (this was a 'value produced twice' in forward-over-reverse)."""
+    scans = [
+        helper.make_node("Scan", ["h0", "X"], [f"hT{k}", f"Y{k}"], body=_step_body(), num_scan_inputs=1)
+        for k in range(2)
+    ]
+    nodes = hoist_scan_invariants(scans)
+    produced = [o for n in nodes for o in n.output]
+    assert len(produced) == len(set(produced)) == 8, produced
+    after = _run(_scan_model(nodes, _INPUTS, ["Y0", "Y1"]), _FEEDS)
+    np.testing.assert_array_equal(after[0], after[1])

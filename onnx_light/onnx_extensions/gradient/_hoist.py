@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, helper
+from ._subgraph import _rename_node
 
 __all__ = ["hoist_scan_invariants", "merge_tape_scans"]
 
@@ -86,8 +87,24 @@ def hoist_scan_invariants(nodes: Sequence[NodeProto]) -> list[NodeProto]:
     for node in nodes:
         if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
             for g in _subgraphs(node):
-                out += _split(g, taken)
+                moved = _split(g, taken)
+                # body names are only unique per body (two bodies may both say "MatMul_grad33"):
+                # outside, each gets the Scan's (unique) first output as a suffix
+                tag = next((o for o in node.output if o), "scan")
+                rename = {o: _unused(f"{o}_{tag}", taken) for n in moved for o in n.output if o}
+                taken.update(rename.values())
+                for n in [*moved, *g.node]:
+                    _rename_node(n, rename)
+                out += moved
         out.append(node)
+    return out
+
+
+def _unused(name: str, taken: set[str]) -> str:
+    k, out = 0, name
+    while out in taken:
+        k += 1
+        out = f"{name}_{k}"
     return out
 
 
