@@ -26,6 +26,7 @@ from typing import Any
 from ...onnx_core import AttributeProto, FunctionProto, GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import GradContext
 from ...onnx_core.optimizer import optimize
+from ._hoist import hoist_scan_invariants, merge_tape_scans
 
 __all__ = ["Built", "cached_rule", "optimized"]
 
@@ -178,6 +179,8 @@ def optimized(nodes: Sequence[NodeProto], inputs: Sequence[str], outputs: Sequen
 
     The reverse Scan body of a recurrent node holds ~100 nodes per step before (constant Slice
     bounds, repeated Shapes, Identities); each one costs a kernel call per step at run time.
+    A Scan its tape Scan repeats is dropped (``merge_tape_scans``), and loop-invariant nodes
+    of Scan bodies move out (``hoist_scan_invariants``).
     """
     for node in nodes:
         for attr in node.attribute:
@@ -185,6 +188,7 @@ def optimized(nodes: Sequence[NodeProto], inputs: Sequence[str], outputs: Sequen
                 body = optimized(list(g.node), [i.name for i in g.input], [o.name for o in g.output], opset)
                 del g.node[:]
                 g.node.extend(body)
+    nodes = hoist_scan_invariants(merge_tape_scans(nodes))
     fn = FunctionProto(
         name="recurrent_vjp",
         domain="onnx_light.internal",

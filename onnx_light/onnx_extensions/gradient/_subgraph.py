@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
+from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper, numpy_helper
 from ...onnx_core.gradient import GradContext, GradientOfNodes
 
 __all__ = ["vjp_nodes", "elem_type", "renamed_nodes", "tensor_info", "graph_with_types"]
@@ -97,7 +97,8 @@ def vjp_nodes(
     )
     seed = fn.input[-1]
     one = helper.make_tensor("one", dtype, [], np.ones((), helper.tensor_dtype_to_np_dtype(dtype)).tobytes(), raw=True)
-    body = [helper.make_node("Constant", [], [seed], value=one), *fn.node]
+    folded = _fold_seed(list(fn.node), seed, seeds, types, fn.output)
+    body = [helper.make_node("Constant", [], [seed], value=one), *folded]
     # every name the nodes define, in nested subgraphs too: the inner pass named them
     # fresh for itself only, so a nested one could repeat a name of the enclosing graphs
     produced = _defined(body) | set(local)
@@ -117,6 +118,63 @@ def _defined(nodes: Iterable[NodeProto]) -> set[str]:
                 names.update(t.name for t in g.initializer)
                 names |= _defined(g.node)
     return names
+
+
+def _dims(info: ValueInfoProto | None) -> tuple[Any, ...] | None:
+    """A declared tensor shape as a tuple of dim values/params (None when unknown or partly anonymous)."""
+    if info is None or not info.HasField("type") or not info.type.tensor_type.HasField("shape"):
+        return None
+    dims: list[int | str] = []
+    for d in info.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            return None
+    return tuple(dims)
+
+
+def _fold_seed(
+    nodes: list[NodeProto],
+    seed: str,
+    seeds: Sequence[tuple[str, str]],
+    types: Sequence[ValueInfoProto],
+    results: Sequence[str],
+) -> list[NodeProto]:
+    """Drops the multiplications of each ``dy_k`` by the expanded ones-seed of the loss.
+
+    The loss ``ReduceSum(dy_k * out_k)`` gives ``out_k`` the gradient ``Expand(1, s) * dy_k``
+    (``s`` the shape of ``dy_k * out_k``): that is ``Expand(dy_k, s)``, and ``dy_k`` itself when
+    ``dy_k`` is declared with the shape of ``out_k`` or with the constant ``s``.
+    """
+    known = {t.name: _dims(t) for t in types}
+    dys = {dy: out for out, dy in seeds}
+    consts: dict[str, tuple[int, ...]] = {}
+    ones: dict[str, str] = {}  # Expand(seed, s) output -> s
+    out: list[NodeProto] = []
+    for node in nodes:
+        ins = list(node.input)
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            t = node.attribute[0].t
+            if t.data_type == 7 and len(t.dims) == 1:
+                consts[node.output[0]] = tuple(int(v) for v in numpy_helper.to_array(t).tolist())
+        if node.op_type == "Expand" and ins[0] == seed:
+            ones[node.output[0]] = ins[1]
+        if node.op_type == "Mul" and len(ins) == 2 and ((ins[0] in ones) != (ins[1] in ones)):
+            e, dy = (ins[0], ins[1]) if ins[0] in ones else (ins[1], ins[0])
+            if dy in dys:
+                shape, dy_dims = ones[e], known.get(dy)
+                same = dy_dims is not None and (dy_dims == known.get(dys[dy]) or dy_dims == consts.get(shape))
+                args = [dy] if same else [dy, shape]
+                out.append(helper.make_node("Identity" if same else "Expand", args, list(node.output)))
+                continue
+        out.append(node)
+    used = {i for n in out for i in n.input} | set(results)
+    dead = {e for e in ones if e not in used}
+    used = {i for n in out if n.output[0] not in dead for i in n.input} | set(results)
+    shapes = {ones[e] for e in dead} - used  # the Constant or Shape that fed only the dropped Expands
+    return [n for n in out if not (set(n.output) & (dead | shapes))]
 
 
 def renamed_nodes(nodes: Iterable[NodeProto], rename: dict[str, str]) -> list[NodeProto]:

@@ -96,21 +96,27 @@ def scan(
     xs = [x[::-1] if d else x for x, d in zip(xs, in_dirs)]
     steps = xs[0].shape[0] if xs else 0
     n_out = len(body.output_slots) - n_state
-    scans: list[list[Any]] = [[] for _ in range(n_out)]
     from .._plan import run_plan  # the plan module imports the kernels; import late
 
-    # the body's plan is compiled once (with the node); per step only the feeds list is built
+    # the body's plan is compiled once (with the node); per step only the feeds list is built and
+    # each scan output slice is written into its stacked buffer (allocated at the first step)
+    stacks: list[Any] = [None] * n_out
     for t in range(steps):
         outs = run_plan(body, [*state, *[x[t] for x in xs]], scope)
         state = outs[:n_state]
         for k in range(n_out):
-            scans[k].append(outs[n_state + k])
+            v = np.asarray(outs[n_state + k])
+            if t == 0:
+                stacks[k] = np.empty((steps, *v.shape), dtype=v.dtype)
+            elif v.shape != stacks[k].shape[1:]:
+                before = list(stacks[k].shape[1:])
+                raise ValueError(f"Scan output {k} has shape {list(v.shape)} at step {t}, {before} before")
+            stacks[k][t] = v
     out_axes = scan_output_axes or [0] * n_out
     out_dirs = scan_output_directions or [0] * n_out
     results = []
     for k in range(n_out):
-        acc = scans[k] if scans else []
-        stacked = np.stack(acc) if acc else _empty(body, n_state + k)
+        stacked = stacks[k] if steps else _empty(body, n_state + k)
         if out_dirs[k]:
             stacked = stacked[::-1]
         results.append(np.moveaxis(stacked, 0, out_axes[k] % stacked.ndim) if stacked.ndim else stacked)

@@ -1,0 +1,178 @@
+"""What the recurrent backward runs per step: the ones-seed folded, loop invariants hoisted out of
+the reverse Scan body, the lowered forward Scan merged into its tape (issue 10 §4).
+
+The gradients themselves are checked by test_rules_recurrent.py (finite differences, onnxruntime);
+here the structure of the emitted graph, and the two Scan passes on hand-built graphs, run in our
+runtime against the graph before the pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import gradient
+from test_rules_recurrent import RECURRENT_CASES
+
+import onnx_light as ol
+from onnx_light.onnx_core import helper
+from onnx_light.onnx_extensions.gradient._hoist import hoist_scan_invariants, merge_tape_scans
+from onnx_light.runtime import InferenceSession
+
+F = 1  # float
+
+
+def _scans(nodes: Any) -> list[Any]:
+    return [n for n in nodes if n.op_type == "Scan"]
+
+
+def _body(node: Any) -> Any:
+    return next(a.g for a in node.attribute if a.name == "body")
+
+
+@pytest.mark.parametrize("case", [RECURRENT_CASES[3], RECURRENT_CASES[6]], ids=lambda c: c.name)
+def test_recurrent_backward_runs_the_recurrence_once_per_sweep(case: Any) -> None:
+    """One forward Scan (the tape) and one reverse Scan; the reverse body has no Expand or Mul by
+    the ones-seed and no Transpose of a weight (it reads R^T's transpose from outside)."""
+    _, bwd = gradient(case)
+    scans = _scans(bwd.node)
+    assert len(scans) == 2, [len(_body(s).node) for s in scans]
+    reverse = _body(scans[-1])
+    ops = Counter(n.op_type for n in reverse.node)
+    assert ops["Expand"] == 0, ops
+    local = {i.name for i in reverse.input} | {o for n in reverse.node for o in n.output}
+    outer_only = [n.op_type for n in reverse.node if n.input and all(i not in local for i in n.input if i)]
+    assert outer_only == [], outer_only
+
+
+def _scan_model(nodes: list[Any], inputs: list[tuple[str, list[int]]], outputs: list[str]) -> Any:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, F, None) for n in outputs],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _run(model: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return InferenceSession(model).run(None, feeds)
+
+
+def _step_body(extra: Sequence[Any] = (), extra_out: Sequence[str] = ()) -> Any:
+    """h' = tanh(x_t + h @ Transpose(R)) with R captured; ``extra`` nodes/outputs appended."""
+    nodes = [
+        helper.make_node("Transpose", ["R"], ["Rt"], perm=[1, 0]),
+        helper.make_node("Neg", ["Rt"], ["nRt"]),
+        helper.make_node("MatMul", ["h", "nRt"], ["hr"]),
+        helper.make_node("Add", ["x", "hr"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["h2"]),
+        helper.make_node("Identity", ["h2"], ["y"]),
+        *extra,
+    ]
+    ins = [helper.make_tensor_value_info("h", F, [2, 3]), helper.make_tensor_value_info("x", F, [2, 3])]
+    outs = [helper.make_tensor_value_info(n, F, [2, 3]) for n in ["h2", "y", *extra_out]]
+    return helper.make_graph(nodes, "body", ins, outs)
+
+
+_FEEDS = {
+    "h0": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32),
+    "X": np.random.default_rng(1).standard_normal((4, 2, 3)).astype(np.float32),
+    "R": np.random.default_rng(2).standard_normal((3, 3)).astype(np.float32),
+}
+_INPUTS = [("h0", [2, 3]), ("X", [4, 2, 3]), ("R", [3, 3])]
+
+
+def test_hoist_moves_the_invariant_chain_before_the_scan() -> None:
+    scan = helper.make_node("Scan", ["h0", "X"], ["hT", "Y"], body=_step_body(), num_scan_inputs=1)
+    before = _run(_scan_model([scan], _INPUTS, ["hT", "Y"]), _FEEDS)
+    copy = ol.NodeProto.FromString(scan.SerializeToString())
+    nodes = hoist_scan_invariants([copy])
+    assert [n.op_type for n in nodes] == ["Transpose", "Neg", "Scan"]
+    assert [n.op_type for n in _body(nodes[-1]).node] == ["MatMul", "Add", "Tanh", "Identity"]
+    after = _run(_scan_model(nodes, _INPUTS, ["hT", "Y"]), _FEEDS)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_hoist_keeps_body_outputs_random_ops_and_lone_constants() -> None:
+    body = _step_body()
+    body.node.insert(0, helper.make_node("RandomNormalLike", ["R"], ["noise"]))
+    body.node.insert(0, helper.make_node("Constant", [], ["k"], value_float=2.0))
+    body.node.append(helper.make_node("Identity", ["R"], ["r_out"]))
+    body.node.append(helper.make_node("Mul", ["h2", "k"], ["h3"]))
+    body.output.append(helper.make_tensor_value_info("r_out", F, [3, 3]))
+    scan = helper.make_node("Scan", ["h0", "X"], ["hT", "Y", "Rs"], body=body, num_scan_inputs=1)
+    nodes = hoist_scan_invariants([scan])
+    assert [n.op_type for n in nodes] == ["Transpose", "Neg", "Scan"]
+    kept = [n.op_type for n in _body(nodes[-1]).node]
+    assert kept == ["Constant", "RandomNormalLike", "MatMul", "Add", "Tanh", "Identity", "Identity", "Mul"]
+
+
+def test_merge_reads_the_forward_scan_from_its_tape() -> None:
+    tape_body = _step_body([helper.make_node("Identity", ["h"], ["tape_h"])], ["tape_h"])
+    fwd = helper.make_node("Scan", ["h0", "X"], ["hT", "Y"], body=_step_body(), num_scan_inputs=1)
+    use = helper.make_node("Mul", ["Y", "hT"], ["z"])
+    tape = helper.make_node(
+        "Scan", ["h0", "X"], ["hT2", "Y2", "H"], body=tape_body, num_scan_inputs=1, scan_output_axes=[0, 0]
+    )
+    use2 = helper.make_node("Add", ["z", "H"], ["w"])
+    model = _scan_model([fwd, use, tape, use2], _INPUTS, ["w"])
+    before = _run(model, _FEEDS)
+    nodes = merge_tape_scans([ol.NodeProto.FromString(n.SerializeToString()) for n in [fwd, use, tape, use2]])
+    assert [n.op_type for n in nodes] == ["Scan", "Identity", "Identity", "Mul", "Add"]
+    assert [(list(n.input), list(n.output)) for n in nodes[1:3]] == [(["hT2"], ["hT"]), (["Y2"], ["Y"])]
+    np.testing.assert_array_equal(before[0], _run(_scan_model(nodes, _INPUTS, ["w"]), _FEEDS)[0])
+
+
+def test_toposort_waits_for_producers_lower_on_the_path() -> None:
+    """a reads b and c, c reads b: b, c, a (not c before b)."""
+    from onnx_light.onnx_extensions.gradient._hoist import _toposorted
+
+    a = helper.make_node("Add", ["b", "c"], ["a"])
+    c = helper.make_node("Neg", ["b"], ["c"])
+    b = helper.make_node("Neg", ["x"], ["b"])
+    assert [n.output[0] for n in _toposorted([a, c, b])] == ["b", "c", "a"]
+    assert [n.output[0] for n in _toposorted([a, b, c])] == ["b", "c", "a"]
+
+
+def test_merge_keeps_scans_that_differ() -> None:
+    other = _step_body([helper.make_node("Identity", ["h"], ["tape_h"])], ["tape_h"])
+    other.node[4].op_type = "Sigmoid"  # not the same recurrence
+    fwd = helper.make_node("Scan", ["h0", "X"], ["hT", "Y"], body=_step_body(), num_scan_inputs=1)
+    tape = helper.make_node("Scan", ["h0", "X"], ["hT2", "Y2", "H"], body=other, num_scan_inputs=1)
+    tape_body = _step_body([helper.make_node("Identity", ["h"], ["tape_h"])], ["tape_h"])
+    reversed_ = helper.make_node(
+        "Scan", ["h0", "X"], ["hT3", "Y3", "H3"], body=tape_body, num_scan_inputs=1, scan_output_directions=[1, 0]
+    )
+    assert len(merge_tape_scans([fwd, tape, reversed_])) == 3
+
+
+def test_scan_output_changing_shape_is_a_clear_error() -> None:
+    body = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["nz"])],
+        "body",
+        [helper.make_tensor_value_info("x", F, [3])],
+        [helper.make_tensor_value_info("nz", 7, None)],
+    )
+    scan = helper.make_node("Scan", ["X"], ["Y"], body=body, num_scan_inputs=1)
+    model = _scan_model([scan], [("X", [2, 3])], ["Y"])
+    with pytest.raises(ol.OnnxLightError, match="Scan"):
+        _run(model, {"X": np.array([[1, 0, 1], [1, 1, 1]], np.float32)})
+
+
+def test_hoisted_names_of_two_bodies_do_not_collide() -> None:
+    """Two Scans whose bodies use the same local names (two layers' reverse sweeps): the hoisted
+    values get distinct outer names (this was a 'value produced twice' in forward-over-reverse)."""
+    scans = [
+        helper.make_node("Scan", ["h0", "X"], [f"hT{k}", f"Y{k}"], body=_step_body(), num_scan_inputs=1)
+        for k in range(2)
+    ]
+    nodes = hoist_scan_invariants(scans)
+    produced = [o for n in nodes for o in n.output]
+    assert len(produced) == len(set(produced)) == 8, produced
+    after = _run(_scan_model(nodes, _INPUTS, ["Y0", "Y1"]), _FEEDS)
+    np.testing.assert_array_equal(after[0], after[1])
