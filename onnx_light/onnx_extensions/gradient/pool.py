@@ -214,6 +214,17 @@ def max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     return (_flat_scatter(ctx, ctx.input(0), ctx.forward_output(1), dy, column_major),)
 
 
+def _window_input(ctx: GradContext) -> tuple[str, list[int], int]:
+    """(X, kernel_shape, channels) of a pooling node whose rule needs static channels."""
+    x = ctx.input(0)
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    shape = ctx.shape(x)
+    channels = shape[1] if shape is not None and len(shape) == 2 + len(kernel) else None
+    if not isinstance(channels, int):
+        raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
+    return x, kernel, channels
+
+
 @rule("", "AveragePool")
 def average_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = ConvTranspose(dY / count, ones(C, 1, k...), group=C) with the forward's strides,
@@ -224,12 +235,7 @@ def average_pool_grad(ctx: GradContext, dy: str) -> Grads:
     Symbolic spatial dims take the counts from the same ops run on a ones plane shaped
     like X (``_inverse_counts``).
     """
-    x = ctx.input(0)
-    kernel = [int(k) for k in ctx.attr("kernel_shape")]
-    shape = ctx.shape(x)
-    channels = shape[1] if shape is not None and len(shape) == 2 + len(kernel) else None
-    if not isinstance(channels, int):
-        raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
+    x, kernel, channels = _window_input(ctx)
     padded = same_padded(ctx, x, kernel)
     if padded is not None:
         return (_same_average_pool_grad(ctx, dy, kernel, channels, padded),)
@@ -431,12 +437,7 @@ def _lp_slope(ctx: GradContext, x: str, p: float) -> str:
 def _lp_geometry(ctx: GradContext) -> tuple[Geometry, int, str]:
     """(geometry, channels, ones(C, 1, k...)) of an LpPool node: the window sum W is the
     depthwise Conv by the ones, its transpose the ConvTranspose by them."""
-    x = ctx.input(0)
-    kernel = [int(k) for k in ctx.attr("kernel_shape")]
-    shape = ctx.shape(x)
-    channels = shape[1] if shape is not None and len(shape) == 2 + len(kernel) else None
-    if not isinstance(channels, int):
-        raise ctx.error(f"needs the channel count, dim 1 of {x!r} (got {shape}); give the input static channels")
+    x, kernel, channels = _window_input(ctx)
     if same_padded(ctx, x, kernel) is not None:
         raise ctx.error(
             "auto_pad=SAME_* with strides > 1 on a symbolic spatial axis pads by a run-time amount; "
