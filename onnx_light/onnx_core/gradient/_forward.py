@@ -24,7 +24,7 @@ from ..ops import op_label
 from ..optimizer._optimize import optimize_own
 from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source, _source_node_ids
 from ._context import FLOAT_TYPES, GradContext
-from ._fastpath import value_type
+from ._fastpath import has_subgraph, value_type
 from ._names import DY, EMITTED_OPSET
 from ._pass import _GradientPass, subgraph_inputs
 from ._registry import GradRegistry, GradRule, JvpFn
@@ -130,7 +130,9 @@ class _TangentPass(_GradientPass):
         self.fwd_out = [prefix + y for y in self.ys]
         # names defined inside subgraphs are not the reverse pass's concern, but a rule nesting
         # the tangent of a body renames by name: no emitted name may repeat one of them
-        self.counter.taken.update(_nested_names(nodes))
+        # (only nodes holding a graph are walked: the fields read once by the pass tell which)
+        nested = [n for n, f in zip(self.nodes, self._fields) if f[4] and has_subgraph(f[4])]
+        self.counter.taken.update(_nested_names(nested))
         clash = set(self.fwd_in + self.fwd_out) & self.counter.taken
         if clash:
             raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
@@ -320,7 +322,13 @@ class _TangentPass(_GradientPass):
     def _finish(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
         zs = self.zs
         self.zs = None
-        fn = self._assemble(producer, outputs)
+        # the reverse assembly types its own input list (xs, zs, dy); the value_info is
+        # written below for the tangent's inputs instead, so it sees no types (not built twice)
+        types, self.types = self.types, {}
+        try:
+            fn = self._assemble(producer, outputs)
+        finally:
+            self.types = types
         fwd = set(self.fwd_in)
         free = [n for n in list(fn.input)[len(self.xs) : -1] if n not in fwd]
         # the reverse assembly takes "dy" as its own input; here it is an ordinary free value
@@ -338,8 +346,7 @@ class _TangentPass(_GradientPass):
             free = list(zs)
         fn.input[:] = [*self.xs, *free, *self.fwd_in]
         fn.domain = "onnx_light.forward"
-        types_get = self.types.get
-        del fn.value_info[:]
+        types_get = types.get
         for name in [*fn.input, *self.declared_outputs]:  # declared: values inference cannot follow
             t = types_get(name)
             if t is not None and t.dtype:
