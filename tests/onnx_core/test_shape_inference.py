@@ -282,3 +282,25 @@ def test_control_flow_node_cases(name: str) -> None:
     for vi in model.graph.output:  # what the model declares would hide what inference finds
         vi.type.tensor_type.ClearField("shape")
     assert _compare(model.SerializeToString()) >= 1
+
+
+def test_stft_with_frame_length_known_only_at_run_time() -> None:
+    # onnx's backend model test_stft: frame_length is a graph input, the window omitted; the
+    # bin count is then unknown (it was taken from the signal length: 65 instead of 9)
+    node = h.make_node("STFT", ["signal", "frame_step", "", "frame_length"], ["output"])
+    graph = h.make_graph(
+        [node],
+        "g",
+        [
+            h.make_tensor_value_info("signal", T.FLOAT, [1, 128, 1]),
+            h.make_tensor_value_info("frame_step", T.INT64, []),
+            h.make_tensor_value_info("frame_length", T.INT64, []),
+        ],
+        [h.make_tensor_value_info("output", T.FLOAT, [1, 15, 9, 2])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    from onnx_light import checker, shape_inference
+
+    checker.check_model(model, full_check=True)  # raised: declared 9 vs inferred 65
+    out = shape_inference.infer_shapes(model).graph.output[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in out] == [1, 15, 9, 2]

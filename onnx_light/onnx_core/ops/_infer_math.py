@@ -155,7 +155,10 @@ def stft(ctx: InferContext) -> list[ValueType]:
     step = ints_of(ctx, 1)
     given = ints_of(ctx, 3) if has_input(ctx, 3) else None
     window = in_type(ctx, 2).shape if has_input(ctx, 2) else None
-    length: Dim = given[0] if given else (window[0] if window else (n if not has_input(ctx, 2) else None))
+    if has_input(ctx, 3):  # frame_length given: known only when it is a constant
+        length: Dim = given[0] if given else None
+    else:
+        length = window[0] if window else (n if not has_input(ctx, 2) else None)
     frames: Dim = None
     if isinstance(n, int) and isinstance(length, int) and step:
         frames = (n - length) // step[0] + 1
