@@ -12,8 +12,11 @@ naming where it happened: ``graph 'g': node 3 'conv1' (ai.onnx::Conv): ...``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
+
+import numpy as np
 
 from ._check_node import (
     CheckerContext,
@@ -230,25 +233,15 @@ def check_sparse_tensor(sparse: SparseTensorProto, ctx: CheckerContext = DEFAULT
         for axis, d in enumerate(dims):
             if idx.size and (idx[:, axis].min() < 0 or idx[:, axis].max() >= d):
                 raise fail(label, f"an index along axis {axis} is outside [0, {d})")
-        flat = idx @ _strides(dims) if idx.size else idx.reshape(-1)
+        flat = np.ravel_multi_index(tuple(idx.T), dims)
     else:
         want = f"[NNZ]={[nnz]} nor [NNZ, rank]={[nnz, len(dims)]}"
         raise fail(label, f"indices of shape {list(idx.shape)} fit neither {want}")
-    size = 1
-    for d in dims:
-        size *= d
+    size = math.prod(dims)
     if flat.size and (flat.min() < 0 or flat.max() >= size):
         raise fail(label, f"an index is outside the dense tensor of {size} elements")
     if flat.size > 1 and not (flat[1:] > flat[:-1]).all():
         raise fail(label, "indices must be in ascending order without repeats")
-
-
-def _strides(dims: list[int]) -> list[int]:
-    out, acc = [], 1
-    for d in reversed(dims):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
 
 
 def check_attribute(
