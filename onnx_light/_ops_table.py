@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pathlib
 
+from .defs import get_all_schemas, has
 from .onnx_core import OnnxLightError
-from .onnx_core.ops import OpSchema, body_op_types, expandable_op_types, has_schema, schema_table
+from .onnx_core.ops import OpSchema, body_op_types, expandable_op_types
 from .onnx_extensions.gradient import DefaultGradRegistry, refusals
 
 __all__ = ["ops_markdown", "write_ops_block", "BEGIN", "END"]
@@ -35,24 +36,19 @@ def _carries_floats(schema: OpSchema) -> bool:
 
 def _without_rule(known: set[str]) -> list[str]:
     """Default-domain ops with floating-point inputs and outputs that have no gradient state."""
-    table = schema_table()
-    out = []
-    for domain, name in table.ops():
-        if domain != "" or name in known:
-            continue
-        versions = table.versions(domain, name)
-        schema = table.lookup(domain, name, versions[-1][0])
-        # a deprecated op (Upsample, Scatter) is upgraded to its successor before differentiation
-        if schema is not None and not schema.deprecated and _carries_floats(schema):
-            out.append(name)
-    return sorted(out)
+    # a deprecated op (Upsample, Scatter) is upgraded to its successor before differentiation
+    return sorted(
+        s.name
+        for s in get_all_schemas()
+        if s.domain == "" and s.name not in known and not s.deprecated and _carries_floats(s)
+    )
 
 
 def _expanded(known: set[str], exact: set[str]) -> list[str]:
     """Ops with no rule that differentiate through their expansion (the spec's static body or
     our decomposition): every op of a static body must have an exact rule (not a
     straight-through estimator) or an expansion itself."""
-    candidates = {op for op in expandable_op_types() if has_schema(op, 10**6)} - known
+    candidates = {op for op in expandable_op_types() if has(op)} - known
     return sorted(op for op in candidates if (body_op_types(op) or frozenset()) <= exact | candidates)
 
 
