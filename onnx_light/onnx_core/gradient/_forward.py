@@ -391,9 +391,10 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
     """Forward mode over a list of nodes; see :func:`TangentOfFunction`."""
 
     forward = list(nodes)
+    infos = list(value_info)
 
     def run() -> FunctionProto:
-        types = {vi.name: t for vi in value_info if (t := value_type(vi)) is not None}
+        types = {vi.name: t for vi in infos if (t := value_type(vi)) is not None}
         produced = {o for n in forward for o in n.output}
         free: list[str] = []
         for n in forward:
@@ -403,6 +404,7 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
         return _TangentPass(
             forward, xs, ys, seeds, zs=zs, registry=_default_registry(registry), allow_unused=allow_unused,
             types=types, constants={}, free_order=free, opset_imports={"": opset}, name=name,
+            declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
         ).run()  # fmt: skip
 
     return _gc_paused(True, lambda: optimize_own(run(), {id(n) for n in forward}) if optimize else run())

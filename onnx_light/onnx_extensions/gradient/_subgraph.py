@@ -3,7 +3,9 @@
 A body computing outputs ``out_k`` from its inputs and from captured outer-scope values
 is differentiated by our own pass: the loss ``L = sum_k ReduceSum(dy_k * out_k)``
 (``dy_k`` the seeds) is appended to its nodes and ``GradientOfNodes`` differentiates
-it with respect to the chosen values, with the outer pass's registry. The result's
+it with respect to the chosen values, with the outer pass's registry. A sequence output
+(a Loop carrying a list) and its sequence seed add ``sum_i ReduceSum(dy_k[i] * out_k[i])``:
+a SequenceMap of the products' sums, stacked after a zero (so an empty sequence adds 0). The result's
 local names (every value its nodes produce, and the names given in ``local``) are
 renamed to fresh names of the outer pass, so nothing shadows an outer-scope value.
 """
@@ -26,6 +28,14 @@ def elem_type(info: ValueInfoProto) -> int:
     if not info.HasField("type") or not info.type.HasField("tensor_type"):
         return 0
     return int(info.type.tensor_type.elem_type)
+
+
+def seq_elem_type(info: ValueInfoProto) -> int:
+    """The element type of the tensors of a ValueInfoProto declaring ``seq(tensor)`` (0 otherwise)."""
+    if not info.HasField("type") or not info.type.HasField("sequence_type"):
+        return 0
+    elem = info.type.sequence_type.elem_type
+    return int(elem.tensor_type.elem_type) if elem.HasField("tensor_type") else 0
 
 
 def tensor_info(name: str, like: ValueInfoProto) -> ValueInfoProto:
@@ -77,13 +87,18 @@ def vjp_nodes(
         the inner pass declared for values inference cannot follow (renamed).
     """
     types = list(types)
-    dtypes = {elem_type(t) for t in types if t.name in {o for o, _ in seeds}} - {0}
+    outs = {o for o, _ in seeds}
+    sequences = {t.name: seq_elem_type(t) for t in types if t.name in outs and seq_elem_type(t)}
+    dtypes = {elem_type(t) for t in types if t.name in outs} - {0} | set(sequences.values())
     if len(dtypes) > 1:
         raise ctx.error(f"the subgraph outputs that receive gradients have several float types {sorted(dtypes)}")
     dtype = dtypes.pop() if dtypes else dtype or ctx.dtype(seeds[0][1]) or ctx.dtype(xs[0]) or 1
     loss: list[NodeProto] = []
     terms = []
     for out, dy in seeds:
+        if out in sequences:
+            terms.append(_sequence_term(ctx, out, dy, dtype, loss))
+            continue
         prod, term = ctx.fresh_name("vjp_mul"), ctx.fresh_name("vjp_sum")
         loss.append(helper.make_node("Mul", [dy, out], [prod]))
         loss.append(helper.make_node("ReduceSum", [prod], [term], keepdims=0))
@@ -98,6 +113,8 @@ def vjp_nodes(
     seed = fn.input[-1]
     one = helper.make_tensor("one", dtype, [], np.ones((), helper.tensor_dtype_to_np_dtype(dtype)).tobytes(), raw=True)
     folded = _fold_seed(list(fn.node), seed, seeds, types, fn.output)
+    if sequences:
+        folded = _fold_sequence_seeds(folded, [(o, d) for o, d in seeds if o in sequences], fn.output)
     body = [helper.make_node("Constant", [], [seed], value=one), *folded]
     # every name the nodes define, in nested subgraphs too: the inner pass named them
     # fresh for itself only, so a nested one could repeat a name of the enclosing graphs
@@ -105,6 +122,66 @@ def vjp_nodes(
     rename = {name: ctx.fresh_name(name) for name in sorted(produced)}
     declared = [tensor_info(rename[vi.name], vi) for vi in fn.value_info if vi.name in rename]
     return renamed_nodes(body, rename), [rename.get(o, o) for o in fn.output], rename, declared
+
+
+def _sequence_term(ctx: GradContext, out: str, dy: str, dtype: int, loss: list[NodeProto]) -> str:
+    """Appends to ``loss`` the nodes of ``sum_i ReduceSum(dy[i] * out[i])`` for sequences; returns its name."""
+    a, b, prod, part = (ctx.fresh_name(p) for p in ("vjp_dy", "vjp_out", "vjp_mul", "vjp_sum"))
+    body = helper.make_graph(
+        [helper.make_node("Mul", [a, b], [prod]), helper.make_node("ReduceSum", [prod], [part], keepdims=0)],
+        "vjp_term",
+        [helper.make_tensor_value_info(a, dtype, None), helper.make_tensor_value_info(b, dtype, None)],
+        [helper.make_tensor_value_info(part, dtype, [])],
+    )
+    parts, zero, padded, stacked, term = (
+        ctx.fresh_name(p) for p in ("vjp_parts", "zero", "vjp_pad", "vjp_st", "vjp_sum")
+    )
+    zero_t = helper.make_tensor(
+        "zero", dtype, [], np.zeros((), helper.tensor_dtype_to_np_dtype(dtype)).tobytes(), raw=True
+    )
+    loss.append(helper.make_node("SequenceMap", [dy, out], [parts], body=body))
+    loss.append(helper.make_node("Constant", [], [zero], value=zero_t))
+    loss.append(helper.make_node("SequenceInsert", [parts, zero], [padded]))
+    loss.append(helper.make_node("ConcatFromSequence", [padded], [stacked], axis=0, new_axis=1))
+    loss.append(helper.make_node("ReduceSum", [stacked], [term], keepdims=0))
+    return term
+
+
+def _fold_sequence_seeds(
+    nodes: list[NodeProto], seeds: Sequence[tuple[str, str]], results: Sequence[str]
+) -> list[NodeProto]:
+    """Replaces the gradient the loss term of each sequence seed gives its output, a SequenceMap
+    of ``dy[i] * 1`` over (dy, out, ones), by ``dy`` itself, and drops what only fed it: so a
+    carried list's gradient reaches the body's SequenceInserts directly (and a second
+    differentiation finds them)."""
+    pairs = set(seeds)
+    out: list[NodeProto] = []
+    for node in nodes:
+        if node.op_type == "SequenceMap" and len(node.input) == 3 and (node.input[1], node.input[0]) in pairs:
+            node = helper.make_node("Identity", [node.input[0]], [node.output[0]])
+        out.append(node)
+    return _live(out, results)
+
+
+def _live(nodes: list[NodeProto], results: Sequence[str]) -> list[NodeProto]:
+    """The nodes (in order) some of ``results`` depends on, reads inside subgraphs included."""
+    needed = set(results)
+    keep: list[NodeProto] = []
+    for node in reversed(nodes):
+        if any(o in needed for o in node.output if o):
+            keep.append(node)
+            needed.update(_reads(node))
+    return keep[::-1]
+
+
+def _reads(node: NodeProto) -> set[str]:
+    out = {i for i in node.input if i}
+    for attr in node.attribute:
+        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            for n in g.node:
+                out |= _reads(n)
+            out.update(o.name for o in g.output)
+    return out
 
 
 def _defined(nodes: Iterable[NodeProto]) -> set[str]:

@@ -18,12 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
-from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents
+from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents, ValueType
 from ._forward_subgraph import jvp_nodes, pruned
+from ._loop_sequences import Step, erases, record_erased, sequence_infos, sequence_states, undo_nodes, undo_steps
 from ._recurrent_cache import Built, cached_rule, optimized
 from ._recurrent_lowering import lower_recurrent
-from ._subgraph import elem_type, graph_with_types, tensor_info, vjp_nodes
+from ._subgraph import elem_type, graph_with_types, seq_elem_type, tensor_info, vjp_nodes
 from ._table import jvp_rule, rule
+from .sequence import zeros_sequence
 
 
 def _outer_info(ctx: GradContext, name: str) -> ValueInfoProto:
@@ -217,56 +219,76 @@ def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
     return (body, per_input, [d for d in declared if d.name in made]), nodes
 
 
-def _loop_tape(ctx: GradContext, body: GraphProto, n: int) -> tuple[list[str], str]:
-    """The forward Loop again, recording each iteration's carried inputs and counting iterations."""
+def _loop_tape(
+    ctx: GradContext, body: GraphProto, n: int, taped: list[int], erased: dict[int, tuple[list[Step], int]]
+) -> tuple[list[str], str, list[str], list[str]]:
+    """The forward Loop again, recording each iteration's carried tensors ``taped``, counting
+    iterations and collecting the tensors the ``erased`` sequences lose; returns the tape, the
+    counter, the Loop's final carried values and the collections."""
     tape_body = GraphProto()
     tape_body.CopyFrom(body)
-    for info in [body.input[0], *body.input[2 : 2 + n]]:
+    for steps, dtype in erased.values():
+        record_erased(ctx, tape_body, n, steps, dtype)
+    infos = [body.input[0], *(body.input[2 + j] for j in taped)]
+    for info in infos:
         name = ctx.fresh_name(f"tape_{info.name}")
         tape_body.node.append(helper.make_node("Identity", [info.name], [name]))
         tape_body.output.append(tensor_info(name, info))
-    k = len(body.output) - 1 - n
-    outs = ctx.op.Loop(*ctx.inputs, body=tape_body, _outputs=n + k + 1 + n)
+    k, t = len(body.output) - 1 - n, len(erased)
+    empty = [ctx.op.SequenceEmpty(dtype=dtype) for _, dtype in erased.values()]
+    outs = ctx.op.Loop(*ctx.inputs, *empty, body=tape_body, _outputs=n + t + k + len(infos))
     outs = [outs] if isinstance(outs, str) else list(outs)
-    counter, tape = outs[n + k], outs[n + k + 1 :]
-    for name, info in zip([counter, *tape], [body.input[0], *body.input[2 : 2 + n]]):
+    counter, tape = outs[n + t + k], outs[n + t + k + 1 :]
+    for name, info in zip([counter, *tape], infos):
         ctx.declare(name, info, scan_axis=0)
-    return tape, counter
+    for name, (_, dtype) in zip([*empty, *outs[n : n + t]], [*erased.values(), *erased.values()]):
+        ctx.declare_sequence(name, ValueType(dtype, None))
+    return tape, counter, outs[:n], outs[n : n + t]
 
 
 @rule("", "Loop", nondiff=(0, 1))
 def loop_grad(ctx: GradContext, dy: str) -> Grads:
-    """A backward Loop over the recorded iterations, reading the tape backwards (Gather at T-1-i)."""
+    """A backward Loop over the recorded iterations, reading the tape backwards (Gather at T-1-i);
+    a carried sequence is carried backwards too, undoing each iteration's inserts (``_loop_sequences``)."""
     body: GraphProto = ctx.attr("body")
     n = len(ctx.inputs) - 2
     k = len(body.output) - 1 - n
-    sequences = [ctx.input(2 + j) for j in range(n) if ctx.needs_grad(2 + j) and ctx.is_sequence(ctx.input(2 + j))]
-    if sequences:
-        raise ctx.error(
-            f"the Loop carries the sequence {sequences[0]!r}, which depends on a variable; gradients of "
-            "sequences carried by a Loop are not supported yet (a list built in a scripted loop): trace the "
-            "model instead (torch.jit.trace unrolls it) or build the result with Concat inside the loop"
-        )
-    carried = [j for j in range(n) if elem_type(body.input[2 + j]) in FLOAT_TYPES]
+    seqs = sequence_states(ctx, body, list(ctx.inputs[2:]))
+    carried = [j for j in range(n) if (seqs[j] if j in seqs else elem_type(body.input[2 + j])) in FLOAT_TYPES]
     outs = [s for s in range(k) if ctx.output_grads[n + s]]
     wrt = _float_captured(ctx)
     if not (carried or wrt):
         return [None] * len(ctx.inputs)
-    tape, counter = _loop_tape(ctx, body, n)
+    undo = {j: undo_steps(ctx, body, j) for j in seqs}
+    erased = {j: (undo[j], seqs[j]) for j in undo if erases(undo[j])}
+    tape, counter, final, lost = _loop_tape(ctx, body, n, [j for j in range(n) if j not in seqs], erased)
     steps = ctx.op.Squeeze(ctx.op.Shape(counter, start=0, end=1), ctx.ints([0]))
     last = ctx.op.Sub(steps, ctx.ints(1))
-    loop_body = _loop_backward_body(ctx, body, n, carried, outs, wrt, tape, last)
-    init = [ctx.output_grads[j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
+    loop_body = _loop_backward_body(ctx, body, n, carried, outs, wrt, tape, last, undo, list(erased))
+    init = [ctx.output_grads[j] or _zeros_state(ctx, final[j], seqs.get(j)) for j in carried]
     init += [ctx.zeros_like(c) for c in wrt]
+    init += [final[j] for j in undo] + lost
     results = ctx.op.Loop(steps, "", *init, body=loop_body, _outputs=len(init))
     results = [results] if isinstance(results, str) else list(results)
-    for name, src in zip(results, [*(ctx.input(2 + j) for j in carried), *wrt]):
-        ctx.declare(name, _outer_info(ctx, src))
+    for name, j in zip(results, carried):
+        if j in seqs:
+            ctx.declare_sequence(name, ValueType(seqs[j], None))
+        else:
+            ctx.declare(name, _outer_info(ctx, ctx.input(2 + j)))
+    for name, c in zip(results[len(carried) :], wrt):
+        ctx.declare(name, _outer_info(ctx, c))
+    for name, j in zip([*(final[j] for j in seqs), *results[len(carried) + len(wrt) :]], [*seqs, *undo, *erased]):
+        ctx.declare_sequence(name, ValueType(seqs[j], None))
     grads: list[str | None] = [None] * len(ctx.inputs)
     for j, g in zip(carried, results):
         grads[2 + j] = g
     w_grads = dict(zip(wrt, results[len(carried) :]))
     return [*grads, *(w_grads.get(c) for c in ctx.captured)]
+
+
+def _zeros_state(ctx: GradContext, value: str, seq_dtype: int | None) -> str:
+    """Zeros like a carried value: a tensor, or a sequence of ``seq_dtype`` tensors."""
+    return ctx.zeros_like(value) if seq_dtype is None else zeros_sequence(ctx, value, ValueType(seq_dtype, None))
 
 
 def _loop_backward_body(
@@ -278,11 +300,16 @@ def _loop_backward_body(
     wrt: list[str],
     tape: list[str],
     last: str,
+    undo: dict[int, list[Step]],
+    erased: list[int],
 ) -> GraphProto:
-    """(i, cond, dcarried, accumulators) -> (true, dcarried, accumulators), at iteration last - i."""
+    """(i, cond, dcarried, accumulators, sequences, erased) -> (true, dcarried, accumulators,
+    sequences, erased), at iteration last - i; the sequences are the carried ones as that
+    iteration left them, ``erased`` the tensors they lost until then."""
     ds = {j: ctx.fresh_name(f"d_{body.output[1 + j].name}") for j in carried}
     dys = {s: ctx.fresh_name(f"d_{body.output[1 + n + s].name}") for s in outs}
     acc = {c: ctx.fresh_name(f"acc_{c}") for c in wrt}
+    current = {j: ctx.fresh_name(f"seq_{body.output[1 + j].name}") for j in undo}
     seeds = [(body.output[1 + j].name, ds[j]) for j in carried] + [(body.output[1 + n + s].name, dys[s]) for s in outs]
     types = [*_declared(body), *(_outer_info(ctx, c) for c in ctx.captured)]
     types += [tensor_info(ds[j], body.output[1 + j]) for j in carried]
@@ -294,8 +321,16 @@ def _loop_backward_body(
     idx = rename[body.input[0].name]
     pre = [helper.make_node("Sub", [last, i_name], [idx])]
     pre.append(helper.make_node("Identity", [cond_in], [rename[body.input[1].name]]))
-    for j in range(n):
-        pre.append(helper.make_node("Gather", [tape[j], idx], [rename[body.input[2 + j].name]], axis=0))
+    for t, j in zip(tape, [j for j in range(n) if j not in undo]):
+        pre.append(helper.make_node("Gather", [t, idx], [rename[body.input[2 + j].name]], axis=0))
+    lost = {j: ctx.fresh_name("erased") for j in erased}
+    lost_before = {j: ctx.fresh_name("erased") for j in erased}
+    for j, steps in undo.items():
+        undone = undo_nodes(
+            ctx, current[j], steps, rename[body.input[2 + j].name], lost.get(j, ""), lost_before.get(j, "")
+        )
+        declared += sequence_infos(undone, seq_elem_type(body.input[2 + j]) or seq_elem_type(body.output[1 + j]))
+        pre += undone
     for s in outs:
         pre.append(helper.make_node("Gather", [ctx.output_grads[n + s] or "", idx], [rename[dys[s]]], axis=0))
     cond_out = ctx.fresh_name("cond")
@@ -305,12 +340,18 @@ def _loop_backward_body(
         total = ctx.fresh_name(f"acc_{c}")
         post.append(helper.make_node("Add", [acc[c], g], [total]))
         new_acc.append(total)
+    previous = {j: ctx.fresh_name(f"seq_{body.input[2 + j].name}") for j in undo}
+    post += [helper.make_node("Identity", [rename[body.input[2 + j].name]], [previous[j]]) for j in undo]
     inputs = [tensor_info(i_name, body.input[0]), tensor_info(cond_in, body.input[1])]
     inputs += [tensor_info(rename[ds[j]], body.output[1 + j]) for j in carried]
     inputs += [tensor_info(acc[c], _outer_info(ctx, c)) for c in wrt]
+    inputs += [tensor_info(current[j], body.output[1 + j]) for j in undo]
+    inputs += [tensor_info(lost[j], body.output[1 + j]) for j in erased]
     outputs = [tensor_info(cond_out, body.output[0])]
     outputs += [tensor_info(g, body.input[2 + j]) for g, j in zip(grads, carried)]
     outputs += [tensor_info(g, _outer_info(ctx, c)) for g, c in zip(new_acc, wrt)]
+    outputs += [tensor_info(previous[j], body.input[2 + j]) for j in undo]
+    outputs += [tensor_info(lost_before[j], body.input[2 + j]) for j in erased]
     # the values read from the tape have the body's types (for a second differentiation)
     declared += [tensor_info(rename[info.name], info) for info in [body.input[0], *body.input[2 : 2 + n]]]
     declared += [tensor_info(rename[dys[s]], body.output[1 + n + s]) for s in outs]
@@ -419,7 +460,9 @@ def loop_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     n = len(ctx.inputs) - 2
     k = len(body.output) - 1 - n
     wrt = ctx.captured_tangents
-    carried = _floats(ctx, list(body.input[2:]), ctx.inputs[2:])
+    seqs = sequence_states(ctx, body, list(ctx.inputs[2:]))
+    carried = sorted({*(j for j in _floats(ctx, list(body.input[2:]), ctx.inputs[2:]) if j not in seqs),
+                      *(j for j, dtype in seqs.items() if dtype in FLOAT_TYPES)})  # fmt: skip
     outs = _floats(ctx, list(body.output[1 + n :]), ctx.outputs[n:])
     if not (wrt or any(ts[2 + j] for j in carried)):
         return None
@@ -433,7 +476,7 @@ def loop_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     # the primal scan outputs are the forward node's: the tangent Loop carries only the variables
     outputs = [*outs_[: 1 + n], *(tensor_info(t, body.output[1 + j]) for t, j in zip(tys, carried))]
     outputs += [tensor_info(t, body.output[1 + n + q]) for t, q in zip(tys[nc:], outs)]
-    init = [ts[2 + j] or ctx.zeros_like(ctx.input(2 + j)) for j in carried]
+    init = [ts[2 + j] or _zeros_state(ctx, ctx.input(2 + j), seqs.get(j)) for j in carried]
     results = ctx.op.Loop(
         *ctx.inputs,
         *init,
@@ -442,9 +485,15 @@ def loop_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     )
     results = [results] if isinstance(results, str) else list(results)
     tangents: list[str | None] = [None] * (n + k)
+    for j, name in enumerate(results[:n]):
+        if j in seqs:
+            ctx.declare_sequence(name, ValueType(seqs[j], None))
     for j, t in zip(carried, results[n : n + nc]):
         tangents[j] = t
-        ctx.declare(t, body.input[2 + j])
+        if j in seqs:  # a carried list's tangent is a list
+            ctx.declare_sequence(t, ValueType(seqs[j], None))
+        else:
+            ctx.declare(t, body.input[2 + j])
     for q, t in zip(outs, results[n + nc :]):
         tangents[n + q] = t
         ctx.declare(t, body.output[1 + n + q], scan_axis=0)

@@ -1,0 +1,164 @@
+"""Sequences carried by a Loop (a list appended to in a scripted loop), for the Loop's rules.
+
+A Loop's scan outputs are tensors, so the reverse sweep cannot read a sequence state from a
+tape as it reads a tensor state. It carries the state backwards instead: each iteration's
+input sequence is its output sequence with the elements the body inserted erased again,
+
+    S_in = SequenceErase(... SequenceErase(S_out, q_m) ..., q_1)
+
+where the body built ``S_out`` from ``S_in`` by SequenceInserts at positions known before run
+time (none: appended, what torch exports for ``list.append``), and with the tensors erased
+(``list.pop``) inserted back: the forward Loop records those in a carried sequence of its own,
+which the reverse sweep pops from. The reverse Loop starts from the forward Loop's final
+sequences. A body changing its sequence otherwise (SequenceMap, a position computed at run
+time) is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper, numpy_helper
+from ...onnx_core.gradient import GradContext
+from ._subgraph import seq_elem_type
+
+__all__ = ["Step", "sequence_states", "undo_steps", "record_erased", "erases", "undo_nodes", "sequence_infos"]
+
+
+def sequence_states(ctx: GradContext, body: GraphProto, inputs: list[str]) -> dict[int, int]:
+    """The carried positions ``j`` (body input ``2 + j``) holding sequences, with their element
+    types (declared by the body, else known for the outer value; an error when neither tells)."""
+    found: dict[int, int] = {}
+    for j, outer in enumerate(inputs):
+        infos: list[ValueInfoProto] = [body.input[2 + j], body.output[1 + j]]
+        dtype = next((seq_elem_type(i) for i in infos if seq_elem_type(i)), 0)
+        if dtype or (outer and ctx.is_sequence(outer)):
+            elem = ctx.sequence_type(outer) if outer else None
+            found[j] = dtype or (elem.dtype if elem is not None else 0)
+            if not found[j]:  # float or not decides whether its derivative is carried: never guess
+                raise ctx.error(
+                    f"the Loop carries the sequence {body.input[2 + j].name!r} whose element type is not declared; "
+                    "declare it (a sequence type on the body's input or output, e.g. from shape inference)"
+                )
+    return found
+
+
+def _constant(ctx: GradContext, body: GraphProto, name: str) -> int | None:
+    """The one-element integer value of ``name``: a Constant of the body, or known outside."""
+    for node in body.node:
+        if name in node.output and node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return int(numpy_helper.to_array(attr.t).reshape(-1)[0])
+                if attr.name == "value_int":
+                    return int(attr.i)
+            return None
+    if any(name in n.output for n in body.node):
+        return None
+    known = ctx.value(name)
+    return None if known is None or np.size(known) != 1 else int(np.asarray(known).reshape(-1)[0])
+
+
+#: one step of a body from its input sequence to its output, last step first: the node, and the
+#: position to erase again (a SequenceInsert) or to insert the erased element back at (a SequenceErase)
+Step = tuple[NodeProto, "int | None"]
+
+
+def undo_steps(ctx: GradContext, body: GraphProto, j: int) -> list[Step]:
+    """The SequenceInserts and SequenceErases leading from the body's input sequence ``2 + j``
+    to its output ``1 + j``, last first, each with the position that undoes it (None: the last)."""
+    start, name = body.input[2 + j].name, body.output[1 + j].name
+    producer = {o: node for node in body.node for o in node.output if o}
+    steps: list[Step] = []
+    while name != start:
+        node = producer.get(name)
+        if node is not None and node.op_type == "Identity":
+            name = node.input[0]
+            continue
+        if node is None or node.op_type not in ("SequenceInsert", "SequenceErase"):
+            what = "an outer value" if node is None else f"{node.domain or 'ai.onnx'}::{node.op_type}"
+            raise ctx.error(
+                f"the Loop body builds its carried sequence {body.output[1 + j].name!r} from {what}, not by "
+                "SequenceInsert or SequenceErase on the sequence it receives; the reverse sweep recovers each "
+                "iteration's sequence by undoing those only: build the list with append/pop in the loop"
+            )
+        slot = 2 if node.op_type == "SequenceInsert" else 1
+        p = node.input[slot] if len(node.input) > slot else ""
+        value = _constant(ctx, body, p) if p else None
+        if p and value is None:
+            raise ctx.error(
+                f"the Loop body changes its carried sequence at the position {p!r}, computed at run time; the "
+                f"reverse sweep must undo its {node.op_type}: use a constant position, or append and pop"
+            )
+        if node.op_type == "SequenceInsert":  # the inserted tensor's index in the output
+            steps.append((node, None if value is None else (value if value >= 0 else value - 1)))
+        else:  # where the erased tensor goes back into the shorter output
+            steps.append((node, None if value is None or value == -1 else (value if value >= 0 else value + 1)))
+        name = node.input[0]
+    return steps
+
+
+def record_erased(ctx: GradContext, body: GraphProto, n: int, steps: list[Step], dtype: int) -> None:
+    """Makes the tape Loop's ``body`` carry a sequence of the tensors ``steps`` erase (in the order
+    erased), as its last carried value; the reverse sweep reads it backwards."""
+    erases = [node for node, _ in reversed(steps) if node.op_type == "SequenceErase"]
+    tape_in, name = ctx.fresh_name("tape_erased"), ""
+    name = tape_in
+    for node in erases:
+        elem, out = ctx.fresh_name("erased"), ctx.fresh_name("tape_erased")
+        at = [node.input[1]] if len(node.input) > 1 and node.input[1] else [_minus_one(ctx, body)]
+        body.node.append(helper.make_node("SequenceAt", [node.input[0], *at], [elem]))
+        body.node.append(helper.make_node("SequenceInsert", [name, elem], [out]))
+        name = out
+    n_carried = 2 + n + sum(1 for i in body.input[2 + n :] if i.type.HasField("sequence_type"))
+    body.input.insert(n_carried, helper.make_tensor_sequence_value_info(tape_in, dtype, None))
+    body.output.insert(n_carried - 1, helper.make_tensor_sequence_value_info(name, dtype, None))
+
+
+def _minus_one(ctx: GradContext, body: GraphProto) -> str:
+    name = ctx.fresh_name("last")
+    body.node.append(helper.make_node("Constant", [], [name], value=helper.make_tensor("q", 7, [], [-1])))
+    return name
+
+
+def erases(steps: list[Step]) -> bool:
+    """True when undoing ``steps`` needs the erased tensors (a tape of them)."""
+    return any(node.op_type == "SequenceErase" for node, _ in steps)
+
+
+def undo_nodes(
+    ctx: GradContext, current: str, steps: list[Step], previous: str, tape: str = "", tape_previous: str = ""
+) -> list[NodeProto]:
+    """Nodes computing the sequence ``previous`` from ``current`` by undoing ``steps`` (the erased
+    tensors popped from the end of ``tape``, leaving ``tape_previous``); see ``sequence_infos``."""
+    nodes: list[NodeProto] = []
+    name = current
+    for node, q in steps:
+        out = ctx.fresh_name("seq_undo")
+        pos = [_const(ctx, nodes, q)] if q is not None else []
+        if node.op_type == "SequenceInsert":
+            nodes.append(helper.make_node("SequenceErase", [name, *pos], [out]))
+        else:
+            elem, popped = ctx.fresh_name("erased"), ctx.fresh_name("tape_erased")
+            nodes.append(helper.make_node("SequenceAt", [tape, _const(ctx, nodes, -1)], [elem]))
+            nodes.append(helper.make_node("SequenceErase", [tape], [popped]))
+            nodes.append(helper.make_node("SequenceInsert", [name, elem, *pos], [out]))
+            tape = popped
+        name = out
+    nodes.append(helper.make_node("Identity", [name], [previous]))
+    if tape_previous:
+        nodes.append(helper.make_node("Identity", [tape], [tape_previous]))
+    return nodes
+
+
+def _const(ctx: GradContext, nodes: list[NodeProto], value: int) -> str:
+    name = ctx.fresh_name("seq_pos")
+    nodes.append(helper.make_node("Constant", [], [name], value=helper.make_tensor("q", 7, [], [value])))
+    return name
+
+
+def sequence_infos(nodes: list[NodeProto], dtype: int) -> list[ValueInfoProto]:
+    """The sequence types of the sequences ``undo_nodes`` computes (for a second differentiation)."""
+    seq_ops = ("SequenceErase", "SequenceInsert", "Identity")
+    names = [o for n in nodes if n.op_type in seq_ops for o in n.output]
+    return [helper.make_tensor_sequence_value_info(name, dtype, None) for name in names]

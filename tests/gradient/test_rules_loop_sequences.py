@@ -1,0 +1,207 @@
+"""Loops carrying a sequence (a Python list appended to in a scripted loop), checked by
+``gradcheck.check_gradient``; the rows also run in forward mode and twice (test_forward_rules,
+test_rule_coverage).
+
+The reverse sweep carries each sequence backwards, undoing the body's SequenceInserts (and
+re-inserting what its SequenceErases removed, recorded by the forward Loop): rows append,
+insert at the front, pop, read the list inside the body, stop on a data condition and run
+zero iterations. Bodies that change the list otherwise are refused with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import Case, check_gradient, gradient
+from onnx import TensorProto
+from onnx import helper as oh
+
+import onnx_light as ol
+
+D = TensorProto.DOUBLE
+I64 = TensorProto.INT64
+_rng = np.random.default_rng(12)
+
+
+def rnd(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape)
+
+
+def vi(name: str, shape: list[Any] | None, dtype: int = D) -> Any:
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+def seq(name: str) -> Any:
+    return oh.make_tensor_sequence_value_info(name, D, None)
+
+
+def node(op: str, inputs: list[str], outputs: list[str], **attrs: Any) -> Any:
+    return oh.make_node(op, inputs, outputs, **attrs)
+
+
+def _const(name: str, value: int) -> Any:
+    return node("Constant", [], [name], value=oh.make_tensor(name, I64, [], [value]))
+
+
+_HEAD = [node("MatMul", ["h", "W"], ["hw"]), node("Tanh", ["hw"], ["h_next"])]
+_KEEP_GOING = [node("Identity", ["c"], ["c_out"])]
+
+
+def _body(name: str, nodes: list[Any]) -> Any:
+    """(i, c, h, acc) -> (c_out, h_next, acc_next, scan y=h_next*h_next)."""
+    return oh.make_graph(
+        [*nodes, node("Mul", ["h_next", "h_next"], ["y"])],
+        name,
+        [vi("i", [], I64), vi("c", [], TensorProto.BOOL), vi("h", [2, 3]), seq("acc")],
+        [vi("c_out", [], TensorProto.BOOL), vi("h_next", [2, 3]), seq("acc_next"), vi("y", [2, 3])],
+    )
+
+
+APPEND = _body("append", [*_HEAD, *_KEEP_GOING, node("SequenceInsert", ["acc", "h_next"], ["acc_next"])])
+FRONT = _body(
+    "front", [*_HEAD, *_KEEP_GOING, _const("zero", 0), node("SequenceInsert", ["acc", "h_next", "zero"], ["acc_next"])]
+)
+# two pushes and a pop of the front: the reverse sweep re-inserts the popped tensor
+POP = _body(
+    "pop",
+    [
+        *_HEAD,
+        *_KEEP_GOING,
+        node("SequenceInsert", ["acc", "h_next"], ["acc1"]),
+        node("Sin", ["h_next"], ["sin_h"]),
+        _const("minus_two", -2),
+        node("SequenceInsert", ["acc1", "sin_h", "minus_two"], ["acc2"]),
+        _const("zero", 0),
+        node("SequenceErase", ["acc2", "zero"], ["acc_next"]),
+    ],
+)
+# the list is read inside the body: h' = tanh(h W) * acc[-1]
+READ = _body(
+    "read",
+    [
+        node("MatMul", ["h", "W"], ["hw"]),
+        node("Tanh", ["hw"], ["t"]),
+        _const("last", -1),
+        node("SequenceAt", ["acc", "last"], ["prev"]),
+        node("Mul", ["t", "prev"], ["h_next"]),
+        *_KEEP_GOING,
+        node("SequenceInsert", ["acc", "h_next"], ["acc_next"]),
+    ],
+)
+# no trip count: runs while i + 1 < K
+UNTIL = _body(
+    "until",
+    [
+        *_HEAD,
+        _const("one", 1),
+        node("Add", ["i", "one"], ["i1"]),
+        node("Less", ["i1", "K"], ["c_out"]),
+        node("SequenceInsert", ["acc", "h_next"], ["acc_next"]),
+    ],
+)
+
+
+def _loop_case(
+    name: str,
+    body: Any,
+    trips: str,
+    cond: str,
+    start: list[Any],
+    extra: dict[str, np.ndarray],
+    stack: bool = True,
+    read_ys: bool = True,
+) -> Case:
+    """Loop(trips, cond, h0, start) -> (hf, sf, ys); loss = sum(sin(stack(sf))) + sum(hf) (+ sum(ys))."""
+    read = (
+        [node("ConcatFromSequence", ["sf"], ["st"], axis=0, new_axis=1)]
+        if stack
+        else [node("ConcatFromSequence", ["sf"], ["st"], axis=1)]
+    )
+    terms = ["r1", "r2", "r3"] if read_ys else ["r1", "r2"]
+    return Case(
+        name,
+        [
+            *start,
+            node("Loop", [trips, cond, "h0", "s0"], ["hf", "sf", "ys"], body=body),
+            *read,
+            node("Sin", ["st"], ["ss"]),
+            node("ReduceSum", ["ss"], ["r1"], keepdims=0),
+            node("ReduceSum", ["hf"], ["r2"], keepdims=0),
+            *([node("ReduceSum", ["ys"], ["r3"], keepdims=0)] if read_ys else []),
+            node("Sum", terms, ["loss"]),
+        ],
+        {"h0": rnd(2, 3), "W": rnd(3, 3) * 0.6, "a": rnd(2, 3), **extra},
+        ["h0", "W", "a"],
+    )
+
+
+_FROM_A = [node("SequenceConstruct", ["a"], ["s0"])]
+_FROM_A_H0 = [node("SequenceConstruct", ["a", "h0"], ["s0"])]
+_M = {"M": np.array(3, np.int64)}
+
+
+def _empty_row(name: str, body: Any, **kw: Any) -> Case:
+    # "a" reaches the loss only through the start of the list: zeros from an empty one
+    case = _loop_case(name, body, "M", "", [node("SequenceEmpty", [], ["s0"], dtype=D)], _M, **kw)
+    case.xs = ["h0", "W"]
+    return case
+
+
+LOOP_SEQUENCE_CASES = [
+    _empty_row("Loop_sequence_append", APPEND),
+    _loop_case("Loop_sequence_append_from_construct", APPEND, "M", "", _FROM_A, _M),
+    _loop_case("Loop_sequence_insert_front_concat", FRONT, "M", "", _FROM_A, _M, stack=False),
+    _loop_case("Loop_sequence_push_pop", POP, "M", "", _FROM_A_H0, _M),
+    _loop_case("Loop_sequence_read_in_body", READ, "M", "", _FROM_A, _M),
+    _loop_case("Loop_sequence_until", UNTIL, "", "go", [*_FROM_A, node("Identity", ["t"], ["go"])],
+               {"K": np.array(4, np.int64), "t": np.array(True)}),
+    # the trip count computed from fed data: 2 - 2 = 0 iterations (the list is its start); the
+    # empty scan output ys is left out of the loss (onnxruntime's Loop types it float32)
+    _loop_case("Loop_sequence_zero_iterations", APPEND, "m", "", [*_FROM_A, node("Sub", ["n", "n"], ["m"])],
+               {"n": np.array(2, np.int64)}, read_ys=False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", LOOP_SEQUENCE_CASES, ids=lambda c: c.name)
+def test_loop_sequence_rule(case: Case) -> None:
+    check_gradient(case)
+
+
+def test_loop_sequence_tape_is_not_a_scan_output() -> None:
+    """The carried list is not recorded per iteration (a Loop's scan outputs are tensors):
+    every Loop of the backward graph has as many scan outputs as the forward body declares, or
+    the tape's tensors only."""
+    _, bwd = gradient(LOOP_SEQUENCE_CASES[0])
+    loops = [n for n in bwd.node if n.op_type == "Loop"]
+    assert len(loops) == 3  # the forward Loop, its tape, the reverse sweep
+    for loop in loops:
+        body = loop.attribute[0].g
+        n = len(loop.input) - 2
+        scans = body.output[1 + n :]
+        assert all(o.type.HasField("tensor_type") for o in scans), [o.name for o in scans]
+
+
+def _refused(body_nodes: list[Any]) -> Case:
+    body = _body("refused", [*_HEAD, *_KEEP_GOING, *body_nodes])
+    return _loop_case("refused", body, "M", "", _FROM_A, _M)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        ([node("SequenceInsert", ["acc", "h_next", "i"], ["acc_next"])], "position 'i', computed at run time"),
+        (
+            [node("SequenceMap", ["acc"], ["acc_next"], body=oh.make_graph(
+                [node("Neg", ["e"], ["ne"])], "neg", [vi("e", None)], [vi("ne", None)]))],
+            "from ai.onnx::SequenceMap",
+        ),
+    ],
+    ids=["run_time_position", "sequence_map"],
+)  # fmt: skip
+def test_loop_sequence_refusals(nodes: list[Any], message: str) -> None:
+    """A body changing its list in a way the reverse sweep cannot undo is refused, naming why."""
+    with pytest.raises(ol.GradientError, match=message) as info:
+        gradient(_refused(nodes))
+    assert "ai.onnx::Loop" in str(info.value)
