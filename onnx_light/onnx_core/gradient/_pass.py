@@ -692,6 +692,7 @@ class _GradientPass:
                     types[name] = t
                 elif (e := sequence_elem_type(vi)) is not None:
                     self.sequence_types[name] = e
+                    types.setdefault(name, e)  # inference types a sequence by its elements (SequenceAt's)
 
     def _node_attrs(self, i: int) -> dict[str, Any]:
         """The attributes of forward node ``i`` as Python values (read once, shared)."""

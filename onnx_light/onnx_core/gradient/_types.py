@@ -302,7 +302,22 @@ class _InferState:
                 outs, vals = result
             else:
                 outs = result
+        elif not domain or domain == "ai.onnx":
+            outs = self._control_flow(node, op_type)
         return outs, vals
+
+    def _control_flow(self, node: NodeProto, op_type: str) -> list[ValueType]:
+        """The outputs of If, Loop and Scan, typed from their bodies (a Loop's carried list, which
+        no value_info of an export declares, then has its element type): [] for other ops."""
+        from .._infer_model import CONTROL_FLOW  # the model-level engine imports this module
+
+        fn = CONTROL_FLOW.get(op_type)
+        if fn is None:
+            return []
+        try:
+            return fn(node, self.types, self.consts, self.opset, [])
+        except Exception:  # as above: unknown, never wrong
+            return []
 
     def _context(self, node: NodeProto, inputs: list[str], attrs: dict[str, Any] | None) -> InferContext:
         """The InferContext of a node: each input's type, known value and partly known value."""

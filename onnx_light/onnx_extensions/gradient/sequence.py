@@ -33,18 +33,23 @@ from ._table import jvp_rule, no_grad, rule
 no_grad("", "SequenceLength", "SequenceEmpty")
 
 
-def _elem(ctx: GradContext, seq: str, like: str = "") -> ValueType:
-    """The element type of sequence ``seq`` (declared, else the dtype of the tensor ``like``)."""
+def _elem(ctx: GradContext, seq: str, *like: str) -> ValueType:
+    """The element type of sequence ``seq`` (declared, else inferred, else the dtype of the first
+    tensor of ``like`` that has one), recorded as ``seq``'s: a sequence the schema does not call
+    one (a Loop's carried list) then has its several gradients summed element-wise."""
     t = ctx.sequence_type(seq)
     if t is not None and t.dtype:
         return t
-    dtype = ctx.dtype(like) if like else 0
+    inferred = ctx.type(seq)  # inference types a sequence by its elements
+    dtype = inferred.dtype or next((d for name in like if name and (d := ctx.dtype(name))), 0)
     if not dtype:
         raise ctx.error(
             f"needs the element type of the sequence {seq!r}, which is not declared; declare it "
             "(a value_info with a sequence type, e.g. from shape inference)"
         )
-    return ValueType(dtype, None)
+    elem = inferred if inferred.dtype else ValueType(dtype, None)
+    ctx.declare_sequence(seq, elem)
+    return elem
 
 
 def _declared(ctx: GradContext, name: str, elem: ValueType) -> str:
@@ -118,7 +123,7 @@ def sequence_construct_grad(ctx: GradContext, dy: str) -> Grads:
 def sequence_at_grad(ctx: GradContext, dy: str) -> Grads:
     """dS = zeros like S, with dY at the position read."""
     seq, position = ctx.inputs[:2]
-    elem = _elem(ctx, seq, ctx.output(0) or dy)
+    elem = _elem(ctx, seq, ctx.output(0), dy)
     q = _index(ctx, position, seq)
     zeros = ctx.op.SequenceErase(zeros_sequence(ctx, seq, elem), q)
     return _declared(ctx, ctx.op.SequenceInsert(zeros, dy, q), elem), None
@@ -129,6 +134,7 @@ def sequence_insert_grad(ctx: GradContext, dy: str) -> Grads:
     """dT = dS'[q], dS = dS' without element q (q: the inserted tensor's index in S')."""
     q = _inserted_at(ctx, ctx.input(2))
     elem = _elem(ctx, ctx.output(0), ctx.input(1))
+    _elem(ctx, ctx.input(0), ctx.input(1))
     d_seq = _declared(ctx, ctx.op.SequenceErase(dy, q), elem) if ctx.needs_grad(0) else None
     d_tensor = ctx.op.SequenceAt(dy, q) if ctx.needs_grad(1) else None
     return d_seq, d_tensor, None
@@ -166,7 +172,7 @@ def concat_from_sequence_grad(ctx: GradContext, dy: str) -> Grads:
     chunk per element, the axis dropped, when they were stacked)."""
     axis = int(ctx.attr("axis"))
     seq = ctx.input(0)
-    elem = _elem(ctx, seq, ctx.output(0))
+    elem = _elem(ctx, seq, ctx.output(0), dy)
     if int(ctx.attr("new_axis", 0)):
         return _declared(ctx, ctx.op.SplitToSequence(dy, axis=axis, keepdims=0), elem)
 
