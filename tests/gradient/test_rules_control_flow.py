@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, build_model, check_gradient, gradient, to_ours
+from gradcheck import Case, build_model, check_gradient, check_tangent, gradient, tangent, to_ours
 from onnx import TensorProto
 from onnx import helper as oh
 
@@ -249,6 +249,16 @@ def test_constant_if_is_inlined(case: Case) -> None:
     taken_then = "true" in case.name
     if not taken_then:
         assert not np.any(grads["w"]), "the branch not taken contributes nothing"
+
+
+@pytest.mark.parametrize("case", CONSTANT_IF_CASES, ids=lambda c: c.name)
+def test_constant_if_is_inlined_in_forward_mode(case: Case) -> None:
+    """Forward mode inlines the taken branch too (the same helper): the tangent graph holds no If,
+    and its tangent matches reverse mode and finite differences (check_tangent)."""
+    _, fwd = tangent(case)
+    ops = {n.op_type for n in fwd.node}
+    assert "If" not in ops, f"{case.name}: the tangent graph still holds an If: {sorted(ops)}"
+    check_tangent(case)
 
 
 # zero iterations: Scan over an empty axis, Loops whose trip count or condition is data

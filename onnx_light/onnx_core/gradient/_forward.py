@@ -146,6 +146,10 @@ class _TangentPass(_GradientPass):
         producer = self._prepare()
         order = sorted(self._ancestors(self.ys, producer))
         self._infer(order, producer)
+        if self._inline_known_branches(order):  # as the reverse pass: the new nodes indexed and typed again
+            producer = self._prepare()
+            order = sorted(self._ancestors(self.ys, producer))
+            self._infer(order, producer)
         reach, diff = self._dependence(order)
         self._check_xs(reach)
         for x, fx in zip(self.xs, self.fwd_in):
@@ -174,8 +178,11 @@ class _TangentPass(_GradientPass):
                 )
         return producer
 
+    def _roots(self) -> list[str]:
+        return self.ys
+
     def _check_xs(self, reach: dict[str, int]) -> None:
-        mask = 0
+        mask = self._reached  # the xs only a branch not taken read (inlined): tangent zeros
         for y in self.ys:
             mask |= reach.get(y, 0)
         for k, x in enumerate(self.xs):

@@ -462,7 +462,9 @@ class _GradientPass:
         if not taken:
             return False
         # an x read only by a branch not taken still reaches y (its gradient is zeros)
-        self._reached |= self._dependence(order)[0].get(self.y, 0)
+        reach = self._dependence(order)[0]
+        for y in self._roots():
+            self._reached |= reach.get(y, 0)
         nodes: list[NodeProto] = []
         new_fields: list[Fields] = []
         for i, node in enumerate(self.nodes):
@@ -474,6 +476,10 @@ class _GradientPass:
                 new_fields.append(fields[i])
         self.nodes, self._fields, self._attrs = nodes, new_fields, {}
         return True
+
+    def _roots(self) -> list[str]:
+        """The values differentiated (y; forward mode: every y of ys)."""
+        return [self.y]
 
     def _index_producers(self) -> dict[str, int]:
         """Maps each forward value to the index of its node; fills ``self._reads``."""
