@@ -366,3 +366,26 @@ LOOP_IF_SCAN_CASES = [_loop_in_if_in_scan("Scan_If_Loop_then", True), _loop_in_i
 @pytest.mark.parametrize("case", LOOP_IF_SCAN_CASES, ids=lambda c: c.name)
 def test_loop_in_if_in_scan(case: Case) -> None:
     check_gradient(case)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_if_untyped_branches_both_modes(flag: bool) -> None:
+    """Nothing tells the If's output type (untyped branches, an untyped variable: an export
+    without shape inference): forward and reverse mode still differentiate through it (forward
+    mode used to give zeros)."""
+    h = ol.helper
+    then = h.make_graph([h.make_node("Sin", ["a"], ["t"])], "then", [], [h.make_tensor_value_info("t", 0, None)])
+    other = h.make_graph([h.make_node("Cos", ["a"], ["e"])], "else", [], [h.make_tensor_value_info("e", 0, None)])
+    nodes = [
+        h.make_node("If", ["c"], ["z"], then_branch=then, else_branch=other),
+        h.make_node("Mul", ["z", "z"], ["y"]),
+    ]
+    a, t = np.array([0.3, 0.7]), np.array([1.0, -2.0])
+    c = np.array(flag)
+    f, df = (np.sin, np.cos) if flag else (np.cos, lambda v: -np.sin(v))
+    want = 2 * f(a) * df(a) * t  # d(z^2) along t
+    (jt,) = ol.runtime.InferenceSession(ol.TangentOfNodes(nodes, ["a"], ["y"])).run(None, {"a": a, "c": c, "fwd_a": t})
+    np.testing.assert_allclose(jt, want, rtol=1e-12)
+    bwd = ol.GradientOfNodes(nodes, ["a"], "y")
+    (ga,) = ol.runtime.InferenceSession(bwd).run(None, {"a": a, "c": c, bwd.input[-1]: np.ones(2)})
+    np.testing.assert_allclose(ga * t, want, rtol=1e-12)

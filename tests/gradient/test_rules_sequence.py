@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, check_gradient
+from gradcheck import Case, check_gradient, to_ours
 from onnx import TensorProto
 from onnx import helper as oh
+
+import onnx_light as ol
 
 D = TensorProto.DOUBLE
 _rng = np.random.default_rng(11)
@@ -53,6 +55,37 @@ _MUL_BODY = oh.make_graph(  # two sequences, element by element
     "mul_sin",
     [oh.make_tensor_value_info("p", D, None), oh.make_tensor_value_info("q", D, None)],
     [oh.make_tensor_value_info("pq_out", D, None)],
+)
+
+# what the dynamo exporter emits for torch.atleast_1d over a list: a SequenceMap whose body's
+# input and output are untyped and which holds an If on the element's rank
+_ATLEAST_1D_BODY = oh.make_graph(
+    [
+        node("Shape", ["e"], ["e_shape"]),
+        node("Size", ["e_shape"], ["e_rank"]),
+        node("Constant", [], ["e_zero"], value=oh.make_tensor("e_zero", TensorProto.INT64, [], [0])),
+        node("Equal", ["e_rank", "e_zero"], ["e_scalar"]),
+        node(
+            "If",
+            ["e_scalar"],
+            ["e_out"],
+            then_branch=oh.make_graph(
+                [node("Constant", [], ["one_d"], value_ints=[1]), node("Reshape", ["e", "one_d"], ["e_1d"])],
+                "then",
+                [],
+                [oh.make_tensor_value_info("e_1d", TensorProto.UNDEFINED, None)],
+            ),
+            else_branch=oh.make_graph(
+                [node("Sin", ["e"], ["e_sin"])],
+                "else",
+                [],
+                [oh.make_tensor_value_info("e_sin", TensorProto.UNDEFINED, None)],
+            ),
+        ),
+    ],
+    "atleast_1d",
+    [oh.make_tensor_value_info("e", TensorProto.UNDEFINED, None)],
+    [oh.make_tensor_value_info("e_out", TensorProto.UNDEFINED, None)],
 )
 
 SEQUENCE_CASES = [
@@ -170,9 +203,37 @@ SEQUENCE_CASES = [
         {"x": rnd(3, 2), "w": rnd(3, 2)},
         ["x", "w"],
     ),
+    Case(
+        "SequenceMap_untyped_body_with_If",
+        [
+            node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=1),
+            node("SequenceMap", ["s"], ["t"], body=_ATLEAST_1D_BODY),
+            node("ConcatFromSequence", ["t"], ["c"], axis=0),
+            *_loss("c"),
+        ],
+        {"x": rnd(3, 2), "w": rnd(3, 2)},
+        ["x", "w"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", SEQUENCE_CASES, ids=lambda c: c.name)
 def test_sequence_rule(case: Case) -> None:
     check_gradient(case)
+
+
+def test_sequence_map_untyped_body_tangent_without_shape_inference() -> None:
+    """An export's SequenceMap body is untyped and its If's branches too (no shape inference
+    ran, as the dynamo exporter leaves it): the tangent still flows through the If, not zeros."""
+    case = next(c for c in SEQUENCE_CASES if c.name == "SequenceMap_untyped_body_with_If")
+    inputs = [oh.make_tensor_value_info(k, D, list(v.shape)) for k, v in case.inputs.items()]
+    graph = oh.make_graph(case.nodes, "untyped", inputs, [oh.make_tensor_value_info("loss", D, [])])
+    model = to_ours(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)]), ol.ModelProto)
+    fwd = ol.TangentOfFunction(model, ["x"], ["loss"])
+    x, w = case.inputs["x"], case.inputs["w"]
+    t = _rng.standard_normal(x.shape)
+    (jt,) = ol.runtime.InferenceSession(fwd).run(None, {"x": x, "w": w, "fwd_x": t})
+    sess = ol.runtime.InferenceSession(model)
+    h = 1e-6
+    numeric = (sess.run(None, {"x": x + h * t, "w": w})[0] - sess.run(None, {"x": x - h * t, "w": w})[0]) / (2 * h)
+    assert abs(float(jt) - float(numeric)) <= 1e-6 * max(1.0, abs(float(numeric))), (float(jt), float(numeric))

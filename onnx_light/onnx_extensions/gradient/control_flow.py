@@ -359,9 +359,13 @@ def _loop_backward_body(
 
 
 # -- forward rules ------------------------------------------------------------------------------
-def _floats(ctx: TangentContext, infos: Sequence[ValueInfoProto], outer: Sequence[str]) -> list[int]:
-    """The positions whose value is float (declared by the body, else inferred for the outer name)."""
-    return [k for k, (i, o) in enumerate(zip(infos, outer)) if (elem_type(i) or ctx.dtype(o)) in FLOAT_TYPES]
+def _floats(
+    ctx: TangentContext, infos: Sequence[ValueInfoProto], outer: Sequence[str], unknown: bool = False
+) -> list[int]:
+    """The positions whose value is float (declared by the body, else inferred for the outer name);
+    with ``unknown``, also those whose type nothing tells (they may be float: never a silent zero)."""
+    kinds = (0, *FLOAT_TYPES) if unknown else FLOAT_TYPES
+    return [k for k, (i, o) in enumerate(zip(infos, outer)) if (elem_type(i) or ctx.dtype(o)) in kinds]
 
 
 def _tangent_body(
@@ -389,7 +393,9 @@ def if_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     tangents of the captured values they read: only the taken branch runs."""
     wrt = ctx.captured_tangents
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
-    floats = _floats(ctx, list(then_g.output), ctx.outputs)
+    # an untyped output (an export without shape inference) gets a tangent too: dropping it
+    # would make its tangent zeros
+    floats = _floats(ctx, list(then_g.output), ctx.outputs, unknown=True)
     if not wrt or not floats:
         return None
     branches = {}

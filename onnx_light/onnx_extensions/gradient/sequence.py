@@ -301,10 +301,10 @@ def concat_from_sequence_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> T
 @jvp_rule("", "SequenceMap")
 def sequence_map_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """A SequenceMap over the inputs and their tangents whose body is the body's tangent."""
-    body: GraphProto = ctx.attr("body")
     moving = [k for k, t in enumerate(ts) if t is not None]
     if not moving:
         return None
+    body = _typed_body(ctx, ctx.attr("body"))  # an export's body is untyped: its If then has float outputs
     fn = TangentOfNodes(
         list(body.node),
         [body.input[k].name for k in moving],
