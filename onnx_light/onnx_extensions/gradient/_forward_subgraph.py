@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto
 from ...onnx_core.gradient import GradContext, TangentOfNodes
-from ._subgraph import renamed_nodes, tensor_info
+from ._subgraph import pruned, renamed_nodes, tensor_info
 
 __all__ = ["jvp_nodes", "pruned"]
 
@@ -94,27 +94,4 @@ def _defined(nodes: Iterable[NodeProto]) -> set[str]:
             for g in graphs:
                 out.update(i.name for i in g.input)
                 out |= _defined(g.node)
-    return out
-
-
-def pruned(nodes: Sequence[NodeProto], outputs: Iterable[str]) -> list[NodeProto]:
-    """The nodes (in order) that some of ``outputs`` depends on, reads inside their subgraphs included."""
-    needed = set(outputs)
-    keep: list[NodeProto] = []
-    for node in reversed(nodes):
-        if any(o in needed for o in node.output if o):
-            keep.append(node)
-            needed.update(_reads(node))
-    return keep[::-1]
-
-
-def _reads(node: NodeProto) -> set[str]:
-    """The names a node reads: its inputs and what its subgraphs' nodes read."""
-    out = {i for i in node.input if i}
-    for attr in node.attribute:
-        graphs: list[GraphProto] = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-        for g in graphs:
-            for n in g.node:
-                out |= _reads(n)
-            out.update(o.name for o in g.output)
     return out

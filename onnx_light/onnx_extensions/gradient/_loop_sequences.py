@@ -98,21 +98,21 @@ def undo_steps(ctx: GradContext, body: GraphProto, j: int) -> list[Step]:
     return steps
 
 
-def record_erased(ctx: GradContext, body: GraphProto, n: int, steps: list[Step], dtype: int) -> None:
+def record_erased(ctx: GradContext, body: GraphProto, steps: list[Step], dtype: int) -> None:
     """Makes the tape Loop's ``body`` carry a sequence of the tensors ``steps`` erase (in the order
     erased), as its last carried value; the reverse sweep reads it backwards."""
     erases = [node for node, _ in reversed(steps) if node.op_type == "SequenceErase"]
-    tape_in, name = ctx.fresh_name("tape_erased"), ""
-    name = tape_in
+    tape_in = name = ctx.fresh_name("tape_erased")
     for node in erases:
         elem, out = ctx.fresh_name("erased"), ctx.fresh_name("tape_erased")
         at = [node.input[1]] if len(node.input) > 1 and node.input[1] else [_minus_one(ctx, body)]
         body.node.append(helper.make_node("SequenceAt", [node.input[0], *at], [elem]))
         body.node.append(helper.make_node("SequenceInsert", [name, elem], [out]))
         name = out
-    n_carried = 2 + n + sum(1 for i in body.input[2 + n :] if i.type.HasField("sequence_type"))
-    body.input.insert(n_carried, helper.make_tensor_sequence_value_info(tape_in, dtype, None))
-    body.output.insert(n_carried - 1, helper.make_tensor_sequence_value_info(name, dtype, None))
+    # after the carried values and the collections added before: (i, cond, carried..., tapes...)
+    slot = len(body.input)
+    body.input.append(helper.make_tensor_sequence_value_info(tape_in, dtype, None))
+    body.output.insert(slot - 1, helper.make_tensor_sequence_value_info(name, dtype, None))
 
 
 def _minus_one(ctx: GradContext, body: GraphProto) -> str:

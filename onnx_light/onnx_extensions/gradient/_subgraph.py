@@ -20,7 +20,7 @@ import numpy as np
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper, numpy_helper
 from ...onnx_core.gradient import GradContext, GradientOfNodes
 
-__all__ = ["vjp_nodes", "elem_type", "renamed_nodes", "tensor_info", "graph_with_types"]
+__all__ = ["vjp_nodes", "elem_type", "seq_elem_type", "renamed_nodes", "tensor_info", "graph_with_types", "pruned"]
 
 
 def elem_type(info: ValueInfoProto) -> int:
@@ -160,12 +160,12 @@ def _fold_sequence_seeds(
         if node.op_type == "SequenceMap" and len(node.input) == 3 and (node.input[1], node.input[0]) in pairs:
             node = helper.make_node("Identity", [node.input[0]], [node.output[0]])
         out.append(node)
-    return _live(out, results)
+    return pruned(out, results)
 
 
-def _live(nodes: list[NodeProto], results: Sequence[str]) -> list[NodeProto]:
-    """The nodes (in order) some of ``results`` depends on, reads inside subgraphs included."""
-    needed = set(results)
+def pruned(nodes: Sequence[NodeProto], outputs: Iterable[str]) -> list[NodeProto]:
+    """The nodes (in order) that some of ``outputs`` depends on, reads inside their subgraphs included."""
+    needed = set(outputs)
     keep: list[NodeProto] = []
     for node in reversed(nodes):
         if any(o in needed for o in node.output if o):
@@ -175,9 +175,11 @@ def _live(nodes: list[NodeProto], results: Sequence[str]) -> list[NodeProto]:
 
 
 def _reads(node: NodeProto) -> set[str]:
+    """The names a node reads: its inputs and what its subgraphs' nodes read."""
     out = {i for i in node.input if i}
     for attr in node.attribute:
-        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+        graphs: list[GraphProto] = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for g in graphs:
             for n in g.node:
                 out |= _reads(n)
             out.update(o.name for o in g.output)

@@ -228,7 +228,7 @@ def _loop_tape(
     tape_body = GraphProto()
     tape_body.CopyFrom(body)
     for steps, dtype in erased.values():
-        record_erased(ctx, tape_body, n, steps, dtype)
+        record_erased(ctx, tape_body, steps, dtype)
     infos = [body.input[0], *(body.input[2 + j] for j in taped)]
     for info in infos:
         name = ctx.fresh_name(f"tape_{info.name}")
