@@ -18,7 +18,7 @@ from ._check_node import CheckerContext, NodeChecks, ValidationError, node_label
 from ._errors import OnnxLightError
 from ._infer_model import GraphTypes, can_infer, infer_graph, to_type_proto, value_type
 from ._io import load, load_from_string, save
-from ._proto import GraphProto, ModelProto, NodeProto, ValueInfoProto
+from ._proto import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto
 from .gradient._sequences import output_is_sequence
 from .gradient._types import ValueType
 from .ops import normalise_domain, op_label
@@ -90,8 +90,31 @@ def _infer_main_graph(graph: GraphProto, opset: int, check_type: bool, strict_mo
 
 
 def _is_sequence(node: NodeProto, name: str, opset: int) -> bool:
-    """True when ``name``, an output of ``node``, is a sequence (its type is its elements')."""
-    return output_is_sequence(normalise_domain(node.domain), node.op_type, opset, list(node.output).index(name))
+    """True when ``name``, an output of ``node``, is a sequence (its type is its elements'): so
+    typed by the op's schema, or a Loop's carried value / an If's output that is a sequence in
+    the body (a list built in a scripted loop)."""
+    k = list(node.output).index(name)
+    if output_is_sequence(normalise_domain(node.domain), node.op_type, opset, k):
+        return True
+    if normalise_domain(node.domain) != "" or node.op_type not in ("Loop", "If"):
+        return False
+    graphs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
+    if node.op_type == "Loop":
+        body, slot = graphs.get("body"), k + 1
+        if body is None or k >= len(node.input) - 2:  # a scan output: a tensor
+            return False
+    else:
+        body, slot = graphs.get("then_branch"), k
+    return body is not None and slot < len(body.output) and _names_sequence(body, body.output[slot].name, opset)
+
+
+def _names_sequence(graph: GraphProto, name: str, opset: int) -> bool:
+    """True when ``name`` is a sequence in ``graph``: declared as one, or so produced."""
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        if vi.name == name and vi.type.WhichOneof("value") is not None:
+            return vi.type.WhichOneof("value") == "sequence_type"
+    producer = next((n for n in graph.node if name in n.output), None)
+    return producer is not None and _is_sequence(producer, name, opset)
 
 
 def _write(graph: GraphProto, result: GraphTypes, strict: bool, opset: int) -> None:

@@ -18,6 +18,7 @@ import pytest
 from export_check import check_export_gradients, check_export_tangent
 
 import onnx_light as ol
+from onnx_light import shape_inference
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "seqloop"
 CASES = sorted(p.stem for p in DATA.glob("*_opset*.onnx"))
@@ -44,3 +45,20 @@ def test_list_loop_gradients_match_torch(case: str) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_list_loop_tangent_matches_torch(case: str) -> None:
     check_export_tangent(case, *_load(case))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_shape_inference_keeps_the_list_a_sequence(case: str) -> None:
+    """Our infer_shapes does not declare the Loop's list output a tensor (onnx's checker and
+    onnxruntime then reject the model): it is left undeclared, and the model still runs."""
+    import onnx
+    import onnxruntime as ort
+
+    model, feeds, _, ref = _load(case)
+    inferred = onnx.ModelProto.FromString(shape_inference.infer_shapes(model).SerializeToString())
+    loop = next(n for n in inferred.graph.node if n.op_type == "Loop")
+    declared = {v.name: v.type.WhichOneof("value") for v in inferred.graph.value_info}
+    assert declared.get(loop.output[-1]) in (None, "sequence_type"), declared.get(loop.output[-1])
+    onnx.checker.check_model(inferred, full_check=True)
+    sess = ort.InferenceSession(inferred.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, feeds)[0], ref["loss"], rtol=1e-5)
