@@ -214,19 +214,54 @@ def _cnn() -> ol.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
-def test_gradient_optimized_on_request() -> None:
-    # off by default (DESIGN §3: a final Identity names each grad_<x>); the result is the same function
+def _final_identities(fn: FunctionProto) -> dict[str, str]:
+    """{output: what its Identity reads} for the outputs an Identity produces."""
+    return {n.output[0]: n.input[0] for n in fn.node if n.op_type == "Identity" and n.output[0] in fn.output}
+
+
+def test_gradient_optimized_by_default_keeping_the_final_identity() -> None:
+    # DESIGN §3: a final Identity names each grad_<x>; everything else is optimized
     model = _cnn()
-    raw = ol.GradientOfFunction(model, ["W"], "loss")
-    opt = ol.GradientOfFunction(model, ["W"], "loss", optimize=True)
+    raw = ol.GradientOfFunction(model, ["W"], "loss", optimize=False)
+    opt = ol.GradientOfFunction(model, ["W"], "loss")
     assert list(opt.output) == ["grad_W"] and list(opt.input) == list(raw.input)
-    assert "Identity" in _ops(raw) and "Identity" not in _ops(opt)
-    assert len(opt.node) < len(raw.node)
+    assert _ops(raw).count("Identity") >= 1 and _ops(opt).count("Identity") == 1
+    final = _final_identities(opt)
+    assert list(final) == ["grad_W"] and final["grad_W"] in {o for n in opt.node for o in n.output}
+    assert len(opt.node) <= len(raw.node)
     rng = np.random.default_rng(0)
     feeds = {"W": rng.standard_normal((2, 1, 3, 3)).astype(np.float32)}
     feeds["x"] = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     feeds["dy"] = np.ones((), np.float32)
     np.testing.assert_allclose(_run(raw, feeds)[0], _run(opt, feeds)[0], rtol=1e-6)
+
+
+def test_output_identity_keeps_one_identity_per_output_reading_the_value() -> None:
+    # b = Identity(a) where a is an output: b reads what a reads (the value), not a
+    fn = _fn(
+        [
+            helper.make_node("Neg", ["x"], ["n"]),
+            helper.make_node("Identity", ["n"], ["t"]),
+            helper.make_node("Identity", ["t"], ["a"]),
+            helper.make_node("Identity", ["a"], ["b"]),
+            helper.make_node("Identity", ["x"], ["c"]),
+        ],
+        ["x"],
+        ["a", "b", "c"],
+    )
+    opt = ol.optimize(fn, output_identity=True)
+    assert _ops(opt) == ["Neg", "Identity", "Identity", "Identity"]
+    assert _final_identities(opt) == {"a": "n", "b": "n", "c": "x"}
+    _same_values(fn, opt, X)
+    assert _ops(ol.optimize(fn)) == ["Neg", "Identity", "Identity"]  # a takes n's name
+
+
+def test_tangent_optimized_by_default_keeping_the_final_identity() -> None:
+    model = _cnn()
+    raw = ol.TangentOfFunction(model, ["W"], ["loss"], optimize=False)
+    opt = ol.TangentOfFunction(model, ["W"], ["loss"])
+    assert list(opt.output) == ["fwd_loss"] and len(opt.node) <= len(raw.node)
+    assert list(_final_identities(opt)) == ["fwd_loss"] and _ops(opt).count("Identity") == 1
 
 
 def test_constant_of_empty_shape_folds_to_a_scalar() -> None:
