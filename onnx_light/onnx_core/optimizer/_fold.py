@@ -165,34 +165,52 @@ def fold_node(
     op_type: str,
     domain: str,
     inputs: list[str],
-    known: dict[str, np.ndarray],
+    known: dict[str, np.ndarray | NodeProto],
     shapes: dict[str, tuple[int, ...]] | None,
     fold: FoldFn,
 ) -> NodeProto | None:
     """The ``Constant`` node replacing ``node`` when ``fold`` computes it from constant
-    inputs (values in ``known``, which records the result), else None.
+    inputs, else None.
 
-    A ``Constant`` node's own value is recorded; ``Shape`` of a value whose static shape
-    ``shapes`` holds folds too. ``inputs`` are ``node``'s inputs as the caller renamed them.
+    ``known`` maps the names of constants to their values, or to the ``Constant`` node
+    whose value is read only when a fold needs it (most constants feed no fold); a fold's
+    result is recorded. ``Shape`` of a value whose static shape ``shapes`` holds folds too.
+    ``inputs`` are ``node``'s inputs as the caller renamed them.
     """
     outputs: list[str] = getattr(node, "_output", [])
-    if op_type == "Constant" and not domain:
-        value = _constant_value(getattr(node, "_attribute", []))
-        if value is not None and len(outputs) == 1:
-            known[outputs[0]] = value
-        return None
     if len(outputs) != 1 or not outputs[0]:
+        return None
+    if op_type == "Constant" and not domain:
+        known[outputs[0]] = node  # read when a fold needs it
         return None
     result: list[np.ndarray] | None = None
     if op_type == "Shape" and not domain and len(inputs) == 1 and shapes and inputs[0] in shapes:
         result = [_shape_of(shapes[inputs[0]], getattr(node, "_attribute", []))]
     elif inputs and all(i in known for i in inputs):
-        attributes = attribute_values(getattr(node, "_attribute", []))
-        result = fold(op_type, domain, [known[i] for i in inputs], attributes)
+        values: list[np.ndarray] = []
+        for name in inputs:
+            value = _value(known, name)
+            if value is None:
+                return None
+            values.append(value)
+        result = fold(op_type, domain, values, attribute_values(getattr(node, "_attribute", [])))
     if result is None or len(result) != 1 or result[0].size > FOLD_MAX_ELEMENTS:
         return None
     known[outputs[0]] = result[0]
     return _constant_node(outputs[0], result[0])
+
+
+def _value(known: dict[str, np.ndarray | NodeProto], name: str) -> np.ndarray | None:
+    """The value of constant ``name``, read from its ``Constant`` node on first use (None:
+    not a small numeric tensor, and ``name`` is forgotten)."""
+    value = known[name]
+    if isinstance(value, NodeProto):
+        array = _constant_value(getattr(value, "_attribute", []))
+        if array is None:
+            del known[name]
+            return None
+        known[name] = value = array
+    return value
 
 
 def _constant_node(name: str, value: np.ndarray) -> NodeProto:

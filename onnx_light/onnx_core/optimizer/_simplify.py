@@ -135,17 +135,15 @@ class _Sweep:
         self.fn, self.pinned, self.opset, self.foreign = fn, pinned, opset, foreign
         self.deterministic = deterministic_ops(opset)
         self.alias: dict[str, str] = {}
-        #: (op, inputs, outputs) -> the first node's (node, domain, outputs), or, once a second
+        #: (op, inputs, outputs) -> the first node's (node, outputs), or, once a second
         #: node has that base, {(domain, attribute key): outputs}
         self.seen: dict[tuple[object, ...], Any] = {}
-        self.known: dict[str, np.ndarray] = {}  # constant values, for folding
+        self.known: dict[str, np.ndarray | NodeProto] = {}  # constants, for folding (see fold_node)
         self.shapes: dict[str, tuple[int, ...]] | None = None
 
     def subgraph(self, node: NodeProto, domain: str, op_type: str) -> list[str] | None:
         """The outer names ``node``'s subgraphs read (None: it has none); raises _Restart
-        when one of them was eliminated."""
-        if not _may_have_subgraph(domain, op_type, self.opset.get(domain, 0)):
-            return None
+        when one of them was eliminated. Called for the ops that may carry one."""
         attributes = getattr(node, "_attribute", _EMPTY)
         if not attributes or not has_subgraph(attributes):
             return None
@@ -156,11 +154,12 @@ class _Sweep:
         self.pinned.update(reads)
         return reads
 
-    def first_copy(self, base: tuple[object, ...], first: Any, node: NodeProto, domain: str) -> list[str] | None:
+    def first_copy(self, base: tuple[object, ...], first: Any, node: NodeProto) -> list[str] | None:
         """The outputs of an earlier node with ``base`` and the same domain and attributes
         (None: this node is recorded instead). Reached only for a second node of a base."""
         if type(first) is tuple:
-            first_node, first_domain, first_outs = first
+            first_node, first_outs = first
+            first_domain = getattr(first_node, "_domain", "")
             table: dict[object, list[str]] = {}
             key = _attribute_key(getattr(first_node, "_attribute", _EMPTY))
             if key is not None:
@@ -169,6 +168,7 @@ class _Sweep:
         key = _attribute_key(getattr(node, "_attribute", _EMPTY))
         if key is None:
             return None
+        domain = getattr(node, "_domain", "")  # read here, not trusted from a fast sweep
         outs = first.get((domain, key))
         if outs is not None and self.deterministic(domain, str(base[0])):
             return list(outs)
@@ -204,6 +204,9 @@ def forward_sweep(
 def _forward(state: _Sweep, nodes: list[NodeProto], fold: FoldFn | None) -> list[Entry]:
     alias, seen, pinned, known, foreign = state.alias, state.seen, state.pinned, state.known, state.foreign
     kept: list[Entry] = []
+    may_graph: dict[str, bool] = {}  # by default-domain op type: _may_have_subgraph
+    version = state.opset.get("", 0)
+    exact = any(state.opset)  # another domain is imported: read every node's
     node: Any
     for node in nodes:
         try:  # set on every node the pass makes: plain slot reads
@@ -214,7 +217,9 @@ def _forward(state: _Sweep, nodes: list[NodeProto], fold: FoldFn | None) -> list
             op_type = getattr(node, "_op_type", "")
             ins = getattr(node, "_input", _EMPTY)
             outs = getattr(node, "_output", _EMPTY)
-        domain: str = getattr(node, "_domain", "")
+        # an unset slot costs an exception to read: with only the default domain imported,
+        # the domain is read where it decides something (Identity, folds, merges)
+        domain: str = getattr(node, "_domain", "") if exact or op_type == "Identity" else ""
         if alias and not alias.keys().isdisjoint(ins):
             ins = [alias.get(i, i) for i in ins]
             node = renamed(node, ins, None, foreign)
@@ -224,18 +229,21 @@ def _forward(state: _Sweep, nodes: list[NodeProto], fold: FoldFn | None) -> list
                 continue
             kept.append((node, op_type, domain, ins, outs, None))
             continue
-        if fold is not None and (known or op_type == "Constant" or op_type == "Shape"):
-            folded = state.fold(node, op_type, domain, ins, fold)
+        if fold is not None and (op_type == "Constant" or op_type == "Shape" or (ins and ins[0] in known)):
+            folded = state.fold(node, op_type, domain if exact else getattr(node, "_domain", ""), ins, fold)
             if folded is not None:
                 node, op_type, domain, ins = folded, "Constant", "", _EMPTY
-        reads = state.subgraph(node, domain, op_type)
+        graphs = may_graph.get(op_type) if not domain else True
+        if graphs is None:
+            graphs = may_graph[op_type] = _may_have_subgraph("", op_type, version)
+        reads = state.subgraph(node, domain, op_type) if graphs else None
         if reads is None:
             base = (op_type, tuple(ins), len(outs) if "" not in outs else tuple(bool(o) for o in outs))
             first = seen.get(base)
             if first is None:
-                seen[base] = (node, domain, outs)
+                seen[base] = (node, outs)
             else:
-                copy = state.first_copy(base, first, node, domain)
+                copy = state.first_copy(base, first, node)
                 if copy is not None and pinned.isdisjoint(outs):
                     alias.update((o, f) for o, f in zip(outs, copy) if o)
                     continue
