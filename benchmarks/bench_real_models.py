@@ -323,7 +323,7 @@ def real_model(name: str) -> tuple[Any, dict[str, np.ndarray]]:
 # ----------------------------------------------------------------------------
 # --gradient: the emitted backward of each real model against its forward
 # ----------------------------------------------------------------------------
-def gradient_case(name: str, optimize: bool = True) -> dict[str, Any]:
+def gradient_case(name: str, optimize: bool = True, registry: Any = None) -> dict[str, Any]:
     """The backward of ``name`` (loss = sum of its outputs; xs = its float initializers, or
     the input when it has none): the forward and backward models, their feeds, node counts."""
     import onnx
@@ -347,7 +347,7 @@ def gradient_case(name: str, optimize: bool = True) -> dict[str, Any]:
     floats = [t.name for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
     xs = floats or ["input"]
     t0 = time.perf_counter()
-    bwd = ol.GradientOfFunction(ours, xs, loss, optimize=optimize)
+    bwd = ol.GradientOfFunction(ours, xs, loss, registry=registry, optimize=optimize)
     transform = time.perf_counter() - t0
     wrapped = backward_model(bwd, input_types(ours, loss, list(bwd.input)), inline=True)
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
