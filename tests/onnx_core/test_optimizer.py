@@ -197,6 +197,33 @@ def test_names_read_by_a_subgraph_stay() -> None:
         _same_values(fn, opt, {**X, "c": np.array(c)})
 
 
+def test_repeated_node_read_by_a_later_subgraph_stays() -> None:
+    # the sweep merges b into a before it sees the If reading b: it sweeps again with b pinned
+    then = helper.make_graph(
+        [helper.make_node("Neg", ["b"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Abs", ["a"], ["e"])], "else", [], [helper.make_tensor_value_info("e", FLOAT, None)]
+    )
+    fn = _fn(
+        [
+            helper.make_node("Exp", ["x"], ["a"]),
+            helper.make_node("Exp", ["x"], ["b"]),
+            helper.make_node("Exp", ["x"], ["d"]),  # merged: nothing reads it from a subgraph
+            helper.make_node("Add", ["a", "d"], ["s"]),
+            helper.make_node("If", ["c"], ["i"], then_branch=then, else_branch=other),
+            helper.make_node("Add", ["s", "i"], ["out"]),
+        ],
+        ["x", "c"],
+        ["out"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Exp", "Exp", "Add", "If", "Add"]
+    assert list(opt.node[2].input) == ["a", "a"]
+    for c in (True, False):
+        _same_values(fn, opt, {**X, "c": np.array(c)})
+
+
 def _cnn() -> ol.ModelProto:
     w = numpy_helper.from_array(np.full((2, 1, 3, 3), 0.1, np.float32), "W")
     graph = helper.make_graph(
@@ -299,3 +326,24 @@ def test_optimizer_never_changes_the_source_nodes() -> None:
     np.testing.assert_array_equal(grads[0], grads[1])
     fwd = ol.TangentOfFunction(model, ["x"], ["y"])
     assert [list(n.input) for n in model.graph.node][2] == ["a", "b"] and "Mul" in _ops(fwd)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_custom_domain_nodes_neither_folded_nor_merged(declared: bool) -> None:
+    # with only the default domain imported the sweep skips most domain reads; folds and
+    # merges still read the real domain
+    one = numpy_helper.from_array(np.array([1], np.int64))
+    nodes = [
+        helper.make_node("Constant", [], ["a"], value=one),
+        helper.make_node("Add", ["a", "a"], ["b"], domain="my"),
+        helper.make_node("Add", ["a", "a"], ["c"], domain="my"),
+        helper.make_node("Concat", ["b", "c"], ["out"], axis=0),
+    ]
+    imports = [helper.make_opsetid("", 21)] + ([helper.make_opsetid("my", 1)] if declared else [])
+    fn = helper.make_function("test", "f", [], ["out"], nodes, imports)
+    assert [(n.op_type, n.domain) for n in ol.optimize(fn).node] == [
+        ("Constant", ""),
+        ("Add", "my"),
+        ("Add", "my"),
+        ("Concat", ""),
+    ]
