@@ -7,15 +7,19 @@ CRNN text recogniser (conv stack + bidirectional LSTM + CTC head), a DB-style te
 CSP blocks, SPPF, an upsampling neck and three heads) and a transformer encoder (4 layers, d 256).
 Every model is in eval mode (BatchNorm as inference BatchNormalization), batch 1, random weights
 from a fixed seed, and is exported once into a cache folder (``$TMPDIR/onnx-light-real-models``;
-never committed). ``bench_runtime.py --models real`` times them against onnxruntime:
+never committed). ``bench_runtime.py --models real`` times them against onnxruntime, and
+``--gradient`` here times each one's emitted backward (loss = sum of the outputs, xs = the float
+initializers) against its forward, in onnxruntime and in our runtime:
 
     PYTHONPATH=. python benchmarks/bench_runtime.py --models real --no-reference [--profile]
+    PYTHONPATH=. python benchmarks/bench_real_models.py --gradient [--models mobilenetv3,...] [--rounds 7]
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -314,3 +318,117 @@ def real_model(name: str) -> tuple[Any, dict[str, np.ndarray]]:
 
     feeds = {"input": np.random.default_rng(0).standard_normal(SHAPES[name]).astype(np.float32)}
     return onnx.load(real_model_path(name)), feeds
+
+
+# ----------------------------------------------------------------------------
+# --gradient: the emitted backward of each real model against its forward
+# ----------------------------------------------------------------------------
+def gradient_case(name: str, optimize: bool = True, registry: Any = None) -> dict[str, Any]:
+    """The backward of ``name`` (loss = sum of its outputs; xs = its float initializers, or
+    the input when it has none): the forward and backward models, their feeds, node counts."""
+    import onnx
+    from onnx import helper as oh
+
+    import onnx_light as ol
+    from onnx_light.onnx_core.gradient import backward_model, input_types
+
+    model, feeds = real_model(name)
+    graph = model.graph
+    outs = [o.name for o in graph.output]
+    sums = [f"sum_{o}" for o in outs]
+    graph.node.extend(oh.make_node("ReduceSum", [o], [s], keepdims=0) for o, s in zip(outs, sums))
+    loss = sums[0]
+    for k, s in enumerate(sums[1:]):
+        graph.node.append(oh.make_node("Add", [loss, s], [f"loss{k}"]))
+        loss = f"loss{k}"
+    del graph.output[:]
+    graph.output.append(oh.make_tensor_value_info(loss, onnx.TensorProto.FLOAT, []))
+    ours = ol.ModelProto.FromString(model.SerializeToString())
+    floats = [t.name for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    xs = floats or ["input"]
+    t0 = time.perf_counter()
+    bwd = ol.GradientOfFunction(ours, xs, loss, registry=registry, optimize=optimize)
+    transform = time.perf_counter() - t0
+    wrapped = backward_model(bwd, input_types(ours, loss, list(bwd.input)), inline=True)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    bwd_feeds = {n: np.ones((), np.float32) if n == bwd.input[-1] else feeds.get(n, inits.get(n)) for n in bwd.input}
+    ops = [n.op_type for n in bwd.node]
+    return {
+        "forward": model,
+        "feeds": feeds,
+        "backward": onnx.load_from_string(wrapped.SerializeToString()),
+        "bwd_feeds": bwd_feeds,
+        "fwd_nodes": len(graph.node),
+        "bwd_nodes": len(bwd.node),
+        "identity": ops.count("Identity"),
+        "where": ops.count("Where"),
+        "transform": transform,
+    }
+
+
+def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    import statistics
+
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    order = list(fns)
+    for r in range(rounds):
+        for k in order if r % 2 == 0 else order[::-1]:
+            t = time.perf_counter()
+            fns[k]()
+            samples[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def gradient_bench(name: str, rounds: int) -> dict[str, Any]:
+    """bwd/fwd run-time ratios in onnxruntime (1 thread) and in our runtime, alternating."""
+    import onnxruntime as ort
+
+    from onnx_light.runtime import InferenceSession
+
+    case = gradient_case(name)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    fwd_b, bwd_b = case["forward"].SerializeToString(), case["backward"].SerializeToString()
+    sessions = {
+        "ort_fwd": (ort.InferenceSession(fwd_b, options, providers=["CPUExecutionProvider"]), case["feeds"]),
+        "ort_bwd": (ort.InferenceSession(bwd_b, options, providers=["CPUExecutionProvider"]), case["bwd_feeds"]),
+        "ol_fwd": (InferenceSession(fwd_b), case["feeds"]),
+        "ol_bwd": (InferenceSession(bwd_b), case["bwd_feeds"]),
+    }
+    got = {k: s.run(None, f) for k, (s, f) in sessions.items()}
+    for a, b in zip(got["ol_bwd"], got["ort_bwd"]):  # both runtimes compute the same gradients
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-3 * max(1.0, float(np.abs(b).max())))
+    med = _alternate({k: (lambda s=s, f=f: s.run(None, f)) for k, (s, f) in sessions.items()}, rounds)
+    return {**{k: v for k, v in case.items() if type(v) in (int, float)}, **med}
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gradient", action="store_true", help="backward/forward of each real model")
+    parser.add_argument("--models", default=",".join(REAL_MODELS))
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    if not args.gradient:
+        parser.error("the forward benchmark is bench_runtime.py --models real; this script runs --gradient")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  load {os.getloadavg()[0]:.1f}")
+    print(
+        "| model | fwd nodes | bwd nodes | bwd/fwd nodes | Identity | Where | transform s | "
+        "bwd/fwd ORT | bwd/fwd ours | ours/ORT fwd | ours/ORT bwd |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        r = gradient_bench(name, args.rounds)
+        print(
+            f"| {name} | {r['fwd_nodes']} | {r['bwd_nodes']} | {r['bwd_nodes'] / r['fwd_nodes']:.2f} | "
+            f"{r['identity']} | {r['where']} | {r['transform']:.2f} | {r['ort_bwd'] / r['ort_fwd']:.2f} | "
+            f"{r['ol_bwd'] / r['ol_fwd']:.2f} | {r['ol_fwd'] / r['ort_fwd']:.2f} | {r['ol_bwd'] / r['ort_bwd']:.2f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

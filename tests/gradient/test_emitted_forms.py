@@ -46,3 +46,23 @@ def test_hard_swish_kinks_as_torch() -> None:
     bwd = _backward(helper.make_node("HardSwish", ["x"], ["y"]), {})
     (dx,) = ol.runtime.InferenceSession(bwd).run(None, {"x": x, "dy": np.ones((2, 4), np.float32)})
     np.testing.assert_allclose(dx, t.grad.numpy(), rtol=1e-6)
+
+
+def test_hard_swish_float32_form_as_torch_both_directions() -> None:
+    # float32 takes the HardSigmoid form (the float64 rule rows take the Clip form)
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).uniform(-5, 5, (2, 4)).astype(np.float32)
+    t = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.hardswish(t).sum().backward()
+    bwd = _backward(helper.make_node("HardSwish", ["x"], ["y"]), {})
+    assert "HardSigmoid" in [n.op_type for n in bwd.node]
+    (dx,) = ol.runtime.InferenceSession(bwd).run(None, {"x": x, "dy": np.ones((2, 4), np.float32)})
+    np.testing.assert_allclose(dx, t.grad.numpy(), rtol=1e-6, atol=1e-7)
+    inputs = [helper.make_tensor_value_info("x", FLOAT, [2, 4])]
+    graph = helper.make_graph(
+        [helper.make_node("HardSwish", ["x"], ["y"])], "g", inputs, [helper.make_tensor_value_info("y", FLOAT, [2, 4])]
+    )
+    fwd = ol.TangentOfFunction(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), ["x"], ["y"])
+    tx = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    (ty,) = ol.runtime.InferenceSession(fwd).run(None, {"x": x, "fwd_x": tx})
+    np.testing.assert_allclose(ty, t.grad.numpy() * tx, rtol=1e-6, atol=1e-7)

@@ -197,6 +197,33 @@ def test_names_read_by_a_subgraph_stay() -> None:
         _same_values(fn, opt, {**X, "c": np.array(c)})
 
 
+def test_repeated_node_read_by_a_later_subgraph_stays() -> None:
+    # the sweep merges b into a before it sees the If reading b: it sweeps again with b pinned
+    then = helper.make_graph(
+        [helper.make_node("Neg", ["b"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Abs", ["a"], ["e"])], "else", [], [helper.make_tensor_value_info("e", FLOAT, None)]
+    )
+    fn = _fn(
+        [
+            helper.make_node("Exp", ["x"], ["a"]),
+            helper.make_node("Exp", ["x"], ["b"]),
+            helper.make_node("Exp", ["x"], ["d"]),  # merged: nothing reads it from a subgraph
+            helper.make_node("Add", ["a", "d"], ["s"]),
+            helper.make_node("If", ["c"], ["i"], then_branch=then, else_branch=other),
+            helper.make_node("Add", ["s", "i"], ["out"]),
+        ],
+        ["x", "c"],
+        ["out"],
+    )
+    opt = ol.optimize(fn)
+    assert _ops(opt) == ["Exp", "Exp", "Add", "If", "Add"]
+    assert list(opt.node[2].input) == ["a", "a"]
+    for c in (True, False):
+        _same_values(fn, opt, {**X, "c": np.array(c)})
+
+
 def _cnn() -> ol.ModelProto:
     w = numpy_helper.from_array(np.full((2, 1, 3, 3), 0.1, np.float32), "W")
     graph = helper.make_graph(
@@ -214,19 +241,54 @@ def _cnn() -> ol.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
-def test_gradient_optimized_on_request() -> None:
-    # off by default (DESIGN §3: a final Identity names each grad_<x>); the result is the same function
+def _final_identities(fn: FunctionProto) -> dict[str, str]:
+    """{output: what its Identity reads} for the outputs an Identity produces."""
+    return {n.output[0]: n.input[0] for n in fn.node if n.op_type == "Identity" and n.output[0] in fn.output}
+
+
+def test_gradient_optimized_by_default_keeping_the_final_identity() -> None:
+    # DESIGN §3: a final Identity names each grad_<x>; everything else is optimized
     model = _cnn()
-    raw = ol.GradientOfFunction(model, ["W"], "loss")
-    opt = ol.GradientOfFunction(model, ["W"], "loss", optimize=True)
+    raw = ol.GradientOfFunction(model, ["W"], "loss", optimize=False)
+    opt = ol.GradientOfFunction(model, ["W"], "loss")
     assert list(opt.output) == ["grad_W"] and list(opt.input) == list(raw.input)
-    assert "Identity" in _ops(raw) and "Identity" not in _ops(opt)
-    assert len(opt.node) < len(raw.node)
+    assert _ops(raw).count("Identity") >= 1 and _ops(opt).count("Identity") == 1
+    final = _final_identities(opt)
+    assert list(final) == ["grad_W"] and final["grad_W"] in {o for n in opt.node for o in n.output}
+    assert len(opt.node) <= len(raw.node)
     rng = np.random.default_rng(0)
     feeds = {"W": rng.standard_normal((2, 1, 3, 3)).astype(np.float32)}
     feeds["x"] = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     feeds["dy"] = np.ones((), np.float32)
     np.testing.assert_allclose(_run(raw, feeds)[0], _run(opt, feeds)[0], rtol=1e-6)
+
+
+def test_output_identity_keeps_one_identity_per_output_reading_the_value() -> None:
+    # b = Identity(a) where a is an output: b reads what a reads (the value), not a
+    fn = _fn(
+        [
+            helper.make_node("Neg", ["x"], ["n"]),
+            helper.make_node("Identity", ["n"], ["t"]),
+            helper.make_node("Identity", ["t"], ["a"]),
+            helper.make_node("Identity", ["a"], ["b"]),
+            helper.make_node("Identity", ["x"], ["c"]),
+        ],
+        ["x"],
+        ["a", "b", "c"],
+    )
+    opt = ol.optimize(fn, output_identity=True)
+    assert _ops(opt) == ["Neg", "Identity", "Identity", "Identity"]
+    assert _final_identities(opt) == {"a": "n", "b": "n", "c": "x"}
+    _same_values(fn, opt, X)
+    assert _ops(ol.optimize(fn)) == ["Neg", "Identity", "Identity"]  # a takes n's name
+
+
+def test_tangent_optimized_by_default_keeping_the_final_identity() -> None:
+    model = _cnn()
+    raw = ol.TangentOfFunction(model, ["W"], ["loss"], optimize=False)
+    opt = ol.TangentOfFunction(model, ["W"], ["loss"])
+    assert list(opt.output) == ["fwd_loss"] and len(opt.node) <= len(raw.node)
+    assert list(_final_identities(opt)) == ["fwd_loss"] and _ops(opt).count("Identity") == 1
 
 
 def test_constant_of_empty_shape_folds_to_a_scalar() -> None:
@@ -264,3 +326,24 @@ def test_optimizer_never_changes_the_source_nodes() -> None:
     np.testing.assert_array_equal(grads[0], grads[1])
     fwd = ol.TangentOfFunction(model, ["x"], ["y"])
     assert [list(n.input) for n in model.graph.node][2] == ["a", "b"] and "Mul" in _ops(fwd)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_custom_domain_nodes_neither_folded_nor_merged(declared: bool) -> None:
+    # with only the default domain imported the sweep skips most domain reads; folds and
+    # merges still read the real domain
+    one = numpy_helper.from_array(np.array([1], np.int64))
+    nodes = [
+        helper.make_node("Constant", [], ["a"], value=one),
+        helper.make_node("Add", ["a", "a"], ["b"], domain="my"),
+        helper.make_node("Add", ["a", "a"], ["c"], domain="my"),
+        helper.make_node("Concat", ["b", "c"], ["out"], axis=0),
+    ]
+    imports = [helper.make_opsetid("", 21)] + ([helper.make_opsetid("my", 1)] if declared else [])
+    fn = helper.make_function("test", "f", [], ["out"], nodes, imports)
+    assert [(n.op_type, n.domain) for n in ol.optimize(fn).node] == [
+        ("Constant", ""),
+        ("Add", "my"),
+        ("Add", "my"),
+        ("Concat", ""),
+    ]

@@ -64,7 +64,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "gradient",
     pause_gc: bool = True,
-    optimize: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Differentiates a list of forward nodes.
 
@@ -83,8 +83,8 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
         pause_gc: pause the cyclic garbage collector while the pass runs (faster on large
             graphs; the collector is re-enabled after).
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
-            and dead-node elimination, constant folding). Off by default: DESIGN §3 names each
-            ``grad_<x>`` with a final ``Identity`` (the optimizer drops it).
+            and dead-node elimination, constant folding), keeping the final ``Identity`` that
+            names each ``grad_<x>`` (DESIGN §3); ``False`` returns the pass's nodes as emitted.
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``; the
@@ -122,7 +122,9 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
             declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
         ).run()
 
-    return _gc_paused(pause_gc, lambda: optimize_own(run(), {id(n) for n in forward}) if optimize else run())
+    return _gc_paused(
+        pause_gc, lambda: optimize_own(run(), {id(n) for n in forward}, output_identity=True) if optimize else run()
+    )
 
 
 def GradientOfFunction(  # noqa: N802  (the seed's name)
@@ -134,7 +136,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
     *,
     allow_unused: bool = False,
     pause_gc: bool = True,
-    optimize: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Differentiates a FunctionProto, GraphProto or ModelProto.
 
@@ -164,8 +166,8 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         allow_unused: an ``x`` that does not reach ``y`` gets zeros instead of an error.
         pause_gc: pause the cyclic garbage collector while the pass runs.
         optimize: run ``onnx_light.optimize`` on the result (Identity, common-subexpression
-            and dead-node elimination, constant folding). Off by default: DESIGN §3 names each
-            ``grad_<x>`` with a final ``Identity`` (the optimizer drops it).
+            and dead-node elimination, constant folding), keeping the final ``Identity`` that
+            names each ``grad_<x>`` (DESIGN §3); ``False`` returns the pass's nodes as emitted.
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, seed]`` and outputs ``grad_<x>``.
@@ -204,7 +206,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         ).run()
 
     foreign: set[int] = set()
-    return _gc_paused(pause_gc, lambda: optimize_own(run(), foreign) if optimize else run())
+    return _gc_paused(pause_gc, lambda: optimize_own(run(), foreign, output_identity=True) if optimize else run())
 
 
 def _source_node_ids(fn: FunctionProto | GraphProto | ModelProto) -> set[int]:

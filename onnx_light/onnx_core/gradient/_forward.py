@@ -393,7 +393,7 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
     opset: int = EMITTED_OPSET,
     value_info: Iterable[ValueInfoProto] = (),
     name: str = "tangent",
-    optimize: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Forward mode over a list of nodes; see :func:`TangentOfFunction`."""
 
@@ -414,7 +414,9 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
             declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
         ).run()  # fmt: skip
 
-    return _gc_paused(True, lambda: optimize_own(run(), {id(n) for n in forward}) if optimize else run())
+    return _gc_paused(
+        True, lambda: optimize_own(run(), {id(n) for n in forward}, output_identity=True) if optimize else run()
+    )
 
 
 def TangentOfFunction(  # noqa: N802  (the contract's name)
@@ -426,7 +428,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
     *,
     seeds: Seeds = None,
     allow_unused: bool = False,
-    optimize: bool = False,
+    optimize: bool = True,
 ) -> FunctionProto:
     """Forward mode (Jacobian-vector products) of a FunctionProto, GraphProto or ModelProto.
 
@@ -441,7 +443,8 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
         seeds: None (one direction), k (a trailing axis of size k on every tangent) or
             "dynamic" (that axis symbolic).
         allow_unused: an x reaching no y is accepted.
-        optimize: run ``onnx_light.optimize`` on the result (off by default, as for the reverse pass).
+        optimize: run ``onnx_light.optimize`` on the result, keeping the final ``Identity``
+            that names each ``fwd_<y>``; ``False`` returns the pass's nodes as emitted.
 
     Returns:
         A FunctionProto with inputs ``[*xs, *zs, *("fwd_" + x)]`` and outputs
@@ -471,4 +474,4 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
         ).run()  # fmt: skip
 
     foreign: set[int] = set()
-    return _gc_paused(True, lambda: optimize_own(run(), foreign) if optimize else run())
+    return _gc_paused(True, lambda: optimize_own(run(), foreign, output_identity=True) if optimize else run())

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import tensor_dtype_to_np_dtype
-from .._proto import FunctionProto, NodeProto, TensorProto
-from ..gradient._fastpath import Fields, attribute_values, tensor_array, tensor_attribute, value_type
+from .._proto import NodeProto, TensorProto
+from ..gradient._fastpath import attribute_values, tensor_array, tensor_attribute
 from ..numpy_helper import from_array
 
-__all__ = ["FoldFn", "FOLD_MAX_ELEMENTS", "fold_numpy", "fold_constants"]
+__all__ = ["FoldFn", "FOLD_MAX_ELEMENTS", "fold_numpy", "fold_node"]
 
 #: ``fold(op_type, domain, inputs, attributes)`` -> the node's outputs, or None: not folded
 FoldFn = Callable[[str, str, list[np.ndarray], dict[str, Any]], list[np.ndarray] | None]
@@ -152,16 +152,6 @@ def _constant_value(attributes: list[Any]) -> np.ndarray | None:
     return arr if arr.size <= FOLD_MAX_ELEMENTS and arr.dtype.kind in _NUMERIC else None
 
 
-def _static_shapes(fn: FunctionProto) -> dict[str, tuple[int, ...]]:
-    """The fully static shapes ``fn``'s value_info declares, by name."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for vi in fn.value_info:
-        t = value_type(vi)
-        if t is not None and t.shape is not None and all(type(d) is int for d in t.shape):
-            shapes[vi.name] = tuple(int(d) for d in t.shape if d is not None)
-    return shapes
-
-
 def _shape_of(shape: tuple[int, ...], attributes: list[Any]) -> np.ndarray:
     values = attribute_values(attributes)
     rank = len(shape)
@@ -170,44 +160,57 @@ def _shape_of(shape: tuple[int, ...], attributes: list[Any]) -> np.ndarray:
     return np.asarray(shape[start:end], dtype=np.int64)
 
 
-def fold_constants(
-    nodes: list[tuple[NodeProto, Fields]], fn: FunctionProto, fold: FoldFn
-) -> list[tuple[NodeProto, Fields]]:
-    """Replaces each node ``fold`` computes from constant inputs by a ``Constant`` node.
+def fold_node(
+    node: NodeProto,
+    op_type: str,
+    domain: str,
+    inputs: list[str],
+    known: dict[str, np.ndarray | NodeProto],
+    shapes: dict[str, tuple[int, ...]] | None,
+    fold: FoldFn,
+) -> NodeProto | None:
+    """The ``Constant`` node replacing ``node`` when ``fold`` computes it from constant
+    inputs, else None.
 
-    The constants are ``Constant`` nodes' values and earlier folds; ``Shape`` of a value
-    whose static shape ``fn.value_info`` declares folds too.
+    ``known`` maps the names of constants to their values, or to the ``Constant`` node
+    whose value is read only when a fold needs it (most constants feed no fold); a fold's
+    result is recorded. ``Shape`` of a value whose static shape ``shapes`` holds folds too.
+    ``inputs`` are ``node``'s inputs as the caller renamed them.
     """
-    known: dict[str, np.ndarray] = {}
-    shapes: dict[str, tuple[int, ...]] | None = None  # read when the first Shape comes
-    out: list[tuple[NodeProto, Fields]] = []
-    for item in nodes:
-        op_type, domain, inputs, outputs, attributes = item[1]
-        if not known and op_type != "Constant" and op_type != "Shape":
-            out.append(item)  # the common case: nothing constant to fold from
-            continue
-        if op_type == "Shape" and shapes is None:
-            shapes = _static_shapes(fn)
-        if op_type == "Constant" and not domain:
-            value = _constant_value(attributes)
-            if value is not None and len(outputs) == 1:
-                known[outputs[0]] = value
-            out.append(item)
-            continue
-        result: list[np.ndarray] | None = None
-        if len(outputs) != 1 or not outputs[0]:
-            pass
-        elif op_type == "Shape" and not domain and len(inputs) == 1 and shapes and inputs[0] in shapes:
-            result = [_shape_of(shapes[inputs[0]], attributes)]
-        elif inputs and all(i in known for i in inputs):
-            result = fold(op_type, domain, [known[i] for i in inputs], attribute_values(attributes))
-        if result is None or len(result) != 1 or result[0].size > FOLD_MAX_ELEMENTS:
-            out.append(item)
-            continue
-        known[outputs[0]] = result[0]
-        node = _constant_node(outputs[0], result[0])
-        out.append((node, ("Constant", "", [], list(node.output), list(node.attribute))))
-    return out
+    outputs: list[str] = getattr(node, "_output", [])
+    if len(outputs) != 1 or not outputs[0]:
+        return None
+    if op_type == "Constant" and not domain:
+        known[outputs[0]] = node  # read when a fold needs it
+        return None
+    result: list[np.ndarray] | None = None
+    if op_type == "Shape" and not domain and len(inputs) == 1 and shapes and inputs[0] in shapes:
+        result = [_shape_of(shapes[inputs[0]], getattr(node, "_attribute", []))]
+    elif inputs and all(i in known for i in inputs):
+        values: list[np.ndarray] = []
+        for name in inputs:
+            value = _value(known, name)
+            if value is None:
+                return None
+            values.append(value)
+        result = fold(op_type, domain, values, attribute_values(getattr(node, "_attribute", [])))
+    if result is None or len(result) != 1 or result[0].size > FOLD_MAX_ELEMENTS:
+        return None
+    known[outputs[0]] = result[0]
+    return _constant_node(outputs[0], result[0])
+
+
+def _value(known: dict[str, np.ndarray | NodeProto], name: str) -> np.ndarray | None:
+    """The value of constant ``name``, read from its ``Constant`` node on first use (None:
+    not a small numeric tensor, and ``name`` is forgotten)."""
+    value = known[name]
+    if isinstance(value, NodeProto):
+        array = _constant_value(getattr(value, "_attribute", []))
+        if array is None:
+            del known[name]
+            return None
+        known[name] = value = array
+    return value
 
 
 def _constant_node(name: str, value: np.ndarray) -> NodeProto:

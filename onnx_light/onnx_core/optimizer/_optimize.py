@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from .._proto import FunctionProto, NodeProto
-from ..gradient._fastpath import nodes_fields
-from ._fold import FoldFn, fold_constants, fold_numpy
-from ._simplify import Foreign, Nodes, deterministic_ops, eliminate_common, name_outputs, pinned_names, remove_dead
+from ._fold import FoldFn, fold_numpy
+from ._outputs import final_identities, name_outputs, remove_dead
+from ._simplify import Foreign, forward_sweep
 
 __all__ = ["optimize", "optimize_own"]
 
 
-def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> FunctionProto:
+def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy, output_identity: bool = False) -> FunctionProto:
     """Returns a smaller FunctionProto computing the same outputs as ``fn``.
 
     Every pass is one sweep over the nodes (linear in their number):
@@ -22,7 +22,9 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> Function
        and attributes; never for an op the spec calls non-deterministic, an op without a
        schema, or a node with a subgraph);
     3. each output produced by ``Identity(v)`` takes over ``v``'s name where it can, so the
-       outputs keep their names (``grad_<x>``) without the copy;
+       outputs keep their names without the copy; with ``output_identity`` instead, that
+       final ``Identity`` stays (DESIGN §3: it names each ``grad_<x>``), reading the value
+       itself, never another output or a copy of it;
     4. dead-node removal: nodes none of whose outputs is needed for ``fn``'s outputs.
 
     ``fn`` is not modified; the result shares the nodes it keeps unchanged with ``fn``.
@@ -31,31 +33,35 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy) -> Function
         fn: the function to optimize (nodes in topological order, as the pass emits them).
         fold: computes a node's outputs from constant inputs, or None when it does not
             fold it (see :func:`fold_numpy`, the default); None turns folding off.
+        output_identity: keep exactly one ``Identity`` producing each output that one
+            produces (what the gradient entry points return: ``grad_<x> = Identity(v)``).
 
     Returns:
         A FunctionProto with ``fn``'s name, domain, inputs, outputs, opset imports and
         value_info.
     """
-    return optimize_own(fn, None, fold=fold)
+    return optimize_own(fn, None, fold=fold, output_identity=output_identity)
 
 
-def optimize_own(fn: FunctionProto, foreign: Foreign, *, fold: FoldFn | None = fold_numpy) -> FunctionProto:
+def optimize_own(
+    fn: FunctionProto, foreign: Foreign, *, fold: FoldFn | None = fold_numpy, output_identity: bool = False
+) -> FunctionProto:
     """:func:`optimize` for a caller that owns ``fn``'s nodes but those whose ids ``foreign``
     holds (None: it owns none): the owned nodes are renamed in place instead of copied.
 
     The gradient entry points pass the ids of their source's nodes: the others are the
     pass's own new nodes, which nobody else holds.
     """
-    source = list(fn.node)
-    nodes: Nodes = list(zip(source, nodes_fields(source)))
     outputs = list(fn.output)
     opset = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
-    if fold is not None:
-        nodes = fold_constants(nodes, fn, fold)
-    pinned = pinned_names(nodes, outputs)
-    nodes = eliminate_common(nodes, pinned, deterministic_ops(opset), foreign)
-    rename = name_outputs(nodes, outputs, set(fn.input), pinned)
-    return _with_nodes(fn, remove_dead(nodes, outputs, rename, foreign))
+    pinned = set(outputs)
+    entries = forward_sweep(fn, pinned, opset, foreign, fold)
+    if output_identity:
+        entries = final_identities(entries, outputs, foreign)
+        rename: dict[str, str] = {}
+    else:
+        rename = name_outputs(entries, outputs, set(fn.input), pinned)
+    return _with_nodes(fn, remove_dead(entries, outputs, rename, foreign))
 
 
 #: a FunctionProto's field slots, and the unknown fields it keeps

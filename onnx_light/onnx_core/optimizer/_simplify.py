@@ -1,32 +1,44 @@
-"""Identity elimination, common-subexpression elimination and dead-node removal.
+"""Identity elimination, common-subexpression elimination, constant folding and dead-node
+removal, in one forward sweep and one backward sweep over the nodes.
 
-Each function is one sweep over the nodes, which are in topological order and define every
-value once (SSA, as ONNX requires). A value read by a node's subgraph (an If branch, a Loop
-body) is never renamed: the sweeps do not look into subgraphs, so such names stay as they are.
+The nodes are in topological order and define every value once (SSA, as ONNX requires). A
+value read by a node's subgraph (an If branch, a Loop body) is never renamed: the sweeps do
+not look into subgraphs, so such names stay as they are (pinned).
+
+Each node's fields are read once, by slot. An unset slot costs an exception to read, and
+the pass's nodes leave the empty domain and attribute list unset, so the attributes are
+read only where they matter: a ``Constant``, a node being folded, a second node with the
+same (op, inputs) as an earlier one, and ops that may carry a subgraph.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from typing import Any
 
-from .._proto import AttributeProto, NodeProto, TensorProto
-from ..gradient._fastpath import Fields, attribute_values, copy_node, has_subgraph, tensor_array
+import numpy as np
+
+from .._proto import AttributeProto, FunctionProto, NodeProto, TensorProto
+from ..gradient._fastpath import attribute_values, copy_node, has_subgraph, tensor_array
 from ..ops import get_schema as _get_schema
 from ..ops import has_schema
+from ._fold import FoldFn, fold_node
 
-__all__ = [
-    "Nodes",
-    "deterministic_ops",
-    "eliminate_common",
-    "name_outputs",
-    "pinned_names",
-    "remove_dead",
-    "subgraph_reads",
-]
+__all__ = ["Entry", "Foreign", "forward_sweep", "deterministic_ops", "subgraph_reads"]
 
 #: answers "may two nodes of (domain, op_type) with the same inputs and attributes be merged?"
 Deterministic = Callable[[str, str], bool]
+
+#: ids of the nodes a sweep must copy before renaming (None: all of them); the others are
+#: the caller's own (the gradient pass's new nodes) and are renamed in place
+Foreign = set[int] | None
+
+#: a kept node: (node, op_type, domain, inputs, outputs, names its subgraphs read or None)
+Entry = tuple[NodeProto, str, str, list[str], list[str], list[str] | None]
+
+_EMPTY: list[Any] = []
+_GRAPH_TYPES = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 
 
 def deterministic_ops(opset: dict[str, int]) -> Deterministic:
@@ -49,6 +61,15 @@ def _deterministic(domain: str, op_type: str, version: int) -> bool:
     return not _get_schema(op_type, version, domain).non_deterministic
 
 
+@functools.cache
+def _may_have_subgraph(domain: str, op_type: str, version: int) -> bool:
+    """False for a standard op whose schema declares no graph attribute (it may not carry
+    one); True for any other op (custom domains, ops unknown at ``version``)."""
+    if domain or not has_schema(op_type, version, domain):
+        return True
+    return any(a.type in _GRAPH_TYPES for a in _get_schema(op_type, version, domain).attributes.values())
+
+
 def subgraph_reads(node: NodeProto) -> list[str]:
     """Outer-scope names read by ``node``'s subgraph attributes (at any depth)."""
     names: list[str] = []
@@ -66,6 +87,10 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
     """The attributes as a hashable value, equal exactly when the attributes are (name,
     type and value; a tensor by dtype, shape and bytes); None for kinds not compared
     (graphs, lists of tensors), whose nodes are not merged."""
+    if not attributes:
+        return ()
+    if has_subgraph(attributes):
+        return None
     values = attribute_values(attributes)
     key: list[object] = []
     for a in sorted(attributes, key=lambda a: a.name):
@@ -84,155 +109,155 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
     return tuple(key)
 
 
-#: the nodes of a function, each with its fields (``_fastpath.node_fields``), read once
-Nodes = list[tuple[NodeProto, Fields]]
-
-
-def pinned_names(nodes: Nodes, outputs: Iterable[str]) -> set[str]:
-    """Names that keep their node: the function's outputs and what subgraphs read."""
-    pinned = set(outputs)
-    for node, fields in nodes:
-        attributes = fields[4]
-        if attributes and has_subgraph(attributes):
-            pinned.update(subgraph_reads(node))
-    return pinned
-
-
-#: ids of the nodes a sweep must copy before renaming (None: all of them); the others are
-#: the caller's own (the gradient pass's new nodes) and are renamed in place
-Foreign = set[int] | None
-
-
-def _renamed(
-    node: NodeProto, fields: Fields, inputs: list[str], outputs: list[str], foreign: Foreign
-) -> tuple[NodeProto, Fields]:
+def renamed(node: NodeProto, inputs: list[str], outputs: list[str] | None, foreign: Foreign) -> NodeProto:
+    """``node`` reading ``inputs`` (and writing ``outputs`` when given): a copy when
+    ``foreign`` is None or holds its id, else ``node`` itself, renamed in place."""
     if foreign is None or id(node) in foreign:
-        node = copy_node(node, outputs)
-    else:
+        node = copy_node(node, list(outputs if outputs is not None else getattr(node, "_output", _EMPTY)))
+    elif outputs is not None:
         setattr(node, "_output", outputs)  # noqa: B010  (the slot, as _fastpath sets it)
     setattr(node, "_input", inputs)  # noqa: B010
-    return node, (fields[0], fields[1], inputs, outputs, fields[4])
+    return node
 
 
-def eliminate_common(nodes: Nodes, pinned: set[str], deterministic: Deterministic, foreign: Foreign = None) -> Nodes:
-    """Drops ``Identity`` nodes and repeated computations, reading the first copy instead.
+class _Restart(Exception):
+    """A subgraph reads names an earlier node's elimination took away: sweep again with them pinned."""
 
-    An ``Identity`` or repeated node whose output is pinned (a function output, or read by a
-    subgraph) is kept, with its inputs renamed like any other node's. A renamed node is a
-    copy when ``foreign`` is None or holds its id, else renamed in place.
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+
+class _Sweep:
+    """The state of one forward sweep (see :func:`forward_sweep`)."""
+
+    def __init__(self, fn: FunctionProto, pinned: set[str], opset: dict[str, int], foreign: Foreign) -> None:
+        self.fn, self.pinned, self.opset, self.foreign = fn, pinned, opset, foreign
+        self.deterministic = deterministic_ops(opset)
+        self.alias: dict[str, str] = {}
+        #: (op, inputs, outputs) -> the first node's (node, outputs), or, once a second
+        #: node has that base, {(domain, attribute key): outputs}
+        self.seen: dict[tuple[object, ...], Any] = {}
+        self.known: dict[str, np.ndarray | NodeProto] = {}  # constants, for folding (see fold_node)
+        self.shapes: dict[str, tuple[int, ...]] | None = None
+
+    def subgraph(self, node: NodeProto, domain: str, op_type: str) -> list[str] | None:
+        """The outer names ``node``'s subgraphs read (None: it has none); raises _Restart
+        when one of them was eliminated. Called for the ops that may carry one."""
+        attributes = getattr(node, "_attribute", _EMPTY)
+        if not attributes or not has_subgraph(attributes):
+            return None
+        reads = subgraph_reads(node)
+        lost = {r for r in reads if r in self.alias}
+        if lost:
+            raise _Restart(lost)
+        self.pinned.update(reads)
+        return reads
+
+    def first_copy(self, base: tuple[object, ...], first: Any, node: NodeProto) -> list[str] | None:
+        """The outputs of an earlier node with ``base`` and the same domain and attributes
+        (None: this node is recorded instead). Reached only for a second node of a base."""
+        if type(first) is tuple:
+            first_node, first_outs = first
+            first_domain = getattr(first_node, "_domain", "")
+            table: dict[object, list[str]] = {}
+            key = _attribute_key(getattr(first_node, "_attribute", _EMPTY))
+            if key is not None:
+                table[(first_domain, key)] = first_outs
+            self.seen[base] = first = table
+        key = _attribute_key(getattr(node, "_attribute", _EMPTY))
+        if key is None:
+            return None
+        domain = getattr(node, "_domain", "")  # read here, not trusted from a fast sweep
+        outs = first.get((domain, key))
+        if outs is not None and self.deterministic(domain, str(base[0])):
+            return list(outs)
+        first.setdefault((domain, key), getattr(node, "_output", _EMPTY))
+        return None
+
+    def fold(self, node: NodeProto, op_type: str, domain: str, ins: list[str], fold: FoldFn) -> NodeProto | None:
+        """The ``Constant`` node replacing ``node`` when it folds (its value recorded)."""
+        if op_type == "Shape" and self.shapes is None:
+            self.shapes = static_shapes(self.fn)
+        return fold_node(node, op_type, domain, ins, self.known, self.shapes, fold)
+
+
+def forward_sweep(
+    fn: FunctionProto, pinned: set[str], opset: dict[str, int], foreign: Foreign, fold: FoldFn | None
+) -> list[Entry]:
+    """Folds constants, drops ``Identity`` nodes and repeated computations (reading the
+    first copy instead), in one sweep over ``fn``'s nodes; returns what is kept.
+
+    An ``Identity`` or repeated node whose output is in ``pinned`` (the function's outputs;
+    the sweep adds what subgraphs read) is kept, with its inputs renamed like any other
+    node's. Merged: same op, domain, inputs, output count and attributes, for ops the spec
+    knows and does not call non-deterministic; never a node with a subgraph.
     """
-    alias: dict[str, str] = {}
-    seen: dict[tuple[object, ...], _Firsts] = {}
-    merge: dict[tuple[str, str], bool] = {}  # deterministic(domain, op_type), asked once per op
-    kept: Nodes = []
-    for item in nodes:
-        op_type, domain, inputs, outs, attributes = item[1]
-        if alias and not alias.keys().isdisjoint(inputs):
-            inputs = [alias.get(i, i) for i in inputs]
-            item = _renamed(item[0], item[1], inputs, list(outs), foreign)
-        if op_type == "Identity" and not domain and len(inputs) == 1 and len(outs) == 1 and inputs[0]:
+    nodes = list(fn.node)
+    while True:
+        try:
+            return _forward(_Sweep(fn, pinned, opset, foreign), nodes, fold)
+        except _Restart as restart:  # rare: the renamed nodes still read equal values
+            pinned.update(restart.names)
+
+
+def _forward(state: _Sweep, nodes: list[NodeProto], fold: FoldFn | None) -> list[Entry]:
+    alias, seen, pinned, known, foreign = state.alias, state.seen, state.pinned, state.known, state.foreign
+    kept: list[Entry] = []
+    may_graph: dict[str, bool] = {}  # by default-domain op type: _may_have_subgraph
+    version = state.opset.get("", 0)
+    exact = any(state.opset)  # another domain is imported: read every node's
+    node: Any
+    for node in nodes:
+        try:  # set on every node the pass makes: plain slot reads
+            op_type: str = node._op_type
+            ins: list[str] = node._input
+            outs: list[str] = node._output
+        except AttributeError:  # (an unset slot: a decoded node without inputs, say)
+            op_type = getattr(node, "_op_type", "")
+            ins = getattr(node, "_input", _EMPTY)
+            outs = getattr(node, "_output", _EMPTY)
+        # an unset slot costs an exception to read: with only the default domain imported,
+        # the domain is read where it decides something (Identity, folds, merges)
+        domain: str = getattr(node, "_domain", "") if exact or op_type == "Identity" else ""
+        if alias and not alias.keys().isdisjoint(ins):
+            ins = [alias.get(i, i) for i in ins]
+            node = renamed(node, ins, None, foreign)
+        if op_type == "Identity" and not domain and len(ins) == 1 and len(outs) == 1 and ins[0]:
             if outs[0] not in pinned:
-                alias[outs[0]] = inputs[0]
+                alias[outs[0]] = ins[0]
                 continue
-            kept.append(item)
+            kept.append((node, op_type, domain, ins, outs, None))
             continue
-        ok = merge.get((domain, op_type))
-        if ok is None:
-            ok = merge[(domain, op_type)] = deterministic(domain, op_type)
-        if ok:
-            base = (op_type, domain, tuple(inputs), len(outs) if "" not in outs else tuple(bool(o) for o in outs))
-            first = _first_copy(seen, base, attributes, outs)
-            if first is not None and pinned.isdisjoint(outs):
-                alias.update((o, f) for o, f in zip(outs, first) if o)
-                continue
-        kept.append(item)
+        if fold is not None and (op_type == "Constant" or op_type == "Shape" or (ins and ins[0] in known)):
+            folded = state.fold(node, op_type, domain if exact else getattr(node, "_domain", ""), ins, fold)
+            if folded is not None:
+                node, op_type, domain, ins = folded, "Constant", "", _EMPTY
+        graphs = may_graph.get(op_type) if not domain else True
+        if graphs is None:
+            graphs = may_graph[op_type] = _may_have_subgraph("", op_type, version)
+        reads = state.subgraph(node, domain, op_type) if graphs else None
+        if reads is None:
+            base = (op_type, tuple(ins), len(outs) if "" not in outs else tuple(bool(o) for o in outs))
+            first = seen.get(base)
+            if first is None:
+                seen[base] = (node, outs)
+            else:
+                copy = state.first_copy(base, first, node)
+                if copy is not None and pinned.isdisjoint(outs):
+                    alias.update((o, f) for o, f in zip(outs, copy) if o)
+                    continue
+        kept.append((node, op_type, domain, ins, outs, reads))
     return kept
 
 
-#: what a CSE key's earlier nodes are: (attributes, outputs, attribute key or _UNKEYED)
-_Firsts = list[tuple[list[AttributeProto], list[str], object]]
-_UNKEYED = object()
+def static_shapes(fn: FunctionProto) -> dict[str, tuple[int, ...]]:
+    """The fully static shapes ``fn``'s value_info declares, by name."""
+    from ..gradient._fastpath import value_type
 
-
-def _first_copy(
-    seen: dict[tuple[object, ...], _Firsts], base: tuple[object, ...], attributes: list[AttributeProto], outs: list[str]
-) -> list[str] | None:
-    """The outputs of an earlier node with ``base`` (op, domain, inputs, outputs) and the
-    same attributes, or None (and this node is recorded). Attributes are compared only
-    when the rest agrees, so most nodes never build an attribute key."""
-    firsts = seen.get(base)
-    if firsts is None:
-        seen[base] = [(attributes, outs, _UNKEYED)]
-        return None
-    if attributes and has_subgraph(attributes):
-        return None  # never merged (nor recorded: its twin has the same subgraph)
-    key = _attribute_key(attributes) if attributes else b""
-    if key is not None:
-        for k, (other, other_outs, other_key) in enumerate(firsts):
-            if other_key is _UNKEYED:
-                other_key = _attribute_key(other) if other else b""
-                firsts[k] = (other, other_outs, other_key)
-            if other_key == key:
-                return other_outs
-    firsts.append((attributes, outs, key))
-    return None
-
-
-def name_outputs(nodes: Nodes, outputs: list[str], inputs: set[str], pinned: set[str]) -> dict[str, str]:
-    """Which outputs ``y = Identity(v)`` take ``v``'s name over: ``{v: y}``.
-
-    Done when ``v`` is computed by a node here (not a function input), is not itself an
-    output, is not read by a subgraph and no other output took it already. The output
-    Identities come last in the pass's results, so the producers are looked for from
-    the end, and the scan stops once every output's is found. :func:`remove_dead` applies
-    the renaming and drops those Identities.
-    """
-    wanted = set(outputs)
-    producer: dict[str, Fields] = {}
-    for _, fields in reversed(nodes):
-        if not wanted:
-            break
-        for o in fields[3]:
-            if o in wanted:
-                producer[o] = fields
-                wanted.discard(o)
-    rename: dict[str, str] = {}
-    for y in outputs:
-        found = producer.get(y)
-        if found is None:
-            continue
-        op_type, domain, ins, outs, _ = found
-        if op_type != "Identity" or domain or len(ins) != 1 or len(outs) != 1:
-            continue
-        v = ins[0]
-        if not v or v in inputs or v in pinned or v in rename:
-            continue  # (a name that is no input is some node's output: SSA)
-        rename[v] = y
-    return rename
-
-
-def remove_dead(
-    nodes: Nodes, outputs: list[str], rename: dict[str, str] | None = None, foreign: Foreign = None
-) -> list[NodeProto]:
-    """The nodes at least one of whose outputs is needed for ``outputs``, renamed by
-    ``rename`` (from :func:`name_outputs`: the Identity ``y = Identity(v)`` of each ``v -> y``
-    goes); a renamed node is a copy unless it is the caller's own (see ``Foreign``)."""
-    needed = set(outputs)
-    keep: list[NodeProto] = []
-    for node, fields in reversed(nodes):
-        ins, outs, attributes = fields[2], fields[3], fields[4]
-        if rename and not (rename.keys().isdisjoint(ins) and rename.keys().isdisjoint(outs)):
-            if fields[0] == "Identity" and len(ins) == 1 and rename.get(ins[0]) == outs[0]:
-                continue  # y = Identity(v): v is now called y
-            node, fields = _renamed(
-                node, fields, [rename.get(i, i) for i in ins], [rename.get(o, o) for o in outs], foreign
-            )
-            ins, outs = fields[2], fields[3]
-        if needed.isdisjoint(outs):
-            continue
-        keep.append(node)
-        needed.update(ins)
-        if attributes and has_subgraph(attributes):
-            needed.update(subgraph_reads(node))
-    keep.reverse()
-    return keep
+    shapes: dict[str, tuple[int, ...]] = {}
+    for vi in fn.value_info:
+        t = value_type(vi)
+        if t is not None and t.shape is not None and all(type(d) is int for d in t.shape):
+            shapes[vi.name] = tuple(int(d) for d in t.shape if d is not None)
+    return shapes

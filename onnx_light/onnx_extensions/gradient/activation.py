@@ -19,6 +19,10 @@ from ._table import elementwise, jvp_rule, no_grad, rule
 no_grad("", "Hardmax")
 
 
+#: TensorProto.FLOAT
+_FLOAT = 1
+
+
 def _c(ctx: GradContext, value: float) -> str:
     """A scalar constant of the input's type."""
     return ctx.const(float(value), like=ctx.input(0))
@@ -112,16 +116,24 @@ def _hard_sigmoid(ctx: GradContext, dy: str) -> str:
 
 
 def _hard_swish(ctx: GradContext, dy: str) -> str:
-    """Y = X * max(0, min(1, X/6 + 1/2)): dX = 0 for X < -3, dY for X > 3, dY * (X/3 + 1/2) between
-    (at the kinks PyTorch's one-sided choice: 0 at X = -3, 1 at X = 3).
+    """Y = X * H with H = HardSigmoid(X, 1/6, 1/2) = max(0, min(1, X/6 + 1/2)): dX = 0 for X < -3,
+    dY for X > 3, dY * (X/3 + 1/2) between (at the kinks PyTorch's one-sided choice: 0 at X = -3,
+    1 at X = 3).
 
-    One ``Mul`` of dY by the slope ``[|X| < 3] * (X/3 + 1/2) + [X >= 3]`` (masks, see ``_masks``).
+    In H: the slope is ``H + [|D| < 1/2] * D`` with ``D = H - 1/2`` (between, H + D = 2H - 1/2 =
+    X/3 + 1/2; outside, H is 0 or 1 and |D| = 1/2, also at the kinks), one ``Mul`` of dY by it:
+    eight elementwise nodes and one constant (a mask, see ``_masks``; no Where). H is one
+    HardSigmoid node in float32, a Clip of X/6 + 1/2 in the types onnxruntime's lacks.
     """
     x = ctx.input(0)
-    middle = ctx.op.Add(ctx.op.Div(x, _c(ctx, 3.0)), _c(ctx, 0.5))
-    inside = mask(ctx, ctx.op.Less(ctx.op.Abs(x), _c(ctx, 3.0)), x)
-    above = mask(ctx, ctx.op.GreaterOrEqual(x, _c(ctx, 3.0)), x)
-    return ctx.op.Mul(dy, ctx.op.Add(ctx.op.Mul(inside, middle), above))
+    half = _c(ctx, 0.5)
+    if ctx.dtype(x) == _FLOAT:
+        h = ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5)
+    else:  # onnxruntime's HardSigmoid is float32 only
+        h = ctx.op.Clip(ctx.op.Add(ctx.op.Div(x, _c(ctx, 6.0)), half), _c(ctx, 0.0), _c(ctx, 1.0))
+    d = ctx.op.Sub(h, half)
+    inside = mask(ctx, ctx.op.Less(ctx.op.Abs(d), half), x)
+    return ctx.op.Mul(dy, ctx.op.Add(h, ctx.op.Mul(inside, d)))
 
 
 def _gelu(ctx: GradContext, dy: str) -> str:
