@@ -334,9 +334,11 @@ constexpr int64_t BLOCK_FLOATS = 48 * 1024;  // packed panels of one pixel block
 // The work items of run_tiled: (sample, group, pixel block of nc, weight row chunk); K in
 // blocks of equal size kc <= t.kc.
 struct TiledPlan {
+    bool pointwise;  // 1x1, stride 1, no pads: the panels are plain copies of the input
     int64_t cg, mg, K, P, mblocks, kc, nc, pblocks, mchunks, items;
     TiledPlan(const TileKernel &t, const Shape &s, int threads)
-        : cg(s.c / s.group), mg(s.m / s.group), K(cg * s.kh * s.kw), P(s.oh * s.ow),
+        : pointwise(s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.oh == s.h && s.ow == s.w && !s.pt && !s.pl),
+          cg(s.c / s.group), mg(s.m / s.group), K(cg * s.kh * s.kw), P(s.oh * s.ow),
           mblocks((mg + t.mr - 1) / t.mr), kc((K + (K + t.kc - 1) / t.kc - 1) / ((K + t.kc - 1) / t.kc)),
           nc(std::min(std::max<int64_t>(1, BLOCK_FLOATS / kc / t.nr), (P + t.nr - 1) / t.nr) * t.nr),
           pblocks((P + nc - 1) / nc), mchunks(1) {
@@ -364,11 +366,14 @@ void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const S
     const bool relu = ep.tile_relu();
     for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
         const int64_t kc = std::min(q.kc, q.K - k0);
-        for (int64_t j = 0; j < panels; ++j)
-            if (pad)
-                t.pack_padded(gs, xp, pad->hp, pad->wp, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
-            else
-                t.pack(gs, xg, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
+        if (q.pointwise)
+            pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
+        else
+            for (int64_t j = 0; j < panels; ++j)
+                if (pad)
+                    t.pack_padded(gs, xp, pad->hp, pad->wp, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
+                else
+                    t.pack(gs, xg, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
         const bool first = k0 == 0, last = k0 + kc == q.K;
         for (int64_t mb = mb0; mb < mb1; ++mb) {
             const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
@@ -396,7 +401,7 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
     std::unique_ptr<float[]> cols(new float[threads * per]);
     // the whole input zero-bordered once (all samples and channels), when the ISA packs from it
     std::unique_ptr<PaddedPlanes> pad;
-    if (t.pack_padded && (s.sw == 1 || s.sw == 2)) {
+    if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
         pad->fill(s, x, s.n * s.c);
     }

@@ -67,6 +67,25 @@ struct PaddedPlanes {
     }
 };
 
+// A 1x1, stride-1, unpadded convolution's panels: rows [k0, k0 + kc) of the pixels
+// [p0, p0 + len) (P per input plane) as panels of nr (kc x nr each, zero past the last
+// pixel): plain copies, row by row so that each input row is read in order.
+inline void pack_pointwise(const float *x, int64_t P, int64_t k0, int64_t kc, int64_t p0, int64_t len, int64_t nr,
+                           float *cols) {
+    for (int64_t k = 0; k < kc; ++k) {
+        const float *src = x + (k0 + k) * P + p0;
+        for (int64_t j = 0; j < len; j += nr) {
+            float *dst = cols + (j / nr * kc + k) * nr;
+            if (j + nr <= len) {
+                for (int64_t t = 0; t < nr; ++t) dst[t] = src[j + t];
+            } else {
+                for (int64_t t = 0; t < len - j; ++t) dst[t] = src[j + t];
+                for (int64_t t = len - j; t < nr; ++t) dst[t] = 0.0f;
+            }
+        }
+    }
+}
+
 // One run of output pixels on the same output row: panel columns [j, j + len), output
 // row i, first output column j0.
 struct Run {
