@@ -7,6 +7,7 @@ same signature and results, so the package works (and is tested) both ways.
 
 from __future__ import annotations
 
+import contextvars
 import os
 from types import ModuleType
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "NATIVE",
     "EXTENSION",
     "RECURRENT",
+    "CONV_THREADS",
     "conv2d_native",
     "conv_epilogue_native",
     "gather_points",
@@ -121,6 +123,13 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 #: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
 #: ``avx2``; for tests and benchmarks on a machine that has both)
 CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
+#: the native convolution's thread count in this context (``InferenceSession``'s
+#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
+CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
+#: the extension's conv2d takes ``threads`` (an extension built before that option does not)
+_CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
+#: multiply-adds below which a convolution stays on one thread (starting one costs ~30 us)
+_THREADED_MACS = 1 << 21
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
@@ -224,6 +233,10 @@ def conv2d_native(
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
+    threads = CONV_THREADS.get()
+    extra: dict[str, int] = {}
+    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * x.shape[2] * x.shape[3] >= _THREADED_MACS:
+        extra["threads"] = threads
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
         np.ascontiguousarray(w),
@@ -241,6 +254,7 @@ def conv2d_native(
         a,
         b_act,
         None if residual is None else np.ascontiguousarray(residual),
+        **extra,
     )
     return y[:, :, 0, :] if nd == 1 else y
 
