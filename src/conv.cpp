@@ -301,9 +301,8 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
     std::vector<PaddedPlanes> pads;  // one bordered buffer per worker
     for (int t = 0; t < threads; ++t) pads.emplace_back(s, 1, vr * 16 * s.sw + (s.kw - 1) * s.dw + 16, true);
-    parallel(threads, [&](int tid) {
-        for (int64_t i = tid * planes / threads; i < (tid + 1) * planes / threads; ++i)
-            depthwise_run_plane(s, pads[tid], x, w, bias, ep, y, i / s.c, i % s.c);
+    parallel_items(threads, planes, [&](int worker, int64_t i) {
+        depthwise_run_plane(s, pads[worker], x, w, bias, ep, y, i / s.c, i % s.c);
     });
 }
 
@@ -405,10 +404,8 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
         pad->fill(s, x, s.n * s.c);
     }
-    parallel(threads, [&](int tid) {
-        // contiguous shares: neighbouring pixel blocks and weight chunks stay on one core
-        for (int64_t i = tid * q.items / threads; i < (tid + 1) * q.items / threads; ++i)
-            tiled_item(t, q, s, gs, x, pad.get(), w, bias, ep, y, i, cols.get() + tid * per);
+    parallel_items(threads, q.items, [&](int worker, int64_t i) {
+        tiled_item(t, q, s, gs, x, pad.get(), w, bias, ep, y, i, cols.get() + worker * per);
     });
 }
 

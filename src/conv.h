@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -133,26 +136,59 @@ struct TileKernel {
     static int64_t padded_width(const Shape &s) { return (s.ow + 16) * s.sw + (s.kw - 1) * s.dw + 16; }
 };
 
-// fn(t) for t < threads: t = 0 on the calling thread, the others each on a std::thread
-// (joined before returning); a thread the system refuses runs its share on the caller.
+// fn(worker, i) for every i < items, on the calling thread (worker 0) and up to threads - 1
+// helper std::threads (workers 1, 2, ...) that claim items from a shared counter. The caller
+// returns when every item is done, not when the helpers have started: on a busy machine a
+// helper the scheduler has not run yet finds no item left and exits without touching the
+// caller's data (it only holds the shared counter), so a second thread never costs more
+// than starting it. A helper the system refuses to start is left out.
 template <class Fn>
-void parallel(int threads, const Fn &fn) {
-    std::vector<std::thread> pool;
-    int t = 1;
-    try {
-        for (; t < threads; ++t) pool.emplace_back(fn, t);
-    } catch (const std::system_error &) {
-        for (int u = t; u < threads; ++u) fn(u);
+void parallel_items(int threads, int64_t items, const Fn &fn) {
+    struct State {
+        std::atomic<int64_t> next{0}, done{0};
+        int64_t items = 0;
+        const Fn *fn = nullptr;  // valid while done < items
+        std::mutex mutex;
+        std::condition_variable finished;
+        // claims and runs items; true when this call finished the last one
+        bool work(int worker) {
+            bool last = false;
+            for (int64_t i; (i = next.fetch_add(1)) < items;) {
+                (*fn)(worker, i);
+                last = done.fetch_add(1) + 1 == items;
+            }
+            return last;
+        }
+    };
+    if (threads <= 1 || items <= 1) {
+        for (int64_t i = 0; i < items; ++i) fn(0, i);
+        return;
     }
-    fn(0);
-    for (auto &th : pool) th.join();
+    auto state = std::make_shared<State>();
+    state->items = items;
+    state->fn = &fn;
+    for (int t = 1; t < threads; ++t) {
+        try {
+            std::thread([state, t] {
+                if (state->work(t)) {
+                    std::lock_guard<std::mutex> lock(state->mutex);
+                    state->finished.notify_all();
+                }
+            }).detach();
+        } catch (const std::system_error &) {
+            break;
+        }
+    }
+    state->work(0);
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->finished.wait(lock, [&] { return state->done.load() == items; });
 }
 
 // Conv(x, w, bias) + epilogue with `kernel`'s register tile (BLIS-style blocking): for each
 // sample, group and block of output pixels, K in kc blocks; each kc block of the pixel
 // panels is packed once (kc x nr per panel, the block's panels together in L2) and every
-// block of mr weight rows runs over all of them (its kc x mr weights stay in L1). `threads` split
-// the (sample, group, pixel block) items, and the weight rows when those are few.
+// block of mr weight rows runs over all of them (its kc x mr weights stay in L1). `threads`
+// share the (sample, group, pixel block) items, and the weight rows when those are few.
 void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const float *w, const float *bias,
                const Epilogue &ep, float *y, int threads);
 
