@@ -115,8 +115,8 @@ AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, in
 // C[r, 0:cols] (+)= sum_k A[r * lda + k] * B[k * NR + 0:cols] for r < rows (B a packed
 // panel; rows past `rows` read the last row and are dropped). `first` adds bias[r] instead
 // of reading C; `relu` clamps at zero when storing.
-AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, float *C, int64_t ldc, int64_t rows,
-                      int64_t cols, const float *bias, bool first, bool relu) {
+AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *, float *C, int64_t ldc,
+                      int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
     const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
     const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
     const float *a_row[MR];
@@ -329,6 +329,7 @@ void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 namespace {
 
 constexpr int64_t BLOCK_FLOATS = 48 * 1024;  // packed panels of one pixel block: 192 KiB, half an L2
+constexpr int64_t MAX_KC = 512, MAX_PANELS = BLOCK_FLOATS / 16 + 1;  // bounds of TileKernel::kc and of nc / nr
 
 // The work items of run_tiled: (sample, group, pixel block of nc, weight row chunk); K in
 // blocks of equal size kc <= t.kc.
@@ -363,23 +364,39 @@ void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const S
     const float *gbias = bias ? bias + g * q.mg : nullptr;
     float *yg = y + (n * s.m + g * q.mg) * q.P + p0;
     const bool relu = ep.tile_relu();
+    // panels of nr pixels on one output row are read in place from the bordered input (stride
+    // 1): origin[j] is panel j's first cell, null for a packed panel
+    const float *origin[MAX_PANELS];
+    for (int64_t j = 0; j < panels; ++j) {
+        const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
+        const bool in_place = t.direct && pad && s.sw == 1 && j0 + t.nr <= s.ow && p + t.nr <= q.P;
+        origin[j] = in_place ? xp + i * s.sh * pad->wp + j0 : nullptr;
+    }
+    int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered planes
     for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
         const int64_t kc = std::min(q.kc, q.K - k0);
-        if (q.pointwise)
+        if (q.pointwise) {
             pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
-        else
+        } else {
             for (int64_t j = 0; j < panels; ++j)
-                if (pad)
+                if (pad && !origin[j])
                     t.pack_padded(gs, xp, pad->hp, pad->wp, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
-                else
+                else if (!pad)
                     t.pack(gs, xg, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
+            if (pad) pad->tap_offsets(s, k0, kc, koff);
+        }
         const bool first = k0 == 0, last = k0 + kc == q.K;
         for (int64_t mb = mb0; mb < mb1; ++mb) {
             const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
-            for (int64_t j = 0; j < panels; ++j)
-                t.tile(kc, wg + mb * t.mr * q.K + k0, q.K, cols + j * kc * t.nr, yg + mb * t.mr * q.P + j * t.nr, q.P,
-                       rows, std::min(t.nr, len - j * t.nr), gbias ? gbias + mb * t.mr : nullptr, first,
-                       relu && last);
+            const float *A = wg + mb * t.mr * q.K + k0, *mbias = gbias ? gbias + mb * t.mr : nullptr;
+            for (int64_t j = 0; j < panels; ++j) {
+                float *C = yg + mb * t.mr * q.P + j * t.nr;
+                const int64_t ncols = std::min(t.nr, len - j * t.nr);
+                if (origin[j])
+                    t.direct(kc, A, q.K, origin[j], koff, C, q.P, rows, ncols, mbias, first, relu && last);
+                else
+                    t.tile(kc, A, q.K, cols + j * kc * t.nr, nullptr, C, q.P, rows, ncols, mbias, first, relu && last);
+            }
         }
     }
     if (ep.post())  // the residual and activation while the block's rows are still in cache

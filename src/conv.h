@@ -68,6 +68,12 @@ struct PaddedPlanes {
                 std::memcpy(buf.get() + (c * hp + i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
         return buf.get();
     }
+    // offsets in the filled planes of weight rows k0 .. k0 + kc - 1 = (c, a, b): tap (a, b) of plane c
+    void tap_offsets(const Shape &s, int64_t k0, int64_t kc, int64_t *koff) const {
+        const int64_t kk = s.kh * s.kw;
+        for (int64_t k = k0; k < k0 + kc; ++k)
+            koff[k - k0] = (k / kk) * hp * wp + ((k % kk) / s.kw) * s.dh * wp + (k % s.kw) * s.dw;
+    }
 };
 
 // A 1x1, stride-1, unpadded convolution's panels: rows [k0, k0 + kc) of the pixels
@@ -116,11 +122,11 @@ inline void copy_strided(const float *row, int64_t first, int64_t len, int64_t s
 
 // One ISA's register tile: C[r, 0:cols] (+)= sum_k A[r * lda + k] * B[k][0:cols] for r < rows,
 // where A holds rows of the weights as they are (no packing: each row is read in order) and B
-// is a packed panel of nr pixels (nr floats per row k); `first` adds bias[r] instead of
-// reading C, `relu` clamps at zero when storing.
+// is a packed panel of nr pixels (nr floats per row k; koff unused); `first` adds bias[r]
+// instead of reading C, `relu` clamps at zero when storing.
 struct TileKernel {
-    using Tile = void (*)(int64_t kc, const float *A, int64_t lda, const float *B, float *C, int64_t ldc,
-                          int64_t rows, int64_t cols, const float *bias, bool first, bool relu);
+    using Tile = void (*)(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                          int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu);
     int64_t mr, nr, kc;  // tile rows and columns, reduction block
     Tile tile;
     // rows [k0, k0 + kc) of the packed panel of the nr pixels from p0 (zeros where a tap
@@ -132,6 +138,9 @@ struct TileKernel {
     // null: `pack` always
     void (*pack_padded)(const Shape &s, const float *xp, int64_t hp, int64_t wp, int64_t k0, int64_t kc, int64_t p0,
                         float *cols) = nullptr;
+    // `tile` reading row k of the panel at B + koff[k] in the bordered input (nr cells of one
+    // output row, stride 1) instead of a packed panel; null: always packed
+    Tile direct = nullptr;
     // the padded width pack_padded reads: every window plus a 16-column spill per run
     static int64_t padded_width(const Shape &s) { return (s.ow + 16) * s.sw + (s.kw - 1) * s.dw + 16; }
 };

@@ -33,19 +33,22 @@ AVX2 inline __m256 evens(__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// C[r, 0:cols] (+)= sum_k A[r * lda + k] * B[k * NR + 0:cols] for r < rows (B a packed
-// panel; rows past `rows` read the last row and are dropped). `first` adds bias[r] instead
+// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < rows, row k of the pixel panel
+// Bk = B + k * NR (packed) or, Direct, B + koff[k] (16 pixels of one output row read in
+// place from the bordered input); rows past `rows` read the last row and are dropped. `first` adds bias[r] instead
 // of reading C; `relu` clamps at zero when storing. 12 accumulators + 2 panel vectors + 1
 // weight = 15 of the 16 ymm registers.
-AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, float *C, int64_t ldc, int64_t rows,
-                    int64_t cols, const float *bias, bool first, bool relu) {
+template <bool Direct>
+AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                    int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
     const float *a_row[MR];
     for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-        const __m256 b0 = _mm256_loadu_ps(B + k * NR), b1 = _mm256_loadu_ps(B + k * NR + 8);
+        const float *row = Direct ? B + koff[k] : B + k * NR;
+        const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < MR; ++r) {
             const __m256 a = _mm256_broadcast_ss(a_row[r] + k);
@@ -331,7 +334,7 @@ AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y, threads);
-    static const TileKernel kernel{MR, NR, KC, tile_6x16, pack_cols, epilogue8, pack_padded};
+    static const TileKernel kernel{MR, NR, KC, tile_6x16<false>, pack_cols, epilogue8, pack_padded, tile_6x16<true>};
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
