@@ -1,14 +1,18 @@
 """2-D float32 convolutions on common geometries: the native kernel, the numpy twin, the
 runtime's choice between them, and onnxruntime, one thread each, in one process.
 
-The geometries are those of ResNet-50 (stem, bottleneck 1x1 and 3x3, strided 3x3, the
-7x7 stage), a MobileNet depthwise layer (stride 1 and 2), a batch-8 3x3, and the two
-convolutions of ``bench_runtime.py``'s CNN. The native kernel is ``src/conv.cpp``
-(AVX-512); the numpy twin is im2col + one batched matmul (OpenBLAS, one thread);
-``runtime`` is the ``Conv`` kernel, which picks one of them (``_native_conv_pays``).
-Medians of ``--runs`` alternating calls; every result is checked against onnxruntime.
+The geometries are the layers holding most of the FLOPs of ``bench_real_models.py``'s
+ResNet-18 and MobileNetV3 (``--shapes models``), then those of ResNet-50 (stem, bottleneck
+1x1 and 3x3, strided 3x3, the 7x7 stage), a MobileNet depthwise layer (stride 1 and 2), a
+batch-8 3x3, and the two convolutions of ``bench_runtime.py``'s CNN (``--shapes common``).
+The native kernel is ``src/conv.cpp`` (AVX-512) or ``src/conv_avx2.cpp`` (AVX2), on one
+thread and on ``--threads`` (wall clock); the numpy twin is im2col + one batched matmul
+(OpenBLAS, one thread); ``runtime`` is the ``Conv`` kernel, which picks one of them
+(``_native_conv_pays``). Medians of ``--runs`` alternating calls (``--clock cpu``: this
+thread's CPU time, steadier on a shared machine), with GFLOP/s; every result is checked
+against onnxruntime.
 
-    PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15]
+    PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15] [--clock cpu] [--shapes models] [--only r18]
 
 The AVX2 kernel on an AVX-512 machine, against OpenBLAS's AVX2 (Haswell) GEMM:
 
