@@ -1,14 +1,18 @@
 """2-D float32 convolutions on common geometries: the native kernel, the numpy twin, the
 runtime's choice between them, and onnxruntime, one thread each, in one process.
 
-The geometries are those of ResNet-50 (stem, bottleneck 1x1 and 3x3, strided 3x3, the
-7x7 stage), a MobileNet depthwise layer (stride 1 and 2), a batch-8 3x3, and the two
-convolutions of ``bench_runtime.py``'s CNN. The native kernel is ``src/conv.cpp``
-(AVX-512); the numpy twin is im2col + one batched matmul (OpenBLAS, one thread);
-``runtime`` is the ``Conv`` kernel, which picks one of them (``_native_conv_pays``).
-Medians of ``--runs`` alternating calls; every result is checked against onnxruntime.
+The geometries are the layers holding most of the FLOPs of ``bench_real_models.py``'s
+ResNet-18 and MobileNetV3 (``--shapes models``), then those of ResNet-50 (stem, bottleneck
+1x1 and 3x3, strided 3x3, the 7x7 stage), a MobileNet depthwise layer (stride 1 and 2), a
+batch-8 3x3, and the two convolutions of ``bench_runtime.py``'s CNN (``--shapes common``).
+The native kernel is ``src/conv.cpp`` (AVX-512) or ``src/conv_avx2.cpp`` (AVX2), on one
+thread and on ``--threads`` (wall clock); the numpy twin is im2col + one batched matmul
+(OpenBLAS, one thread); ``runtime`` is the ``Conv`` kernel, which picks one of them
+(``_native_conv_pays``). Medians of ``--runs`` alternating calls (``--clock cpu``: this
+thread's CPU time, steadier on a shared machine), with GFLOP/s; every result is checked
+against onnxruntime.
 
-    PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15]
+    PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15] [--clock cpu] [--shapes models] [--only r18]
 
 The AVX2 kernel on an AVX-512 machine, against OpenBLAS's AVX2 (Haswell) GEMM:
 
@@ -40,6 +44,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from onnx_light.runtime import _native  # noqa: E402
 from onnx_light.runtime.kernels.conv import _conv_im2col, conv  # noqa: E402
 
+#: the clock of a sample (``--clock``): wall time, or this thread's CPU time (steadier when the
+#: machine is shared; the multi-threaded column is then meaningless)
+CLOCK: Callable[[], float] = time.perf_counter
+
 # name, batch, in channels, size, out channels, kernel, stride, pad, group
 SHAPES = [
     ("resnet stem 7x7/2", 1, 3, 224, 64, 7, 2, 3, 1),
@@ -53,6 +61,25 @@ SHAPES = [
     ("batch 8 3x3 28", 8, 64, 28, 128, 3, 1, 1, 1),
     ("bench cnn conv1", 16, 3, 64, 32, 3, 1, 1, 1),
     ("bench cnn conv2", 16, 32, 32, 64, 3, 1, 1, 1),
+]
+# the layers of bench_real_models.py's ResNet-18 and MobileNetV3 that hold most of their FLOPs
+MODEL_SHAPES = [
+    ("r18 3x3 64 @56", 1, 64, 56, 64, 3, 1, 1, 1),
+    ("r18 3x3 128 @28", 1, 128, 28, 128, 3, 1, 1, 1),
+    ("r18 3x3 256 @14", 1, 256, 14, 256, 3, 1, 1, 1),
+    ("r18 3x3 512 @7", 1, 512, 7, 512, 3, 1, 1, 1),
+    ("r18 stem 7x7/2", 1, 3, 224, 64, 7, 2, 3, 1),
+    ("r18 3x3/2 64->128", 1, 64, 56, 128, 3, 2, 1, 1),
+    ("r18 3x3/2 256->512", 1, 256, 14, 512, 3, 2, 1, 1),
+    ("r18 1x1/2 64->128", 1, 64, 56, 128, 1, 2, 0, 1),
+    ("mb3 1x1 96->576 @7", 1, 96, 7, 576, 1, 1, 0, 1),
+    ("mb3 stem 3x3/2", 1, 3, 224, 16, 3, 2, 1, 1),
+    ("mb3 1x1 576->96 @7", 1, 576, 7, 96, 1, 1, 0, 1),
+    ("mb3 1x1 40->240 @14", 1, 40, 14, 240, 1, 1, 0, 1),
+    ("mb3 1x1 16->72 @56", 1, 16, 56, 72, 1, 1, 0, 1),
+    ("mb3 dw 5x5 240 @14", 1, 240, 14, 240, 5, 1, 2, 240),
+    ("mb3 dw 5x5 576 @7", 1, 576, 7, 576, 5, 1, 2, 576),
+    ("mb3 dw 3x3/2 72 @56", 1, 72, 56, 72, 3, 2, 1, 72),
 ]
 
 
@@ -71,8 +98,8 @@ def _ort_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, s: int, p: int, g: in
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int) -> str:
-    """One table row: median times of the four convolutions of one geometry."""
+def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int, threads: int) -> str:
+    """One table row: median times of the five convolutions of one geometry."""
     name, n, c, size, m, k, s, p, g = shape
     x = rng.standard_normal((n, c, size, size)).astype(np.float32)
     w = (rng.standard_normal((m, c // g, k, k)) * 0.1).astype(np.float32)
@@ -81,39 +108,59 @@ def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int) -> str:
     native, isa = _native.EXTENSION.conv2d, _native.CONV_ISA  # type: ignore[union-attr]
     fns: dict[str, Callable[[], Any]] = {
         "native": lambda: native(x, w, b, s, s, 1, 1, p, p, p, p, g, False, isa),
+        f"native {threads}t": (
+            (lambda: native(x, w, b, s, s, 1, 1, p, p, p, p, g, False, isa, threads=threads))
+            if getattr(_native, "_CONV_TAKES_THREADS", False)
+            else (lambda: None)  # an extension built before the option: no such column
+        ),
         "numpy": lambda: _conv_im2col(x, w, b, [s, s], [1, 1], [p, p], [p, p], g),
         "runtime": lambda: conv(x, w, b, pads=[p] * 4, strides=[s, s], group=g),
         "ort": lambda: sess.run(None, {"x": x})[0],
     }
     want = fns["ort"]()
-    for key in ("native", "numpy", "runtime"):
+    for key in [k for k in fns if k != "ort" and (k != f"native {threads}t" or fns[k]() is not None)]:
         np.testing.assert_allclose(fns[key](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=key)
     times: dict[str, list[float]] = {key: [] for key in fns}
     for _ in range(runs):
         for key, fn in fns.items():
-            start = time.perf_counter()
+            start = CLOCK()
             fn()
-            times[key].append(time.perf_counter() - start)
+            times[key].append(CLOCK() - start)
     med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
     pays = _native._native_conv_pays(x.shape, w.shape, [s, s], [1, 1], [p, p], [p, p], g)
+    oh = (size + 2 * p - k) // s + 1
+    gflop = 2 * n * m * (c // g) * k * k * oh * oh / 1e9
     return (
-        f"| {name} | {med['native']:.2f} ms | {med['numpy']:.2f} ms | {med['runtime']:.2f} ms "
-        f"({'native' if pays else 'numpy'}) | {med['ort']:.2f} ms | {med['runtime'] / med['ort']:.2f}x |"
+        f"| {name} | {gflop * 1e3:.1f} | {med['native']:.2f} ms ({gflop / med['native'] * 1e3:.0f}) "
+        f"| {med[f'native {threads}t']:.2f} ms | {med['numpy']:.2f} ms | {med['runtime']:.2f} ms "
+        f"({'native' if pays else 'numpy'}) | {med['ort']:.2f} ms ({gflop / med['ort'] * 1e3:.0f}) "
+        f"| {med['native'] / med['ort']:.2f}x | {med['runtime'] / med['ort']:.2f}x |"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=2, help="the native kernel's threads in the 'native Nt' column")
+    parser.add_argument("--shapes", choices=("all", "models", "common"), default="all")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: this thread's CPU time")
+    parser.add_argument("--only", default="", help="only the geometries whose name contains this")
     args = parser.parse_args()
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
     if not _native.CONV2D:
         sys.exit("the native conv2d is not available (extension not built, or no AVX-512F / AVX2)")
     print(f"# native kernel: {_native.CONV_ISA}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
-    print("| geometry | native | numpy | runtime (choice) | onnxruntime | runtime / ORT |")
-    print("|---|---|---|---|---|---|")
+    print(
+        f"| geometry | MFLOP | native (GFLOP/s) | native {args.threads} threads (wall) | numpy | runtime (choice) "
+        "| onnxruntime (GFLOP/s) | native / ORT | runtime / ORT |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    for shape in SHAPES:
-        print(measure(shape, rng, args.runs), flush=True)
+    shapes = {"all": MODEL_SHAPES + SHAPES, "models": MODEL_SHAPES, "common": SHAPES}[args.shapes]
+    for shape in shapes:
+        if args.only in shape[0]:
+            print(measure(shape, rng, args.runs, args.threads), flush=True)
 
 
 if __name__ == "__main__":

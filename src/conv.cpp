@@ -1,17 +1,18 @@
-// 2-D convolution for float32 NCHW tensors: im2col packed one panel of NR output
+// 2-D convolution for float32 NCHW tensors: im2col packed one kc x NR panel of output
 // pixels at a time, multiplied by the packed weights in an 8 x 32 register-blocked
 // AVX-512 kernel, with the bias and an optional ReLU applied as the tile is stored.
 //
 // For one sample n and group g, with K = C/g * kh * kw and P = oh * ow:
 //     y[n, g*Mg + m, p] = bias[g*Mg + m] + sum_k W[g*Mg + m, k] * cols[k, p]
 //     cols[(c, a, b), (i, j)] = x[n, g*Cg + c, i*sh + a*dh - pt, j*sw + b*dw - pl]   (0 outside)
-// The cols panel (K x NR) stays in L1/L2 while every row block of W runs over it, so
-// the full im2col matrix is never written. The pure-Python twin is the numpy im2col +
+// The driver (run_tiled) blocks like a BLIS GEMM: the panels of a block of pixels are
+// packed once per kc rows of K and stay in L2 while every row block of W (kc x MR, in L1)
+// runs over all of them, so the full im2col matrix is never written and each weight is
+// read from memory once per pixel block. The pure-Python twin is the numpy im2col +
 // matmul kernel in onnx_light/runtime/kernels/conv.py; this one runs when the CPU has
-// AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those.
-// Stride-1 columns are not even packed: the kernel reads the taps' rows of the (padded)
-// input in place, 32 outputs of one output row at a time. Depthwise weights (one input
-// channel per group) take their own loop (depthwise_run), one FMA per tap per vector.
+// AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
+// weights (one input channel per group) take their own loop (depthwise_run), one FMA per
+// tap per vector. Both split their work over `threads` std::threads when asked.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -41,7 +42,7 @@ namespace {
 
 constexpr int64_t MR = 8;    // output channels per register tile
 constexpr int64_t NR = 32;   // output pixels per register tile (two 16-float vectors)
-constexpr int64_t KC = 384;  // reduction block: a K x NR panel of 48 KiB at most
+constexpr int64_t KC = 256;  // reduction block: 8 KiB of weights per row block, 32 KiB per panel
 
 using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -111,31 +112,23 @@ AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, in
     }
 }
 
-// C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows, where row k of the pixel
-// panel Bk is B + k * NR (a packed panel) or, when `koff` is given, B + koff[k] (read in
-// place from the padded input). `first` adds bias[r] instead of reading C; `relu` clamps
-// at zero when storing.
-template <bool Direct>
-AVX512 void tile_8x32(int64_t kc, const float *A, const float *B, const int64_t *koff, float *C, int64_t ldc,
+// C[r, 0:cols] (+)= sum_k A[r * lda + k] * B[k * NR + 0:cols] for r < rows (B a packed
+// panel; rows past `rows` read the last row and are dropped). `first` adds bias[r] instead
+// of reading C; `relu` clamps at zero when storing.
+AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *, float *C, int64_t ldc,
                       int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
     const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
     const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+    const float *a_row[MR];
+    for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
     __m512 acc[MR][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-        __m512 b0, b1;
-        if constexpr (Direct) {
-            const float *row = B + koff[k];
-            b0 = _mm512_maskz_loadu_ps(m0, row);
-            b1 = _mm512_maskz_loadu_ps(m1, row + 16);
-        } else {
-            b0 = _mm512_loadu_ps(B + k * NR);
-            b1 = _mm512_loadu_ps(B + k * NR + 16);
-        }
+        const __m512 b0 = _mm512_loadu_ps(B + k * NR), b1 = _mm512_loadu_ps(B + k * NR + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
-            const __m512 a = _mm512_set1_ps(A[k * MR + r]);
+            const __m512 a = _mm512_set1_ps(a_row[r][k]);
             acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
         }
@@ -270,38 +263,47 @@ AVX512 inline void depthwise_rows(const Shape &s, const float *plane, int64_t wp
         depthwise_block<1, 8, S>(s, plane, wp, k, start, out, i, 1, jb, std::min<int64_t>(8, (s.ow - jb + 15) / 16), relu);
 }
 
+// The output planes of input plane c of sample n (`pad` this worker's bordered buffer).
+AVX512 void depthwise_run_plane(const Shape &s, PaddedPlanes &pad, const float *x, const float *w, const float *bias,
+                                const Epilogue &ep, float *y, int64_t n, int64_t c) {
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
+    const int64_t vr = (s.ow + 15) / 16;  // vectors per output row
+    const bool relu = ep.tile_relu(), post = ep.post();
+    const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
+    for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
+        const float *k = w + m * taps;
+        float *out = y + (n * s.m + m) * P;
+        const __m512 start = _mm512_set1_ps(bias ? bias[m] : 0.0f);
+        const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
+        for (int64_t i = 0; i < s.oh; i += R) {
+            const int64_t rows = std::min(R, s.oh - i);
+            if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+            else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+            else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+            if (post)
+                for (int64_t r = i; r < i + rows; ++r) {
+                    float *row = out + r * s.ow;
+                    epilogue16(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
+                }
+        }
+    }
+}
+
 // Depthwise weights (one input channel per group, `mult` output channels each): every
 // output plane is its input plane filtered by one kh x kw kernel. Each input plane is
 // copied into the middle of a zero-bordered buffer (borders zeroed once), so every tap
 // is an unmasked load (stride 1), two loads and a permute (stride 2) or a gather. Rows of
 // up to 16 columns go 8 at a time, of 32 four, of 64 two; wider rows 128 columns at a time.
 AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                          float *y) {
-    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
-    const int64_t vr = (s.ow + 15) / 16;  // vectors per output row
-    PaddedPlanes pad(s, 1, vr * 16 * s.sw + (s.kw - 1) * s.dw + 16, true);
-    const bool relu = ep.tile_relu(), post = ep.post();
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t c = 0; c < s.c; ++c) {
-            const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
-            for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
-                const float *k = w + m * taps;
-                float *out = y + (n * s.m + m) * P;
-                const __m512 start = _mm512_set1_ps(bias ? bias[m] : 0.0f);
-                const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
-                for (int64_t i = 0; i < s.oh; i += R) {
-                    const int64_t rows = std::min(R, s.oh - i);
-                    if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-                    else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-                    else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-                    if (post)
-                        for (int64_t r = i; r < i + rows; ++r) {
-                            float *row = out + r * s.ow;
-                            epilogue16(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
-                        }
-                }
-            }
-        }
+                          float *y,
+                          int threads) {
+    const int64_t planes = s.n * s.c, vr = (s.ow + 15) / 16;
+    threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+    std::vector<PaddedPlanes> pads;  // one bordered buffer per worker
+    for (int t = 0; t < threads; ++t) pads.emplace_back(s, 1, vr * 16 * s.sw + (s.kw - 1) * s.dw + 16, true);
+    parallel_items(threads, planes, [&](int worker, int64_t i) {
+        depthwise_run_plane(s, pads[worker], x, w, bias, ep, y, i / s.c, i % s.c);
+    });
 }
 
 }  // namespace
@@ -311,70 +313,117 @@ AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int6
 }
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                       float *y) {
+                       float *y, int threads) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
-    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y);
-    // in-place reads mask the tile's tail columns: no widened input
-    static const TileKernel kernel{MR, NR, KC, false, tile_8x32<true>, tile_8x32<false>, pack_cols, epilogue16};
-    run_tiled(kernel, s, x, w, bias, ep, y);
+    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
+    static const TileKernel kernel{MR, NR, KC, tile_8x32, pack_cols, epilogue16};
+    run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
 }  // namespace
-void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *) {}
+void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int) {}
 void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
-void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias,
-               const Epilogue &ep, float *y) {
-    const bool relu = ep.tile_relu(), post = ep.post();
-    const int64_t cg = s.c / s.group, mg = s.m / s.group;
-    const int64_t K = cg * s.kh * s.kw, P = s.oh * s.ow;
-    std::unique_ptr<float[]> wpack(new float[(mg + t.mr - 1) / t.mr * t.mr * K]);
-    const Shape gs = {s.n, cg, s.h, s.w, mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
-    const int64_t row_tiles = (s.ow + t.nr - 1) / t.nr;
-    const bool in_place = s.sw == 1 && 4 * s.ow >= 3 * row_tiles * t.nr;
-    // in place: output row i, columns [j0, j0 + nr) read, for tap k, the contiguous cells
-    // src[koff[k] + i*sh*wp + j0 + t] of the padded input of one (sample, group)
-    PaddedPlanes pad(s, in_place ? cg : 0, (t.whole_loads ? row_tiles * t.nr : s.ow) + (s.kw - 1) * s.dw);
-    std::unique_ptr<int64_t[]> koff(new int64_t[in_place ? K : 0]);
-    if (in_place) pad.tap_offsets(s, K, koff.get());
-    std::unique_ptr<float[]> cols(new float[in_place ? 0 : std::min(K, t.kc) * t.nr]);
-    // every weight row block over one panel (in place from `src`, else packed from xg's p0)
-    const auto panel = [&](const float *src, const float *xg, int64_t p0, float *C, int64_t ncols, const float *gbias) {
-        for (int64_t k0 = 0; k0 < K; k0 += t.kc) {
-            const int64_t kc = std::min(t.kc, K - k0);
-            if (!in_place) t.pack(gs, xg, k0, kc, p0, cols.get());
-            const bool first = k0 == 0, last = k0 + kc == K;
-            for (int64_t mb = 0; mb * t.mr < mg; ++mb)
-                (in_place ? t.in_place : t.packed)(kc, wpack.get() + (mb * K + k0) * t.mr, in_place ? src : cols.get(),
-                                                   in_place ? koff.get() + k0 : nullptr, C + mb * t.mr * P, P,
-                                                   std::min(t.mr, mg - mb * t.mr), ncols,
-                                                   gbias ? gbias + mb * t.mr : nullptr, first, relu && last);
+namespace {
+
+constexpr int64_t BLOCK_FLOATS = 48 * 1024;  // packed panels of one pixel block: 192 KiB, half an L2
+constexpr int64_t MAX_KC = 512, MAX_PANELS = BLOCK_FLOATS / 16 + 1;  // bounds of TileKernel::kc and of nc / nr
+
+// The work items of run_tiled: (sample, group, pixel block of nc, weight row chunk); K in
+// blocks of equal size kc <= t.kc.
+struct TiledPlan {
+    bool pointwise;  // 1x1, stride 1, no pads: the panels are plain copies of the input
+    int64_t cg, mg, K, P, mblocks, kc, nc, pblocks, mchunks, items;
+    TiledPlan(const TileKernel &t, const Shape &s, int threads)
+        : pointwise(s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.oh == s.h && s.ow == s.w && !s.pt && !s.pl),
+          cg(s.c / s.group), mg(s.m / s.group), K(cg * s.kh * s.kw), P(s.oh * s.ow),
+          mblocks((mg + t.mr - 1) / t.mr), kc((K + (K + t.kc - 1) / t.kc - 1) / ((K + t.kc - 1) / t.kc)),
+          nc(std::min(std::max<int64_t>(1, BLOCK_FLOATS / kc / t.nr), (P + t.nr - 1) / t.nr) * t.nr),
+          pblocks((P + nc - 1) / nc), mchunks(1) {
+        // fewer than 4 items per thread: the weight rows are split too (each chunk packs its panels)
+        const int64_t blocks = s.n * s.group * pblocks;
+        if (threads > 1 && blocks < 4 * threads)
+            mchunks = std::min(mblocks, (4 * threads + blocks - 1) / blocks);
+        items = blocks * mchunks;
+    }
+};
+
+// One work item of run_tiled: the pixels [p0, p0 + len) of sample n, group g, weight row
+// blocks [mb0, mb1); `cols` holds the block's packed panels.
+void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const Shape &gs, const float *x,
+                const PaddedPlanes *pad, const float *w, const float *bias, const Epilogue &ep, float *y,
+                int64_t item, float *cols) {
+    const int64_t mc = item % q.mchunks, pb = item / q.mchunks % q.pblocks, rest = item / q.mchunks / q.pblocks;
+    const int64_t g = rest % s.group, n = rest / s.group;
+    const int64_t mb0 = mc * q.mblocks / q.mchunks, mb1 = (mc + 1) * q.mblocks / q.mchunks;
+    const int64_t p0 = pb * q.nc, len = std::min(q.nc, q.P - p0), panels = (len + t.nr - 1) / t.nr;
+    const float *xg = x + (n * s.c + g * q.cg) * s.h * s.w, *wg = w + g * q.mg * q.K;
+    const float *xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
+    const float *gbias = bias ? bias + g * q.mg : nullptr;
+    float *yg = y + (n * s.m + g * q.mg) * q.P + p0;
+    const bool relu = ep.tile_relu();
+    // panels of nr pixels on one output row are read in place from the bordered input (stride
+    // 1): origin[j] is panel j's first cell, null for a packed panel
+    const float *origin[MAX_PANELS];
+    for (int64_t j = 0; j < panels; ++j) {
+        const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
+        const bool in_place = t.direct && pad && s.sw == 1 && j0 + t.nr <= s.ow && p + t.nr <= q.P;
+        origin[j] = in_place ? xp + i * s.sh * pad->wp + j0 : nullptr;
+    }
+    int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered planes
+    for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
+        const int64_t kc = std::min(q.kc, q.K - k0);
+        if (q.pointwise) {
+            pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
+        } else {
+            for (int64_t j = 0; j < panels; ++j)
+                if (pad && !origin[j])
+                    t.pack_padded(gs, xp, pad->hp, pad->wp, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
+                else if (!pad)
+                    t.pack(gs, xg, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
+            if (pad) pad->tap_offsets(s, k0, kc, koff);
         }
-        if (post)  // the residual and activation while the panel's rows are still in cache
-            for (int64_t r = 0; r < mg; ++r) {
-                float *c = C + r * P;
-                t.epilogue(ep, c, ep.residual ? ep.residual + (c - y) : nullptr, ncols);
-            }
-    };
-    for (int64_t g = 0; g < s.group; ++g) {
-        pack_weights(w + g * mg * K, mg, K, t.mr, wpack.get());
-        const float *gbias = bias ? bias + g * mg : nullptr;
-        for (int64_t n = 0; n < s.n; ++n) {
-            const float *xg = x + (n * s.c + g * cg) * s.h * s.w;
-            float *yg = y + (n * s.m + g * mg) * P;
-            if (in_place) {
-                const float *src = pad.fill(s, xg, cg);
-                for (int64_t i = 0; i < s.oh; ++i)
-                    for (int64_t j0 = 0; j0 < s.ow; j0 += t.nr)
-                        panel(src + i * s.sh * pad.wp + j0, xg, 0, yg + i * s.ow + j0, std::min(t.nr, s.ow - j0),
-                              gbias);
-            } else {
-                for (int64_t p0 = 0; p0 < P; p0 += t.nr) panel(nullptr, xg, p0, yg + p0, std::min(t.nr, P - p0), gbias);
+        const bool first = k0 == 0, last = k0 + kc == q.K;
+        for (int64_t mb = mb0; mb < mb1; ++mb) {
+            const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
+            const float *A = wg + mb * t.mr * q.K + k0, *mbias = gbias ? gbias + mb * t.mr : nullptr;
+            for (int64_t j = 0; j < panels; ++j) {
+                float *C = yg + mb * t.mr * q.P + j * t.nr;
+                const int64_t ncols = std::min(t.nr, len - j * t.nr);
+                if (origin[j])
+                    t.direct(kc, A, q.K, origin[j], koff, C, q.P, rows, ncols, mbias, first, relu && last);
+                else
+                    t.tile(kc, A, q.K, cols + j * kc * t.nr, nullptr, C, q.P, rows, ncols, mbias, first, relu && last);
             }
         }
     }
+    if (ep.post())  // the residual and activation while the block's rows are still in cache
+        for (int64_t r = mb0 * t.mr; r < std::min(mb1 * t.mr, q.mg); ++r) {
+            float *c = yg + r * q.P;
+            t.epilogue(ep, c, ep.residual ? ep.residual + (c - y) : nullptr, len);
+        }
+}
+
+}  // namespace
+
+void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias,
+               const Epilogue &ep, float *y, int threads) {
+    const TiledPlan q(t, s, threads);
+    threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, q.items)));
+    const Shape gs = {s.n, q.cg, s.h, s.w, q.mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
+    const int64_t per = q.kc * q.nc;  // one worker's packed panels
+    std::unique_ptr<float[]> cols(new float[threads * per]);
+    // the whole input zero-bordered once (all samples and channels), when the ISA packs from it
+    std::unique_ptr<PaddedPlanes> pad;
+    if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
+        pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
+        pad->fill(s, x, s.n * s.c);
+    }
+    parallel_items(threads, q.items, [&](int worker, int64_t i) {
+        tiled_item(t, q, s, gs, x, pad.get(), w, bias, ep, y, i, cols.get() + worker * per);
+    });
 }
 
 namespace {
@@ -385,7 +434,7 @@ bool conv2d_supported() { return *best_isa() != 0; }
 
 Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
             int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
-            float act_b, std::optional<In4> residual) {
+            float act_b, std::optional<In4> residual, int threads) {
     const std::string use = isa.empty() ? best_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
@@ -403,6 +452,7 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     if (s.oh <= 0 || s.ow <= 0 || s.kh <= 0 || s.kw <= 0)
         throw std::invalid_argument("conv2d: the kernel is larger than the padded input");
     if (act < ACT_NONE || act > ACT_SIGMOID) throw std::invalid_argument("conv2d: unknown activation");
+    if (threads < 1 || threads > 64) throw std::invalid_argument("conv2d: threads must be in [1, 64]");
     if (residual && (static_cast<int64_t>(residual->shape(0)) != s.n || static_cast<int64_t>(residual->shape(1)) != s.m ||
                      static_cast<int64_t>(residual->shape(2)) != s.oh || static_cast<int64_t>(residual->shape(3)) != s.ow))
         throw std::invalid_argument("conv2d: the residual's shape is not the output's");
@@ -415,7 +465,7 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     const float *bias = b ? b->data() : nullptr;
     {
         nb::gil_scoped_release release;
-        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get());
+        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads);
     }
     nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     float *data = y.release();
@@ -453,7 +503,7 @@ void bind_conv(nb::module_ &m) {
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
           nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
-          nb::arg("residual").none() = nb::none());
+          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1);
     m.def("conv_epilogue", &epilogue_inplace, nb::arg("y"), nb::arg("act"), nb::arg("a"), nb::arg("b"),
           nb::arg("residual").none(), nb::arg("isa") = "",
           "y = act(y + residual) in place (the activation codes of src/conv.h)");

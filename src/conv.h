@@ -8,6 +8,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 namespace onnx_light_conv {
 
@@ -41,17 +47,6 @@ struct Epilogue {
 // y[i] = act(y[i] + res[i]) for i < n (res may be null): one ISA's row pass
 using EpilogueFn = void (*)(const Epilogue &ep, float *y, const float *res, int64_t n);
 
-// packed[(mb * K + k) * mr + r] = w[mb*mr + r, k] for the mg x K weights of one group,
-// zero for rows past mg: the row blocks the register tiles broadcast from.
-inline void pack_weights(const float *w, int64_t mg, int64_t K, int64_t mr, float *packed) {
-    for (int64_t mb = 0; mb * mr < mg; ++mb)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t r = 0; r < mr; ++r) {
-                const int64_t m = mb * mr + r;
-                packed[(mb * K + k) * mr + r] = m < mg ? w[m * K + k] : 0.0f;
-            }
-}
-
 // `planes` input planes copied into the middle of a zero-bordered buffer (the borders
 // are zeroed once and never written), tall enough for every window row and at least
 // `width` wide, so that kernels read whole vectors with no bounds checks. Without pads
@@ -73,13 +68,32 @@ struct PaddedPlanes {
                 std::memcpy(buf.get() + (c * hp + i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
         return buf.get();
     }
-    // offset of weight row k = (c, a, b) in the filled planes, relative to the output pixel
-    void tap_offsets(const Shape &s, int64_t K, int64_t *koff) const {
+    // offsets in the filled planes of weight rows k0 .. k0 + kc - 1 = (c, a, b): tap (a, b) of plane c
+    void tap_offsets(const Shape &s, int64_t k0, int64_t kc, int64_t *koff) const {
         const int64_t kk = s.kh * s.kw;
-        for (int64_t k = 0; k < K; ++k)
-            koff[k] = (k / kk) * hp * wp + ((k % kk) / s.kw) * s.dh * wp + (k % s.kw) * s.dw;
+        for (int64_t k = k0; k < k0 + kc; ++k)
+            koff[k - k0] = (k / kk) * hp * wp + ((k % kk) / s.kw) * s.dh * wp + (k % s.kw) * s.dw;
     }
 };
+
+// A 1x1, stride-1, unpadded convolution's panels: rows [k0, k0 + kc) of the pixels
+// [p0, p0 + len) (P per input plane) as panels of nr (kc x nr each, zero past the last
+// pixel): plain copies, row by row so that each input row is read in order.
+inline void pack_pointwise(const float *x, int64_t P, int64_t k0, int64_t kc, int64_t p0, int64_t len, int64_t nr,
+                           float *cols) {
+    for (int64_t k = 0; k < kc; ++k) {
+        const float *src = x + (k0 + k) * P + p0;
+        for (int64_t j = 0; j < len; j += nr) {
+            float *dst = cols + (j / nr * kc + k) * nr;
+            if (j + nr <= len) {
+                for (int64_t t = 0; t < nr; ++t) dst[t] = src[j + t];
+            } else {
+                for (int64_t t = 0; t < len - j; ++t) dst[t] = src[j + t];
+                for (int64_t t = len - j; t < nr; ++t) dst[t] = 0.0f;
+            }
+        }
+    }
+}
 
 // One run of output pixels on the same output row: panel columns [j, j + len), output
 // row i, first output column j0.
@@ -106,32 +120,93 @@ inline void copy_strided(const float *row, int64_t first, int64_t len, int64_t s
     for (int64_t t = lo; t < hi; ++t) dst[t] = row[first + t * sw];
 }
 
-// One ISA's register tile: C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows, where
-// A is a packed block of mr weight rows and row k of the pixel panel is B + koff[k] (read in
-// place from the padded input) or B + k * nr (a packed panel); `first` adds bias[r] instead
-// of reading C, `relu` clamps at zero when storing.
+// One ISA's register tile: C[r, 0:cols] (+)= sum_k A[r * lda + k] * B[k][0:cols] for r < rows,
+// where A holds rows of the weights as they are (no packing: each row is read in order) and B
+// is a packed panel of nr pixels (nr floats per row k; koff unused); `first` adds bias[r]
+// instead of reading C, `relu` clamps at zero when storing.
 struct TileKernel {
-    using Tile = void (*)(int64_t kc, const float *A, const float *B, const int64_t *koff, float *C, int64_t ldc,
-                          int64_t rows, int64_t cols, const float *bias, bool first, bool relu);
+    using Tile = void (*)(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                          int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu);
     int64_t mr, nr, kc;  // tile rows and columns, reduction block
-    bool whole_loads;    // reading in place loads whole tiles: widen the padded input to them
-    Tile in_place, packed;
+    Tile tile;
     // rows [k0, k0 + kc) of the packed panel of the nr pixels from p0 (zeros where a tap
     // falls in the padding and past the last pixel), nr floats per row
     void (*pack)(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols);
     EpilogueFn epilogue;  // the row pass of Epilogue::post()
+    // `pack` from the zero-bordered input (PaddedPlanes of hp rows of wp floats, at least
+    // padded_width(s) wide) for column strides 1 and 2: plain loads, no bounds checks;
+    // null: `pack` always
+    void (*pack_padded)(const Shape &s, const float *xp, int64_t hp, int64_t wp, int64_t k0, int64_t kc, int64_t p0,
+                        float *cols) = nullptr;
+    // `tile` reading row k of the panel at B + koff[k] in the bordered input (nr cells of one
+    // output row, stride 1) instead of a packed panel; null: always packed
+    Tile direct = nullptr;
+    // the padded width pack_padded reads: every window plus a 16-column spill per run
+    static int64_t padded_width(const Shape &s) { return (s.ow + 16) * s.sw + (s.kw - 1) * s.dw + 16; }
 };
 
-// Conv(x, w, bias) (+ ReLU) with `kernel`'s register tile: for each group and sample, the
-// output pixels in panels of nr, every weight row block over each panel, K in kc blocks.
-// Stride-1 columns read the taps' rows of the (padded) input in place when output rows fill
-// 3/4 of the tiles; otherwise each panel is packed, so the im2col matrix is never written.
+// fn(worker, i) for every i < items, on the calling thread (worker 0) and up to threads - 1
+// helper std::threads (workers 1, 2, ...) that claim items from a shared counter. The caller
+// returns when every item is done, not when the helpers have started: on a busy machine a
+// helper the scheduler has not run yet finds no item left and exits without touching the
+// caller's data (it only holds the shared counter), so a second thread never costs more
+// than starting it. A helper the system refuses to start is left out.
+template <class Fn>
+void parallel_items(int threads, int64_t items, const Fn &fn) {
+    struct State {
+        std::atomic<int64_t> next{0}, done{0};
+        int64_t items = 0;
+        const Fn *fn = nullptr;  // valid while done < items
+        std::mutex mutex;
+        std::condition_variable finished;
+        // claims and runs items; true when this call finished the last one
+        bool work(int worker) {
+            bool last = false;
+            for (int64_t i; (i = next.fetch_add(1)) < items;) {
+                (*fn)(worker, i);
+                last = done.fetch_add(1) + 1 == items;
+            }
+            return last;
+        }
+    };
+    if (threads <= 1 || items <= 1) {
+        for (int64_t i = 0; i < items; ++i) fn(0, i);
+        return;
+    }
+    auto state = std::make_shared<State>();
+    state->items = items;
+    state->fn = &fn;
+    for (int t = 1; t < threads; ++t) {
+        try {
+            std::thread([state, t] {
+                if (state->work(t)) {
+                    std::lock_guard<std::mutex> lock(state->mutex);
+                    state->finished.notify_all();
+                }
+            }).detach();
+        } catch (const std::system_error &) {
+            break;
+        }
+    }
+    state->work(0);
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->finished.wait(lock, [&] { return state->done.load() == items; });
+}
+
+// Conv(x, w, bias) + epilogue with `kernel`'s register tile (BLIS-style blocking): for each
+// sample, group and block of output pixels, K in kc blocks; each kc block of the pixel
+// panels is packed once (kc x nr per panel, the block's panels together in L2) and every
+// block of mr weight rows runs over all of them (its kc x mr weights stay in L1). `threads`
+// share the (sample, group, pixel block) items, and the weight rows when those are few.
 void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const float *w, const float *bias,
-               const Epilogue &ep, float *y);
+               const Epilogue &ep, float *y, int threads);
 
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
-void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y);
-void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y);
+// `threads` (>= 1) workers share the work.
+void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
+                int threads);
+void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
+              int threads);
 // y[i] = act(y[i] + res[i]) for i < n (res may be null)
 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n);
 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n);

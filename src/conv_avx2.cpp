@@ -3,6 +3,7 @@
 // runs, with 8-float vectors, a 6 x 16 tile and 16-pixel panels, and the depthwise loop.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "conv.h"
 #include "simd.h"
@@ -14,7 +15,7 @@ namespace {
 
 constexpr int64_t MR = 6;    // output channels per register tile
 constexpr int64_t NR = 16;   // output pixels per register tile (two 8-float vectors)
-constexpr int64_t KC = 512;  // reduction block: a K x NR panel of 32 KiB at most
+constexpr int64_t KC = 256;  // reduction block: 6 KiB of weights per row block, 16 KiB per panel
 
 // lanes t of an 8-lane vector with lo <= t < hi, as a maskload/maskstore mask
 AVX2 inline __m256i lanes(int64_t lo, int64_t hi) {
@@ -32,63 +33,72 @@ AVX2 inline __m256 evens(__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// C[r, 0:cols] (+)= sum_k A[k][r] * Bk[0:cols] for r < rows; row k of the pixel panel is
-// B + k * NR (packed) or B + koff[k] (read in place: always 16 columns, the padded input
-// is wide enough; columns past `cols` are computed and dropped). `first` adds bias[r]
-// instead of reading C; `relu` clamps at zero when storing. 12 accumulators + 2 panel
-// vectors + 1 weight = 15 of the 16 ymm registers: no masks inside the loop.
+// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < rows, row k of the pixel panel
+// Bk = B + k * NR (packed) or, Direct, B + koff[k] (16 pixels of one output row read in
+// place from the bordered input); rows past `rows` read the last row and are dropped. `first` adds bias[r] instead
+// of reading C; `relu` clamps at zero when storing. 12 accumulators + 2 panel vectors + 1
+// weight = 15 of the 16 ymm registers.
 template <bool Direct>
-AVX2 void tile_6x16(int64_t kc, const float *A, const float *B, const int64_t *koff, float *C, int64_t ldc,
-                    int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                    int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    const float *a_row[MR];
+    for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-        __m256 b0, b1;
         const float *row = Direct ? B + koff[k] : B + k * NR;
-        b0 = _mm256_loadu_ps(row);
-        b1 = _mm256_loadu_ps(row + 8);
+        const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < MR; ++r) {
-            const __m256 a = _mm256_broadcast_ss(A + k * MR + r);
+            const __m256 a = _mm256_broadcast_ss(a_row[r] + k);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
         }
     }
-    const __m256i m0 = lanes(0, cols), m1 = lanes(0, cols - 8);
+    // AMD's masked stores are slow (microcoded): whole tiles use plain loads and stores, the
+    // edge tiles a copy through `edge`
+    const bool whole = cols == NR;
     const __m256 zero = _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {  // fully unrolled, so that acc stays in registers
         if (r >= rows) break;
         float *c = C + r * ldc;
+        alignas(32) float edge[NR] = {};
+        float *dst = whole ? c : edge;
         __m256 v0, v1;
         if (first) {
             const __m256 add = _mm256_set1_ps(bias ? bias[r] : 0.0f);
             v0 = _mm256_add_ps(acc[r][0], add);
             v1 = _mm256_add_ps(acc[r][1], add);
         } else {
-            v0 = _mm256_add_ps(acc[r][0], _mm256_maskload_ps(c, m0));
-            v1 = _mm256_add_ps(acc[r][1], _mm256_maskload_ps(c + 8, m1));
+            if (!whole) std::memcpy(edge, c, sizeof(float) * cols);
+            v0 = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(dst));
+            v1 = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(dst + 8));
         }
         if (relu) {
             v0 = _mm256_max_ps(zero, v0);
             v1 = _mm256_max_ps(zero, v1);
         }
-        _mm256_maskstore_ps(c, m0, v0);
-        _mm256_maskstore_ps(c + 8, m1, v1);
+        _mm256_storeu_ps(dst, v0);
+        _mm256_storeu_ps(dst + 8, v1);
+        if (!whole) std::memcpy(c, edge, sizeof(float) * cols);
     }
 }
 
 // TileKernel::pack for this tile: the panel's pixels in runs along an output row; the tap
-// (c, a, b) of row k advances with k. Stride-1 runs are masked vector copies.
+// (c, a, b) of row k advances with k. Stride-1 runs are masked vector copies, stride-2
+// runs two masked loads and a shuffle per 8 pixels.
 AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols) {
     Run runs[NR];
     const int64_t nruns = panel_runs(s, p0, NR, runs), kk = s.kh * s.kw;
     int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
+    // one panel row is built in `row8` with plain stores (a run's last vector may spill past
+    // it: zeros or the next run's cells, which that run rewrites), then copied out
+    alignas(32) float row8[NR + 8];
     for (int64_t k = k0; k < k0 + kc; ++k) {
-        float *dst = cols + (k - k0) * NR;
-        _mm256_storeu_ps(dst, _mm256_setzero_ps());
-        _mm256_storeu_ps(dst + 8, _mm256_setzero_ps());
+        _mm256_store_ps(row8, _mm256_setzero_ps());
+        _mm256_store_ps(row8 + 8, _mm256_setzero_ps());
         const float *plane = x + c * s.h * s.w;
         const int64_t dy = a * s.dh - s.pt, dx = b * s.dw - s.pl;
         for (int64_t q = 0; q < nruns; ++q) {
@@ -99,13 +109,62 @@ AVX2 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int6
             const int64_t first = r.j0 * s.sw + dx;  // input column of the run's pixel 0
             if (s.sw == 1) {
                 const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(r.len, s.w - first);
+                for (int64_t t0 = 0; t0 < r.len; t0 += 8)
+                    _mm256_storeu_ps(row8 + r.j + t0, _mm256_maskload_ps(row + (first + t0), lanes(lo - t0, hi - t0)));
+            } else if (s.sw == 2) {
+                // pixel t reads row[first + 2t]: 16 input columns per 8 pixels (zero outside
+                // the row and past the run), even lanes kept
                 for (int64_t t0 = 0; t0 < r.len; t0 += 8) {
-                    const __m256i m = lanes(lo - t0, hi - t0);
-                    _mm256_maskstore_ps(dst + r.j + t0, m, _mm256_maskload_ps(row + (first + t0), m));
+                    const int64_t u = first + 2 * t0;  // input column of lane 0
+                    const int64_t end = std::min(s.w, first + 2 * r.len);  // past the run's last cell
+                    const __m256 va = _mm256_maskload_ps(row + u, lanes(-u, end - u));
+                    const __m256 vb = _mm256_maskload_ps(row + u + 8, lanes(-u - 8, end - u - 8));
+                    _mm256_storeu_ps(row8 + r.j + t0, evens(va, vb));
                 }
             } else {
-                copy_strided(row, first, r.len, s.sw, s.w, dst + r.j);
+                copy_strided(row, first, r.len, s.sw, s.w, row8 + r.j);
             }
+        }
+        float *dst = cols + (k - k0) * NR;
+        _mm256_storeu_ps(dst, _mm256_load_ps(row8));
+        _mm256_storeu_ps(dst + 8, _mm256_load_ps(row8 + 8));
+        if (++b == s.kw) {
+            b = 0;
+            if (++a == s.kh) a = 0, ++c;
+        }
+    }
+}
+
+// TileKernel::pack_padded for this tile: each run of the panel is one or two plain 8-float
+// copies (stride 1) or two loads and a shuffle per 8 pixels (stride 2) from the bordered
+// input; a run's last vector may spill past it (the next run rewrites those cells, and the
+// tile drops columns past the last pixel).
+AVX2 void pack_padded(const Shape &s, const float *xp, int64_t hp, int64_t wp, int64_t k0, int64_t kc, int64_t p0,
+                      float *cols) {
+    Run runs[NR];
+    const int64_t nruns = panel_runs(s, p0, NR, runs), kk = s.kh * s.kw;
+    int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
+    int64_t start[NR];  // offset of each run's pixel 0 (tap 0, 0) in a plane
+    for (int64_t q = 0; q < nruns; ++q) start[q] = runs[q].i * s.sh * wp + runs[q].j0 * s.sw;
+    const bool whole = nruns == 1 && runs[0].len == NR;
+    alignas(32) float row8[NR + 8] = {};  // zero past the last pixel until a spill
+    for (int64_t k = k0; k < k0 + kc; ++k) {
+        const float *tap = xp + c * hp * wp + a * s.dh * wp + b * s.dw;
+        float *dst = cols + (k - k0) * NR, *out = whole ? dst : row8;
+        for (int64_t q = 0; q < nruns; ++q) {
+            const float *src = tap + start[q];
+            float *o = out + runs[q].j;
+            if (s.sw == 1) {
+                _mm256_storeu_ps(o, _mm256_loadu_ps(src));
+                if (runs[q].len > 8) _mm256_storeu_ps(o + 8, _mm256_loadu_ps(src + 8));
+            } else {
+                _mm256_storeu_ps(o, evens(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8)));
+                if (runs[q].len > 8) _mm256_storeu_ps(o + 8, evens(_mm256_loadu_ps(src + 16), _mm256_loadu_ps(src + 24)));
+            }
+        }
+        if (!whole) {
+            _mm256_storeu_ps(dst, _mm256_load_ps(row8));
+            _mm256_storeu_ps(dst + 8, _mm256_load_ps(row8 + 8));
         }
         if (++b == s.kw) {
             b = 0;
@@ -226,51 +285,60 @@ AVX2 inline void depthwise_rows(const Shape &s, const float *plane, int64_t wp, 
         depthwise_block<1, 8, S>(s, plane, wp, k, start, out, i, 1, jb, std::min<int64_t>(8, (s.ow - jb + 7) / 8), relu);
 }
 
+// The output planes of input plane c of sample n (`pad` this worker's bordered buffer).
+AVX2 void depthwise_plane(const Shape &s, PaddedPlanes &pad, const float *x, const float *w, const float *bias,
+                          const Epilogue &ep, float *y, int64_t n, int64_t c) {
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
+    const int64_t vr = (s.ow + 7) / 8;  // vectors per output row
+    const bool relu = ep.tile_relu(), post = ep.post();
+    const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
+    for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
+        const float *k = w + m * taps;
+        float *out = y + (n * s.m + m) * P;
+        const __m256 start = _mm256_set1_ps(bias ? bias[m] : 0.0f);
+        const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
+        for (int64_t i = 0; i < s.oh; i += R) {
+            const int64_t rows = std::min(R, s.oh - i);
+            if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+            else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+            else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
+            if (post)
+                for (int64_t r = i; r < i + rows; ++r) {
+                    float *row = out + r * s.ow;
+                    epilogue8(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
+                }
+        }
+    }
+}
+
 // Depthwise weights: each input plane copied into a zero-bordered buffer, one FMA per tap
 // per 8-column vector; rows of up to 8 columns go 8 at a time, of 16 four, of 32 two;
 // wider rows 64 columns at a time (independent chains either way).
-AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y) {
-    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
-    const int64_t vr = (s.ow + 7) / 8;  // vectors per output row
-    PaddedPlanes pad(s, 1, vr * 8 * s.sw + (s.kw - 1) * s.dw + 8, true);
-    const bool relu = ep.tile_relu(), post = ep.post();
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t c = 0; c < s.c; ++c) {
-            const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
-            for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
-                const float *k = w + m * taps;
-                float *out = y + (n * s.m + m) * P;
-                const __m256 start = _mm256_set1_ps(bias ? bias[m] : 0.0f);
-                const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
-                for (int64_t i = 0; i < s.oh; i += R) {
-                    const int64_t rows = std::min(R, s.oh - i);
-                    if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-                    else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-                    else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-                    if (post)
-                        for (int64_t r = i; r < i + rows; ++r) {
-                            float *row = out + r * s.ow;
-                            epilogue8(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
-                        }
-                }
-            }
-        }
+AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
+                    int threads) {
+    const int64_t planes = s.n * s.c, vr = (s.ow + 7) / 8;
+    threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+    std::vector<PaddedPlanes> pads;  // one bordered buffer per worker
+    for (int t = 0; t < threads; ++t) pads.emplace_back(s, 1, vr * 8 * s.sw + (s.kw - 1) * s.dw + 8, true);
+    parallel_items(threads, planes, [&](int worker, int64_t i) {
+        depthwise_plane(s, pads[worker], x, w, bias, ep, y, i / s.c, i % s.c);
+    });
 }
 
 }  // namespace
 
 AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }
 
-AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y) {
+AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
+                   int threads) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
-    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y);
-    // in-place reads load whole 16-column rows: the padded input is widened to them
-    static const TileKernel kernel{MR, NR, KC, true, tile_6x16<true>, tile_6x16<false>, pack_cols, epilogue8};
-    run_tiled(kernel, s, x, w, bias, ep, y);
+    if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y, threads);
+    static const TileKernel kernel{MR, NR, KC, tile_6x16<false>, pack_cols, epilogue8, pack_padded, tile_6x16<true>};
+    run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
-void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *) {}
+void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int) {}
 void epilogue_avx2(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 

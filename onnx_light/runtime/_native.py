@@ -7,6 +7,7 @@ same signature and results, so the package works (and is tested) both ways.
 
 from __future__ import annotations
 
+import contextvars
 import os
 from types import ModuleType
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "NATIVE",
     "EXTENSION",
     "RECURRENT",
+    "CONV_THREADS",
     "conv2d_native",
     "conv_epilogue_native",
     "gather_points",
@@ -121,6 +123,13 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 #: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
 #: ``avx2``; for tests and benchmarks on a machine that has both)
 CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
+#: the native convolution's thread count in this context (``InferenceSession``'s
+#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
+CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
+#: the extension's conv2d takes ``threads`` (an extension built before that option does not)
+_CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
+#: multiply-adds below which a convolution stays on one thread (starting one costs ~30 us)
+_THREADED_MACS = 1 << 21
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
@@ -142,9 +151,9 @@ def _native_conv_pays(
 ) -> bool:
     """Whether the native kernel beats im2col + OpenBLAS on this geometry.
 
-    From ``benchmarks/bench_conv.py`` (AVX-512; the AVX2 kernel's tiles are 16 pixels wide):
-    reading in place (column stride 1, output rows that fill 3/4 of the tiles, as
-    ``reads_in_place`` in ``src/conv.cpp``) always wins; packed panels win when the output
+    From ``benchmarks/bench_conv.py``. AVX2: see below. AVX-512 (measured on the kernel before
+    its driver was blocked, not re-measured since: no AVX-512 machine): reading in place
+    (column stride 1, output rows that fill 3/4 of the tiles) always won; packed panels win when the output
     pixels fill the tiles (a ResNet stem 3.4 vs 4.6 ms) but lose on 7x7 maps (49 pixels in
     64 lanes: 4.7 vs 3.6 ms) and when only some of the tile's 8 channel rows are used
     (grouped weights with one output channel per group); depthwise weights (one input and
@@ -161,17 +170,18 @@ def _native_conv_pays(
     if w_shape[1] == 1 and w_shape[0] == group > 1:
         return True  # depthwise: its own kernel (0.46 vs 2.2 ms at stride 1, 0.26 vs 0.64 at stride 2)
     pointwise = w_shape[2] * w_shape[3] == 1 and group == 1 and strides == [1, 1] and not any(begin + end)
-    if CONV_ISA == "avx2" and pointwise:
-        return False  # a plain GEMM: OpenBLAS, no packing (SE block 144 -> 576 on 1 x 1: 0.01 vs 0.11 ms)
+    if CONV_ISA == "avx2":
+        # the blocked 6x16 tile (one packed copy of each kc x 256-pixel block) beats im2col +
+        # OpenBLAS on every windowed or strided geometry of bench_conv.py (ResNet-18 3x3 at 56:
+        # 4.0 vs 5.1 ms, stem 7x7/2 4.2 vs 6.1, 3x3 at 7: 4.8 vs 5.2); a 1 x 1 is OpenBLAS's plain
+        # GEMM when its input outgrows L2 (256 x 56 x 56: 3.5 vs 2.0 ms; MobileNetV3's at most
+        # 200 KB: 0.08 vs 0.13) or is a matrix-vector product (SE blocks on 1 x 1 maps)
+        if pointwise:
+            return oh * ow >= 16 and x_shape[0] * x_shape[1] * oh * ow * 4 <= 1 << 20
+        return w_shape[0] // group >= 3 or (w_shape[1] == 1 and w_shape[0] == group)
     if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:
         return True  # a few dozen microseconds: numpy's fixed cost dominates
     in_place = strides[1] == 1 and _filled(ow) >= 0.75
-    if CONV_ISA == "avx2":
-        # against OpenBLAS's AVX2 GEMM the 6x16 tile wins only reading in place with a window
-        # (benchmark CNN 2.4 vs 3.4 and 6.6 vs 8.6 ms; 1x1 2.2 vs 1.4, strided 3.4 vs 3.2)
-        # packed panels also win on a short reduction (an RGB stem, K = 27: 1.1 vs 3.1 ms at 224 x 224,
-        # stride 2; K = 144 loses, 4.8 vs 4.2), where im2col's strided copy costs more than its GEMM
-        return (in_place and w_shape[2] * w_shape[3] > 1) or int(np.prod(w_shape[1:])) <= 64
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
@@ -223,6 +233,10 @@ def conv2d_native(
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
+    threads = CONV_THREADS.get()
+    extra: dict[str, int] = {}
+    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * x.shape[2] * x.shape[3] >= _THREADED_MACS:
+        extra["threads"] = threads
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
         np.ascontiguousarray(w),
@@ -240,6 +254,7 @@ def conv2d_native(
         a,
         b_act,
         None if residual is None else np.ascontiguousarray(residual),
+        **extra,
     )
     return y[:, :, 0, :] if nd == 1 else y
 

@@ -25,6 +25,7 @@ from ..onnx_core import (
 )
 from ..onnx_core.ops import normalise_domain
 from ._blas import default_blas_threads, use_blas_threads
+from ._native import CONV_THREADS
 from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
 from .kernels import _dtypes
 
@@ -171,6 +172,9 @@ class InferenceSession:
         blas_threads: numpy's BLAS thread count while ``run`` runs (set by each run, left
             so after it; None: the last ``set_blas_threads(n)``, else ``ONNX_LIGHT_BLAS_THREADS``,
             else 1; 0: leave it as it is).
+        intra_op_num_threads: threads of the native convolution while ``run`` runs (None:
+            ``sess_options.intra_op_num_threads`` when that is set, as onnxruntime spells it,
+            else 1; the default stays 1 on small shared machines).
 
     Raises:
         NotImplementedOp: a node's op has no kernel at the model's opset.
@@ -188,6 +192,7 @@ class InferenceSession:
         sess_options: Any = None,
         blas_threads: int | None = None,
         optimize: bool = True,
+        intra_op_num_threads: int | None = None,
     ) -> None:
         proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
         if isinstance(proto, (str, os.PathLike)):
@@ -197,6 +202,9 @@ class InferenceSession:
         self.verbose = verbose
         self.check_finite = check_finite
         self.blas_threads = default_blas_threads() if blas_threads is None else int(blas_threads)
+        if intra_op_num_threads is None:
+            intra_op_num_threads = getattr(sess_options, "intra_op_num_threads", 0) or 1
+        self.intra_op_num_threads = max(1, min(int(intra_op_num_threads), 64))
         fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
         opsets, graph = _opsets_and_graph(proto, fns)
@@ -373,8 +381,12 @@ class InferenceSession:
             use_blas_threads(self.blas_threads)
         # inf and NaN are results, not errors (check_finite is the tool to catch them); set once
         # per run so that kernels need not enter numpy's error state for every call
-        with np.errstate(all="ignore"):
-            results = run_plan(self._plan, feeds, trace=trace, profile=profile)
+        threads = CONV_THREADS.set(self.intra_op_num_threads)
+        try:
+            with np.errstate(all="ignore"):
+                results = run_plan(self._plan, feeds, trace=trace, profile=profile)
+        finally:
+            CONV_THREADS.reset(threads)
         if profile is not None:
             self.last_profile = {k: (int(n), t) for k, (n, t) in profile.items()}
             print(format_profile(self.last_profile))

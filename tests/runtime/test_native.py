@@ -116,6 +116,15 @@ CONV_CASES = [
     # one input channel per group but 9 outputs each (the Conv gradient's one-hot im2col):
     # the register tile, not the depthwise loop
     (2, 3, 9, 20, 27, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3),
+    # the blocked driver: 1x1 stride-1 panels copied from the input rows (odd pixel counts, a
+    # K of two blocks and P of several pixel blocks), several K blocks and pixel blocks with a
+    # window, stride 2 from the bordered copy with odd sizes, pads and dilations
+    (2, 7, 9, 13, 10, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    (1, 600, 20, 21, 7, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    (2, 70, 17, 19, 14, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    (1, 5, 23, 31, 8, (3, 3), (2, 2), (1, 1), (1, 0, 1, 2), 1),
+    (3, 4, 19, 27, 7, (3, 3), (2, 2), (2, 2), (2, 2, 1, 1), 1),
+    (1, 3, 40, 45, 13, (7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1),
 ]
 
 

@@ -4,8 +4,9 @@ Conv is im2col + matmul: a strided *view* of the padded input holds every
 window, one copy lays it out as columns, and one batched matmul (over samples
 and groups) does the rest. Float32 1-D and 2-D convolutions run natively instead
 where that was measured faster (``runtime/_native.py``; ``src/conv.cpp`` with AVX-512,
-``src/conv_avx2.cpp`` with AVX2: the columns are packed one register-tile panel at a
-time, or read in place, and never written out whole); the numpy path is their twin.
+``src/conv_avx2.cpp`` with AVX2: GEMM-style blocking, the columns packed one block of
+register-tile panels at a time or read in place, never written out whole; optionally on
+several threads, ``InferenceSession(intra_op_num_threads=N)``); the numpy path is their twin.
 A stride-1 ConvTranspose runs as the Conv it equals. ``conv_relu`` is Conv followed by Relu in one pass, which
 the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
 ConvTranspose is the adjoint: one matmul per group produces a column per kernel

@@ -1,0 +1,107 @@
+"""The native convolution on several threads: the same bits as on one, from the kernel and
+from an ``InferenceSession`` asked for ``intra_op_num_threads`` (or onnxruntime's spelling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from test_native import CONV_CASES, _require_conv2d
+
+from onnx_light import TensorProto, helper, numpy_helper
+from onnx_light.runtime import InferenceSession, _native
+
+
+def _conv(case: tuple, isa: str, threads: int, act: int = 0, residual: bool = False) -> np.ndarray:
+    n, c, h, w, m, k, s, d, p, g = case
+    rng = np.random.default_rng(c * 31 + m)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c // g, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    out = [(h + p[0] + p[2] - (k[0] - 1) * d[0] - 1) // s[0] + 1, (w + p[1] + p[3] - (k[1] - 1) * d[1] - 1) // s[1] + 1]
+    res = rng.standard_normal((n, m, *out)).astype(np.float32) if residual else None
+    conv2d = _native.EXTENSION.conv2d  # type: ignore[union-attr]
+    return conv2d(x, wt, b, *s, *d, *p, g, False, isa, act, 0.3, 0.45, res, threads=threads)
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=[str(i) for i in range(len(CONV_CASES))])
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_threads_give_the_bits_of_one_thread(case: tuple, isa: str) -> None:
+    """Every output element is computed by the same operations whichever thread runs it."""
+    _require_conv2d(isa)
+    one = _conv(case, isa, 1)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(_conv(case, isa, threads), one)
+
+
+@pytest.mark.parametrize("case", [0, 12, 19, 25, 27], ids=lambda i: f"case{i}")
+@pytest.mark.parametrize("act", [1, 3, 5])
+def test_threads_keep_the_epilogue(case: int, act: int) -> None:
+    _require_conv2d("avx2")
+    one = _conv(CONV_CASES[case], "", 1, act, residual=True)
+    np.testing.assert_array_equal(_conv(CONV_CASES[case], "", 2, act, residual=True), one)
+
+
+def test_threads_argument_is_checked() -> None:
+    _require_conv2d("avx2")
+    with pytest.raises(ValueError, match="threads"):
+        _conv(CONV_CASES[0], "", 0)
+
+
+def _conv_model() -> Any:
+    rng = np.random.default_rng(5)
+    w1 = numpy_helper.from_array(rng.standard_normal((24, 8, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((24, 1, 3, 3)).astype(np.float32), "w2")
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1], group=24, strides=[2, 2]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 40, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[w1, w2],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+class _Options:
+    intra_op_num_threads = 2
+
+
+def test_session_threads_option() -> None:
+    """intra_op_num_threads (or sess_options.intra_op_num_threads) runs the convolutions on
+    that many threads with the same results; the default is one thread."""
+    m = _conv_model()
+    x = np.random.default_rng(1).standard_normal((2, 8, 40, 40)).astype(np.float32)
+    one = InferenceSession(m)
+    assert one.intra_op_num_threads == 1
+    want = one.run(None, {"x": x})[0]
+    for sess in (InferenceSession(m, intra_op_num_threads=2), InferenceSession(m, sess_options=_Options())):
+        assert sess.intra_op_num_threads == 2
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
+    assert _native.CONV_THREADS.get() == 1  # restored after each run
+
+
+def test_session_threads_reach_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's thread count is the kernel's while it runs (and large convolutions get it)."""
+    _require_conv2d("avx2")
+    seen: list[int] = []
+    real = _native.NATIVE.conv2d  # type: ignore[union-attr]
+
+    class Recorder:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(_native.EXTENSION, name)
+
+        @staticmethod
+        def conv2d(*args: Any, threads: int = 1, **kwargs: Any) -> Any:
+            seen.append(threads)
+            return real(*args, threads=threads, **kwargs)
+
+    monkeypatch.setattr(_native, "NATIVE", Recorder())
+    x = np.random.default_rng(1).standard_normal((2, 8, 40, 40)).astype(np.float32)
+    InferenceSession(_conv_model(), intra_op_num_threads=2).run(None, {"x": x})
+    assert seen and seen[0] == 2  # the 2 x 24 x 72 x 1600 multiply-adds of the first Conv
