@@ -356,3 +356,43 @@ LOOP_IF_SCAN_CASES = [_loop_in_if_in_scan("Scan_If_Loop_then", True), _loop_in_i
 @pytest.mark.parametrize("case", LOOP_IF_SCAN_CASES, ids=lambda c: c.name)
 def test_loop_in_if_in_scan(case: Case) -> None:
     check_gradient(case)
+
+
+def test_if_reading_an_if_whose_branches_differ_in_rank() -> None:
+    """silero-vad's pattern, as torch exports it (no value_info, no shape inference run): an If
+    whose branches declare float outputs of different ranks feeds an If whose branches declare
+    untyped outputs. The pass types the first If's output from its branches, so the backward
+    If's branch outputs get a float type (an output of type 0 is invalid: onnxruntime refuses
+    the model)."""
+    import onnxruntime as ort
+
+    def branch(node: Any, rank: int | None) -> Any:
+        name = node.output[0]
+        out = oh.make_empty_tensor_value_info(name)  # no type, as torch declares some
+        if rank:
+            out = oh.make_tensor_value_info(name, TensorProto.FLOAT, ["a"] * rank)
+        return oh.make_graph([node], name, [], [out])
+
+    axes = oh.make_tensor("axes", TensorProto.INT64, [1], [0])
+    unsq = branch(oh.make_node("Unsqueeze", ["x", "axes"], ["u"]), 3)
+    ident = branch(oh.make_node("Identity", ["x"], ["i"]), 2)
+    square = branch(oh.make_node("Mul", ["a", "a"], ["s"]), None)
+    exp = branch(oh.make_node("Exp", ["a"], ["e"]), None)
+    nodes = [
+        oh.make_node("Constant", [], ["axes"], value=axes),
+        oh.make_node("If", ["c"], ["a"], then_branch=unsq, else_branch=ident),
+        oh.make_node("If", ["c"], ["r"], then_branch=square, else_branch=exp),
+        oh.make_node("ReduceSum", ["r"], ["loss"], keepdims=0),
+    ]
+    inputs = [oh.make_tensor_value_info("c", TensorProto.BOOL, []), oh.make_tensor_value_info("x", 1, [2, 3])]
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("loss", 1, [])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    bwd = ol.gradient_model(ol.load_from_string(model.SerializeToString()), ["x"], "loss")
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": x}
+        theirs = ort.InferenceSession(bwd.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        ours = ol.runtime.InferenceSession(bwd).run(None, feeds)
+        want = 2 * x if c else np.exp(x)
+        np.testing.assert_allclose(ours[0].reshape(want.shape), want, rtol=1e-6)
+        np.testing.assert_allclose(theirs[0], ours[0], rtol=1e-6)
