@@ -396,3 +396,38 @@ def test_if_reading_an_if_whose_branches_differ_in_rank() -> None:
         want = 2 * x if c else np.exp(x)
         np.testing.assert_allclose(ours[0].reshape(want.shape), want, rtol=1e-6)
         np.testing.assert_allclose(theirs[0], ours[0], rtol=1e-6)
+
+
+def test_forward_mode_through_an_if_nested_in_a_branch_with_untyped_outputs() -> None:
+    """An If inside an If's branch reading a value of that branch, its outputs undeclared (as
+    torch exports silero-vad's): the tangent flows through it (it was taken for zero)."""
+    inner = oh.make_node(
+        "If",
+        ["c"],
+        ["r", "k"],
+        then_branch=oh.make_graph(
+            [oh.make_node("Exp", ["a"], ["e"]), oh.make_node("Shape", ["a"], ["ke"])],
+            "then",
+            [],
+            [oh.make_empty_tensor_value_info("e"), oh.make_empty_tensor_value_info("ke")],
+        ),
+        else_branch=oh.make_graph(
+            [oh.make_node("Neg", ["a"], ["n"]), oh.make_node("Shape", ["a"], ["kn"])],
+            "else",
+            [],
+            [oh.make_empty_tensor_value_info("n"), oh.make_empty_tensor_value_info("kn")],
+        ),
+    )
+    nodes = [oh.make_node("Sin", ["x"], ["a"]), inner, oh.make_node("Reshape", ["r", "k"], ["m"])]
+    mid = oh.make_graph(nodes, "mid", [], [oh.make_empty_tensor_value_info("m")])
+    cos = oh.make_graph([oh.make_node("Cos", ["x"], ["o"])], "cos", [], [oh.make_empty_tensor_value_info("o")])
+    outer = oh.make_node("If", ["c"], ["y"], then_branch=mid, else_branch=cos)
+    inputs = [oh.make_tensor_value_info("c", TensorProto.BOOL, []), oh.make_tensor_value_info("x", 11, [2, 3])]
+    graph = oh.make_graph([outer], "g", inputs, [oh.make_tensor_value_info("y", 11, [2, 3])])
+    model = ol.load_from_string(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]).SerializeToString())
+    fwd = ol.TangentOfFunction(model, ["x"], ["y"])
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    for c, dydx in ((True, np.cos(x) * np.exp(np.sin(x))), (False, -np.sin(x))):
+        got = ol.runtime.InferenceSession(fwd).run(None, {"x": x, "c": np.array(c), "fwd_x": t})[0]
+        np.testing.assert_allclose(got, dydx * t, rtol=1e-12)

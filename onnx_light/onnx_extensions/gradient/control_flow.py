@@ -367,13 +367,20 @@ def _renamed(infos: Sequence[ValueInfoProto], rename: dict[str, str]) -> list[Va
     return [tensor_info(rename.get(i.name, i.name), i) for i in infos]
 
 
+def _branch_dtypes(ctx: TangentContext, then_g: GraphProto, else_g: GraphProto) -> list[int]:
+    """Each If output's element type: declared by a branch, else inferred (0 when unknown)."""
+    return [elem_type(a) or elem_type(b) or ctx.dtype(o) for a, b, o in zip(then_g.output, else_g.output, ctx.outputs)]
+
+
 @jvp_rule("", "If")
 def if_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """An If on the same condition whose branches compute their outputs' tangents from the
     tangents of the captured values they read: only the taken branch runs."""
     wrt = ctx.captured_tangents
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
-    floats = _floats(ctx, list(then_g.output), ctx.outputs)
+    # an output of unknown type (torch leaves nested branch outputs untyped) may be float: its
+    # tangent is built, not taken for zero
+    floats = [k for k, t in enumerate(_branch_dtypes(ctx, then_g, else_g)) if t in (0, *FLOAT_TYPES)]
     if not wrt or not floats:
         return None
     branches = {}
