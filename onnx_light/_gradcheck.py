@@ -142,6 +142,8 @@ def gradcheck(
         raise OnnxLightError(f"gradcheck: eps must be positive, got {eps}")
     if directions < 1:
         raise OnnxLightError(f"gradcheck: directions must be at least 1, got {directions}")
+    if not isinstance(y, str):
+        raise OnnxLightError(f"gradcheck: y must be one value name, got {y!r}")
     if dtype not in ("float64", "float32"):
         raise OnnxLightError(f"gradcheck: dtype must be 'float64' or 'float32', not {dtype!r}")
     model = from_onnx(model)

@@ -89,6 +89,8 @@ def test_float32_and_bad_arguments() -> None:
         ol.gradcheck(_kinked(), ["W"], "y", eps=0.0)
     with pytest.raises(ol.OnnxLightError, match="dtype"):
         ol.gradcheck(_kinked(), ["W"], "y", dtype="float16")
+    with pytest.raises(ol.OnnxLightError, match="y must be one value name"):
+        ol.gradcheck(_kinked(), ["W"], ["y"])
 
 
 def test_a_model_that_cannot_run_is_an_error_not_a_verdict() -> None:

@@ -121,6 +121,19 @@ def test_missing_y_is_an_error() -> None:
         ol.GradientOfFunction(_chain_model(), xs=["w"], y="nope")
 
 
+@pytest.mark.parametrize(
+    ("xs", "y", "match"),
+    [
+        (["x"], ["y"], r"y must be one value name, got \['y'\]"),
+        ([["x"]], "y", r"xs must be value names, got \[\['x'\]\]"),
+    ],
+)
+def test_names_of_the_wrong_kind_are_an_error(xs: object, y: object, match: str) -> None:
+    """A list for y (as TangentOfFunction's ys) or a nested xs: a GradientError, not a TypeError."""
+    with pytest.raises(GradientError, match=match):
+        ol.GradientOfFunction(_chain_model(), xs=xs, y=y)
+
+
 def test_integer_x_is_an_error() -> None:
     nodes = [helper.make_node("Cast", ["i"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]
     graph = helper.make_graph(

@@ -389,3 +389,77 @@ def test_if_untyped_branches_both_modes(flag: bool) -> None:
     bwd = ol.GradientOfNodes(nodes, ["a"], "y")
     (ga,) = ol.runtime.InferenceSession(bwd).run(None, {"a": a, "c": c, bwd.input[-1]: np.ones(2)})
     np.testing.assert_allclose(ga * t, want, rtol=1e-12)
+
+def test_if_reading_an_if_whose_branches_differ_in_rank() -> None:
+    """silero-vad's pattern, as torch exports it (no value_info, no shape inference run): an If
+    whose branches declare float outputs of different ranks feeds an If whose branches declare
+    untyped outputs. The pass types the first If's output from its branches, so the backward
+    If's branch outputs get a float type (an output of type 0 is invalid: onnxruntime refuses
+    the model)."""
+    import onnxruntime as ort
+
+    def branch(node: Any, rank: int | None) -> Any:
+        name = node.output[0]
+        out = oh.make_empty_tensor_value_info(name)  # no type, as torch declares some
+        if rank:
+            out = oh.make_tensor_value_info(name, TensorProto.FLOAT, ["a"] * rank)
+        return oh.make_graph([node], name, [], [out])
+
+    axes = oh.make_tensor("axes", TensorProto.INT64, [1], [0])
+    unsq = branch(oh.make_node("Unsqueeze", ["x", "axes"], ["u"]), 3)
+    ident = branch(oh.make_node("Identity", ["x"], ["i"]), 2)
+    square = branch(oh.make_node("Mul", ["a", "a"], ["s"]), None)
+    exp = branch(oh.make_node("Exp", ["a"], ["e"]), None)
+    nodes = [
+        oh.make_node("Constant", [], ["axes"], value=axes),
+        oh.make_node("If", ["c"], ["a"], then_branch=unsq, else_branch=ident),
+        oh.make_node("If", ["c"], ["r"], then_branch=square, else_branch=exp),
+        oh.make_node("ReduceSum", ["r"], ["loss"], keepdims=0),
+    ]
+    inputs = [oh.make_tensor_value_info("c", TensorProto.BOOL, []), oh.make_tensor_value_info("x", 1, [2, 3])]
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("loss", 1, [])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    bwd = ol.gradient_model(ol.load_from_string(model.SerializeToString()), ["x"], "loss")
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": x}
+        theirs = ort.InferenceSession(bwd.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        ours = ol.runtime.InferenceSession(bwd).run(None, feeds)
+        want = 2 * x if c else np.exp(x)
+        np.testing.assert_allclose(ours[0].reshape(want.shape), want, rtol=1e-6)
+        np.testing.assert_allclose(theirs[0], ours[0], rtol=1e-6)
+
+
+def test_forward_mode_through_an_if_nested_in_a_branch_with_untyped_outputs() -> None:
+    """An If inside an If's branch reading a value of that branch, its outputs undeclared (as
+    torch exports silero-vad's): the tangent flows through it (it was taken for zero)."""
+    inner = oh.make_node(
+        "If",
+        ["c"],
+        ["r", "k"],
+        then_branch=oh.make_graph(
+            [oh.make_node("Exp", ["a"], ["e"]), oh.make_node("Shape", ["a"], ["ke"])],
+            "then",
+            [],
+            [oh.make_empty_tensor_value_info("e"), oh.make_empty_tensor_value_info("ke")],
+        ),
+        else_branch=oh.make_graph(
+            [oh.make_node("Neg", ["a"], ["n"]), oh.make_node("Shape", ["a"], ["kn"])],
+            "else",
+            [],
+            [oh.make_empty_tensor_value_info("n"), oh.make_empty_tensor_value_info("kn")],
+        ),
+    )
+    nodes = [oh.make_node("Sin", ["x"], ["a"]), inner, oh.make_node("Reshape", ["r", "k"], ["m"])]
+    mid = oh.make_graph(nodes, "mid", [], [oh.make_empty_tensor_value_info("m")])
+    cos = oh.make_graph([oh.make_node("Cos", ["x"], ["o"])], "cos", [], [oh.make_empty_tensor_value_info("o")])
+    outer = oh.make_node("If", ["c"], ["y"], then_branch=mid, else_branch=cos)
+    inputs = [oh.make_tensor_value_info("c", TensorProto.BOOL, []), oh.make_tensor_value_info("x", 11, [2, 3])]
+    graph = oh.make_graph([outer], "g", inputs, [oh.make_tensor_value_info("y", 11, [2, 3])])
+    model = ol.load_from_string(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]).SerializeToString())
+    fwd = ol.TangentOfFunction(model, ["x"], ["y"])
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    for c, dydx in ((True, np.cos(x) * np.exp(np.sin(x))), (False, -np.sin(x))):
+        got = ol.runtime.InferenceSession(fwd).run(None, {"x": x, "c": np.array(c), "fwd_x": t})[0]
+        np.testing.assert_allclose(got, dydx * t, rtol=1e-12)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, check_gradient, check_in_onnxruntime, check_second_order, gradient
+from gradcheck import Case, check_gradient, check_in_onnxruntime, check_second_order, check_tangent, gradient
 from onnx import helper as oh
 
 _rng = np.random.default_rng(12)
@@ -149,3 +149,40 @@ def test_reregistered_rule_is_not_served_from_the_cache() -> None:
     ol.RegisterGradientFunction("", "Tanh", counting, registry=reg)
     gradient(case, registry=reg)
     assert calls, "the cached backward was reused although the Tanh rule changed"
+
+
+def _identity(x: str, y: str) -> Any:
+    return oh.make_graph([oh.make_node("Identity", [x], [y])], y, [], [oh.make_tensor_value_info(y, 0, None)])
+
+
+def _lstm_of_unknown_rank() -> Case:
+    """An LSTM whose X comes out of an If with branches of different ranks (Unsqueeze or
+    Identity, as torch exports silero-vad's "unsqueeze a 2-D input" branch): inference loses
+    X's rank, which the spec fixes at 3; an If reads the LSTM's states, as silero-vad's does."""
+    axes = oh.make_tensor("axes", 7, [1], [0])
+    then = oh.make_graph(
+        [oh.make_node("Unsqueeze", ["x2", "axes"], ["xt"])], "then", [], [oh.make_tensor_value_info("xt", 0, None)]
+    )
+    other = oh.make_graph(
+        [oh.make_node("Identity", ["x2"], ["xe"])], "else", [], [oh.make_tensor_value_info("xe", 0, None)]
+    )
+    nodes = [
+        oh.make_node("Constant", [], ["axes"], value=axes),
+        oh.make_node("If", ["cond"], ["X"], then_branch=then, else_branch=other),
+        oh.make_node("LSTM", ["X", "W", "R", "", "", "h0", "c0"], ["Y", "Y_h", "Y_c"], hidden_size=H),
+        oh.make_node("If", ["cond"], ["c"], then_branch=_identity("Y_c", "ct"), else_branch=_identity("Y_h", "ce")),
+        oh.make_node("Mul", ["Y", "c"], ["p"]),
+        oh.make_node("ReduceSum", ["p"], ["loss"], keepdims=0),
+    ]
+    inputs = {"cond": np.array(True), "x2": rnd(B, I), "W": rnd(1, 4 * H, I), "R": rnd(1, 4 * H, H)}
+    inputs.update(h0=rnd(1, B, H), c0=rnd(1, B, H))
+    return Case("LSTM_x_of_unknown_rank", nodes, inputs, ["x2", "W", "R", "h0", "c0"], ort_dtype=np.float32)
+
+
+def test_input_of_unknown_rank() -> None:
+    """The lowering's Scan bodies get the ranks the spec gives the node's inputs and outputs."""
+    check_gradient(_lstm_of_unknown_rank())
+
+
+def test_input_of_unknown_rank_forward_mode() -> None:
+    check_tangent(_lstm_of_unknown_rank())

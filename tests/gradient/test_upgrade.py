@@ -244,3 +244,30 @@ def test_conv_transpose_odd_padding_without_shapes_is_a_clear_error() -> None:
     node = _conv_transpose_10(strides=[2], auto_pad="SAME_LOWER")
     with pytest.raises(GradientError, match="spatial dims of 'x' and 'w'"):
         upgrade_nodes([node], 10, TARGET, lambda p: p + "_1")
+
+
+def test_nodes_inside_branches_are_upgraded() -> None:
+    """An If (as silero-vad's opset-16 export holds, its whole model in two branches) keeps
+    Reduce* nodes with an ``axes`` attribute in its branches: the backward model at opset 21
+    upgrades them too, in the forward If and in the reverse one."""
+    import onnx_light as ol
+
+    def branch(op: str) -> Any:
+        out = oh.make_tensor_value_info(op, onnx.TensorProto.FLOAT, [2, 1])
+        return oh.make_graph([oh.make_node(op, ["x"], [op], axes=[1])], op, [], [out])
+
+    nodes = [
+        oh.make_node("If", ["c"], ["a"], then_branch=branch("ReduceMean"), else_branch=branch("ReduceSum")),
+        oh.make_node("Mul", ["a", "a"], ["b"]),
+        oh.make_node("ReduceSum", ["b"], ["loss"], keepdims=0),
+    ]
+    inputs = [oh.make_tensor_value_info("c", onnx.TensorProto.BOOL, []), oh.make_tensor_value_info("x", 1, [2, 3])]
+    graph = oh.make_graph(nodes, "g", inputs, [oh.make_tensor_value_info("loss", 1, [])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 12)])
+    bwd = ol.gradient_model(ol.load_from_string(model.SerializeToString()), ["x"], "loss")
+    x = _rand(2, 3)
+    for c, want in ((True, 2 * x.mean(1, keepdims=True) / 3), (False, 2 * x.sum(1, keepdims=True))):
+        feeds = {"c": np.array(c), "x": x}
+        ours = ol.runtime.InferenceSession(bwd).run(None, feeds)[0]
+        np.testing.assert_allclose(ours, np.broadcast_to(want, x.shape), rtol=1e-5)
+        np.testing.assert_allclose(_run(onnx.ModelProto.FromString(bwd.SerializeToString()), feeds)[0], ours, rtol=1e-6)

@@ -101,6 +101,10 @@ class _GradientPass:
         if isinstance(xs, str):
             xs = [xs]
         self.xs = list(xs)
+        if not isinstance(y, str):
+            raise GradientError(f"y must be one value name, got {y!r}; differentiate each output on its own")
+        if not all(isinstance(x, str) for x in self.xs):
+            raise GradientError(f"xs must be value names, got {self.xs!r}")
         self.y = y
         self.zs = None if zs is None else list(zs)
         self.registry = registry

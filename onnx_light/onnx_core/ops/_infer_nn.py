@@ -137,16 +137,18 @@ def loss(ctx: InferContext) -> list[ValueType]:
 def recurrent(ctx: InferContext) -> list[ValueType]:
     """Y ``[seq, dirs, batch, hidden]`` and Y_h (Y_c) ``[dirs, batch, hidden]``; batch first when layout=1."""
     x = in_type(ctx, 0)
+    dtype = x.dtype or in_type(ctx, 1).dtype  # one type T for X, W, R...: W's when X's is lost
     dirs = 2 if ctx.attr("direction", "forward") == "bidirectional" else 1
     hidden = ctx.attr("hidden_size")
     h: Dim = int(hidden) if hidden is not None else None
-    if x.shape is None or len(x.shape) != 3:
-        return [ValueType(x.dtype, None)] * 3
     layout = int(ctx.attr("layout", 0))
-    seq, batch = (x.shape[1], x.shape[0]) if layout else (x.shape[0], x.shape[1])
+    seq: Dim = None
+    batch: Dim = None
+    if x.shape is not None and len(x.shape) == 3:  # else still ranks 4 and 3 (the spec's)
+        seq, batch = (x.shape[1], x.shape[0]) if layout else (x.shape[0], x.shape[1])
     y = (batch, seq, dirs, h) if layout else (seq, dirs, batch, h)
     state = (batch, dirs, h) if layout else (dirs, batch, h)
-    return [ValueType(x.dtype, y), ValueType(x.dtype, state), ValueType(x.dtype, state)]
+    return [ValueType(dtype, y), ValueType(dtype, state), ValueType(dtype, state)]
 
 
 @infer("Resize", "Upsample")

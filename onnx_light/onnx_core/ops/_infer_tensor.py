@@ -573,6 +573,25 @@ def depth_space(ctx: InferContext) -> list[ValueType]:
     return [ValueType(x.dtype, (n, mul(c, b * b), div(h, b), div(w, b)))]
 
 
+@infer("If")
+def if_(ctx: InferContext) -> list[ValueType]:
+    """Each output as both branches declare it (a dim or rank they disagree on unknown): torch
+    declares branch outputs and no value_info, and the branches' nodes are not inferred here."""
+    then, other = ctx.attr("then_branch"), ctx.attr("else_branch")
+    if then is None or other is None:
+        return []
+    return [_either(_fastpath.value_type(a), _fastpath.value_type(b)) for a, b in zip(then.output, other.output)]
+
+
+def _either(a: ValueType | None, b: ValueType | None) -> ValueType:
+    if a is None or b is None:
+        return ValueType(0, None)
+    dtype = a.dtype if a.dtype == b.dtype or not b.dtype else b.dtype if not a.dtype else 0
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return ValueType(dtype, None)
+    return ValueType(dtype, tuple(x if x == y else None for x, y in zip(a.shape, b.shape)))
+
+
 # --------------------------------------------------------------------------- upgrades
 @upgrade("Squeeze", "Unsqueeze", until=12)
 def _axes_to_input(u: Upgrader, node: NodeProto, attr: str = "axes") -> None:

@@ -25,6 +25,7 @@ from ..gradient._types import UNKNOWN, ValueType, infer_types
 from ..helper import make_attribute, make_node
 from ..numpy_helper import from_array
 from ._registries import UPGRADES
+from ._traits import op_types_with
 
 __all__ = ["upgrade_nodes"]
 
@@ -213,10 +214,25 @@ def upgrade_nodes(
     if kinds is None:
         kinds = [(node.op_type, node.domain) for node in nodes]
     upgrades = UPGRADES.at(source_opset)
+    nested = op_types_with("subgraphs")
     for node, (op_type, domain) in zip(nodes, kinds):
         fn = upgrades.get(op_type) if domain in ("", "ai.onnx") else None
         if fn is None:
-            u.out.append(node)
+            u.out.append(_with_upgraded_subgraphs(u, node) if op_type in nested else node)
         else:
             fn(u, node)
     return u.out
+
+
+def _with_upgraded_subgraphs(u: Upgrader, node: NodeProto) -> NodeProto:
+    """``node``, or a copy whose subgraphs' nodes are upgraded too (an If's branches of an
+    opset-16 export hold Reduce* nodes with ``axes`` attributes)."""
+    graphs = [g for a in node.attribute for g in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs)]
+    upgraded = [upgrade_nodes(list(g.node), u.source, u.target, u.new_name, u.dtype, None, u.shape) for g in graphs]
+    if all(len(new) == len(g.node) and all(a is b for a, b in zip(new, g.node)) for new, g in zip(upgraded, graphs)):
+        return node
+    node = copy.deepcopy(node)
+    copies = [g for a in node.attribute for g in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs)]
+    for g, new in zip(copies, upgraded):
+        g.node = new
+    return node

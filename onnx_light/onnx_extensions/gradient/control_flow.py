@@ -33,6 +33,31 @@ def _outer_info(ctx: GradContext, name: str) -> ValueInfoProto:
     return helper.make_tensor_value_info(name, t.dtype, t.shape)
 
 
+#: the ranks the spec fixes for RNN/GRU/LSTM's inputs (X, W, R, B, sequence_lens, initial_h,
+#: initial_c, P) and outputs (Y, Y_h, Y_c)
+_RECURRENT_IN_RANKS = (3, 3, 3, 2, 1, 3, 3, 2)
+_RECURRENT_OUT_RANKS = (4, 3, 3)
+
+
+def _ranked_info(ctx: GradContext, name: str, rank: int, dtype: int) -> ValueInfoProto:
+    """``_outer_info``, with ``rank`` unknown dims and the node's float type ``dtype`` where
+    inference lost them (an If whose branches differ in rank, as torch exports an optional
+    Unsqueeze)."""
+    if ctx.shape(name) is not None and ctx.dtype(name):
+        return _outer_info(ctx, name)
+    shape = ctx.shape(name)
+    return helper.make_tensor_value_info(name, ctx.dtype(name) or dtype, [None] * rank if shape is None else shape)
+
+
+def _recurrent_types(ctx: GradContext, inputs: list[str], seeds: Sequence[tuple[int, str]]) -> list[ValueInfoProto]:
+    """The types of the node's inputs and of the gradients ``seeds`` (output index, name)."""
+    ranked = [(name, _RECURRENT_IN_RANKS[k]) for k, name in enumerate(inputs) if name and k != 4]
+    ranked += [(g, _RECURRENT_OUT_RANKS[j]) for j, g in seeds]
+    dtype = next((ctx.dtype(name) for name, _ in ranked if ctx.dtype(name)), 0)  # one type T for all
+    types = [_ranked_info(ctx, name, rank, dtype) for name, rank in dict(ranked[::-1]).items()][::-1]
+    return types + ([_outer_info(ctx, inputs[4])] if inputs[4] else [])
+
+
 def _float_captured(ctx: GradContext) -> list[str]:
     """The captured outer values whose gradients are asked for."""
     return [c for c in ctx.captured if ctx.captured_needs_grad(c) and ctx.dtype(c) in (0, *FLOAT_TYPES)]
@@ -198,7 +223,7 @@ def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
     seeds = [(o, g) for o, g in zip(outs, ctx.output_grads) if g and o]
     # a tensor fed to two inputs (h0 as initial_h and initial_c) is differentiated once
     wrt = list(dict.fromkeys(name for k, name in enumerate(inputs) if name and k != 4 and ctx.needs_grad(k)))
-    types = [_outer_info(ctx, n) for n in dict.fromkeys([*(i for i in inputs if i), *(g for _, g in seeds)])]
+    types = _recurrent_types(ctx, inputs, [(j, g) for j, (o, g) in enumerate(zip(outs, ctx.output_grads)) if g and o])
     dtype = ctx.dtype(inputs[0]) or ctx.dtype(inputs[1])
     body, grads, _, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
     by_name = dict(zip(wrt, grads))
@@ -359,13 +384,9 @@ def _loop_backward_body(
 
 
 # -- forward rules ------------------------------------------------------------------------------
-def _floats(
-    ctx: TangentContext, infos: Sequence[ValueInfoProto], outer: Sequence[str], unknown: bool = False
-) -> list[int]:
-    """The positions whose value is float (declared by the body, else inferred for the outer name);
-    with ``unknown``, also those whose type nothing tells (they may be float: never a silent zero)."""
-    kinds = (0, *FLOAT_TYPES) if unknown else FLOAT_TYPES
-    return [k for k, (i, o) in enumerate(zip(infos, outer)) if (elem_type(i) or ctx.dtype(o)) in kinds]
+def _floats(ctx: TangentContext, infos: Sequence[ValueInfoProto], outer: Sequence[str]) -> list[int]:
+    """The positions whose value is float (declared by the body, else inferred for the outer name)."""
+    return [k for k, (i, o) in enumerate(zip(infos, outer)) if (elem_type(i) or ctx.dtype(o)) in FLOAT_TYPES]
 
 
 def _tangent_body(
@@ -387,15 +408,20 @@ def _renamed(infos: Sequence[ValueInfoProto], rename: dict[str, str]) -> list[Va
     return [tensor_info(rename.get(i.name, i.name), i) for i in infos]
 
 
+def _branch_dtypes(ctx: TangentContext, then_g: GraphProto, else_g: GraphProto) -> list[int]:
+    """Each If output's element type: declared by a branch, else inferred (0 when unknown)."""
+    return [elem_type(a) or elem_type(b) or ctx.dtype(o) for a, b, o in zip(then_g.output, else_g.output, ctx.outputs)]
+
+
 @jvp_rule("", "If")
 def if_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """An If on the same condition whose branches compute their outputs' tangents from the
     tangents of the captured values they read: only the taken branch runs."""
     wrt = ctx.captured_tangents
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
-    # an untyped output (an export without shape inference) gets a tangent too: dropping it
-    # would make its tangent zeros
-    floats = _floats(ctx, list(then_g.output), ctx.outputs, unknown=True)
+    # an output of unknown type (torch leaves nested branch outputs untyped) may be float: its
+    # tangent is built, not taken for zero
+    floats = [k for k, t in enumerate(_branch_dtypes(ctx, then_g, else_g)) if t in (0, *FLOAT_TYPES)]
     if not wrt or not floats:
         return None
     branches = {}
@@ -514,7 +540,7 @@ def recurrent_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     wrt = {name: t for k, (name, t) in enumerate(zip(inputs, ts)) if name and k != 4 and t is not None}
     if not wrt:
         return None
-    types = [_outer_info(ctx, name) for name in dict.fromkeys(i for i in inputs if i)]
+    types = _recurrent_types(ctx, inputs, [])
     ys = [o for o in outs if o]
     body, tys, declared, _ = jvp_nodes(ctx, nodes, ys, wrt, [*types, *infos], with_forward=False)
     ctx.emit_nodes(body)
