@@ -146,8 +146,8 @@ class _TangentPass(_GradientPass):
         producer = self._prepare()
         order = sorted(self._ancestors(self.ys, producer))
         self._infer(order, producer)
-        reach, diff = self._dependence(order)
-        self._check_xs(reach)
+        diff = self._dependence(order)[1]
+        self._check_xs(self._reaching(order, self.ys))
         for x, fx in zip(self.xs, self.fwd_in):
             t = self.types.get(x, UNKNOWN)
             self.types[fx] = _seeded(t, self.seeds)
@@ -174,12 +174,9 @@ class _TangentPass(_GradientPass):
                 )
         return producer
 
-    def _check_xs(self, reach: dict[str, int]) -> None:
-        mask = 0
-        for y in self.ys:
-            mask |= reach.get(y, 0)
-        for k, x in enumerate(self.xs):
-            if not (mask >> k) & 1 and not self.allow_unused:
+    def _check_xs(self, reached: set[str]) -> None:
+        for x in self.xs:
+            if x not in reached and not self.allow_unused:
                 raise GradientError(
                     f"x={x!r} reaches none of ys={self.ys}: no path of nodes leads from it to them; "
                     "check the name, or pass allow_unused=True"
