@@ -777,7 +777,7 @@ class _GradientPass:
             key = (domain, op_type)
             cached = passes_by_op.get(key)
             if cached is None:
-                rule = self.registry.lookup(domain, op_type, self.opset)
+                rule = self._lookup(domain, op_type)
                 cached = passes_by_op[key] = (
                     not (rule is not None and rule.no_grad),
                     rule is not None and rule.straight_through,
