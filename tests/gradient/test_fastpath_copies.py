@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from onnx_light import GraphProto, TensorProto, helper, numpy_helper
@@ -35,9 +37,13 @@ def test_graph_attribute_is_make_attributes_copy() -> None:
     before = body.SerializeToString()
     attr = attribute("body", body)
     assert attr.SerializeToString() == helper.make_attribute("body", body).SerializeToString()
+    assert attr.g.SerializeToString() == copy.deepcopy(body).SerializeToString() == before
     assert attr.g is not body
     attr.g.node[1].attribute[0].g.node[0].op_type = "Abs"  # the copy is deep: the source keeps its body
     attr.g.initializer[0].name = "other"
+    assert body.SerializeToString() == before
+    made = helper.make_attribute("body", body)
+    made.g.node[0].output[0] = "changed"  # make_attribute copies too
     assert body.SerializeToString() == before
 
 
