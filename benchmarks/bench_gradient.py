@@ -283,7 +283,8 @@ def size_sweep(sizes: list[int], rounds: int, peer_max: int) -> None:
         t, th = med["ours"], med.get("onnx_ad")
         print(
             f"| {n_fwd:,} | {len(xs):,} | {t * 1e3:.1f} ms | {t / n_fwd * 1e6:.1f} | "
-            f"{_fmt(th and th * 1e3, ',.1f')} ms | {_fmt(th and th / t, '.1f')}x | {len(last['ours'].node):,} | "
+            f"{_fmt(th and th * 1e3, ',.1f')}{' ms' if th else ''} | {_fmt(th and th / t, '.1f')}{'x' if th else ''} | "
+            f"{len(last['ours'].node):,} | "
             f"{peak:.2f}x ({mb:.1f} MB model) |"
         )
         sys.stdout.flush()
