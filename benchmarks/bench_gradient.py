@@ -25,9 +25,19 @@ rounds (the order flips every round):
   default graph optimisations), our FunctionProto wrapped as a model with
   ``backward_model(..., inline=True)``;
 * the time to differentiate a 10,000-node chain (ours only);
-* with ``--per-op``: nodes each of our rules emits per forward node, by op type.
+* with ``--per-op``: nodes each of our rules emits per forward node, by op type;
+* for ``lstm`` and ``gru``, the first call as well: our template cache of recurrent
+  backward graphs (``_recurrent_cache``) emptied before every round, as in a fresh process;
+* with ``--sizes 10,100,1000,10000,100000``: the chain at each size (3 nodes a layer, every
+  ``w_i``/``b_i`` an x), ours against onnx-ad (up to ``--peer-max`` nodes), the time per
+  node (flat is linear) and our peak memory during the transform (tracemalloc, one more
+  run) as a multiple of the decoded model's memory.
+
+``--optimize on|off`` passes ``optimize=`` to ``GradientOfFunction`` (default: its default).
 
     PYTHONPATH=. python benchmarks/bench_gradient.py [--rounds 7] [--models chain,mlp,cnn,encoder] [--per-op]
+    PYTHONPATH=. python benchmarks/bench_gradient.py --models lstm,gru --no-big-chain --optimize off
+    PYTHONPATH=. python benchmarks/bench_gradient.py --models none --no-big-chain --sizes 10,100,1000,10000,100000
 
 Times are CPU seconds of this process (``time.process_time``): every measured thing
 runs single-threaded here, and the machine may be shared. ``--wall`` uses
@@ -218,10 +228,66 @@ def encoder_model(layers: int = 6, d_model: int = 256) -> tuple[onnx.ModelProto,
 # the two transforms
 # ----------------------------------------------------------------------------
 REGISTRY = ol.DefaultGradRegistry()
+#: ``optimize=`` for GradientOfFunction (None: its default)
+OPTIMIZE: bool | None = None
 
 
 def ours_transform(model: Any, xs: list[str], y: str) -> Any:
-    return ol.GradientOfFunction(model, xs, y, registry=REGISTRY)
+    if OPTIMIZE is None:
+        return ol.GradientOfFunction(model, xs, y, registry=REGISTRY)
+    return ol.GradientOfFunction(model, xs, y, registry=REGISTRY, optimize=OPTIMIZE)
+
+
+def ours_first_call(model: Any, xs: list[str], y: str) -> Any:
+    """``ours_transform`` with the recurrent template cache emptied first (a fresh process's call)."""
+    from onnx_light.onnx_extensions.gradient import _recurrent_cache
+
+    _recurrent_cache._CACHE.clear()
+    return ours_transform(model, xs, y)
+
+
+def peak_memory(data: bytes, xs: list[str], y: str) -> tuple[float, float]:
+    """(decoded model MB, peak memory of our transform / the model's), with tracemalloc."""
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    model = ol.ModelProto.FromString(data)
+    for part in (model.graph.node, model.graph.input, model.graph.value_info, model.graph.output):
+        list(part)  # decoded: what the transform reads first
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    ours_transform(model, xs, y)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return base / 1e6, (peak - base) / base
+
+
+def size_sweep(sizes: list[int], rounds: int, peer_max: int) -> None:
+    """The chain at each size: transform time against onnx-ad, time per node, peak memory."""
+    import onnx_ad  # noqa: F401  (fails early when missing)
+
+    print("\n| nodes | xs | ours | ours µs/node | onnx-ad | speed-up | emitted | peak memory / model |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        model, xs, y = chain_model(max(1, n // 3))
+        data = model.SerializeToString()
+        ours_in = ol.ModelProto.FromString(data)
+        n_fwd = len(model.graph.node)
+        fns: dict[str, Callable[[], Any]] = {"ours": lambda m=ours_in, x=xs, yy=y: ours_transform(m, x, yy)}
+        if n_fwd <= peer_max:
+            fns["onnx_ad"] = lambda m=model, x=xs, yy=y: theirs_transform(m, x, yy)
+        ours_transform(ours_in, xs, y)  # warm: the first call of a size builds nothing the others reuse
+        med, last = alternate(fns, rounds if n_fwd <= 10_000 else min(rounds, 3))
+        mb, peak = peak_memory(data, xs, y)
+        t, th = med["ours"], med.get("onnx_ad")
+        print(
+            f"| {n_fwd:,} | {len(xs):,} | {t * 1e3:.1f} ms | {t / n_fwd * 1e6:.1f} | "
+            f"{_fmt(th and th * 1e3, ',.1f')}{' ms' if th else ''} | {_fmt(th and th / t, '.1f')}{'x' if th else ''} | "
+            f"{len(last['ours'].node):,} | "
+            f"{peak:.2f}x ({mb:.1f} MB model) |"
+        )
+        sys.stdout.flush()
 
 
 def theirs_transform(model: onnx.ModelProto, xs: list[str], y: str) -> onnx.ModelProto:
@@ -352,10 +418,15 @@ def main() -> None:
     parser.add_argument("--per-op", action="store_true", help="print nodes emitted per forward node by op")
     parser.add_argument("--no-big-chain", action="store_true", help="skip the 10,000-node chain")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
+    parser.add_argument("--optimize", choices=["on", "off"], help="optimize= for GradientOfFunction")
+    parser.add_argument("--sizes", default="", help="chain sizes to sweep, e.g. 10,100,1000,10000,100000")
+    parser.add_argument("--peer-max", type=int, default=20_000, help="largest chain onnx-ad transforms in --sizes")
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, OPTIMIZE
     if args.wall:
         CLOCK = time.perf_counter
+    if args.optimize:
+        OPTIMIZE = args.optimize == "on"
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"# {time.strftime('%Y-%m-%d')}  nproc={os.cpu_count()}  cpu={cpu}  python={platform.python_version()}")
@@ -365,6 +436,7 @@ def main() -> None:
     print(f"# onnx {onnx.__version__}, onnx-ad {onnx_ad.__version__}, onnxruntime {onnxruntime.__version__}")
     print(
         f"# clock: {'wall (perf_counter)' if args.wall else 'process CPU time'}, rounds {args.rounds}, runs {args.runs}"
+        f", optimize={'default' if OPTIMIZE is None else OPTIMIZE}"
     )
     builders: dict[str, Callable[[], tuple[onnx.ModelProto, list[str], str]]] = {
         "chain": lambda: chain_model(2000),
@@ -378,6 +450,8 @@ def main() -> None:
     rows = []
     per_op: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     for name in args.models.split(","):
+        if name == "none":
+            continue
         try:
             model, xs, y = builders[name]()
         except ImportError as e:
@@ -416,6 +490,14 @@ def main() -> None:
             row["rt_ours_runtime"] = rt["ours_runtime"]
         rows.append(row)
         _print_row(row)
+        if name in ("lstm", "gru") and "onnx_ad" in fns:
+            cold = {"ours": lambda m=ours_in, x=xs, yy=y: ours_first_call(m, x, yy), "onnx_ad": fns["onnx_ad"]}
+            first, _ = alternate(cold, args.rounds)
+            print(
+                f"{name}: first call (template cache empty) ours {first['ours'] * 1e3:.1f} ms, onnx_ad "
+                f"{first['onnx_ad'] * 1e3:.1f} ms = {first['onnx_ad'] / first['ours']:.1f}x; warm call "
+                f"{med['ours'] * 1e3:.1f} ms = {med['onnx_ad'] / med['ours']:.1f}x"
+            )
         if args.per_op:
             counts, _ = per_op_counts(ours_in, xs, y)
             for op, (n, e) in counts.items():
@@ -435,6 +517,8 @@ def main() -> None:
                 f"{len(model.graph.node)}-node chain, {len(xs)} xs: ours {med['ours']:.3f} s, "
                 f"{len(last['ours'].node)} nodes emitted"
             )
+    if args.sizes:
+        size_sweep([int(s) for s in args.sizes.split(",")], args.rounds, args.peer_max)
     if args.per_op:
         print("\nbackward nodes emitted per forward node, by op (rule + unbroadcast), all models:")
         for op, (n, e) in sorted(per_op.items(), key=lambda kv: -kv[1][1] / kv[1][0]):

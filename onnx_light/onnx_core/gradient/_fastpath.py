@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._attributes import get_attribute_value, make_attribute
-from .._proto import AttributeProto, NodeProto, TensorProto, ValueInfoProto
+from .._proto import AttributeProto, GraphProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
 from ._types import ValueType
 
@@ -24,6 +24,7 @@ __all__ = [
     "new_node",
     "copy_node",
     "attribute",
+    "graph_copy",
     "tensor_attribute",
     "raw_tensor",
     "tensor_array",
@@ -45,6 +46,7 @@ _INTS = AttributeProto.INTS
 _FLOAT = AttributeProto.FLOAT
 _FLOATS = AttributeProto.FLOATS
 _TENSOR = AttributeProto.TENSOR
+_GRAPH = AttributeProto.GRAPH
 
 #: the byte-sized numeric element types, as numpy dtypes and TensorProto types (``raw_data``
 #: of these is the little-endian array as it is, see ``to_array`` and ``from_array``)
@@ -106,7 +108,29 @@ def attribute(name: str, value: Any) -> AttributeProto:
         attr._ints = list(value)
         attr._type = _INTS
         return attr
+    if kind is GraphProto:  # a body (Scan, Loop, If): copied, as make_attribute does
+        body = graph_copy(value)
+        if body is not None:
+            attr = AttributeProto.__new__(AttributeProto)
+            attr._name = name
+            attr._g = body
+            attr._type = _GRAPH
+            return attr
     return make_attribute(name, value)
+
+
+def graph_copy(graph: GraphProto) -> GraphProto | None:
+    """A deep copy of ``graph`` through the wire format (None when it does not serialise).
+
+    The same message as ``copy.deepcopy(graph)`` (the codec round-trips every field,
+    unknown ones included), several times faster: the copy's nodes are decoded by the
+    codec when first read instead of by ``MergeFrom``'s walk over every field of every
+    message of the body (a recurrent node's backward Scan bodies hold hundreds).
+    """
+    try:
+        return GraphProto.FromString(graph.SerializeToString())
+    except Exception:  # a field the codec cannot write: the caller copies the usual way
+        return None
 
 
 def copy_node(node: NodeProto, outputs: list[str]) -> NodeProto:

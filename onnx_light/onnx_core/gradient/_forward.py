@@ -150,8 +150,8 @@ class _TangentPass(_GradientPass):
             producer = self._prepare()
             order = sorted(self._ancestors(self.ys, producer))
             self._infer(order, producer)
-        reach, diff = self._dependence(order)
-        self._check_xs(reach)
+        diff = self._dependence(order)[1]
+        self._check_xs(self._reaching(order, self.ys))
         for x, fx in zip(self.xs, self.fwd_in):
             t = self.types.get(x, UNKNOWN)
             self.types[fx] = _seeded(t, self.seeds)
@@ -181,12 +181,10 @@ class _TangentPass(_GradientPass):
     def _roots(self) -> list[str]:
         return self.ys
 
-    def _check_xs(self, reach: dict[str, int]) -> None:
-        mask = self._reached  # the xs only a branch not taken read (inlined): tangent zeros
-        for y in self.ys:
-            mask |= reach.get(y, 0)
-        for k, x in enumerate(self.xs):
-            if not (mask >> k) & 1 and not self.allow_unused:
+    def _check_xs(self, reached: set[str]) -> None:
+        reached = reached | self._reached  # the xs only a branch not taken read (inlined): tangent zeros
+        for x in self.xs:
+            if x not in reached and not self.allow_unused:
                 raise GradientError(
                     f"x={x!r} reaches none of ys={self.ys}: no path of nodes leads from it to them; "
                     "check the name, or pass allow_unused=True"

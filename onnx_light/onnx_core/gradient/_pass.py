@@ -168,8 +168,8 @@ class _GradientPass:
         self._diff: dict[str, int] = {}
         #: one ``ctx.op`` builder per prefix (op type), shared by the contexts
         self.builders: dict[str, OpBuilder] = {}
-        #: the xs that reached y through a branch inlined away (bit k: xs[k])
-        self._reached = 0
+        #: the xs that reached y through a branch inlined away
+        self._reached: set[str] = set()
         #: element types of the values known to be sequences (see ``_sequences``)
         self.sequence_types: dict[str, ValueType] = {}
 
@@ -435,8 +435,8 @@ class _GradientPass:
             order = sorted(self._ancestors([self.y], producer))
             self._check_order(order, producer)
             self._infer(order, producer)
-        reach, diff = self._dependence(order)
-        self._check_xs(reach)
+        diff = self._dependence(order)[1]
+        self._check_xs(self._reaching(order, [self.y]))
         try:
             grads = self._reverse_walk(order, diff)
         except Exception as error:
@@ -466,9 +466,7 @@ class _GradientPass:
         if not taken:
             return False
         # an x read only by a branch not taken still reaches y (its gradient is zeros)
-        reach = self._dependence(order)[0]
-        for y in self._roots():
-            self._reached |= reach.get(y, 0)
+        self._reached |= self._reaching(order, self._roots())
         nodes: list[NodeProto] = []
         new_fields: list[Fields] = []
         for i, node in enumerate(self.nodes):
@@ -539,17 +537,20 @@ class _GradientPass:
             else None,
         )
 
-    def _check_xs(self, reach: dict[str, int]) -> None:
-        """y has a floating-point type; every x reaches y (unless ``allow_unused``) and has one too."""
+    def _check_xs(self, reached: set[str]) -> None:
+        """y has a floating-point type; every x reaches y (unless ``allow_unused``) and has one too.
+
+        ``reached``: the xs that reach y (see ``_reaching``).
+        """
         dt = self.types.get(self.y, UNKNOWN).dtype
         if dt and dt not in FLOAT_TYPES:
             raise GradientError(
                 f"y={self.y!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                 "differentiate a floating-point output (Cast it to float in the model if it is a count)"
             )
-        y_reach = reach.get(self.y, 0) | self._reached
-        for k, x in enumerate(self.xs):
-            if not (y_reach >> k) & 1 and not self.allow_unused:
+        reached = reached | self._reached
+        for x in self.xs:
+            if x not in reached and not self.allow_unused:
                 raise GradientError(
                     f"x={x!r} does not reach y={self.y!r}: no path of nodes leads from it to y; "
                     "check the name, or pass allow_unused=True to get zeros"
@@ -643,7 +644,8 @@ class _GradientPass:
                 continue
             rule = self._lookup(domain, op_type)
             if rule is None:
-                raise self._no_rule_error(i, diff) from error
+                # which xs reach the node through its subgraphs only: one bit per x, now
+                raise self._no_rule_error(i, self._dependence(order, per_x=True)[1]) from error
             if rule.no_grad:
                 continue
             nondiff = rule.nondiff
@@ -734,18 +736,36 @@ class _GradientPass:
                     stack.append(j)
         return seen - stop if stop else seen
 
-    def _dependence(self, order: list[int]) -> tuple[dict[str, int], dict[str, int]]:
-        """Bit k of ``reach[v]`` / ``diff[v]``: v depends on xs[k] at all / differentiably.
+    def _reaching(self, order: list[int], targets: Sequence[str]) -> set[str]:
+        """The xs that reach one of ``targets``, whose ancestors ``order`` lists.
 
-        ``order`` lists the forward nodes to sweep (indices, topological order).
+        Every node of ``order`` is on a path to a target, so an x reaches one exactly when a
+        node of ``order`` reads it or it is a target: the reach masks of ``_dependence``
+        tell the same, at a cost growing with the number of xs for every value.
+        """
+        read = set(targets)
+        reads = self._reads
+        for i in order:
+            read.update(reads[i])
+        return {x for x in self.xs if x in read}
+
+    def _dependence(self, order: list[int], per_x: bool = False) -> tuple[dict[str, int], dict[str, int]]:
+        """``reach[v]`` / ``diff[v]`` non-zero: v depends on an x at all / differentiably.
+
+        ``order`` lists the forward nodes to sweep (indices, topological order). With
+        ``per_x``, bit k of the masks tells xs[k] (what an error message names); without,
+        every x sets bit 0: the pass asks only whether a value depends on some x, and masks
+        of one bit per x would make the sweep quadratic on a graph with many xs (each value
+        holding a bit for every x upstream of it).
         """
         reach: dict[str, int] = {}
         diff: dict[str, int] = {}
         for k, x in enumerate(self.xs):
-            reach[x] = reach.get(x, 0) | (1 << k)
-            diff[x] = diff.get(x, 0) | (1 << k)
+            bit = 1 << k if per_x else 1
+            reach[x] = reach.get(x, 0) | bit
+            diff[x] = diff.get(x, 0) | bit
         #: intermediate xs (cut points): their bit survives their producer's write
-        cut = {x: 1 << k for k, x in enumerate(self.xs) if x in self._producer}
+        cut = {x: 1 << k if per_x else 1 for k, x in enumerate(self.xs) if x in self._producer}
         reach_get = reach.get
         diff_get = diff.get
         types_get = self.types.get
@@ -766,7 +786,7 @@ class _GradientPass:
             key = (domain, op_type)
             cached = passes_by_op.get(key)
             if cached is None:
-                rule = self.registry.lookup(domain, op_type, self.opset)
+                rule = self._lookup(domain, op_type)
                 cached = passes_by_op[key] = (
                     not (rule is not None and rule.no_grad),
                     rule is not None and rule.straight_through,

@@ -211,10 +211,17 @@ def body_op_types(op_type: str, domain: str = DEFAULT_DOMAIN) -> frozenset[str] 
     return frozenset(n[1] for v in versions for n in v[5])
 
 
+#: (the (domain, op_type) keys of EXPANSIONS, their op types) when last asked
+_EXPANDABLE: list[frozenset[Any]] = [frozenset(), frozenset()]
+
+
 def expandable_op_types() -> frozenset[str]:
     """The op types that have an expansion in some domain at some opset."""
     _load()
-    return frozenset(op for _, op in EXPANSIONS.ops())
+    keys = EXPANSIONS.keys()
+    if _EXPANDABLE[0] != keys:  # registered or removed since: computed again
+        _EXPANDABLE[:] = [frozenset(keys), frozenset(op for _, op in keys)]
+    return _EXPANDABLE[1]
 
 
 def has_expansion(domain: str, op_type: str, opset: int) -> bool:

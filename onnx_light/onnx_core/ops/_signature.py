@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._proto import AttributeProto
+from .._proto import AttributeProto, GraphProto, TensorProto
 from ._schema import schema_table
 from ._table import normalise_domain, op_label
 
@@ -53,6 +53,11 @@ def _attribute_type(value: Any) -> int:
         return _FLOAT
     if (kind is list or kind is tuple) and value and all(type(v) is int for v in value):
         return _INTS
+    # a body or a tensor: make_attribute would copy it only to tell the type
+    if kind is GraphProto:
+        return int(_T.GRAPH)
+    if kind is TensorProto:
+        return int(_T.TENSOR)
     from ..helper import make_attribute
 
     try:

@@ -8,7 +8,7 @@ range covers ``v``. Registering again at the same ``since`` replaces the entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -124,6 +124,10 @@ class OpTable(Generic[T]):
     def ops(self) -> list[tuple[str, str]]:
         """Every registered ``(domain, op_type)``, sorted."""
         return sorted(self._entries)
+
+    def keys(self) -> KeysView[tuple[str, str]]:
+        """Every registered ``(domain, op_type)``, unsorted (a live view: equal to a set of the same keys)."""
+        return self._entries.keys()
 
     def copy(self) -> OpTable[T]:
         """An independent table with the same entries."""

@@ -260,8 +260,8 @@ def renamed_nodes(nodes: Iterable[NodeProto], rename: dict[str, str]) -> list[No
     """Copies of ``nodes`` with every name in ``rename`` replaced, inside subgraphs too."""
     out = []
     for node in nodes:
-        copy = NodeProto()
-        copy.CopyFrom(node)
+        # a deep copy through the codec: several times faster than CopyFrom on nodes with bodies
+        copy = NodeProto.FromString(node.SerializeToString())
         _rename_node(copy, rename)
         out.append(copy)
     return out
