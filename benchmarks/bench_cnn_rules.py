@@ -10,7 +10,8 @@ thread; the table gives the median per run and the ratio to the group's referenc
 * ``dw``: Conv's weight gradient as im2col Conv + MatMul, or as one Conv of X and dY with the batch
   and channel axes swapped (correlation);
 * ``dx``: Conv's data gradient as ConvTranspose, or as a Conv of the padded dY with the weights
-  flipped and transposed (stride 1 only).
+  flipped and transposed (stride 1 only);
+* ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
 
     PYTHONPATH=. python benchmarks/bench_cnn_rules.py [--runs 30] [--groups maxpool,dw,dx]
 """
@@ -187,6 +188,38 @@ def dx_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[s
     }
 
 
+def jvp_forms(n: int, c: int, h: int) -> dict[str, tuple[bytes, dict[str, list[int]]]]:
+    """MaxPool 2x2's tangent tY = tX at the first maximum: Gather at the Indices (the rule) or
+    the window cells as a one-hot depthwise Conv, ArgMax over them and GatherElements."""
+    o = h // 2
+    ins = {"X": [n, c, h, h], "T": [n, c, h, h]}
+    pool = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    gather = [
+        oh.make_node("MaxPool", ["X"], ["Y", "I"], **pool),
+        oh.make_node("Reshape", ["T", "flat"], ["Tf"]),
+        oh.make_node("Gather", ["Tf", "I"], ["tY"], axis=0),
+    ]
+    eye = np.zeros((c * 4, 1, 2, 2), np.float32)
+    for ch in range(c):
+        for k in range(4):
+            eye[ch * 4 + k, 0, k // 2, k % 2] = 1
+    cells = [
+        oh.make_node("MaxPool", ["X"], ["Y"], **pool),
+        oh.make_node("Conv", ["X", "eye"], ["xc"], group=c, strides=[2, 2]),
+        oh.make_node("Reshape", ["xc", "s5"], ["x5"]),
+        oh.make_node("ArgMax", ["x5"], ["am"], axis=2, keepdims=1),
+        oh.make_node("Conv", ["T", "eye"], ["tc"], group=c, strides=[2, 2]),
+        oh.make_node("Reshape", ["tc", "s5"], ["t5"]),
+        oh.make_node("GatherElements", ["t5", "am"], ["g"], axis=2),
+        oh.make_node("Reshape", ["g", "sy"], ["tY"]),
+    ]
+    inits = [numpy_helper.from_array(eye, "eye"), _ints("s5", [n, c, 4, o, o]), _ints("sy", [n, c, o, o])]
+    return {
+        "MaxPool+I, Gather (rule today)": (_graph(gather, ins, ["tY"], [_ints("flat", [-1])]), ins),
+        "one-hot Conv cells, ArgMax, GatherElements": (_graph(cells, ins, ["tY"], inits), ins),
+    }
+
+
 def _ort(model: bytes) -> Any:
     import onnxruntime as ort
 
@@ -241,7 +274,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dx")
+    parser.add_argument("--groups", default="maxpool,dw,dx,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -258,6 +291,10 @@ def main() -> None:
         _bench(
             "Conv dX, dY 16x32x16x16, W 32x16x3x3 pad 1 (bench_gradient)", dx_forms(16, 16, 32, 16, pad=1), args.runs
         )
+
+    if "jvp" in groups:
+        _bench("MaxPool 2x2 tangent, 16x16x32x32 (bench_jvp stage 1)", jvp_forms(16, 16, 32), args.runs)
+        _bench("MaxPool 2x2 tangent, 16x32x16x16 (bench_jvp stage 2)", jvp_forms(16, 32, 16), args.runs)
 
 
 if __name__ == "__main__":
