@@ -421,6 +421,36 @@ UNPOOL: list[tuple[str, tuple[int, ...], dict[str, Any], Any, bool, bool]] = [
 ]
 
 
+def _random_pools(count: int) -> list[tuple[str, tuple[int, ...], dict[str, Any], Any, bool, bool]]:
+    """Seeded random MaxPool geometries (1-3-D, strides, dilations, pads, ceil_mode) for the
+    test below; whether MaxUnpool is expected is decided from its definition, cell by cell."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(count):
+        nd = int(rng.integers(1, 4))
+        k = [int(v) for v in rng.integers(1, 4, nd)]
+        s = [int(v) for v in rng.integers(1, 5, nd)]
+        d = [int(v) for v in rng.integers(1, 3, nd)]
+        pads = [int(rng.integers(0, kk)) for kk in k] + [int(rng.integers(0, kk)) for kk in k]
+        sizes = [(kk - 1) * dd + 1 + int(rng.integers(0, 6)) for kk, dd in zip(k, d)]
+        attrs = {"kernel_shape": k, "strides": s, "dilations": d, "pads": pads, "ceil_mode": int(rng.integers(0, 2))}
+        geo = ol.onnx_core.ops.window(sizes, k, s, d, pads, "NOTSET", bool(attrs["ceil_mode"]))
+        # two windows differing on one axis only share a cell when their positions on it
+        # overlap, and then MaxUnpool would drop a sum
+        shared = any(
+            set(range(a * ss, a * ss + kk * dd, dd)) & set(range(b * ss, b * ss + kk * dd, dd))
+            for kk, ss, dd, o in zip(k, s, d, geo.out)
+            for a in range(o)
+            for b in range(a)
+        )
+        fits = all(n - (o - 1) * ss >= 1 for n, o, ss in zip(sizes, geo.out, s))
+        rows.append((f"random-{i}", (2, 2, *sizes), attrs, F32, False, not shared and fits))
+    return rows
+
+
+UNPOOL += _random_pools(24)
+
+
 @pytest.mark.parametrize(("name", "shape", "attrs", "dtype", "dynamic", "unpool"), UNPOOL, ids=[t[0] for t in UNPOOL])
 def test_max_pool_unpool_ties(
     name: str, shape: tuple[int, ...], attrs: dict[str, Any], dtype: Any, dynamic: bool, unpool: bool
