@@ -2,15 +2,16 @@
 
 * MaxPool routes each ``dy`` to the input cell its window took the max from (the first
   in kernel raster order on ties). Windows that share no cell (float32/float16, static
-  spatial dims) take one MaxUnpool of ``dy`` at the forward's Indices. When the source
-  computes ``Indices`` they drive one ScatterElements-add into a flat zero tensor.
-  Otherwise, for windows that tile the
-  input (kernel == strides, no dilation, no window reading padding) the cell is found
-  without Indices, since onnxruntime's MaxPool is ~15x slower when it must also output
-  them: windows of up to 4 cells by pools over their leading sub-boxes and pooled-size
-  arithmetic (``_prefix_max_pool_grad``), larger ones by element-wise ops and a second
-  pool (``_tiled_max_pool_grad``); other geometries ask the re-emitted forward node for
-  Indices.
+  spatial dims) take one MaxUnpool of ``dy`` at the forward's Indices: onnxruntime's
+  MaxPool is ~5x slower when it must also output them, but the pair still costs less
+  than the Indices-free forms in both runtimes. Otherwise, when the source computes
+  ``Indices`` they drive one ScatterElements-add into a flat zero tensor; without them
+  (float64, which onnxruntime's MaxUnpool lacks, and the other types), for windows that
+  tile the input (kernel == strides, no dilation, no window reading padding) the cell is
+  found without Indices: windows of up to 4 cells by pools over their leading sub-boxes
+  and pooled-size arithmetic (``_prefix_max_pool_grad``), larger ones by element-wise ops
+  and a second pool (``_tiled_max_pool_grad``); other geometries ask the re-emitted
+  forward node for Indices.
 * AveragePool is linear: ``dX = ConvTranspose(dy / count, ones)`` depthwise, the
   window counts fixed by the geometry.
 * GlobalAveragePool spreads ``dy / prod(spatial)``; GlobalMaxPool scatters ``dy``
@@ -232,12 +233,13 @@ def max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     elements, first max on ties).
 
     Windows that share no cell take one ``MaxUnpool(dY, I)`` (``_unpool_attrs``), I the
-    source's Indices or asked of the re-emitted forward node: in onnxruntime that costs
-    less than the Indices-free forms (27 vs 40 ms on 16x32x62x62, see
-    benchmarks/bench_cnn_rules.py). Otherwise Indices the source computes are used as they
-    are; without them, tiling windows take ``_prefix_max_pool_grad`` (up to 4 cells) or
-    ``_tiled_max_pool_grad``, and other geometries ask the re-emitted forward node for
-    Indices. ``storage_order=1`` Indices count column-major within each (n, c) plane; see
+    source's Indices or asked of the re-emitted forward node: with the pool itself 15.6 vs
+    18.7 ms for the prefix pools in onnxruntime, 16.1 vs 27.9 ms in ours, on 16x32x62x62
+    (benchmarks/bench_cnn_rules.py; 2.4 vs 2.1 ms in onnxruntime on 16x16x32x32).
+    Otherwise Indices the source computes are used as they are; without them, tiling
+    windows take ``_prefix_max_pool_grad`` (up to 4 cells) or ``_tiled_max_pool_grad``,
+    and other geometries ask the re-emitted forward node for Indices. ``storage_order=1``
+    Indices count column-major within each (n, c) plane; see
     ``_flat_scatter``.
     """
     if dy is None:
