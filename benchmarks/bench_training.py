@@ -16,6 +16,7 @@ libraries (parameters, optimizer states, session and the steps).
 
     PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10] [--models mlp,cnn]
     PYTHONPATH=. python benchmarks/bench_training.py --memory --no-time
+    PYTHONPATH=. python benchmarks/bench_training.py --models cnn --cpu   # CPU time: steadier under load
 """
 
 from __future__ import annotations
@@ -258,6 +259,11 @@ def main() -> int:
     )
     parser.add_argument("--memory", action="store_true", help="also measure the peak memory of a step per engine")
     parser.add_argument("--no-time", action="store_true", help="skip the timing (with --memory)")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="process CPU time instead of wall-clock (every engine runs on one thread; steadier under load)",
+    )
     parser.add_argument("--memory-child", nargs=3, metavar=("DIR", "KIND", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -267,13 +273,13 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as d:
             _export(d, kind)
             if not args.no_time:
-                _bench(kind, d, args.rounds, args.repeat)
+                _bench(kind, d, args.rounds, args.repeat, time.process_time if args.cpu else time.perf_counter)
             if args.memory:
                 _memory(kind, d)
     return 0
 
 
-def _bench(kind: str, d: str, rounds: int, repeat: int) -> None:
+def _bench(kind: str, d: str, rounds: int, repeat: int, clock: Callable[[], float] = time.perf_counter) -> None:
     steps = _engines(d, kind)
     for fn in steps.values():  # warm up
         for _ in range(3):
@@ -282,10 +288,10 @@ def _bench(kind: str, d: str, rounds: int, repeat: int) -> None:
     names = list(steps)
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(repeat):
                 steps[name]()
-            times[name].append((time.perf_counter() - t0) / repeat * 1e3)
+            times[name].append((clock() - t0) / repeat * 1e3)
     med = {k: statistics.median(v) for k, v in times.items()}
     title = TITLES[kind]
     print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()})")

@@ -256,6 +256,28 @@ POOL = [
     pool("globalmaxpool", "GlobalMaxPool", (2, 3, 3, 4), F32),
     pool("globalmaxpool3d", "GlobalMaxPool", (1, 2, 2, 3, 2), F32),
 ]
+# float32: windows sharing no cell take MaxUnpool (float64 has no onnxruntime kernel)
+POOL += [
+    Case(
+        f"maxpool-unpool-{name}",
+        [node("MaxPool", ["x"], **attrs)],
+        {"x": rnd(*x)},
+        ["x"],
+        dtype=F32,
+        ort_dtype=F32,
+        rtol=1e-3,
+        atol=1e-4,
+    )
+    for name, x, attrs in [
+        ("2d", (2, 2, 4, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+        (
+            "2d-pads-ceil",
+            (1, 2, 5, 7),
+            {"kernel_shape": [2, 3], "strides": [2, 3], "pads": [1, 0, 0, 1], "ceil_mode": 1},
+        ),
+        ("3d-gap", (1, 2, 4, 5, 7), {"kernel_shape": [1, 2, 2], "strides": [2, 2, 3]}),
+    ]
+]
 POOL.append(
     Case(
         "maxpool2d-tiled-dynamic",
@@ -326,11 +348,16 @@ def test_max_pool_tiled_ties(
     )
     _, bwd_tiled = gradient(tiled)
     _, bwd_indexed = gradient(indexed)
-    assert "ScatterElements" not in {n.op_type for n in bwd_tiled.node}
-    pools = sum(n.op_type == "MaxPool" for n in bwd_tiled.node)  # the forward's, then the path's
-    cells = int(np.prod(attrs["kernel_shape"]))
-    assert pools == (cells if cells <= 4 else 2)  # the K - 1 prefix pools, or one score pool
-    assert "ScatterElements" in {n.op_type for n in bwd_indexed.node}
+    tiled_ops = [n.op_type for n in bwd_tiled.node]
+    assert "ScatterElements" not in tiled_ops
+    if dtype == np.float32:  # windows sharing no cell: one MaxUnpool at the forward's Indices
+        assert tiled_ops.count("MaxPool") == 1 and tiled_ops.count("MaxUnpool") == 1
+        assert "MaxUnpool" in {n.op_type for n in bwd_indexed.node}
+    else:  # onnxruntime has no float64 MaxUnpool: the Indices-free forms
+        cells = int(np.prod(attrs["kernel_shape"]))
+        # the forward's, then the K - 1 prefix pools or one score pool
+        assert tiled_ops.count("MaxPool") == (cells if cells <= 4 else 2)
+        assert "ScatterElements" in {n.op_type for n in bwd_indexed.node}
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
@@ -351,6 +378,120 @@ def test_max_pool_tiled_ties(
     np.testing.assert_array_equal(ours, expected)
     np.testing.assert_array_equal(via_indices, expected)
     np.testing.assert_array_equal(in_ort, expected)
+
+
+# MaxPool geometries whose windows share no cell (MaxUnpool at the Indices) and some that
+# overlap (ScatterElements-add), on Relu'd integer grids full of ties: dX must be dY summed
+# at onnxruntime's own Indices, in our runtime and in onnxruntime.
+# (name, x shape, attributes, dtype, symbolic batch, MaxUnpool expected)
+UNPOOL: list[tuple[str, tuple[int, ...], dict[str, Any], Any, bool, bool]] = [
+    ("2d-pads", (2, 3, 7, 6), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 0, 0, 1]}, F32, False, True),
+    ("2d-ceil", (2, 2, 7, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, F32, True, True),
+    ("2d-gap", (1, 2, 9, 8), {"kernel_shape": [2, 2], "strides": [3, 3]}, F32, False, True),
+    ("2d-dilated", (1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 4], "dilations": [3, 1]}, F32, False, True),
+    ("2d-k1", (1, 2, 5, 6), {"kernel_shape": [1, 3], "strides": [1, 3]}, F32, False, True),
+    (
+        "1d-ceil-pads",
+        (2, 2, 10),
+        {"kernel_shape": [3], "strides": [3], "pads": [1, 1], "ceil_mode": 1},
+        F32,
+        False,
+        True,
+    ),
+    ("3d", (1, 2, 4, 5, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 3]}, np.float16, False, True),
+    ("2d-same", (1, 2, 5, 7), {"kernel_shape": [2, 2], "strides": [2, 2], "auto_pad": "SAME_UPPER"}, F32, False, True),
+    ("2d-overlap", (1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, F32, False, False),
+    (
+        "2d-dilated-overlap",
+        (1, 2, 8, 8),
+        {"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 2]},
+        F32,
+        False,
+        False,
+    ),
+    (
+        "2d-f64",
+        (2, 2, 7, 6),
+        {"kernel_shape": [2, 2], "strides": [3, 2], "pads": [1, 0, 0, 1]},
+        np.float64,
+        False,
+        False,
+    ),
+    ("2d-col-major", (1, 2, 6, 4), {"kernel_shape": [2, 2], "strides": [2, 2], "storage_order": 1}, F32, False, False),
+]
+
+
+def _random_pools(count: int) -> list[tuple[str, tuple[int, ...], dict[str, Any], Any, bool, bool]]:
+    """Seeded random MaxPool geometries (1-3-D, strides, dilations, pads, ceil_mode) for the
+    test below; whether MaxUnpool is expected is decided from its definition, cell by cell."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(count):
+        nd = int(rng.integers(1, 4))
+        k = [int(v) for v in rng.integers(1, 4, nd)]
+        s = [int(v) for v in rng.integers(1, 5, nd)]
+        d = [int(v) for v in rng.integers(1, 3, nd)]
+        pads = [int(rng.integers(0, kk)) for kk in k] + [int(rng.integers(0, kk)) for kk in k]
+        sizes = [(kk - 1) * dd + 1 + int(rng.integers(0, 6)) for kk, dd in zip(k, d)]
+        attrs = {"kernel_shape": k, "strides": s, "dilations": d, "pads": pads, "ceil_mode": int(rng.integers(0, 2))}
+        geo = ol.onnx_core.ops.window(sizes, k, s, d, pads, "NOTSET", bool(attrs["ceil_mode"]))
+        # two windows differing on one axis only share a cell when their positions on it
+        # overlap, and then MaxUnpool would drop a sum
+        shared = any(
+            set(range(a * ss, a * ss + kk * dd, dd)) & set(range(b * ss, b * ss + kk * dd, dd))
+            for kk, ss, dd, o in zip(k, s, d, geo.out)
+            for a in range(o)
+            for b in range(a)
+        )
+        fits = all(n - (o - 1) * ss >= 1 for n, o, ss in zip(sizes, geo.out, s))
+        rows.append((f"random-{i}", (2, 2, *sizes), attrs, F32, False, not shared and fits))
+    return rows
+
+
+UNPOOL += _random_pools(24)
+
+
+@pytest.mark.parametrize(("name", "shape", "attrs", "dtype", "dynamic", "unpool"), UNPOOL, ids=[t[0] for t in UNPOOL])
+def test_max_pool_unpool_ties(
+    name: str, shape: tuple[int, ...], attrs: dict[str, Any], dtype: Any, dynamic: bool, unpool: bool
+) -> None:
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(5)
+    x = np.maximum(rng.integers(-2, 3, shape), 0).astype(dtype)
+    case = Case(
+        f"unpool-{name}",
+        [node("MaxPool", ["x"], **attrs)],
+        {"x": x},
+        ["x"],
+        dtype=dtype,
+        dynamic=["x"] if dynamic else [],
+    )
+    _, bwd = gradient(case)
+    ops = [n.op_type for n in bwd.node]
+    assert ("MaxUnpool" in ops) == unpool, ops
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    forward = build_model(Case(name, [node("MaxPool", ["x"], ["y", "idx"], **attrs)], {"x": x}, ["x"], y="y"), dtype)
+    forward.graph.output.append(oh.make_tensor_value_info("idx", 7, None))  # INT64
+    y, idx = ort.InferenceSession(forward.SerializeToString(), opts).run(["y", "idx"], {"x": x})
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    if attrs.get("storage_order"):  # column-major within each plane: spatial axes reversed
+        flat_shape = (*x.shape[:2], *reversed(x.shape[2:]))
+        expected = np.zeros(flat_shape, np.float64)
+        np.add.at(expected.reshape(-1), idx.reshape(-1), dy.reshape(-1))
+        expected = expected.transpose(0, 1, *range(x.ndim - 1, 1, -1))
+    else:
+        expected = np.zeros(x.size, np.float64)
+        np.add.at(expected, idx.reshape(-1), dy.reshape(-1).astype(np.float64))
+        expected = expected.reshape(x.shape)
+    feeds = backward_feeds(bwd, {"x": x}, dy)
+    (ours,) = ol.runtime.InferenceSession(bwd).run(None, feeds)
+    (in_ort,) = ort.InferenceSession(backward_model(bwd, feeds).SerializeToString(), opts).run(None, feeds)
+    # overlapping windows sum in a different order than np.add.at: rounding only
+    tol = 0 if unpool else 1e-6
+    np.testing.assert_allclose(ours, expected.astype(dtype), rtol=tol, atol=0)
+    np.testing.assert_allclose(in_ort, expected.astype(dtype), rtol=tol, atol=0)
 
 
 def labels(*shape: int, classes: int, ignore: int | None = None) -> np.ndarray:

