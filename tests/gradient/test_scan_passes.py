@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gradcheck import check_gradient, gradient
-from test_rules_recurrent import RECURRENT_CASES
+from test_rules_recurrent import RECURRENT_CASES, H, _case
 
 import onnx_light as ol
 from onnx_light.onnx_core import helper
@@ -272,4 +272,22 @@ def test_gru_tape_of_a_template_copy_reads_its_own_node(monkeypatch: pytest.Monk
     case = _gru_case("two_grus", ["Y", "Yh"], count=2)
     _, bwd = gradient(case)
     assert len(copies) == 1 and len(_scans(bwd.node)) == 2  # one reverse Scan each, no tape Scan
+    check_gradient(case)
+
+
+def test_lstm_without_peepholes_activates_its_three_gates_at_once() -> None:
+    """Without peepholes (and input_forget) i, o and f are one activation on a [.., 3H] slab: one
+    Sigmoid in the cell instead of three; gradients checked by finite differences and onnxruntime."""
+    from dataclasses import replace
+
+    from onnx import helper as oh
+
+    base = _case("LSTM_bidirectional_no_peepholes", "LSTM", dirs=2)
+    lstm = base.nodes[0]
+    node = oh.make_node("LSTM", list(lstm.input)[:7], list(lstm.output), hidden_size=H, direction="bidirectional")
+    inputs = {k: v for k, v in base.inputs.items() if k != "P"}
+    case = replace(base, nodes=[node, *base.nodes[1:]], inputs=inputs, xs=[x for x in base.xs if x != "P"])
+    _, bwd = gradient(case)
+    tape = _body(_scans(bwd.node)[0])
+    assert Counter(n.op_type for n in tape.node)["Sigmoid"] == 1
     check_gradient(case)

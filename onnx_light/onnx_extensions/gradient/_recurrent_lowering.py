@@ -147,6 +147,12 @@ def _cell(
         return [h], [g.op("Add", cand, g.op("Mul", z, g.op("Sub", h, cand)))], xt
     c = g.ctx.fresh_name("c")
     gates = g.op("Add", xt, g.op("MatMul", h, cap["Rt"]))
+    if "P_i" not in cap and not ctx.attr("input_forget", 0):
+        # f acts element-wise: once on i, o and f together (one activation gradient per step, not three)
+        pre_iof, pre_c = _split(g, gates, [3 * hid, hid])
+        i, o, f = _split(g, _act(g, acts[0], pre_iof, clip), [hid] * 3)
+        c_new = g.op("Add", g.op("Mul", f, c), g.op("Mul", i, _act(g, acts[1], pre_c, clip)))
+        return [h, c], [g.op("Mul", o, _act(g, acts[2], c_new, None)), c_new], xt
     pre_i, pre_o, pre_f, pre_c = _split(g, gates, [hid] * 4)
     if "P_i" in cap:
         pre_i = g.op("Add", pre_i, g.op("Mul", cap["P_i"], c))
