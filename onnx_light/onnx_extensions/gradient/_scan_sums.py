@@ -225,7 +225,9 @@ def stack_weight_gradients(nodes: Sequence[NodeProto], opset: int) -> list[NodeP
         sums = [s for j in range(scan.n) if (s := scan.product(j)) is not None]
         stacked = {s.b for s in sums}
         sums += [s for j in range(scan.n) if (s := scan.bias(j, stacked)) is not None]
-        if not sums:
+        # one rank for all: a stack's steps axis (0, or just before the rows) is read with it
+        ranks = {len(_dims(scan.body.input[s.j]) or []) for s in sums}
+        if not sums or len(ranks) != 1:
             out.append(node)
             continue
         out += _rewrite(scan, sums, taken)
