@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import gradient
-from test_rules_recurrent import RECURRENT_CASES
+from gradcheck import check_gradient, gradient
+from test_rules_recurrent import RECURRENT_CASES, H, _case
 
 import onnx_light as ol
 from onnx_light.onnx_core import helper
@@ -35,11 +35,12 @@ def _body(node: Any) -> Any:
 
 @pytest.mark.parametrize("case", [RECURRENT_CASES[3], RECURRENT_CASES[6]], ids=lambda c: c.name)
 def test_recurrent_backward_runs_the_recurrence_once_per_sweep(case: Any) -> None:
-    """One forward Scan (the tape) and one reverse Scan; the reverse body has no Expand or Mul by
-    the ones-seed and no Transpose of a weight (it reads R^T's transpose from outside)."""
+    """One forward Scan (the tape; none for GRU, whose tape is the node's Y) and one reverse Scan;
+    the reverse body has no Expand or Mul by the ones-seed and no Transpose of a weight (it reads
+    R^T's transpose from outside)."""
     _, bwd = gradient(case)
     scans = _scans(bwd.node)
-    assert len(scans) == 2, [len(_body(s).node) for s in scans]
+    assert len(scans) == (1 if case.name == "GRU" else 2), [len(_body(s).node) for s in scans]
     reverse = _body(scans[-1])
     ops = Counter(n.op_type for n in reverse.node)
     assert ops["Expand"] == 0, ops
@@ -176,3 +177,117 @@ def test_hoisted_names_of_two_bodies_do_not_collide() -> None:
     assert len(produced) == len(set(produced)) == 8, produced
     after = _run(_scan_model(nodes, _INPUTS, ["Y0", "Y1"]), _FEEDS)
     np.testing.assert_array_equal(after[0], after[1])
+
+
+# -- weight-gradient sums after the reverse Scan (_scan_sums), the GRU tape read from Y ----------
+
+_SUMMED = [c for c in RECURRENT_CASES if c.name in ("GRU_bidirectional", "GRU_linear_before_reset_bidir_lens", "LSTM")]
+
+
+def _fresh_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No template built before this test (its limit or rules differ) is served."""
+    from onnx_light.onnx_extensions.gradient import _recurrent_cache
+
+    monkeypatch.setattr(_recurrent_cache, "_CACHE", {})
+
+
+@pytest.mark.parametrize("case", _SUMMED, ids=lambda c: c.name)
+def test_weight_gradient_sums_move_after_the_reverse_scan(case: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the size rule allowing it, R's gradient is one product after the loop (no per-step
+    Transpose of the state in the reverse body, no MatMul into an accumulator state); the
+    gradients still agree with finite differences and onnxruntime."""
+    from onnx_light.onnx_extensions.gradient import _scan_sums
+
+    _fresh_rules(monkeypatch)
+    monkeypatch.setattr(_scan_sums, "LIMIT", 1e9)
+    _, bwd = gradient(case)
+    reverse = _body(_scans(bwd.node)[-1])
+    assert "Transpose" not in Counter(n.op_type for n in reverse.node)
+    check_gradient(case)
+
+
+def test_weight_gradient_sums_stay_in_the_scan_when_the_stacks_would_be_larger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rows * (K + N) > K * N (batch 2, hidden 2): the O(|W|) accumulator of R stays a state of
+    the reverse Scan, as with the move switched off; allowed, it leaves."""
+    from onnx_light.onnx_extensions.gradient import _scan_sums
+
+    def states(limit: float | None) -> int:
+        _fresh_rules(monkeypatch)
+        if limit is not None:
+            monkeypatch.setattr(_scan_sums, "LIMIT", limit)
+        scan = _scans(gradient(RECURRENT_CASES[6])[1].node)[-1]
+        return len(scan.input) - next(a.i for a in scan.attribute if a.name == "num_scan_inputs")
+
+    default = states(None)
+    assert default == states(0.0)
+    assert states(1e9) == default - 1
+
+
+def _gru_case(name: str, outputs: list[str], count: int = 1) -> Any:
+    """``count`` GRU nodes of one signature (each its own inputs); the loss reads ``outputs``."""
+    from gradcheck import Case
+    from onnx import helper as oh
+
+    rng = np.random.default_rng(5)
+    inputs: dict[str, np.ndarray] = {}
+    nodes, terms = [], []
+    for k in range(count):
+        for n, shape in [("X", (3, 2, 3)), ("W", (1, 6, 3)), ("R", (1, 6, 2)), ("h0", (1, 2, 2))]:
+            inputs[f"{n}{k}"] = rng.standard_normal(shape) * 0.6
+        outs = [f"Y{k}" if "Y" in outputs else "", f"Yh{k}"]
+        nodes.append(oh.make_node("GRU", [f"X{k}", f"W{k}", f"R{k}", "", "", f"h0{k}"], outs, hidden_size=2))
+        for o in outputs:
+            nodes.append(oh.make_node("Mul", [f"{o}{k}", f"{o}{k}"], [f"{o}{k}_2"]))
+            nodes.append(oh.make_node("ReduceSum", [f"{o}{k}_2"], [f"s{o}{k}"], keepdims=0))
+            terms.append(f"s{o}{k}")
+    nodes.append(oh.make_node("Sum", terms, ["loss"]))
+    return Case(name, nodes, inputs, list(inputs), ort_dtype=np.float32)
+
+
+def test_gru_tape_without_y_is_the_tape_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Y among the node's outputs the tape is recorded by a forward Scan again."""
+    _fresh_rules(monkeypatch)
+    case = _gru_case("gru_only_y_h", ["Yh"])
+    _, bwd = gradient(case)
+    assert len(_scans(bwd.node)) == 2
+    check_gradient(case)
+
+
+def test_gru_tape_of_a_template_copy_reads_its_own_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two GRUs of one signature: the second's backward is a renamed copy of the first's, and
+    reads the second node's Y (a copy reading the first's would fail the finite differences)."""
+    from onnx_light.onnx_extensions.gradient import _recurrent_cache
+
+    _fresh_rules(monkeypatch)
+    copies = []
+    real = _recurrent_cache._instantiate
+
+    def counted(t: Any, ctx: Any) -> Any:
+        copies.append(1)
+        return real(t, ctx)
+
+    monkeypatch.setattr(_recurrent_cache, "_instantiate", counted)
+    case = _gru_case("two_grus", ["Y", "Yh"], count=2)
+    _, bwd = gradient(case)
+    assert len(copies) == 1 and len(_scans(bwd.node)) == 2  # one reverse Scan each, no tape Scan
+    check_gradient(case)
+
+
+def test_lstm_without_peepholes_activates_its_three_gates_at_once() -> None:
+    """Without peepholes (and input_forget) i, o and f are one activation on a [.., 3H] slab: one
+    Sigmoid in the cell instead of three; gradients checked by finite differences and onnxruntime."""
+    from dataclasses import replace
+
+    from onnx import helper as oh
+
+    base = _case("LSTM_bidirectional_no_peepholes", "LSTM", dirs=2)
+    lstm = base.nodes[0]
+    node = oh.make_node("LSTM", list(lstm.input)[:7], list(lstm.output), hidden_size=H, direction="bidirectional")
+    inputs = {k: v for k, v in base.inputs.items() if k != "P"}
+    case = replace(base, nodes=[node, *base.nodes[1:]], inputs=inputs, xs=[x for x in base.xs if x != "P"])
+    _, bwd = gradient(case)
+    tape = _body(_scans(bwd.node)[0])
+    assert Counter(n.op_type for n in tape.node)["Sigmoid"] == 1
+    check_gradient(case)

@@ -27,6 +27,7 @@ from ...onnx_core import AttributeProto, FunctionProto, GraphProto, NodeProto, V
 from ...onnx_core.gradient import GradContext
 from ...onnx_core.optimizer import optimize
 from ._hoist import hoist_scan_invariants, merge_tape_scans
+from ._scan_sums import stack_weight_gradients
 
 __all__ = ["Built", "cached_rule", "optimized"]
 
@@ -42,7 +43,7 @@ _LIMIT = 64
 
 @dataclass
 class _Template:
-    externals: list[str]  # the node's inputs and output gradients when it was built
+    externals: list[str]  # the node's inputs, output gradients and outputs when it was built
     nodes: list[tuple[Any, ...]]  # recipes (see _recipe)
     grads: list[str | None]
     declared: list[tuple[str, Any]]
@@ -62,7 +63,13 @@ def _signature(ctx: GradContext) -> tuple[Any, ...]:
     # which names coincide (h0 fed as initial_c too): the template's renaming is positional
     names = [*ctx.inputs, *(g or "" for g in ctx.output_grads)]
     aliases = tuple(names.index(n) if n else -1 for n in names)
-    return (ctx.node.domain or "", ctx.node.op_type, ctx.opset, attrs, present, types, seeds, needs, aliases)
+    outputs = tuple(bool(o) for o in ctx.outputs)  # the rule may read the node's outputs
+    return (ctx.node.domain or "", ctx.node.op_type, ctx.opset, attrs, present, types, seeds, needs, aliases, outputs)
+
+
+def _externals(ctx: GradContext) -> list[str]:
+    """The names a template renames positionally: the node's inputs, output gradients and outputs."""
+    return [*ctx.inputs, *(g or "" for g in ctx.output_grads), *ctx.outputs]
 
 
 def _walk(nodes: Sequence[NodeProto], visit: Callable[[NodeProto], None]) -> None:
@@ -180,7 +187,8 @@ def optimized(nodes: Sequence[NodeProto], inputs: Sequence[str], outputs: Sequen
     The reverse Scan body of a recurrent node holds ~100 nodes per step before (constant Slice
     bounds, repeated Shapes, Identities); each one costs a kernel call per step at run time.
     A Scan its tape Scan repeats is dropped (``merge_tape_scans``), and loop-invariant nodes
-    of Scan bodies move out (``hoist_scan_invariants``).
+    of Scan bodies move out (``hoist_scan_invariants``), weight-gradient accumulators become
+    one product after the loop where that is small (``stack_weight_gradients``).
     """
     for node in nodes:
         for attr in node.attribute:
@@ -188,7 +196,7 @@ def optimized(nodes: Sequence[NodeProto], inputs: Sequence[str], outputs: Sequen
                 body = optimized(list(g.node), [i.name for i in g.input], [o.name for o in g.output], opset)
                 del g.node[:]
                 g.node.extend(body)
-    nodes = hoist_scan_invariants(merge_tape_scans(nodes))
+    nodes = stack_weight_gradients(hoist_scan_invariants(merge_tape_scans(nodes)), opset)
     fn = FunctionProto(
         name="recurrent_vjp",
         domain="onnx_light.internal",
@@ -205,7 +213,7 @@ def _valid(t: _Template, ctx: GradContext) -> bool:
 
 
 def _instantiate(t: _Template, ctx: GradContext) -> Built:
-    externals = [*ctx.inputs, *(g or "" for g in ctx.output_grads)]
+    externals = _externals(ctx)
     rename = {old: new for old, new in zip(t.externals, externals) if old}
     for name in t.names:
         if name not in rename:
@@ -217,7 +225,7 @@ def _instantiate(t: _Template, ctx: GradContext) -> Built:
 
 def _template(ctx: GradContext, built: Built, lowered: Sequence[NodeProto]) -> _Template:
     nodes, grads, declared = built
-    externals = [*ctx.inputs, *(g or "" for g in ctx.output_grads)]
+    externals = _externals(ctx)
     names: dict[str, None] = {}
     _node_names(nodes, names)
     for info in declared:

@@ -9,6 +9,7 @@ direction, a reordering of each entry's valid steps (GatherElements, its own inv
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from ...onnx_core import GraphProto, NodeProto, helper
 from ...onnx_core.gradient import GradContext
 
-__all__ = ["lower_recurrent"]
+__all__ = ["lower_recurrent", "tape_from_outputs"]
 
 #: activation name (lower case) -> (ONNX op or None, number of parameters, default alpha, beta)
 _ACTS: dict[str, tuple[str | None, int, float, float]] = {
@@ -47,6 +48,9 @@ class _Nodes:
         #: the batch dimension (int, or a symbol every value of that size shares) and the steps
         self.batch: int | str = ctx.fresh_name("rnn_batch")
         self.steps: int | str | None = None
+        #: per Scan of one state and no mask: (its inputs, direction index or None for both, reversed,
+        #: its initial state), how ``tape_from_outputs`` rebuilds its results from the node's outputs
+        self.tapes: list[tuple[tuple[str, ...], int | None, bool, str]] = []
 
     def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
         name = self.ctx.fresh_name(f"rnn_{op_type}")
@@ -143,6 +147,12 @@ def _cell(
         return [h], [g.op("Add", cand, g.op("Mul", z, g.op("Sub", h, cand)))], xt
     c = g.ctx.fresh_name("c")
     gates = g.op("Add", xt, g.op("MatMul", h, cap["Rt"]))
+    if "P_i" not in cap and not ctx.attr("input_forget", 0):
+        # f acts element-wise: once on i, o and f together (one activation gradient per step, not three)
+        pre_iof, pre_c = _split(g, gates, [3 * hid, hid])
+        i, o, f = _split(g, _act(g, acts[0], pre_iof, clip), [hid] * 3)
+        c_new = g.op("Add", g.op("Mul", f, c), g.op("Mul", i, _act(g, acts[1], pre_c, clip)))
+        return [h, c], [g.op("Mul", o, _act(g, acts[2], c_new, None)), c_new], xt
     pre_i, pre_o, pre_f, pre_c = _split(g, gates, [hid] * 4)
     if "P_i" in cap:
         pre_i = g.op("Add", pre_i, g.op("Mul", cap["P_i"], c))
@@ -158,8 +168,15 @@ def _cell(
     return [h, c], [h_new, c_new], xt
 
 
-def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[str], list[Any]]:
+def lower_recurrent(
+    ctx: GradContext, tapes: list[Any] | None = None
+) -> tuple[list[NodeProto], list[str], list[str], list[Any]]:
     """Nodes computing the node's outputs from its inputs.
+
+    Args:
+        ctx: the recurrent node's context.
+        tapes: when given, receives the recipes of ``tape_from_outputs`` (Scans of one state
+            without a mask, ``layout`` 0).
 
     Returns:
         The nodes, the names of Y, Y_h, Y_c ("" for Y_c of RNN and GRU), the node's eight
@@ -195,7 +212,7 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
     mask, order = _masks(g, xs, ctx.input(4), any(reverse))
     if len(reverse) == 2 and acts[:n_acts] == acts[n_acts:]:
         y_all, states = _both_directions(g, ctx, kind, hid, acts[:n_acts], xs, h0_all, c0_all, mask, order)
-        return _finish(g, ctx, layout, y_all, states[0], states[1] if kind == "LSTM" else "")
+        return _finish(g, ctx, layout, y_all, states[0], states[1] if kind == "LSTM" else "", tapes)
     ys, hs, cs = [], [], []
     for d, rev in enumerate(reverse):
         y, hc = _direction(
@@ -208,13 +225,15 @@ def lower_recurrent(ctx: GradContext) -> tuple[list[NodeProto], list[str], list[
     y_all = g.op("Concat", *ys, axis=1)
     h_all = g.op("Concat", *hs, axis=0)
     c_all = g.op("Concat", *cs, axis=0) if cs else ""
-    return _finish(g, ctx, layout, y_all, h_all, c_all)
+    return _finish(g, ctx, layout, y_all, h_all, c_all, tapes)
 
 
 def _finish(
-    g: _Nodes, ctx: GradContext, layout: int, y_all: str, h_all: str, c_all: str
+    g: _Nodes, ctx: GradContext, layout: int, y_all: str, h_all: str, c_all: str, tapes: list[Any] | None
 ) -> tuple[list[NodeProto], list[str], list[str], list[Any]]:
     """What ``lower_recurrent`` returns, from Y [T, D, B, H] and the states [D, B, H]."""
+    if tapes is not None and not layout and not ctx.input(4):
+        tapes += g.tapes
     if layout:
         y_all = g.op("Transpose", y_all, perm=[2, 0, 1, 3])
         h_all = g.op("Transpose", h_all, perm=[1, 0, 2])
@@ -268,20 +287,25 @@ def _both_directions(
     ([T, 2, B, I]); returns Y [T, 2, B, H] in time order and the final states [2, B, H]."""
     n_g = _GATES[kind]
     x_rev = _reorder(g, xs, order) if order else _flip(g, xs)
-    x2 = g.op("Concat", g.op("Unsqueeze", xs, g.ints(1)), g.op("Unsqueeze", x_rev, g.ints(1)), axis=1)
-    proj = g.op("MatMul", x2, g.op("Transpose", ctx.input(1), perm=[0, 2, 1]))  # [T, 2, B, G*H]
+    # [2, T, B, I] as [2, T*B, I]: the projection is one GEMM per direction, and so are the
+    # gradients of W and X (a MatMul broadcast over T would be T GEMMs and a ReduceSum)
+    x2 = g.op("Concat", g.op("Unsqueeze", xs, g.ints(0)), g.op("Unsqueeze", x_rev, g.ints(0)), axis=0)
+    shape = g.op("Shape", x2)
+    flat = g.op("Reshape", x2, g.op("Concat", g.ints(2, -1), _cols(g, shape, 3, 4, 0), axis=0))
+    proj = g.op("MatMul", flat, g.op("Transpose", ctx.input(1), perm=[0, 2, 1]))  # [2, T*B, G*H]
     rt = g.op("Transpose", ctx.input(2), perm=[0, 2, 1])  # [2, H, G*H]
     cap = {"Rt": rt}
     if kind == "GRU":
-        cap = {"Rt_zr": _cols(g, rt, 0, 2 * hid), "Rt_h": _cols(g, rt, 2 * hid, 3 * hid)}
+        cap = dict(zip(("Rt_zr", "Rt_h"), _split(g, rt, [2 * hid, hid])))
     if ctx.input(3):
         b = g.op("Unsqueeze", ctx.input(3), g.ints(1))  # [2, 1, 2*G*H]
-        wb, rb = _cols(g, b, 0, n_g * hid), _cols(g, b, n_g * hid, 2 * n_g * hid)
+        wb, rb = _split(g, b, [n_g * hid, n_g * hid])
         proj = g.op("Add", proj, wb)
         if kind == "GRU":
-            cap["Rb_zr"], cap["Rb_h"] = _cols(g, rb, 0, 2 * hid), _cols(g, rb, 2 * hid, 3 * hid)
+            cap["Rb_zr"], cap["Rb_h"] = _split(g, rb, [2 * hid, hid])
         else:
             proj = g.op("Add", proj, rb)
+    proj = g.op("Reshape", proj, g.op("Concat", _cols(g, shape, 0, 3, 0), g.ints(n_g * hid), axis=0))  # [2, T, B, G*H]
     if kind == "LSTM" and ctx.input(7):
         p = g.op("Unsqueeze", ctx.input(7), g.ints(1))  # [2, 1, 3H]
         cap["P_i"], cap["P_o"], cap["P_f"] = (_cols(g, p, k * hid, (k + 1) * hid) for k in range(3))
@@ -290,7 +314,7 @@ def _both_directions(
     init = [h0_all or zeros]
     if kind == "LSTM":
         init.append(c0_all or zeros)
-    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, False, [2])
+    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, False, [2], (None, False), 1)
     y_f, y_b = (ctx.fresh_name("rnn_Split") for _ in range(2))
     g.nodes.append(helper.make_node("Split", [results[-1], g.ints(1, 1)], [y_f, y_b], axis=1))
     y_b = g.op("Squeeze", y_b, g.ints(1))
@@ -320,13 +344,13 @@ def _direction(
     rt = g.op("Transpose", g.op("Gather", ctx.input(2), di, axis=0), perm=[1, 0])
     cap = {"Rt": rt}
     if kind == "GRU":
-        cap = {"Rt_zr": _cols(g, rt, 0, 2 * hid), "Rt_h": _cols(g, rt, 2 * hid, 3 * hid)}
+        cap = dict(zip(("Rt_zr", "Rt_h"), _split(g, rt, [2 * hid, hid])))
     if ctx.input(3):
         bd = g.op("Gather", ctx.input(3), di, axis=0)
-        wb, rb = _cols(g, bd, 0, n_g * hid), _cols(g, bd, n_g * hid, 2 * n_g * hid)
+        wb, rb = _split(g, bd, [n_g * hid, n_g * hid])
         proj = g.op("Add", proj, wb)
         if kind == "GRU":
-            cap["Rb_zr"], cap["Rb_h"] = _cols(g, rb, 0, 2 * hid), _cols(g, rb, 2 * hid, 3 * hid)
+            cap["Rb_zr"], cap["Rb_h"] = _split(g, rb, [2 * hid, hid])
         else:
             proj = g.op("Add", proj, rb)
     if kind == "LSTM" and ctx.input(7):
@@ -339,7 +363,7 @@ def _direction(
     init = [g.op("Gather", h0_all, di, axis=0) if h0_all else zeros]
     if kind == "LSTM":
         init.append(g.op("Gather", c0_all, di, axis=0) if c0_all else zeros)
-    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, rev and not order, [])
+    results = _scan(g, ctx, kind, hid, acts, cap, init, proj, mask, rev and not order, [], (d, rev))
     y = results[-1]
     if rev and order:
         y = _reorder(g, y, order)
@@ -358,9 +382,13 @@ def _scan(
     mask: str,
     flip: bool,
     lead: list[int],
+    where: tuple[int | None, bool],
+    axis: int = 0,
 ) -> list[str]:
     """The Scan of the cell over ``proj`` (and ``mask``): its final states and stacked Y.
-    ``lead``: the leading dims of the states ([2] for both directions in one Scan)."""
+    ``lead``: the leading dims of the states ([2] for both directions in one Scan); ``where``:
+    the direction it computes (None: both) and whether it runs backwards in time; ``axis``: the
+    time axis of ``proj`` (the mask's is 0)."""
     n_g = _GATES[kind]
     body = _Nodes(ctx, g.dtype)
     bdim = g.batch
@@ -381,6 +409,8 @@ def _scan(
     graph: GraphProto = helper.make_graph(body.nodes, f"{kind.lower()}_cell", infos, outs)
     scanned = [proj, mask] if mask else [proj]
     results = [ctx.fresh_name("rnn_scan") for _ in range(len(init) + 1)]
+    if len(init) == 1 and not mask:
+        g.tapes.append(((*init, *scanned), where[0], where[1], init[0]))
     g.nodes.append(
         helper.make_node(
             "Scan",
@@ -388,6 +418,7 @@ def _scan(
             results,
             body=graph,
             num_scan_inputs=len(scanned),
+            scan_input_axes=[axis, 0][: len(scanned)],
             scan_input_directions=[int(flip)] * len(scanned),
             scan_output_directions=[int(flip)],
         )
@@ -400,3 +431,47 @@ def _scan(
 def _zero(dtype: int) -> Any:
     arr = np.zeros((1,), helper.tensor_dtype_to_np_dtype(dtype))
     return helper.make_tensor("zero", dtype, [1], arr.tobytes(), raw=True)
+
+
+def tape_from_outputs(
+    ctx: GradContext, nodes: Sequence[NodeProto], tapes: list[Any], rename: dict[str, str]
+) -> list[NodeProto]:
+    """``nodes`` with each lowered Scan of ``tapes`` (the forward one and its tape, which have its
+    inputs) replaced by slices of the node's own outputs Y and Y_h.
+
+    With one state (RNN, GRU) and no mask, the state after step t is Y at that step, so the
+    tape of states entering each step is the initial state then Y without its last step (in
+    the Scan's iteration order): the recurrence is not run again beside the node, whose kernel
+    computes it anyway. Without Y or Y_h among the node's outputs, ``nodes`` are returned unchanged.
+    ``rename``: the lowered names to those in ``nodes`` (the pass renames what it re-emits).
+    """
+    y, y_h = ctx.output(0), ctx.output(1)
+    if not (tapes and y and y_h):
+        return list(nodes)
+    g = _Nodes(ctx, ctx.dtype(ctx.input(0)) or 1)
+    by_inputs = {tuple(rename.get(i, i) for i in recipe[0]): recipe for recipe in tapes}
+    out: list[NodeProto] = []
+    for node in nodes:
+        recipe = by_inputs.get(tuple(node.input)) if node.op_type == "Scan" else None
+        if recipe is None or len(node.output) not in (2, 3):
+            out.append(node)
+            continue
+        _, d, rev, init = recipe
+        init = rename.get(init, init)
+        del g.nodes[:]
+        if d is None:  # both directions, the second in reverse time order
+            y_f = _cols(g, y, 0, 1, 1)
+            y_scan = g.op("Concat", y_f, _flip(g, _cols(g, y, 1, 2, 1)), axis=1)
+            h_final, in_order = y_h, y_scan
+        else:
+            y_scan = g.op("Squeeze", _cols(g, y, d, d + 1, 1), g.ints(1))
+            h_final = g.op("Squeeze", _cols(g, y_h, d, d + 1, 0), g.ints(0))
+            in_order = _flip(g, y_scan) if rev else y_scan
+        values = [h_final, y_scan]
+        if len(node.output) == 3:
+            # the state entering each step: the initial one, then every step's but the last
+            states = g.op("Concat", g.op("Unsqueeze", init, g.ints(0)), in_order, axis=0)
+            values.append(_cols(g, states, 0, -1, 0))
+        out += g.nodes
+        out += [helper.make_node("Identity", [v], [o]) for v, o in zip(values, node.output) if o]
+    return out

@@ -22,7 +22,7 @@ from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContex
 from ._forward_subgraph import jvp_nodes, pruned
 from ._loop_sequences import Step, erases, record_erased, sequence_infos, sequence_states, undo_nodes, undo_steps
 from ._recurrent_cache import Built, cached_rule, optimized
-from ._recurrent_lowering import lower_recurrent
+from ._recurrent_lowering import lower_recurrent, tape_from_outputs
 from ._subgraph import elem_type, graph_with_types, seq_elem_type, tensor_info, vjp_nodes
 from ._table import jvp_rule, rule
 from .sequence import zeros_sequence
@@ -219,13 +219,15 @@ def recurrent_grad(ctx: GradContext, dy: str) -> Grads:
 
 
 def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
-    nodes, outs, inputs, infos = lower_recurrent(ctx)
+    tapes: list[Any] = []
+    nodes, outs, inputs, infos = lower_recurrent(ctx, tapes)
     seeds = [(o, g) for o, g in zip(outs, ctx.output_grads) if g and o]
     # a tensor fed to two inputs (h0 as initial_h and initial_c) is differentiated once
     wrt = list(dict.fromkeys(name for k, name in enumerate(inputs) if name and k != 4 and ctx.needs_grad(k)))
     types = _recurrent_types(ctx, inputs, [(j, g) for j, (o, g) in enumerate(zip(outs, ctx.output_grads)) if g and o])
     dtype = ctx.dtype(inputs[0]) or ctx.dtype(inputs[1])
-    body, grads, _, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
+    body, grads, rename, declared = vjp_nodes(ctx, nodes, seeds, wrt, [*types, *infos], dtype=dtype)
+    body = tape_from_outputs(ctx, body, tapes, rename)  # a recurrence of one state runs once, in the node
     by_name = dict(zip(wrt, grads))
     per_input: list[str | None] = []
     for k, name in enumerate(ctx.inputs):
