@@ -19,6 +19,7 @@ void bind_codec(nb::module_ &m);  // src/codec.cpp: the wire codec's byte loops
 void bind_conv(nb::module_ &m);   // src/conv.cpp: 2-D float32 convolution
 void bind_recurrent(nb::module_ &m);  // src/recurrent.cpp: the RNN/GRU/LSTM step loop
 void bind_resample(nb::module_ &m);  // src/resample.cpp: Resize / GridSample weighted gathers
+void bind_pool(nb::module_ &m);  // src/pool.cpp: separable float32 max pooling
 
 namespace {
 
@@ -169,4 +170,5 @@ NB_MODULE(_native, m) {
     bind_conv(m);
     bind_recurrent(m);
     bind_resample(m);
+    bind_pool(m);
 }

@@ -25,6 +25,8 @@ __all__ = [
     "gather_points_twin",
     "max_pool2d",
     "max_pool2d_twin",
+    "max_pool2d_f32",
+    "max_pool2d_f32_twin",
     "resample_axis",
     "resample_axis_twin",
     "using_native",
@@ -106,6 +108,39 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
     if NATIVE is not None and xp.dtype in (np.float32, np.float64):
         return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])
     return max_pool2d_twin(*args)
+
+
+def max_pool2d_f32_twin(
+    x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, pad_top: int, pad_left: int
+) -> np.ndarray:
+    """2-D max pooling of an unpadded float32 NCHW array, no indices (``src/pool.cpp``'s twin).
+
+    Separable: the maximum over the window's columns of every row first, then over its rows;
+    the padding (``pad_top``/``pad_left`` before, whatever the windows read after) is -inf.
+    """
+    n, c, h, w = x.shape
+    if oh <= 0 or ow <= 0:
+        return np.empty((n, c, max(oh, 0), max(ow, 0)), np.float32)
+    hp = max((oh - 1) * sh + (kh - 1) * dh + 1, pad_top + h)
+    wp = max((ow - 1) * sw + (kw - 1) * dw + 1, pad_left + w)
+    xp = np.full((n, c, hp, wp), -np.inf, np.float32)
+    xp[:, :, pad_top : pad_top + h, pad_left : pad_left + w] = x
+    hmax = xp[..., 0 : (ow - 1) * sw + 1 : sw].copy()
+    for b in range(1, kw):
+        np.maximum(hmax, xp[..., b * dw : b * dw + (ow - 1) * sw + 1 : sw], out=hmax)
+    y = hmax[:, :, 0 : (oh - 1) * sh + 1 : sh].copy()
+    for a in range(1, kh):
+        np.maximum(y, hmax[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh], out=y)
+    return y
+
+
+def max_pool2d_f32(
+    x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, pad_top: int, pad_left: int
+) -> np.ndarray:
+    """:func:`max_pool2d_f32_twin`, natively when the extension is selected."""
+    if NATIVE is not None and hasattr(NATIVE, "max_pool2d_f32"):
+        return NATIVE.max_pool2d_f32(np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+    return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
 
 
 #: the native float32 RNN/GRU/LSTM step loop runs (``src/recurrent.cpp``; its twin is the numpy
