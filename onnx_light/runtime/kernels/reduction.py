@@ -38,11 +38,15 @@ def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.
     return s if keep else np.squeeze(s, axis=axes)
 
 
+#: np.sum's loop without np.sum's Python wrapper (typed loosely: numpy's stubs overload it on keepdims)
+_add_reduce: Callable[..., Any] = np.add.reduce
+
+
 def _mean(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
     # sum / count rather than np.mean, which warns on empty slices; the mean of nothing is 0/0
     count = math.prod(x.shape) if axes is None else math.prod(x.shape[a] for a in axes)
     acc = x.dtype if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else np.dtype(np.float64)
-    total = np.add.reduce(x, axis=axes, keepdims=keep, dtype=acc)
+    total = _add_reduce(x, axis=axes, keepdims=keep, dtype=acc)
     if total.__class__ is np.ndarray and total.ndim and count < 2**24:
         # an exact count: the quotient rounded once in the sum's dtype, in place
         return np.divide(total, acc.type(count), out=total)
@@ -51,8 +55,7 @@ def _mean(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray
 
 # op_type -> f(data, axes, keepdims); axes None means all of them
 _REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...] | None, bool], np.ndarray]] = {
-    # the ufunc's reduce rather than np.sum: the same loop without np.sum's Python wrapper
-    "ReduceSum": lambda x, ax, k: np.add.reduce(x, axis=ax, keepdims=k, dtype=x.dtype),
+    "ReduceSum": lambda x, ax, k: _add_reduce(x, axis=ax, keepdims=k, dtype=x.dtype),
     "ReduceProd": lambda x, ax, k: np.prod(x, axis=ax, keepdims=k, dtype=x.dtype),
     "ReduceMean": lambda x, ax, k: _mean(x, ax, k),
     "ReduceMax": lambda x, ax, k: np.max(x, axis=ax, keepdims=k, initial=_extreme(x.dtype, False)),
