@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._native import _ELEMENTWISE_MIN as NATIVE_ELEMENTWISE_MIN
 from .kernels.elementwise import _RELU_ROW
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ _counter = itertools.count()
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 #: (dtype, shape) of a value proven to be an exact ndarray; None for a dimension not known
 _Type = tuple[np.dtype, tuple[int | None, ...]]
+_F32 = np.dtype(np.float32)
 _SIGMOID_UFUNCS = {"_neg": np.negative, "_exp": np.exp, "_add": np.add, "_div": np.divide}
 
 
@@ -315,6 +317,13 @@ def _fits_into(shape: tuple[int | None, ...], others: list[tuple[int | None, ...
     return True
 
 
+def _native_sized(shape: tuple[int | None, ...]) -> bool:
+    """Whether a float32 result of ``shape`` may be large enough for the native element-wise
+    loops (``_native.py``'s threshold; a dimension not known: it may)."""
+    dims = [d for d in shape if d is not None]
+    return len(dims) < len(shape) or math.prod(dims) >= NATIVE_ELEMENTWISE_MIN
+
+
 def _typed_step(
     step: Step,
     i: int,
@@ -368,6 +377,14 @@ def _typed_step(
             # the kernel's own small-array path: max against a 0-d zero of the dtype
             stmt = f"{o} = _max({x}, _z{d}, out={x})" if buffer else f"{o} = _max({x}, _z{d})"
         elif buffer is not None:
+            namespace[f"p{i}"] = step.options.inplace
+            stmt = f"{o} = p{i}({x})"
+        else:
+            stmt = f"{o} = k{i}({x})"
+    elif kind == "sigmoid" and dtype is _F32 and _native_sized(shape):
+        # float32 beyond the native threshold: the kernel's one native pass (in place when it may)
+        x = args[0]
+        if buffer is not None and step.options.inplace is not None:
             namespace[f"p{i}"] = step.options.inplace
             stmt = f"{o} = p{i}({x})"
         else:

@@ -27,6 +27,10 @@ __all__ = [
     "max_pool2d_twin",
     "max_pool2d_f32",
     "max_pool2d_f32_twin",
+    "sigmoid_f32",
+    "sigmoid_f32_twin",
+    "softmax_rows_f32",
+    "softmax_rows_f32_twin",
     "resample_axis",
     "resample_axis_twin",
     "using_native",
@@ -141,6 +145,41 @@ def max_pool2d_f32(
     if NATIVE is not None and hasattr(NATIVE, "max_pool2d_f32"):
         return NATIVE.max_pool2d_f32(np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
     return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+
+
+def sigmoid_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``y = 1 / (1 + exp(-x))`` for C-contiguous float32 arrays of one size (``y`` may be ``x``)."""
+    np.negative(x, out=y)
+    np.exp(y, out=y)
+    np.add(y, np.float32(1), out=y)
+    return np.divide(np.float32(1), y, out=y)
+
+
+def softmax_rows_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Softmax of each row of a C-contiguous float32 matrix into ``y`` (which may be ``x``)."""
+    np.subtract(x, np.maximum.reduce(x, axis=1, keepdims=True), out=y)
+    np.exp(y, out=y)
+    return np.divide(y, np.add.reduce(y, axis=1, keepdims=True), out=y)
+
+
+#: float32 elements below which numpy's passes cost less than a native call
+_ELEMENTWISE_MIN = 1024
+
+
+def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`sigmoid_f32_twin`, natively (``src/elementwise.cpp``) when selected and large enough."""
+    if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "sigmoid_f32"):
+        NATIVE.sigmoid_f32(x, y)
+        return y
+    return sigmoid_f32_twin(x, y)
+
+
+def softmax_rows_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`softmax_rows_f32_twin`, natively when selected and large enough."""
+    if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "softmax_rows_f32"):
+        NATIVE.softmax_rows_f32(x, y)
+        return y
+    return softmax_rows_f32_twin(x, y)
 
 
 #: the native float32 RNN/GRU/LSTM step loop runs (``src/recurrent.cpp``; its twin is the numpy

@@ -284,3 +284,50 @@ def _random_geometries_match(isas: list[str]) -> None:
         _check_geometry(case, bias, relu, isa, seed=case[2] * 1000 + case[3])
 
     check()
+
+
+def _exp_range_values(n: int, seed: int) -> np.ndarray:
+    """float32 values across exp's whole range: overflow, underflow into denormals, specials."""
+    rng = np.random.default_rng(seed)
+    x = np.concatenate(
+        [
+            rng.uniform(-110, 110, n),
+            rng.standard_normal(n) * 3,
+            np.linspace(-104, -86, 64),  # exp(x) denormal or zero
+            np.linspace(86, 90, 16),  # exp(x) near FLT_MAX or inf
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30],
+        ]
+    )
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 1023, 5000])
+def test_sigmoid_f32_matches_twin(size: int) -> None:
+    _require_native()
+    x = np.resize(_exp_range_values(2000, size), size).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = _native.sigmoid_f32_twin(x, np.empty_like(x))
+    got = np.empty_like(x)
+    _native.EXTENSION.sigmoid_f32(x, got)  # type: ignore[union-attr]
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)  # within ~2 ulp of numpy's exp
+    inplace = x.copy()
+    _native.EXTENSION.sigmoid_f32(inplace, inplace)  # type: ignore[union-attr]
+    np.testing.assert_array_equal(inplace, got)
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 64, 130, 1000])
+def test_softmax_rows_f32_matches_twin(width: int) -> None:
+    _require_native()
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((6, width)) * 20).astype(np.float32)
+    x[1, :: max(1, width // 3)] = -np.inf  # some exp(-inf) = 0 terms
+    x[2, 0] = np.nan  # a NaN row stays NaN
+    x[3] = -np.inf  # all -inf: NaN as in numpy
+    x[4, -1] = 80.0  # one large value: the others underflow towards denormals
+    with np.errstate(all="ignore"):
+        want = _native.softmax_rows_f32_twin(x, np.empty_like(x))
+    got = np.empty_like(x)
+    _native.EXTENSION.softmax_rows_f32(x, got)  # type: ignore[union-attr]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-30)
+    with pytest.raises(ValueError):
+        _native.EXTENSION.softmax_rows_f32(x, np.empty((6, width + 1), np.float32))  # type: ignore[union-attr]
