@@ -57,50 +57,68 @@ AVX2 inline __m256 max_nan8(__m256 a, __m256 b) {
     return _mm256_blendv_ps(m, b, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
 }
 
-AVX2 inline __m256i tail_mask(int64_t left) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
+// The last n % 8 elements go through a local 8-float block: whole-vector loads and stores
+// only (masked stores are microcoded on some x86 cores and would cost more than the math).
+struct Tail {
+    alignas(32) float buf[8];
+    int64_t count;
+    const float *load(const float *src, int64_t count_, float fill) {
+        count = count_;
+        for (int k = 0; k < 8; ++k) buf[k] = k < count ? src[k] : fill;
+        return buf;
+    }
+    void store(float *dst) const {
+        for (int64_t k = 0; k < count; ++k) dst[k] = buf[k];
+    }
+};
+
+AVX2 inline __m256 sigmoid8(__m256 v) {
+    // -x by flipping the sign bit, as numpy's negative does
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_xor_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
 }
 
 AVX2 void sigmoid_avx2(const float *x, float *y, int64_t n) {
-    // -x by flipping the sign bit, as numpy's negative does (a NaN's sign too: the same NaN as the twin)
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    for (int64_t i = 0; i < n; i += 8) {
-        const __m256i mask = tail_mask(n - i);
-        const __m256 v = _mm256_maskload_ps(x + i, mask);
-        const __m256 e = exp8(_mm256_xor_ps(v, sign));
-        _mm256_maskstore_ps(y + i, mask, _mm256_div_ps(one, _mm256_add_ps(one, e)));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, sigmoid8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        Tail t;
+        _mm256_store_ps(t.buf, sigmoid8(_mm256_load_ps(t.load(x + i, n - i, 0.0f))));
+        t.store(y + i);
     }
 }
 
 AVX2 void softmax_row_avx2(const float *x, float *y, int64_t n) {
-    __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t i = 0; i < n; i += 8) {
-        const __m256i mask = tail_mask(n - i);
-        const __m256 v = _mm256_blendv_ps(m, _mm256_maskload_ps(x + i, mask), _mm256_castsi256_ps(mask));
-        m = max_nan8(m, v);
-    }
+    const float lowest = -std::numeric_limits<float>::infinity();
+    __m256 m = _mm256_set1_ps(lowest);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = max_nan8(m, _mm256_loadu_ps(x + i));
+    Tail t;
+    if (i < n) m = max_nan8(m, _mm256_load_ps(t.load(x + i, n - i, lowest)));
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, m);
     float top = lanes[0];
     for (int k = 1; k < 8; ++k) top = (lanes[k] != lanes[k] || lanes[k] > top) ? lanes[k] : top;
     const __m256 mv = _mm256_set1_ps(top);
     __m256 sum = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8) {
-        const __m256i mask = tail_mask(n - i);
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), mv));
-        const __m256 kept = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
-        sum = _mm256_add_ps(sum, kept);
-        _mm256_maskstore_ps(y + i, mask, e);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        sum = _mm256_add_ps(sum, e);
+        _mm256_storeu_ps(y + i, e);
+    }
+    float total = 0.0f;
+    if (i < n) {
+        // the tail's exp, summed only over its real elements
+        _mm256_store_ps(t.buf, exp8(_mm256_sub_ps(_mm256_load_ps(t.load(x + i, n - i, 0.0f)), mv)));
+        for (int64_t k = 0; k < t.count; ++k) total += t.buf[k];
+        t.store(y + i);
     }
     _mm256_store_ps(lanes, sum);
-    float total = 0.0f;
     for (int k = 0; k < 8; ++k) total += lanes[k];
     const __m256 tv = _mm256_set1_ps(total);
-    for (int64_t i = 0; i < n; i += 8) {
-        const __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, _mm256_div_ps(_mm256_maskload_ps(y + i, mask), tv));
-    }
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(y + i), tv));
+    for (; i < n; ++i) y[i] /= total;
 }
 #endif
 

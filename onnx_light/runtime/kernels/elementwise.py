@@ -139,8 +139,11 @@ def relu_inplace(x: np.ndarray) -> np.ndarray:
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """ONNX Sigmoid: ``1 / (1 + exp(-x))`` (float32: one native pass, ``src/elementwise.cpp``)."""
-    if x.__class__ is _ndarray and x.dtype == _F32 and x.ndim and x.flags.c_contiguous:
-        return sigmoid_f32(x, np.empty_like(x))
+    if x.__class__ is _ndarray and x.dtype == _F32 and x.ndim:
+        if x.flags.c_contiguous:
+            return sigmoid_f32(x, np.empty_like(x))
+        y = np.ascontiguousarray(x)  # a view (a Transpose's): one copy, then in place
+        return sigmoid_f32(y, y)
     one = _ONE.get(x.dtype)
     if one is not None and one.dtype is x.dtype and x.__class__ is _ndarray and x.ndim:
         t = np.negative(x)  # a fresh array of x's dtype: finish in place
