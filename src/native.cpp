@@ -19,6 +19,8 @@ void bind_codec(nb::module_ &m);  // src/codec.cpp: the wire codec's byte loops
 void bind_conv(nb::module_ &m);   // src/conv.cpp: 2-D float32 convolution
 void bind_recurrent(nb::module_ &m);  // src/recurrent.cpp: the RNN/GRU/LSTM step loop
 void bind_resample(nb::module_ &m);  // src/resample.cpp: Resize / GridSample weighted gathers
+void bind_pool(nb::module_ &m);  // src/pool.cpp: separable float32 max pooling
+void bind_elementwise(nb::module_ &m);  // src/elementwise.cpp: Sigmoid, Softmax rows (float32)
 
 namespace {
 
@@ -169,4 +171,6 @@ NB_MODULE(_native, m) {
     bind_conv(m);
     bind_recurrent(m);
     bind_resample(m);
+    bind_pool(m);
+    bind_elementwise(m);
 }

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._native import _ELEMENTWISE_MIN as NATIVE_ELEMENTWISE_MIN
 from .kernels.elementwise import _RELU_ROW
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ _counter = itertools.count()
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 #: (dtype, shape) of a value proven to be an exact ndarray; None for a dimension not known
 _Type = tuple[np.dtype, tuple[int | None, ...]]
+_F32 = np.dtype(np.float32)
 _SIGMOID_UFUNCS = {"_neg": np.negative, "_exp": np.exp, "_add": np.add, "_div": np.divide}
 
 
@@ -207,6 +209,8 @@ class _Emitter:
         ufunc = options.inline_ufunc
         typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name) if types else None
         stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh)
+        if typed_stmt is None and types and options.float_shape is not None:
+            _record_float_shape(step, types)
         if not options.makes_new_arrays:
             fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
         elif typed_stmt is not None or ufunc is not None or options.fresh_output:
@@ -237,10 +241,20 @@ class _Emitter:
         if len(outs) == 1 and ufunc is not None and not step.kwargs and args and "None" not in args:
             o = outs[0]
             self.namespace[f"u{i}"] = ufunc
-            return (
-                f"{o} = u{i}({', '.join(args)}); "
-                f"{o} = {o} if {o}.__class__ is _nd and {o}.dtype is {args[0]}.dtype else {call}"
-            )
+            first = f"u{i}({', '.join(args)})"
+            into = _dying_operand(step, args, free, fresh, ufunc)
+            if into is not None:
+                # checked at run time: both exact ndarrays of one dtype and the other operand no
+                # larger than the dying one, so the answer has the dying buffer's shape and dtype
+                a, b = args
+                buf, other = (a, b) if into == 0 else (b, a)
+                self.namespace[f"s{i}"] = _same_type_dtypes(ufunc)
+                check = (
+                    f"{a}.__class__ is _nd and {b}.__class__ is _nd and {a}.dtype is {b}.dtype and "
+                    f"{a}.dtype in s{i} and ({other}.shape == {buf}.shape or not {other}.ndim)"
+                )
+                first = f"u{i}({a}, {b}, out={buf}) if {check} else {first}"
+            return f"{o} = {first}; {o} = {o} if {o}.__class__ is _nd and {o}.dtype is {args[0]}.dtype else {call}"
         if len(outs) == 1 and options.returns_one:
             return f"{outs[0]} = {call}"
         if len(outs) == 1:
@@ -249,6 +263,27 @@ class _Emitter:
         if outs:
             return f"{', '.join(outs)} = _outputs({call}, {len(outs)})"
         return call
+
+
+#: the builtin dtypes an in-place binary ufunc may run on, most common first (``in`` tests identity first)
+_IN_PLACE_DTYPES = tuple(np.dtype(c) for c in "fdelqibhBHILQ")
+
+
+def _same_type_dtypes(ufunc: np.ufunc) -> tuple[np.dtype, ...]:
+    """The builtin dtypes ``d`` for which ``ufunc`` has a ``(d, d) -> d`` loop (so ``out=`` an
+    operand of ``d`` is exactly its answer)."""
+    return tuple(d for d in _IN_PLACE_DTYPES if f"{d.char}{d.char}->{d.char}" in ufunc.types)
+
+
+def _dying_operand(step: Step, args: list[str], free: tuple[int, ...], fresh: set[int], ufunc: np.ufunc) -> int | None:
+    """Which operand of a binary inline-ufunc step is a fresh array dying here (its buffer may
+    take the answer), or None."""
+    if ufunc.nin != 2 or len(step.inputs) != 2 or step.inputs[0] == step.inputs[1]:
+        return None
+    for k, s in enumerate(step.inputs):
+        if s in fresh and s in free and s not in (0, 1) and args[k].startswith("v"):
+            return k
+    return None
 
 
 def _broadcast(shapes: list[tuple[int | None, ...]]) -> tuple[int | None, ...] | None:
@@ -280,6 +315,13 @@ def _fits_into(shape: tuple[int | None, ...], others: list[tuple[int | None, ...
             if e != 1 and (e is None or e != d):
                 return False
     return True
+
+
+def _native_sized(shape: tuple[int | None, ...]) -> bool:
+    """Whether a float32 result of ``shape`` may be large enough for the native element-wise
+    loops (``_native.py``'s threshold; a dimension not known: it may)."""
+    dims = [d for d in shape if d is not None]
+    return len(dims) < len(shape) or math.prod(dims) >= NATIVE_ELEMENTWISE_MIN
 
 
 def _typed_step(
@@ -339,6 +381,14 @@ def _typed_step(
             stmt = f"{o} = p{i}({x})"
         else:
             stmt = f"{o} = k{i}({x})"
+    elif kind == "sigmoid" and dtype is _F32 and _native_sized(shape):
+        # float32 beyond the native threshold: the kernel's one native pass (in place when it may)
+        x = args[0]
+        if buffer is not None and step.options.inplace is not None:
+            namespace[f"p{i}"] = step.options.inplace
+            stmt = f"{o} = p{i}({x})"
+        else:
+            stmt = f"{o} = k{i}({x})"
     elif kind == "sigmoid":
         # the kernel's steps: exp(-x), + 1, 1 / that, the last two in place
         x = args[0]
@@ -349,6 +399,22 @@ def _typed_step(
         return None
     types[step.outputs[0]] = (dtype, shape)
     return stmt
+
+
+def _record_float_shape(step: Step, types: dict[int, _Type]) -> None:
+    """Records the type of the result of a step whose kernel declares ``float_shape``, when its
+    present inputs are all proven arrays of one builtin float dtype."""
+    present = [s for s in step.inputs if s != 0]
+    if len(step.outputs) != 1 or not present or any(s not in types for s in present):
+        return
+    dtype = types[present[0]][0]
+    if any(types[s][0] is not dtype for s in present):
+        return
+    shapes = [types[s][1] if s != 0 else None for s in step.inputs]
+    assert step.options.float_shape is not None
+    shape = step.options.float_shape(*shapes, **step.kwargs)
+    if shape:  # a 0-d result may be a numpy scalar
+        types[step.outputs[0]] = (dtype, tuple(shape))
 
 
 def failed_step(codes: list[CodeType], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:

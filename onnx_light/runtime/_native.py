@@ -27,6 +27,12 @@ __all__ = [
     "gather_points_twin",
     "max_pool2d",
     "max_pool2d_twin",
+    "max_pool2d_f32",
+    "max_pool2d_f32_twin",
+    "sigmoid_f32",
+    "sigmoid_f32_twin",
+    "softmax_rows_f32",
+    "softmax_rows_f32_twin",
     "resample_axis",
     "resample_axis_twin",
     "using_native",
@@ -108,6 +114,74 @@ def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
     if NATIVE is not None and xp.dtype in (np.float32, np.float64):
         return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])
     return max_pool2d_twin(*args)
+
+
+def max_pool2d_f32_twin(
+    x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, pad_top: int, pad_left: int
+) -> np.ndarray:
+    """2-D max pooling of an unpadded float32 NCHW array, no indices (``src/pool.cpp``'s twin).
+
+    Separable: the maximum over the window's columns of every row first, then over its rows;
+    the padding (``pad_top``/``pad_left`` before, whatever the windows read after) is -inf.
+    """
+    n, c, h, w = x.shape
+    if oh <= 0 or ow <= 0:
+        return np.empty((n, c, max(oh, 0), max(ow, 0)), np.float32)
+    hp = max((oh - 1) * sh + (kh - 1) * dh + 1, pad_top + h)
+    wp = max((ow - 1) * sw + (kw - 1) * dw + 1, pad_left + w)
+    xp = np.full((n, c, hp, wp), -np.inf, np.float32)
+    xp[:, :, pad_top : pad_top + h, pad_left : pad_left + w] = x
+    hmax = xp[..., 0 : (ow - 1) * sw + 1 : sw].copy()
+    for b in range(1, kw):
+        np.maximum(hmax, xp[..., b * dw : b * dw + (ow - 1) * sw + 1 : sw], out=hmax)
+    y = hmax[:, :, 0 : (oh - 1) * sh + 1 : sh].copy()
+    for a in range(1, kh):
+        np.maximum(y, hmax[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh], out=y)
+    return y
+
+
+def max_pool2d_f32(
+    x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, pad_top: int, pad_left: int
+) -> np.ndarray:
+    """:func:`max_pool2d_f32_twin`, natively when the extension is selected."""
+    if NATIVE is not None and hasattr(NATIVE, "max_pool2d_f32"):
+        return NATIVE.max_pool2d_f32(np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+    return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+
+
+def sigmoid_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``y = 1 / (1 + exp(-x))`` for C-contiguous float32 arrays of one size (``y`` may be ``x``)."""
+    np.negative(x, out=y)
+    np.exp(y, out=y)
+    np.add(y, np.float32(1), out=y)
+    return np.divide(np.float32(1), y, out=y)
+
+
+def softmax_rows_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Softmax of each row of a C-contiguous float32 matrix into ``y`` (which may be ``x``)."""
+    np.subtract(x, np.maximum.reduce(x, axis=1, keepdims=True), out=y)
+    np.exp(y, out=y)
+    return np.divide(y, np.add.reduce(y, axis=1, keepdims=True), out=y)
+
+
+#: float32 elements below which numpy's passes cost less than a native call
+_ELEMENTWISE_MIN = 1024
+
+
+def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`sigmoid_f32_twin`, natively (``src/elementwise.cpp``) when selected and large enough."""
+    if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "sigmoid_f32"):
+        NATIVE.sigmoid_f32(x, y)
+        return y
+    return sigmoid_f32_twin(x, y)
+
+
+def softmax_rows_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`softmax_rows_f32_twin`, natively when selected and large enough."""
+    if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "softmax_rows_f32"):
+        NATIVE.softmax_rows_f32(x, y)
+        return y
+    return softmax_rows_f32_twin(x, y)
 
 
 #: the native float32 RNN/GRU/LSTM step loop runs (``src/recurrent.cpp``; its twin is the numpy

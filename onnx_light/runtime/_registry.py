@@ -65,6 +65,12 @@ class KernelOptions:
         epilogue: the kernel is an activation that ``with_epilogue`` can apply:
             ``epilogue(*constant inputs after the first, **attributes)`` gives ``(act, a, b)``,
             or None (Relu, Clip, HardSwish, HardSigmoid, Sigmoid).
+        float_shape: on exact ndarrays of one builtin float dtype the kernel returns one exact
+            ndarray of that dtype whose shape is ``float_shape(input shapes, **attributes)``
+            (a shape with None for a size not known, or None when that is not certain: a 0-d
+            result, a shape that cannot be worked out), so a plan that knows its inputs' types
+            knows the result's (MatMul, Gemm, Transpose; with ``fresh_output`` the plan may
+            then write a later result into it).
     """
 
     returns_one: bool = False
@@ -77,6 +83,7 @@ class KernelOptions:
     absorb_affine: Kernel | None = None
     with_epilogue: Kernel | None = None
     epilogue: Kernel | None = None
+    float_shape: Kernel | None = None
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -122,6 +129,7 @@ def kernel(
     absorb_affine: Kernel | None = None,
     with_epilogue: Kernel | None = None,
     epilogue: Kernel | None = None,
+    float_shape: Kernel | None = None,
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -142,6 +150,7 @@ def kernel(
         absorb_affine: how a following per-channel affine map folds into its constants.
         with_epilogue: its variant with an activation and a residual fused.
         epilogue: what ``with_epilogue`` calls it when it follows such a kernel.
+        float_shape: its result's shape on builtin float arrays.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -158,6 +167,7 @@ def kernel(
         absorb_affine,
         with_epilogue,
         epilogue,
+        float_shape,
     )
     if options == NO_OPTIONS:
         options = NO_OPTIONS

@@ -152,6 +152,11 @@ def _copy(value: Any) -> Any:
     return value if value is None else np.array(value, copy=True)
 
 
+#: a feed type :meth:`InferenceSession._feed` checks at once: (dtype, fixed shape or None, rank
+#: or -1, ((axis, fixed dim), ...))
+_Plain = tuple[np.dtype, tuple[int, ...] | None, int, tuple[tuple[int, int], ...]]
+
+
 class InferenceSession:
     """Runs a ModelProto, GraphProto or FunctionProto with numpy kernels.
 
@@ -258,6 +263,7 @@ class InferenceSession:
             # inputs with an initializer default can be fed too, and are checked the same way
             self._expected.update({i.name: _arg_from_value_info(i) for i in graph.input if i.name in self._defaults})
         self._output_index = {n: i for i, n in enumerate(output_names)}
+        self._plain = self._plain_tensor_types()
         #: the last profiled run's ``{step label: (calls, seconds)}`` (``verbose=2``)
         self.last_profile: dict[str, tuple[int, float]] = {}
 
@@ -274,7 +280,45 @@ class InferenceSession:
         """onnxruntime compatibility: the one 'provider' this runtime has."""
         return ["NumpyExecutionProvider"]
 
+    def _plain_tensor_types(self) -> dict[str, _Plain]:
+        """Per tensor input of a builtin numpy dtype: ``(dtype, fixed shape or None, rank (-1:
+        any), ((axis, fixed dim), ...))``. A feed that is an exact ndarray of that very dtype and
+        such a shape passes ``run`` without the general checks (which then decide the error)."""
+        plain: dict[str, _Plain] = {}
+        for name, arg in self._expected.items():
+            tp = self._types.get(name)
+            if arg.type is None or arg.elem_type in _dtypes.BIT_PATTERN_TYPES:
+                continue
+            if tp is not None and tp.WhichOneof("value") != "tensor_type":
+                continue
+            try:
+                want = _dtypes.np_dtype(arg.elem_type)
+            except ValueError:
+                continue
+            builtin = np.dtype(want.char) if want.char not in "OSUV" else None
+            if builtin is None or builtin != want or builtin.metadata:
+                continue
+            if arg.shape is None:
+                plain[name] = (builtin, None, -1, ())
+                continue
+            fixed = tuple((axis, d) for axis, d in enumerate(arg.shape) if isinstance(d, int) and d > 0)
+            exact = tuple(d for _, d in fixed) if len(fixed) == len(arg.shape) else None
+            plain[name] = (builtin, exact, len(arg.shape), fixed)
+        return plain
+
     # -- running -----------------------------------------------------------------
+    def _feed(self, name: str, value: Any) -> Any:
+        """``value`` checked as the feed of ``name``: a plain ndarray of the declared dtype and
+        shape at once, anything else by :meth:`_check_feed`."""
+        plain = self._plain.get(name)
+        if plain is not None and value.__class__ is np.ndarray and value.dtype is plain[0]:
+            _, exact, rank, fixed = plain
+            if value.shape == exact or rank < 0:
+                return value
+            if exact is None and value.ndim == rank and all(value.shape[axis] == d for axis, d in fixed):
+                return value
+        return self._check_feed(name, value)
+
     def _check_feed(self, name: str, value: Any) -> Any:
         arg = self._expected.get(name)
         tp = self._types.get(name)
@@ -356,7 +400,7 @@ class InferenceSession:
         feeds = []
         for name in self._input_names:
             if name in input_feed:
-                feeds.append(self._check_feed(name, input_feed[name]))
+                feeds.append(self._feed(name, input_feed[name]))
             elif name in self._defaults:
                 feeds.append(self._defaults[name])
             else:
@@ -429,21 +473,31 @@ def format_profile(profile: dict[str, tuple[int, float]]) -> str:
 
 def _unaliased(results: list[Any], fed: list[Any]) -> list[Any]:
     """The outputs, each copied where writing it would change something else: a feed
-    (Identity returns it, Reshape a view of it), a read-only constant, or another output."""
+    (Identity returns it, Reshape a view of it), a read-only constant, or another output.
+
+    An output that owns its memory (``base`` None: made during this run) cannot be a view of a
+    feed, which existed before it; it is compared only with the other outputs that are views.
+    """
     fed_arrays = [v for v in fed if isinstance(v, np.ndarray)]
     fed_ids = {id(v) for v in fed}
     seen: list[np.ndarray] = []
+    views: list[np.ndarray] = []  # the outputs in ``seen`` that do not own their memory
     out = []
     for r in results:
         if isinstance(r, np.ndarray):
+            owns = r.base is None
             if (
                 id(r) in fed_ids
                 or not r.flags.writeable
-                or any(np.may_share_memory(r, f) for f in fed_arrays)
-                or any(np.may_share_memory(r, o) for o in seen)
+                or (not owns and any(np.may_share_memory(r, f) for f in fed_arrays))
+                or any(np.may_share_memory(r, o) for o in (views if owns else seen))
+                or (owns and any(o is r for o in seen))
             ):
                 r = _copy(r)
+                owns = True
             seen.append(r)
+            if not owns:
+                views.append(r)
         elif id(r) in fed_ids:
             r = _copy(r)
         out.append(r)

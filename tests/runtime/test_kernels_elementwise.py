@@ -160,7 +160,13 @@ def test_relu_and_sigmoid_match_plain_formulas(dtype: type, shape: tuple[int, ..
             want_s = np.asarray(1 / (1 + np.exp(-x))).astype(x.dtype)
             got_s = sigmoid(x)
         assert type(got_s) is np.ndarray and got_s.dtype == x.dtype
-        assert np.array_equal(got_s.reshape(-1).view(np.uint8), want_s.reshape(-1).view(np.uint8))
+        from onnx_light.runtime import _native
+
+        if x.dtype == np.float32 and x.size >= _native._ELEMENTWISE_MIN and _native.NATIVE is not None:
+            # the native pass (src/elementwise.cpp): its own exp, within 2 ulp of numpy's
+            np.testing.assert_allclose(got_s, want_s, rtol=3e-7, atol=0)
+        else:
+            assert np.array_equal(got_s.reshape(-1).view(np.uint8), want_s.reshape(-1).view(np.uint8))
 
 
 def test_compiled_plan_never_writes_into_feeds_or_constants() -> None:

@@ -74,6 +74,55 @@ def test_max_pool2d_rejects_bad_geometry() -> None:
         _native.EXTENSION.max_pool2d(xp, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 2, 2, 0, True)  # type: ignore[union-attr]
 
 
+def _padded_reference(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pads: tuple) -> tuple:
+    """The window geometry and the old (padded, kh * kw taps) twin's answer: an independent oracle."""
+    top, left, bottom, right = pads
+    n, c, h, w = x.shape
+    oh = (h + top + bottom - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + left + right - (kw - 1) * dw - 1) // sw + 1
+    xp = np.full((n, c, h + top + bottom, w + left + right), -np.inf, x.dtype)
+    xp[:, :, top : top + h, left : left + w] = x
+    y, _ = _native.max_pool2d_twin(xp, kh, kw, sh, sw, dh, dw, oh, ow, top, left, h, w, 0, False)
+    return (kh, kw, sh, sw, dh, dw, oh, ow, top, left), y
+
+
+_SEPARABLE_CASES = [
+    # (kh, kw), (sh, sw), (dh, dw), pads (top, left, bottom, right), (h, w)
+    ((2, 2), (2, 2), (1, 1), (0, 0, 0, 0), (8, 40)),
+    ((2, 1), (2, 1), (1, 1), (0, 0, 0, 0), (8, 21)),
+    ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), (13, 37)),
+    ((5, 5), (1, 1), (1, 1), (2, 2, 2, 2), (10, 10)),
+    ((3, 3), (1, 1), (2, 2), (2, 1, 0, 3), (9, 19)),
+    ((3, 2), (3, 3), (1, 2), (1, 0, 2, 1), (11, 29)),
+    ((1, 4), (1, 2), (1, 1), (0, 3, 0, 3), (5, 50)),
+    ((3, 3), (2, 2), (1, 1), (1, 1, 2, 2), (7, 7)),  # ceil mode: windows past the end
+]
+
+
+@pytest.mark.parametrize("kernel,strides,dilations,pads,size", _SEPARABLE_CASES)
+def test_max_pool2d_f32_matches_padded_pooling(
+    kernel: tuple, strides: tuple, dilations: tuple, pads: tuple, size: tuple
+) -> None:
+    # the separable pool (native and its twin) against the padded kh * kw pool, NaN and inf included
+    x = np.random.default_rng(sum(size)).standard_normal((2, 3, *size)).astype(np.float32)
+    x[0, 1, 1, :5] = np.nan
+    x[1, 0, :, 2] = np.inf
+    x[1, 2, 3, 3] = -np.inf
+    args, want = _padded_reference(x, *kernel, *strides, *dilations, pads)
+    np.testing.assert_array_equal(_native.max_pool2d_f32_twin(x, *args), want)
+    if _native.EXTENSION is not None:
+        got = _native.EXTENSION.max_pool2d_f32(x, *args)  # type: ignore[union-attr]
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_max_pool2d_f32_rejects_bad_geometry() -> None:
+    _require_native()
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    with pytest.raises(ValueError):
+        _native.EXTENSION.max_pool2d_f32(x, 2, 0, 1, 1, 1, 1, 3, 3, 0, 0)  # type: ignore[union-attr]
+
+
 def _require_conv2d(isa: str) -> None:
     _require_native()
     runs = {"avx512": ("avx512",), "avx2": ("avx512", "avx2")}[isa]
@@ -244,3 +293,50 @@ def _random_geometries_match(isas: list[str]) -> None:
         _check_geometry(case, bias, relu, isa, seed=case[2] * 1000 + case[3])
 
     check()
+
+
+def _exp_range_values(n: int, seed: int) -> np.ndarray:
+    """float32 values across exp's whole range: overflow, underflow into denormals, specials."""
+    rng = np.random.default_rng(seed)
+    x = np.concatenate(
+        [
+            rng.uniform(-110, 110, n),
+            rng.standard_normal(n) * 3,
+            np.linspace(-104, -86, 64),  # exp(x) denormal or zero
+            np.linspace(86, 90, 16),  # exp(x) near FLT_MAX or inf
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30],
+        ]
+    )
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 1023, 5000])
+def test_sigmoid_f32_matches_twin(size: int) -> None:
+    _require_native()
+    x = np.resize(_exp_range_values(2000, size), size).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = _native.sigmoid_f32_twin(x, np.empty_like(x))
+    got = np.empty_like(x)
+    _native.EXTENSION.sigmoid_f32(x, got)  # type: ignore[union-attr]
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)  # within ~2 ulp of numpy's exp
+    inplace = x.copy()
+    _native.EXTENSION.sigmoid_f32(inplace, inplace)  # type: ignore[union-attr]
+    np.testing.assert_array_equal(inplace, got)
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 64, 130, 1000])
+def test_softmax_rows_f32_matches_twin(width: int) -> None:
+    _require_native()
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((6, width)) * 20).astype(np.float32)
+    x[1, :: max(1, width // 3)] = -np.inf  # some exp(-inf) = 0 terms
+    x[2, 0] = np.nan  # a NaN row stays NaN
+    x[3] = -np.inf  # all -inf: NaN as in numpy
+    x[4, -1] = 80.0  # one large value: the others underflow towards denormals
+    with np.errstate(all="ignore"):
+        want = _native.softmax_rows_f32_twin(x, np.empty_like(x))
+    got = np.empty_like(x)
+    _native.EXTENSION.softmax_rows_f32(x, got)  # type: ignore[union-attr]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-30)
+    with pytest.raises(ValueError):
+        _native.EXTENSION.softmax_rows_f32(x, np.empty((6, width + 1), np.float32))  # type: ignore[union-attr]

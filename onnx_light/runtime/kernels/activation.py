@@ -10,10 +10,20 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnx_light.runtime._native import softmax_rows_f32
 from onnx_light.runtime._registry import kernel
+
+_F32 = np.dtype(np.float32)
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``; float32 along the last axis of a
+    C-contiguous array in one native pass per row (``src/elementwise.cpp``) or its twin."""
+    if x.__class__ is np.ndarray and x.dtype == _F32 and x.ndim and x.flags.c_contiguous:
+        if axis % x.ndim == x.ndim - 1 and x.shape[-1]:
+            y = np.empty_like(x)
+            softmax_rows_f32(x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1]))
+            return y
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 

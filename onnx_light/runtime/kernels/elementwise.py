@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnx_light.runtime._native import ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_RELU, ACT_SIGMOID
+from onnx_light.runtime._native import ACT_CLIP, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_RELU, ACT_SIGMOID, sigmoid_f32
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._erf import erf_float64
 
@@ -72,6 +72,7 @@ def _ufunc_kernel(
 
 
 _ndarray = np.ndarray
+_F32 = np.dtype(np.float32)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -137,7 +138,12 @@ def relu_inplace(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    """ONNX Sigmoid: ``1 / (1 + exp(-x))``."""
+    """ONNX Sigmoid: ``1 / (1 + exp(-x))`` (float32: one native pass, ``src/elementwise.cpp``)."""
+    if x.__class__ is _ndarray and x.dtype == _F32 and x.ndim:
+        if x.flags.c_contiguous:
+            return sigmoid_f32(x, np.empty_like(x))
+        y = np.ascontiguousarray(x)  # a view (a Transpose's): one copy, then in place
+        return sigmoid_f32(y, y)
     one = _ONE.get(x.dtype)
     if one is not None and one.dtype is x.dtype and x.__class__ is _ndarray and x.ndim:
         t = np.negative(x)  # a fresh array of x's dtype: finish in place
@@ -145,6 +151,13 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
         np.add(t, one, t)
         return np.divide(one, t, t)
     return _as_dtype(1 / (1 + np.exp(-x)), x.dtype)
+
+
+def sigmoid_inplace(x: np.ndarray) -> np.ndarray:
+    """:func:`sigmoid` written into ``x`` (a fresh float32 array that dies here), else :func:`sigmoid`."""
+    if x.__class__ is _ndarray and x.dtype == _F32 and x.ndim and x.flags.c_contiguous and x.flags.writeable:
+        return sigmoid_f32(x, x)
+    return sigmoid(x)
 
 
 # the activations a convolution's native epilogue applies (KernelOptions.epilogue): (act, a, b)
@@ -163,7 +176,14 @@ kernel(
     epilogue=_act(ACT_RELU),
 )(relu)
 kernel(
-    "", "Sigmoid", since=(6, 13), returns_one=True, fresh_output=True, float_ufunc="sigmoid", epilogue=_act(ACT_SIGMOID)
+    "",
+    "Sigmoid",
+    since=(6, 13),
+    returns_one=True,
+    fresh_output=True,
+    float_ufunc="sigmoid",
+    inplace=sigmoid_inplace,
+    epilogue=_act(ACT_SIGMOID),
 )(sigmoid)
 
 

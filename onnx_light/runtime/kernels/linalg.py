@@ -8,8 +8,33 @@ import numpy as np
 
 from onnx_light.runtime._registry import kernel
 
+_Shape = tuple[int | None, ...]
 
-@kernel("", "MatMul", since=(1, 9, 13))
+
+def _matmul_shape(a: _Shape, b: _Shape) -> _Shape | None:
+    """MatMul's result shape for operands of rank >= 2 whose batch dims are one operand's
+    (the other is a matrix) or equal and known; None otherwise (vectors, broadcast batches)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if len(b) == 2 or a[:-2] == b[:-2] and None not in a[:-2]:
+        batch = a[:-2]
+    elif len(a) == 2:
+        batch = b[:-2]
+    else:
+        return None
+    return (*batch, a[-2], b[-1])
+
+
+def _gemm_shape(
+    a: _Shape, b: _Shape, c: _Shape | None = None, *, transA: int = 0, transB: int = 0, **_: Any
+) -> _Shape | None:
+    """Gemm's result shape ``(M, N)``."""
+    if len(a) != 2 or len(b) != 2:
+        return None
+    return (a[1] if transA else a[0], b[0] if transB else b[1])
+
+
+@kernel("", "MatMul", since=(1, 9, 13), returns_one=True, fresh_output=True, float_shape=_matmul_shape)
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy.matmul semantics: 1-D operands are promoted and the batch dims broadcast.
 
@@ -43,7 +68,15 @@ def _gemm_absorb(
     return b2, c2, {"alpha": alpha, "beta": 1.0, "transA": transA, "transB": transB}
 
 
-@kernel("", "Gemm", since=(7, 9, 11, 13), absorb_affine=_gemm_absorb)
+@kernel(
+    "",
+    "Gemm",
+    since=(7, 9, 11, 13),
+    returns_one=True,
+    fresh_output=True,
+    absorb_affine=_gemm_absorb,
+    float_shape=_gemm_shape,
+)
 def gemm(
     a: np.ndarray,
     b: np.ndarray,

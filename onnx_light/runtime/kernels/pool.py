@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnx_light.onnx_core.ops import window
-from onnx_light.runtime._native import max_pool2d
+from onnx_light.runtime._native import max_pool2d, max_pool2d_f32
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels.conv import kernel_offsets, pad_spatial
 
@@ -73,6 +73,11 @@ def _max_pool(
     with_indices: bool,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if x.ndim == 4 and x.dtype == np.float32 and not with_indices:
+        # separable and without a padded copy (src/pool.cpp, or its numpy twin): kh + kw taps
+        # per output instead of kh * kw (3x3/2 on 64x112x112: 0.6 ms instead of 6 ms natively)
+        (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
+        return max_pool2d_f32(x, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1])
     xp = geo.padded(x, _lowest(x.dtype))
     if x.ndim == 4 and x.dtype in (np.float32, np.float64) and (with_indices or geo.strides[1] > 1):
         # native when built (a numpy twin otherwise): the index bookkeeping is a byte loop, and

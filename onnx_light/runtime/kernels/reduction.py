@@ -7,6 +7,7 @@ lowest/highest value of the dtype for Max/Min and ``-inf`` for the log-sums.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,16 +38,24 @@ def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.
     return s if keep else np.squeeze(s, axis=axes)
 
 
+#: np.sum's loop without np.sum's Python wrapper (typed loosely: numpy's stubs overload it on keepdims)
+_add_reduce: Callable[..., Any] = np.add.reduce
+
+
 def _mean(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
     # sum / count rather than np.mean, which warns on empty slices; the mean of nothing is 0/0
-    count = np.prod([x.shape[a] for a in (range(x.ndim) if axes is None else axes)])
-    acc = x.dtype if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else np.float64
-    return np.sum(x, axis=axes, keepdims=keep, dtype=acc) / count
+    count = math.prod(x.shape) if axes is None else math.prod(x.shape[a] for a in axes)
+    acc = x.dtype if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else np.dtype(np.float64)
+    total = _add_reduce(x, axis=axes, keepdims=keep, dtype=acc)
+    if total.__class__ is np.ndarray and total.ndim and count < 2**24:
+        # an exact count: the quotient rounded once in the sum's dtype, in place
+        return np.divide(total, acc.type(count), out=total)
+    return total / count
 
 
 # op_type -> f(data, axes, keepdims); axes None means all of them
 _REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...] | None, bool], np.ndarray]] = {
-    "ReduceSum": lambda x, ax, k: np.sum(x, axis=ax, keepdims=k, dtype=x.dtype),
+    "ReduceSum": lambda x, ax, k: _add_reduce(x, axis=ax, keepdims=k, dtype=x.dtype),
     "ReduceProd": lambda x, ax, k: np.prod(x, axis=ax, keepdims=k, dtype=x.dtype),
     "ReduceMean": lambda x, ax, k: _mean(x, ax, k),
     "ReduceMax": lambda x, ax, k: np.max(x, axis=ax, keepdims=k, initial=_extreme(x.dtype, False)),
@@ -65,9 +74,13 @@ def _reduce(op: str, data: np.ndarray, axes: Sequence[int] | np.ndarray | None, 
         # the absolute value, ReduceLogSum the log, ...
         axes_t: tuple[int, ...] | None = () if noop else None
     else:
-        axes_t = tuple(int(a) % max(data.ndim, 1) for a in np.asarray(axes).ravel())
+        rank = max(data.ndim, 1)
+        listed = axes.ravel().tolist() if isinstance(axes, np.ndarray) else axes
+        axes_t = tuple(int(a) % rank for a in listed)
     with np.errstate(all="ignore"):  # empty means, log(0): nan and -inf are the answers
         out = _REDUCERS[op](data, axes_t, bool(keepdims))
+    if out.__class__ is np.ndarray and out.dtype is data.dtype:
+        return out
     return np.asarray(out).astype(data.dtype, copy=False)
 
 

@@ -91,7 +91,13 @@ def unsqueeze_13(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
     return _unsqueeze(x, axes)
 
 
-@kernel("", "Transpose", since=(1, 13, 21, 23, 24, 25))
+def _transpose_shape(x: tuple[int | None, ...], *, perm: list[int] | None = None) -> tuple[int | None, ...] | None:
+    if not x or (perm is not None and sorted(perm) != list(range(len(x)))):
+        return None
+    return tuple(x[p] for p in perm) if perm is not None else x[::-1]
+
+
+@kernel("", "Transpose", since=(1, 13, 21, 23, 24, 25), returns_one=True, float_shape=_transpose_shape)
 def transpose(x: np.ndarray, *, perm: list[int] | None = None) -> np.ndarray:
     """Transpose: permutes the axes (reverses them without ``perm``)."""
     return np.transpose(x, perm)

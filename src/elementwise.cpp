@@ -1,0 +1,170 @@
+// Float32 element-wise loops numpy runs as several passes with temporaries: Sigmoid
+// (negative, exp, add, divide) and Softmax over rows (max, subtract, exp, sum, divide),
+// here one pass (two for Softmax) with an AVX2 exp. Twins: onnx_light/runtime/_native.py.
+//
+// exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two parts so the
+// product is exact), exp(r) on [-ln2/2, ln2/2] by Cephes' degree-6 polynomial (within 2 ulp
+// of the correctly rounded value), 2^n applied in two halves so that results below
+// FLT_MIN come out denormal and above FLT_MAX infinite, as numpy's exp gives them; NaN gives NaN.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "simd.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using InF = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using OutF = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+using In2 = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Out2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+#if ONNX_LIGHT_AVX512
+AVX2 inline __m256 exp8(__m256 x) {
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 v = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);
+    v = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), v);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, v), v, _mm256_add_ps(v, _mm256_set1_ps(1.0f)));
+    // 2^n as 2^h * 2^(n - h), h = n / 2 (truncated): each factor a normal float for n in [-150, 128]
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i hi = _mm256_srai_epi32(ni, 1);
+    const __m256i lo = _mm256_sub_epi32(ni, hi);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(hi, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(lo, bias), 23));
+    p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    // a NaN comes out as the positive quiet NaN, whatever its sign and payload (as numpy's exp gives it)
+    return _mm256_blendv_ps(p, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), nan);
+}
+
+AVX2 inline __m256 max_nan8(__m256 a, __m256 b) {
+    const __m256 m = _mm256_max_ps(b, a);  // a where either is NaN
+    return _mm256_blendv_ps(m, b, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+}
+
+// The last n % 8 elements go through a local 8-float block: whole-vector loads and stores
+// only (masked stores are microcoded on some x86 cores and would cost more than the math).
+struct Tail {
+    alignas(32) float buf[8];
+    int64_t count;
+    const float *load(const float *src, int64_t count_, float fill) {
+        count = count_;
+        for (int k = 0; k < 8; ++k) buf[k] = k < count ? src[k] : fill;
+        return buf;
+    }
+    void store(float *dst) const {
+        for (int64_t k = 0; k < count; ++k) dst[k] = buf[k];
+    }
+};
+
+AVX2 inline __m256 sigmoid8(__m256 v) {
+    // -x by flipping the sign bit, as numpy's negative does
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_xor_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+AVX2 void sigmoid_avx2(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, sigmoid8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        Tail t;
+        _mm256_store_ps(t.buf, sigmoid8(_mm256_load_ps(t.load(x + i, n - i, 0.0f))));
+        t.store(y + i);
+    }
+}
+
+AVX2 void softmax_row_avx2(const float *x, float *y, int64_t n) {
+    const float lowest = -std::numeric_limits<float>::infinity();
+    __m256 m = _mm256_set1_ps(lowest);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = max_nan8(m, _mm256_loadu_ps(x + i));
+    Tail t;
+    if (i < n) m = max_nan8(m, _mm256_load_ps(t.load(x + i, n - i, lowest)));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    float top = lanes[0];
+    for (int k = 1; k < 8; ++k) top = (lanes[k] != lanes[k] || lanes[k] > top) ? lanes[k] : top;
+    const __m256 mv = _mm256_set1_ps(top);
+    __m256 sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        sum = _mm256_add_ps(sum, e);
+        _mm256_storeu_ps(y + i, e);
+    }
+    float total = 0.0f;
+    if (i < n) {
+        // the tail's exp, summed only over its real elements
+        _mm256_store_ps(t.buf, exp8(_mm256_sub_ps(_mm256_load_ps(t.load(x + i, n - i, 0.0f)), mv)));
+        for (int64_t k = 0; k < t.count; ++k) total += t.buf[k];
+        t.store(y + i);
+    }
+    _mm256_store_ps(lanes, sum);
+    for (int k = 0; k < 8; ++k) total += lanes[k];
+    const __m256 tv = _mm256_set1_ps(total);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(y + i), tv));
+    for (; i < n; ++i) y[i] /= total;
+}
+#endif
+
+void sigmoid_scalar(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
+void softmax_row_scalar(const float *x, float *y, int64_t n) {
+    float top = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) top = (x[i] != x[i] || x[i] > top) ? x[i] : top;
+    float total = 0.0f;
+    for (int64_t i = 0; i < n; ++i) total += (y[i] = std::exp(x[i] - top));
+    for (int64_t i = 0; i < n; ++i) y[i] /= total;
+}
+
+void sigmoid_f32(InF x, OutF y) {
+    if (x.size() != y.size()) throw std::invalid_argument("sigmoid_f32: x and y differ in size");
+    const int64_t n = static_cast<int64_t>(x.size());
+    const float *src = x.data();
+    float *dst = y.data();
+    nb::gil_scoped_release release;
+#if ONNX_LIGHT_AVX512
+    if (has_avx2_fma()) return sigmoid_avx2(src, dst, n);
+#endif
+    sigmoid_scalar(src, dst, n);
+}
+
+void softmax_rows_f32(In2 x, Out2 y) {
+    if (x.shape(0) != y.shape(0) || x.shape(1) != y.shape(1))
+        throw std::invalid_argument("softmax_rows_f32: x and y differ in shape");
+    const int64_t rows = static_cast<int64_t>(x.shape(0)), n = static_cast<int64_t>(x.shape(1));
+    const float *src = x.data();
+    float *dst = y.data();
+    nb::gil_scoped_release release;
+#if ONNX_LIGHT_AVX512
+    if (has_avx2_fma()) {
+        for (int64_t r = 0; r < rows; ++r) softmax_row_avx2(src + r * n, dst + r * n, n);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; ++r) softmax_row_scalar(src + r * n, dst + r * n, n);
+}
+
+}  // namespace
+
+void bind_elementwise(nb::module_ &m) {
+    m.def("sigmoid_f32", &sigmoid_f32, nb::arg("x"), nb::arg("y"));
+    m.def("softmax_rows_f32", &softmax_rows_f32, nb::arg("x"), nb::arg("y"));
+}
