@@ -247,11 +247,12 @@ def _native_conv_pays(
     if CONV_ISA == "avx2":
         # the blocked 6x16 tile (one packed copy of each kc x 256-pixel block) beats im2col +
         # OpenBLAS on every windowed or strided geometry of bench_conv.py (ResNet-18 3x3 at 56:
-        # 4.0 vs 5.1 ms, stem 7x7/2 4.2 vs 6.1, 3x3 at 7: 4.8 vs 5.2); a 1 x 1 is OpenBLAS's plain
-        # GEMM when its input outgrows L2 (256 x 56 x 56: 3.5 vs 2.0 ms; MobileNetV3's at most
-        # 200 KB: 0.08 vs 0.13) or is a matrix-vector product (SE blocks on 1 x 1 maps)
+        # 4.0 vs 5.1 ms, stem 7x7/2 4.2 vs 6.1, 3x3 at 7: 4.8 vs 5.2); on a 1 x 1 it ties with
+        # OpenBLAS's plain GEMM (64 -> 128 at 80 x 80: 2.8 vs 3.0 ms, 256 -> 64 at 56: 2.9 vs 2.9,
+        # 16 -> 72 at 56: 0.20 vs 0.22) and fuses the epilogue, but loses on long reductions
+        # (2048 -> 512 at 7: 3.2 vs 2.7) and on matrix-vector products (SE blocks on 1 x 1 maps)
         if pointwise:
-            return oh * ow >= 16 and x_shape[0] * x_shape[1] * oh * ow * 4 <= 1 << 20
+            return oh * ow >= 16 and x_shape[1] <= 1024
         return w_shape[0] // group >= 3 or (w_shape[1] == 1 and w_shape[0] == group)
     if x_shape[0] * w_shape[0] * int(np.prod(w_shape[1:])) * oh * ow < 250_000:
         return True  # a few dozen microseconds: numpy's fixed cost dominates
