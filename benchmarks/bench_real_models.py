@@ -373,14 +373,15 @@ def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, floa
     order = list(fns)
     for r in range(rounds):
         for k in order if r % 2 == 0 else order[::-1]:
-            t = time.perf_counter()
+            t = time.process_time()  # CPU time: steadier than wall time on a shared machine
             fns[k]()
-            samples[k].append(time.perf_counter() - t)
+            samples[k].append(time.process_time() - t)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def gradient_bench(name: str, rounds: int) -> dict[str, Any]:
-    """bwd/fwd run-time ratios in onnxruntime (1 thread) and in our runtime, alternating."""
+    """bwd/fwd run-time ratios in onnxruntime (1 thread) and in our runtime, alternating,
+    median process CPU time."""
     import onnxruntime as ort
 
     from onnx_light.runtime import InferenceSession

@@ -1,4 +1,5 @@
-"""The driver: the passes of :mod:`._simplify` and :mod:`._fold`, in order, on a FunctionProto."""
+"""The driver: the forward sweep of :mod:`._simplify` (folding with :mod:`._fold`), then the
+output naming and dead-node removal of :mod:`._outputs`, on a FunctionProto."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ __all__ = ["optimize", "optimize_own"]
 def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy, output_identity: bool = False) -> FunctionProto:
     """Returns a smaller FunctionProto computing the same outputs as ``fn``.
 
-    Every pass is one sweep over the nodes (linear in their number):
+    Two sweeps over the nodes (linear in their number): 1 and 2 in one forward sweep, node by
+    node; 3 and 4 in one backward sweep.
 
     1. constant folding: a node of a small set of shape and integer ops (Shape of a static
        shape, Concat, Gather, Unsqueeze, Squeeze, Reshape, Cast, Add, Sub, Mul, Div, Range,
