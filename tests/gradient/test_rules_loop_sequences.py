@@ -164,6 +164,54 @@ LOOP_SEQUENCE_CASES = [
 ]  # fmt: skip
 
 
+# two float lists (one started from a variable) and a list of int64 indices in one Loop
+_THREE = oh.make_graph(
+    [
+        *_HEAD,
+        *_KEEP_GOING,
+        node("SequenceInsert", ["acc", "h_next"], ["acc_next"]),
+        node("Sin", ["h_next"], ["s"]),
+        node("SequenceInsert", ["acc2", "s"], ["acc2_next"]),
+        node("Unsqueeze", ["i", "axis0"], ["i1"]),
+        node("SequenceInsert", ["idx", "i1"], ["idx_next"]),
+    ],
+    "three_lists",
+    [vi("i", [], I64), vi("c", [], TensorProto.BOOL), vi("h", [2, 3]), seq("acc"), seq("acc2"),
+     oh.make_tensor_sequence_value_info("idx", I64, [1])],
+    [vi("c_out", [], TensorProto.BOOL), vi("h_next", [2, 3]), seq("acc_next"), seq("acc2_next"),
+     oh.make_tensor_sequence_value_info("idx_next", I64, [1])],
+)  # fmt: skip
+LOOP_SEQUENCE_CASES.append(
+    Case(
+        "Loop_sequence_two_lists_and_an_int_list",
+        [
+            node("SequenceEmpty", [], ["s0"], dtype=D),
+            node("SequenceConstruct", ["a"], ["s1"]),
+            node("SequenceEmpty", [], ["s2"], dtype=I64),
+            node("Loop", ["M", "", "h0", "s0", "s1", "s2"], ["hf", "sf", "sf2", "sidx"], body=_THREE),
+            node("ConcatFromSequence", ["sf"], ["st"], axis=0, new_axis=1),
+            node("ConcatFromSequence", ["sf2"], ["st2"], axis=0),
+            node("ConcatFromSequence", ["sidx"], ["ids"], axis=0),
+            node("Cast", ["ids"], ["idf"], to=D),
+            node("ReduceSum", ["idf"], ["r0"], keepdims=0),
+            node("Sin", ["st"], ["ss"]),
+            node("ReduceSum", ["ss"], ["r1"], keepdims=0),
+            node("ReduceSumSquare", ["st2"], ["r2"], keepdims=0),
+            node("Sum", ["r0", "r1", "r2"], ["loss"]),
+        ],
+        {
+            "M": np.array(3, np.int64),
+            "h0": rnd(2, 3),
+            "W": rnd(3, 3) * 0.5,
+            "a": rnd(2, 3),
+            "axis0": np.array([0], np.int64),
+        },
+        ["h0", "W", "a"],
+        initializers=["axis0"],
+    )  # fmt: skip
+)
+
+
 @pytest.mark.parametrize("case", LOOP_SEQUENCE_CASES, ids=lambda c: c.name)
 def test_loop_sequence_rule(case: Case) -> None:
     check_gradient(case)
