@@ -93,7 +93,9 @@ class _Converter:
                     f"the model's opset {self.source}; fix the model first (onnx_light.checker.check_model)"
                 )
         try:
-            nodes = upgrade_nodes(list(graph.node), self.source, self.target, self.new_name, dtype_of, None, shape_of)
+            nodes = upgrade_nodes(
+                list(graph.node), self.source, self.target, self.new_name, dtype_of, None, shape_of, subgraphs=False
+            )
         except GradientError as e:
             raise ConvertError(f"graph {graph.name!r}: {e}") from None
         for node in nodes:
@@ -107,7 +109,7 @@ class _Converter:
         """Upgrades a model-local function's nodes (their types unknown) in place."""
         here = f"function {fn.domain}::{fn.name}"
         try:
-            nodes = upgrade_nodes(list(fn.node), self.source, self.target, self.new_name)
+            nodes = upgrade_nodes(list(fn.node), self.source, self.target, self.new_name, subgraphs=False)
         except GradientError as e:
             raise ConvertError(f"{here}: {e}") from None
         for node in nodes:

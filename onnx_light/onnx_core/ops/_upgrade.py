@@ -173,6 +173,7 @@ def upgrade_nodes(
     rank_of: Callable[[str], int | None] | None = None,
     shape_of: Callable[[str], Any] | None = None,
     kinds: Sequence[tuple[str, str]] | None = None,
+    subgraphs: bool = True,
 ) -> list[NodeProto]:
     """Rewrites default-domain nodes of ``source_opset`` so they mean the same at ``target_opset``.
 
@@ -199,6 +200,8 @@ def upgrade_nodes(
             GroupNormalization reads the channel count from it.
         kinds: ``(op_type, domain)`` of each node, when the caller has read them (the
             gradient pass has), which spares reading them again.
+        subgraphs: upgrade the nodes of If/Loop/Scan bodies too (in copies of their nodes);
+            False for a caller that walks the subgraphs itself (the version converter).
 
     Returns:
         The new node list.
@@ -214,7 +217,7 @@ def upgrade_nodes(
     if kinds is None:
         kinds = [(node.op_type, node.domain) for node in nodes]
     upgrades = UPGRADES.at(source_opset)
-    nested = op_types_with("subgraphs")
+    nested = op_types_with("subgraphs") if subgraphs else frozenset()
     for node, (op_type, domain) in zip(nodes, kinds):
         fn = upgrades.get(op_type) if domain in ("", "ai.onnx") else None
         if fn is None:
