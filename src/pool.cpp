@@ -94,10 +94,10 @@ AVX2 int64_t vmax_avx2(const float *const *rows, int64_t n, float *y, int64_t ow
         for (int64_t a = 1; a < n; ++a) m = max_nan8(m, _mm256_loadu_ps(rows[a] + j));
         if (j + 8 <= ow) {
             _mm256_storeu_ps(y + j, m);
-        } else {
-            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - j)), lane);
-            _mm256_maskstore_ps(y + j, mask, m);
+        } else {  // through a local block: masked stores are microcoded on some x86 cores (AMD)
+            alignas(32) float block[8];
+            _mm256_store_ps(block, m);
+            for (int64_t k = 0; k < ow - j; ++k) y[j + k] = block[k];
         }
     }
     return ow;
