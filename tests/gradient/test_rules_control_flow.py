@@ -390,6 +390,7 @@ def test_if_untyped_branches_both_modes(flag: bool) -> None:
     (ga,) = ol.runtime.InferenceSession(bwd).run(None, {"a": a, "c": c, bwd.input[-1]: np.ones(2)})
     np.testing.assert_allclose(ga * t, want, rtol=1e-12)
 
+
 def test_if_reading_an_if_whose_branches_differ_in_rank() -> None:
     """silero-vad's pattern, as torch exports it (no value_info, no shape inference run): an If
     whose branches declare float outputs of different ranks feeds an If whose branches declare
