@@ -313,9 +313,14 @@ def test_strided_depthwise_conv_transpose_runs_natively(monkeypatch: pytest.Monk
 
     if not conv_module.USING_NATIVE:
         pytest.skip("no native conv (pure-Python twins)")
-    calls = []
+    calls: list[tuple[int, ...]] = []
     native = conv_module.conv2d_native
-    monkeypatch.setattr(conv_module, "conv2d_native", lambda *a, **k: calls.append(a[1].shape) or native(*a, **k))
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1].shape)
+        return native(*args, **kwargs)
+
+    monkeypatch.setattr(conv_module, "conv2d_native", spy)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 96, 14, 14)).astype(np.float32)
     w = rng.standard_normal((96, 1, 5, 5)).astype(np.float32)

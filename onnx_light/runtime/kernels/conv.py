@@ -255,17 +255,15 @@ def _conv_transpose(
         in_shape, ksize, strides, dilations, pads, auto_pad, output_padding, output_shape, legacy=legacy
     )
     strides, dilations, begin, size = tw.strides, tw.dilations, tw.begin, tw.out
-    depthwise_native = x.dtype == np.float32 and USING_NATIVE and nd <= 2 and w.shape[0] == group
-    if x.size and (all(s == 1 for s in strides) or depthwise_native):
-        # stride 1, or a depthwise float32 one the native conv takes over the dilated input
-        if all(k == 1 for k in ksize) and all(s == 1 for s in strides) and not any(begin) and size == in_shape:
-            y = _conv_transpose_pointwise(x, w, group)
-        else:
-            y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size)
-            if y is not None:
-                return y
-    else:
-        y = None
+    stride_1 = all(s == 1 for s in strides)
+    y: np.ndarray | None = None
+    if x.size and stride_1 and all(k == 1 for k in ksize) and not any(begin) and size == in_shape:
+        y = _conv_transpose_pointwise(x, w, group)
+    elif x.size and (stride_1 or (x.dtype == np.float32 and USING_NATIVE and nd <= 2 and w.shape[0] == group)):
+        # stride 1, or a depthwise float32 one that the native conv takes over the dilated input
+        y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size)
+        if y is not None:
+            return y
     if y is None:
         y = _conv_transpose_scatter(x, w, strides, dilations, group, begin, size)
     if b is not None:
