@@ -113,8 +113,8 @@ def measure_transpose(shape: tuple[Any, ...], rng: np.random.Generator, runs: in
     name, n, c, size, mg, k, s, pads, g = shape
     x = rng.standard_normal((n, c, size, size)).astype(np.float32)
     w = (rng.standard_normal((c, mg, k, k)) * 0.1).astype(np.float32)
-    attrs = dict(group=g, strides=[s, s], pads=list(pads))
-    node = H.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)  # type: ignore[arg-type]
+    attrs: dict[str, Any] = dict(group=g, strides=[s, s], pads=list(pads))
+    node = H.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
     graph = H.make_graph(
         [node],
         "convT",
@@ -128,7 +128,7 @@ def measure_transpose(shape: tuple[Any, ...], rng: np.random.Generator, runs: in
     sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
     tw = transpose_window([size, size], [k, k], [s, s], [1, 1], list(pads), "NOTSET", None, None, legacy=False)
     fns: dict[str, Callable[[], Any]] = {
-        "runtime": lambda: conv_transpose(x, w, **attrs),  # type: ignore[arg-type]
+        "runtime": lambda: conv_transpose(x, w, **attrs),
         "numpy": lambda: _conv_transpose_scatter(x, w, [s, s], [1, 1], g, tw.begin, tw.out),
         "ort": lambda: sess.run(None, {"x": x})[0],
     }
@@ -219,9 +219,9 @@ def main() -> None:
         print("| geometry | runtime | numpy path | onnxruntime | runtime / ORT | numpy / ORT |")
         print("|---|---|---|---|---|---|")
         rng = np.random.default_rng(0)
-        for shape in TRANSPOSE_SHAPES:
-            if args.only in shape[0]:
-                print(measure_transpose(shape, rng, args.runs), flush=True)
+        for geometry in TRANSPOSE_SHAPES:
+            if args.only in geometry[0]:
+                print(measure_transpose(geometry, rng, args.runs), flush=True)
         return
     if not _native.CONV2D:
         sys.exit("the native conv2d is not available (extension not built, or no AVX-512F / AVX2)")
