@@ -7,11 +7,15 @@ where that was measured faster (``runtime/_native.py``; ``src/conv.cpp`` with AV
 ``src/conv_avx2.cpp`` with AVX2: GEMM-style blocking, the columns packed one block of
 register-tile panels at a time or read in place, never written out whole; optionally on
 several threads, ``InferenceSession(intra_op_num_threads=N)``); the numpy path is their twin.
-A stride-1 ConvTranspose runs as the Conv it equals. ``conv_relu`` is Conv followed by Relu in one pass, which
+``conv_relu`` is Conv followed by Relu in one pass, which
 the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
-ConvTranspose is the adjoint: one matmul per group produces a column per kernel
-offset, then a scatter-add per offset (never per pixel) folds them into the
-output. The spatial helpers here are shared with ``pool.py``.
+ConvTranspose is the adjoint. A stride-1 one runs as the Conv it equals (a 1 x 1 unpadded one
+as one batched matmul), and so does a float32 depthwise one (one input channel per group: the
+data gradient of MobileNet's depthwise convs) of any stride, over its input with s - 1 zeros
+between neighbours, where the native depthwise conv beats the alternatives. Otherwise one
+batched matmul over (samples, groups) produces a column per kernel offset (a depthwise one
+multiplies instead) and a scatter-add per offset (never per pixel) folds them into the output.
+The spatial helpers here are shared with ``pool.py``.
 """
 
 from __future__ import annotations
