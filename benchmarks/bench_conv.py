@@ -14,6 +14,13 @@ against onnxruntime.
 
     PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15] [--clock cpu] [--shapes models] [--only r18]
 
+``--transpose`` times the ConvTransposes of MobileNetV3's emitted backward (the data gradient of
+each Conv; ``TRANSPOSE_SHAPES``) instead: the runtime's ``ConvTranspose`` kernel, its numpy path
+(the twin: one batched matmul or one multiply-add per kernel tap, then a scatter-add per tap) and
+onnxruntime:
+
+    PYTHONPATH=. python benchmarks/bench_conv.py --transpose [--runs 15] [--clock cpu]
+
 The AVX2 kernel on an AVX-512 machine, against OpenBLAS's AVX2 (Haswell) GEMM:
 
     ONNX_LIGHT_CONV_ISA=avx2 OPENBLAS_CORETYPE=Haswell PYTHONPATH=. python benchmarks/bench_conv.py
@@ -41,8 +48,9 @@ from onnx import numpy_helper as NH  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from onnx_light.onnx_core.ops import transpose_window  # noqa: E402
 from onnx_light.runtime import _native  # noqa: E402
-from onnx_light.runtime.kernels.conv import _conv_im2col, conv  # noqa: E402
+from onnx_light.runtime.kernels.conv import _conv_im2col, _conv_transpose_scatter, conv, conv_transpose  # noqa: E402
 
 #: the clock of a sample (``--clock``): wall time, or this thread's CPU time (steadier when the
 #: machine is shared; the multi-threaded column is then meaningless)
@@ -81,6 +89,63 @@ MODEL_SHAPES = [
     ("mb3 dw 5x5 576 @7", 1, 576, 7, 576, 5, 1, 2, 576),
     ("mb3 dw 3x3/2 72 @56", 1, 72, 56, 72, 3, 2, 1, 72),
 ]
+
+
+# the ConvTransposes of MobileNetV3's backward holding most of its time before h-convt:
+# name, batch, in channels, size, out channels per group, kernel, stride, pads, group
+TRANSPOSE_SHAPES = [
+    ("mb3 dw 5x5/2 288 @7", 1, 288, 7, 1, 5, 2, (2, 2, 1, 1), 288),
+    ("mb3 dw 5x5/2 96 @14", 1, 96, 14, 1, 5, 2, (2, 2, 1, 1), 96),
+    ("mb3 dw 3x3/2 72 @28", 1, 72, 28, 1, 3, 2, (1, 1, 0, 0), 72),
+    ("mb3 dw 3x3/2 16 @56", 1, 16, 56, 1, 3, 2, (1, 1, 0, 0), 16),
+    ("mb3 dw 5x5 240 @14", 1, 240, 14, 1, 5, 1, (2, 2, 2, 2), 240),
+    ("mb3 dw 5x5 576 @7", 1, 576, 7, 1, 5, 1, (2, 2, 2, 2), 576),
+    ("mb3 1x1 576->96 @7", 1, 576, 7, 96, 1, 1, (0, 0, 0, 0), 1),
+    ("mb3 1x1 96->576 @7", 1, 96, 7, 576, 1, 1, (0, 0, 0, 0), 1),
+    ("mb3 1x1 576->144 @1", 1, 576, 1, 144, 1, 1, (0, 0, 0, 0), 1),
+    ("batch 4 dw 3x3/2 72 @28", 4, 72, 28, 1, 3, 2, (1, 1, 0, 0), 72),
+    ("group 1 3x3/2 256->128 @7", 1, 256, 7, 128, 3, 2, (1, 1, 0, 0), 1),
+]
+
+
+def measure_transpose(shape: tuple[Any, ...], rng: np.random.Generator, runs: int) -> str:
+    """One table row: the ConvTranspose kernel, its numpy path and onnxruntime on one geometry."""
+    name, n, c, size, mg, k, s, pads, g = shape
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32)
+    w = (rng.standard_normal((c, mg, k, k)) * 0.1).astype(np.float32)
+    attrs: dict[str, Any] = dict(group=g, strides=[s, s], pads=list(pads))
+    node = H.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
+    graph = H.make_graph(
+        [node],
+        "convT",
+        [H.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [H.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [NH.from_array(w, "w")],
+    )
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 17)]).SerializeToString()
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    tw = transpose_window([size, size], [k, k], [s, s], [1, 1], list(pads), "NOTSET", None, None, legacy=False)
+    fns: dict[str, Callable[[], Any]] = {
+        "runtime": lambda: conv_transpose(x, w, **attrs),
+        "numpy": lambda: _conv_transpose_scatter(x, w, [s, s], [1, 1], g, tw.begin, tw.out),
+        "ort": lambda: sess.run(None, {"x": x})[0],
+    }
+    want = fns["ort"]()
+    for key in ("runtime", "numpy"):
+        np.testing.assert_allclose(fns[key](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=key)
+    times: dict[str, list[float]] = {key: [] for key in fns}
+    for r in range(runs):
+        for key in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+            start = CLOCK()
+            fns[key]()
+            times[key].append(CLOCK() - start)
+    med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
+    return (
+        f"| {name} | {med['runtime']:.3f} ms | {med['numpy']:.3f} ms | {med['ort']:.3f} ms "
+        f"| {med['runtime'] / med['ort']:.2f}x | {med['numpy'] / med['ort']:.2f}x |"
+    )
 
 
 def _ort_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, s: int, p: int, g: int) -> Any:
@@ -145,9 +210,19 @@ def main() -> None:
     parser.add_argument("--shapes", choices=("all", "models", "common"), default="all")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: this thread's CPU time")
     parser.add_argument("--only", default="", help="only the geometries whose name contains this")
+    parser.add_argument("--transpose", action="store_true", help="MobileNetV3's backward ConvTransposes instead")
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
+    if args.transpose:
+        print(f"# ConvTranspose, native conv: {_native.CONV_ISA if _native.CONV2D else 'none'}")
+        print("| geometry | runtime | numpy path | onnxruntime | runtime / ORT | numpy / ORT |")
+        print("|---|---|---|---|---|---|")
+        rng = np.random.default_rng(0)
+        for geometry in TRANSPOSE_SHAPES:
+            if args.only in geometry[0]:
+                print(measure_transpose(geometry, rng, args.runs), flush=True)
+        return
     if not _native.CONV2D:
         sys.exit("the native conv2d is not available (extension not built, or no AVX-512F / AVX2)")
     print(f"# native kernel: {_native.CONV_ISA}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")

@@ -205,7 +205,7 @@ def _conv_inputs(spec: dict, dtype: Any, transpose: bool) -> tuple[list, dict]:
     ks = tuple(k) if isinstance(k, tuple) else (k,) * nd
     bias = spec.pop("b", False)
     spatial = {1: (11,), 2: (9, 8), 3: (5, 6, 4)}[nd]
-    c, m = 4, 8
+    c, m = 4, spec.pop("m", 8)
     x = _rand(rng, (2, c, *spatial), dtype)
     w = _rand(rng, (c, m // g, *ks) if transpose else (m, c // g, *ks), dtype)
     b = _rand(rng, (m,), dtype) if bias else None
@@ -263,6 +263,70 @@ def test_conv_transpose_vs_ort(spec: dict) -> None:
 def test_conv_transpose_float64_vs_ort(spec: dict) -> None:
     inputs, attrs = _conv_inputs(spec, np.float64, transpose=True)
     _compare("ConvTranspose", inputs, attrs, tol=10, ort_dtype=np.float32)  # none in ort
+
+
+# depthwise (group = C, one input channel per group): the data gradient of MobileNet's
+# depthwise convs; float32 strided ones run as the native conv over the zero-dilated input,
+# the others (and the twins) as one multiply-add per kernel tap
+def _depthwise_transpose_grid() -> list[tuple[str, dict]]:
+    items = []
+    for k, s, d, p, op in itertools.product((3, 5), (1, 2), (1, 2), ((0, 0, 0, 0), (2, 2, 1, 1)), (0, 1)):
+        if op >= s:  # onnxruntime wants output_padding below the stride
+            continue
+        spec = dict(nd=2, strides=[s, s], dilations=[d, d], pads=list(p), k=k, g=4, m=4, b=k == 3)
+        if op:
+            spec["output_padding"] = [op, op]
+        items.append((f"k{k}-s{s}-d{d}-p{''.join(map(str, p))}-op{op}", spec))
+    items.append(("k3-s2-multiplier2", dict(nd=2, strides=[2, 2], pads=[1, 1, 1, 1], k=3, g=4, m=8, b=True)))
+    items.append(("1d-k5-s2", dict(nd=1, strides=[2], pads=[2, 1], k=5, g=4, m=4, b=True)))
+    items.append(("3d-k3-s2", dict(nd=3, strides=[2, 2, 1], pads=[1] * 6, k=3, g=4, m=4)))
+    return items
+
+
+@pytest.mark.parametrize("spec", _params([("dw-" + n, s) for n, s in _depthwise_transpose_grid()]))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_depthwise_conv_transpose_vs_ort(spec: dict, dtype: Any) -> None:
+    inputs, attrs = _conv_inputs(spec, dtype, transpose=True)
+    _compare("ConvTranspose", inputs, attrs, tol=10, ort_dtype=np.float32)
+
+
+@pytest.mark.parametrize("spec", _params([("dw-" + n, s) for n, s in _depthwise_transpose_grid()]))
+def test_depthwise_conv_transpose_vs_numpy_path(spec: dict) -> None:
+    """The kernel (native where it applies) against the numpy scatter path on the same input."""
+    from onnx_light.onnx_core.ops import transpose_window
+    from onnx_light.runtime.kernels.conv import _conv_transpose_scatter, conv_transpose
+
+    (x, w, b), attrs = _conv_inputs(spec, np.float32, transpose=True)
+    tw = transpose_window(
+        list(x.shape[2:]), list(w.shape[2:]), attrs.get("strides"), attrs.get("dilations"),
+        attrs.get("pads"), "NOTSET", attrs.get("output_padding"), None, legacy=False,
+    )  # fmt: skip
+    want = _conv_transpose_scatter(x, w, tw.strides, tw.dilations, 4, tw.begin, tw.out)
+    if b is not None:
+        want += b.reshape((-1,) + (1,) * (x.ndim - 2))
+    np.testing.assert_allclose(conv_transpose(x, w, b, **attrs), want, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_depthwise_conv_transpose_runs_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float32 stride-2 depthwise ConvTranspose (MobileNet's data gradient) is the native conv."""
+    from onnx_light.runtime.kernels import conv as conv_module
+
+    if not conv_module.USING_NATIVE:
+        pytest.skip("no native conv (pure-Python twins)")
+    calls: list[tuple[int, ...]] = []
+    native = conv_module.conv2d_native
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1].shape)
+        return native(*args, **kwargs)
+
+    monkeypatch.setattr(conv_module, "conv2d_native", spy)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 96, 14, 14)).astype(np.float32)
+    w = rng.standard_normal((96, 1, 5, 5)).astype(np.float32)
+    y = conv_module.conv_transpose(x, w, group=96, strides=[2, 2], pads=[2, 2, 1, 1])
+    assert y.shape == (1, 96, 28, 28)
+    assert calls == [(96, 1, 5, 5)]
 
 
 # odd SAME_* padding at the opsets where ConvTranspose's split changed (ConvTranspose-1

@@ -7,11 +7,15 @@ where that was measured faster (``runtime/_native.py``; ``src/conv.cpp`` with AV
 ``src/conv_avx2.cpp`` with AVX2: GEMM-style blocking, the columns packed one block of
 register-tile panels at a time or read in place, never written out whole; optionally on
 several threads, ``InferenceSession(intra_op_num_threads=N)``); the numpy path is their twin.
-A stride-1 ConvTranspose runs as the Conv it equals. ``conv_relu`` is Conv followed by Relu in one pass, which
+``conv_relu`` is Conv followed by Relu in one pass, which
 the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
-ConvTranspose is the adjoint: one matmul per group produces a column per kernel
-offset, then a scatter-add per offset (never per pixel) folds them into the
-output. The spatial helpers here are shared with ``pool.py``.
+ConvTranspose is the adjoint. A stride-1 one runs as the Conv it equals (a 1 x 1 unpadded one
+as one batched matmul), and so does a float32 depthwise one (one input channel per group: the
+data gradient of MobileNet's depthwise convs) of any stride, over its input with s - 1 zeros
+between neighbours, where the native depthwise conv beats the alternatives. Otherwise one
+batched matmul over (samples, groups) produces a column per kernel offset (a depthwise one
+multiplies instead) and a scatter-add per offset (never per pixel) folds them into the output.
+The spatial helpers here are shared with ``pool.py``.
 """
 
 from __future__ import annotations
@@ -255,25 +259,75 @@ def _conv_transpose(
         in_shape, ksize, strides, dilations, pads, auto_pad, output_padding, output_shape, legacy=legacy
     )
     strides, dilations, begin, size = tw.strides, tw.dilations, tw.begin, tw.out
-    span = [(i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_shape, strides, ksize, dilations)]
-    if all(s == 1 for s in strides):
-        y = _conv_transpose_as_conv(x, w, b, dilations, group, begin, size)
+    stride_1 = all(s == 1 for s in strides)
+    y: np.ndarray | None = None
+    if x.size and stride_1 and all(k == 1 for k in ksize) and not any(begin) and size == in_shape:
+        y = _conv_transpose_pointwise(x, w, group)
+    elif x.size and (stride_1 or (x.dtype == np.float32 and USING_NATIVE and nd <= 2 and w.shape[0] == group)):
+        # stride 1, or a depthwise float32 one that the native conv takes over the dilated input
+        y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size)
         if y is not None:
             return y
-
-    n, c, mg = x.shape[0], x.shape[1], w.shape[1]
-    cg = c // group
-    buf = np.zeros((n, mg * group, *span), dtype=x.dtype)
-    for g in range(group):
-        # (mg, *k, N, *in): one column per kernel offset, then scatter-add each offset.
-        cols = np.tensordot(w[g * cg : (g + 1) * cg], x[:, g * cg : (g + 1) * cg], axes=([0], [1]))
-        target = buf[:, g * mg : (g + 1) * mg]
-        for k, sl in kernel_offsets(ksize, strides, dilations, in_shape):
-            target[(slice(None), slice(None), *sl)] += cols[(slice(None), *k)].swapaxes(0, 1)  # type: ignore[arg-type]
-    y = _crop(buf, begin, size)
+    if y is None:
+        y = _conv_transpose_scatter(x, w, strides, dilations, group, begin, size)
     if b is not None:
         y += b.reshape((-1,) + (1,) * nd).astype(y.dtype, copy=False)
     return y
+
+
+def _conv_transpose_pointwise(x: np.ndarray, w: np.ndarray, group: int) -> np.ndarray:
+    """A 1 x 1 stride-1 unpadded transposed convolution: one batched matmul over groups,
+    ``y[n, g, m] = w[g, :, m]^T x[n, g, :]``."""
+    n, c, mg = x.shape[0], w.shape[0], w.shape[1]
+    wg = w.reshape(group, c // group, mg).swapaxes(1, 2)
+    y = np.matmul(wg, x.reshape(n, group, c // group, int(np.prod(x.shape[2:]))))
+    return y.reshape((n, group * mg, *x.shape[2:]))
+
+
+def _dilate_input(x: np.ndarray, strides: Sequence[int]) -> np.ndarray:
+    """``x`` with ``s - 1`` zeros between neighbours on each spatial axis: a stride-s
+    transposed convolution is the stride-1 one of this (the zeros add nothing)."""
+    if all(s == 1 for s in strides):
+        return x
+    up = np.zeros((*x.shape[:2], *[(i - 1) * s + 1 for i, s in zip(x.shape[2:], strides)]), dtype=x.dtype)
+    up[(slice(None), slice(None), *[slice(None, None, s) for s in strides])] = x
+    return up
+
+
+def _conv_transpose_scatter(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: list[int],
+    dilations: list[int],
+    group: int,
+    begin: list[int],
+    size: list[int],
+) -> np.ndarray:
+    """The numpy transposed convolution: one batched matmul over (samples, groups) gives a
+    column per kernel offset, one strided scatter-add per offset folds them into the
+    output (a depthwise one, one input channel per group, multiplies instead: no GEMM)."""
+    nd = x.ndim - 2
+    ksize, in_shape = list(w.shape[2:]), list(x.shape[2:])
+    span = [(i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_shape, strides, ksize, dilations)]
+    n, c, mg = x.shape[0], x.shape[1], w.shape[1]
+    cg, taps = c // group, int(np.prod(ksize))
+    buf = np.zeros((n, group, mg, *span), dtype=x.dtype)
+    xg = x.reshape(n, group, cg, *in_shape)
+    wg = w.reshape(group, cg, mg, taps)
+    if cg == 1:
+        cols = None
+    else:
+        # (N, group, mg * taps, *in): (group, mg * taps, cg) @ (N, group, cg, prod(in))
+        wt = wg.reshape(group, cg, mg * taps).swapaxes(1, 2)
+        cols = np.matmul(wt, xg.reshape(n, group, cg, int(np.prod(in_shape)))).reshape(n, group, mg, taps, *in_shape)
+    scale = (group, mg) + (1,) * nd
+    for j, (_, sl) in enumerate(kernel_offsets(ksize, strides, dilations, in_shape)):
+        target = buf[(slice(None), slice(None), slice(None), *sl)]
+        if cols is None:
+            target += xg * wg[:, 0, :, j].reshape(scale)
+        else:
+            target += cols[:, :, :, j]
+    return _crop(buf.reshape(n, group * mg, *span), begin, size)
 
 
 def _conv_transpose_as_conv(
