@@ -155,6 +155,21 @@ def test_matmul_vs_ort(sa: tuple, sb: tuple, dtype: Any) -> None:
     _compare("MatMul", [_rand(rng, sa, dtype), _rand(rng, sb, dtype)])
 
 
+@pytest.mark.parametrize("perm", [(1, 0, 2), (2, 0, 1), (0, 2, 1, 3)])
+def test_matmul_strided_stack_times_matrix(perm: tuple[int, ...]) -> None:
+    """A Transpose's view times one matrix (copied, then one 2-D product) equals the float64 product."""
+    from onnx_light.runtime.kernels.linalg import matmul
+
+    rng = np.random.default_rng(1)
+    x = _rand(rng, (3, 5, 6, 7)[: len(perm)])
+    a = x.transpose(perm)
+    b = _rand(rng, (a.shape[-1], 4))
+    assert not a.flags.c_contiguous
+    got = matmul(a, b)
+    assert got.shape == (*a.shape[:-1], 4) and got.dtype == np.float32
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
 _GEMM = [
     (f"tA{ta}-tB{tb}-C{c}-a{a}-b{b}", (ta, tb, c, a, b))
     for ta, tb in itertools.product((0, 1), (0, 1))

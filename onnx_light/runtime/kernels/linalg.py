@@ -40,8 +40,11 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     A stacked ``a`` times one matrix is one 2-D product over the stacked rows (numpy
     would call BLAS once per matrix of the stack: ~20% slower at (2, 32, 256) x (256, 1024)).
+    A strided ``a`` (a Transpose's view) is copied first: the copy reads ``a`` once, while
+    numpy would call BLAS once per row block of the view (2.1x slower at (64, 8, 256) x (256, 768)).
     """
-    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous and a.dtype == b.dtype:
+    if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
+        a = np.ascontiguousarray(a)
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
 
