@@ -11,7 +11,14 @@ _REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minim
 
 @kernel("", "Gather", since=(1, 11, 13))
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
-    """Gather: picks entries of ``data`` along ``axis``; negative indices count from the end."""
+    """Gather: picks entries of ``data`` along ``axis``; negative indices count from the end.
+
+    A scalar index picks one slab: a view of ``data`` (basic indexing), not a copy, so a
+    Gather splitting Q, K and V out of one projection costs nothing (the readers of a view
+    never write into it: see ``_codegen``).
+    """
+    if indices.ndim == 0 and data.ndim > 0:
+        return data[(slice(None),) * (axis % data.ndim) + (int(indices), Ellipsis)]
     return np.take(data, indices.astype(np.int64), axis=axis)
 
 
