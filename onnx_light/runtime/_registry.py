@@ -71,6 +71,11 @@ class KernelOptions:
             result, a shape that cannot be worked out), so a plan that knows its inputs' types
             knows the result's (MatMul, Gemm, Transpose; with ``fresh_output`` the plan may
             then write a later result into it).
+        zero_pad: the kernel places its first input in a zero tensor when its inputs after the
+            first are constants: ``zero_pad(*those, **attributes)`` gives the pads (the starts,
+            then the ends, one per axis, none negative), or None when it is not (Pad).
+        sums_inputs: the kernel returns the element-wise sum of its inputs (Sum): the planner
+            may build a sum of zero-padded pieces that tile the result as their concatenation.
     """
 
     returns_one: bool = False
@@ -84,6 +89,8 @@ class KernelOptions:
     with_epilogue: Kernel | None = None
     epilogue: Kernel | None = None
     float_shape: Kernel | None = None
+    zero_pad: Kernel | None = None
+    sums_inputs: bool = False
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -130,6 +137,8 @@ def kernel(
     with_epilogue: Kernel | None = None,
     epilogue: Kernel | None = None,
     float_shape: Kernel | None = None,
+    zero_pad: Kernel | None = None,
+    sums_inputs: bool = False,
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -151,6 +160,8 @@ def kernel(
         with_epilogue: its variant with an activation and a residual fused.
         epilogue: what ``with_epilogue`` calls it when it follows such a kernel.
         float_shape: its result's shape on builtin float arrays.
+        zero_pad: the pads when it places its input in zeros (Pad).
+        sums_inputs: it is the element-wise sum of its inputs (Sum).
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -168,6 +179,8 @@ def kernel(
         with_epilogue,
         epilogue,
         float_shape,
+        zero_pad,
+        sums_inputs,
     )
     if options == NO_OPTIONS:
         options = NO_OPTIONS

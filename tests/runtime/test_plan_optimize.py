@@ -280,3 +280,57 @@ def test_fused_epilogues_fall_back_to_the_kernels_for_float64() -> None:
     got = opt.run(None, feed)[0]
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, ref.run(None, feed)[0])  # the same kernels, bit for bit
+
+
+# ---------------------------------------------------------------- sums of zero-padded tiles
+def _padded_sum(pads: list[list[int]], sizes: list[int], value: float = 0.0, mode: str = "constant") -> tuple:
+    """``Sum(Pad(X_k, pads_k) ...)`` (the gradient of Gather slabs meeting in one Sum)."""
+    xs = [H.make_tensor_value_info(f"X{k}", F, [2, n, 3]) for k, n in enumerate(sizes)]
+    nodes, inits = [], []
+    for k, p in enumerate(pads):
+        inits.append(NH.from_array(np.array(p, np.int64), f"P{k}"))
+        inits.append(NH.from_array(np.array(value, np.float32), f"V{k}"))
+        nodes.append(H.make_node("Pad", [f"X{k}", f"P{k}", f"V{k}"], [f"Q{k}"], mode=mode))
+    nodes.append(H.make_node("Sum", [f"Q{k}" for k in range(len(pads))], ["Y"]))
+    return nodes, xs, ["Y"], inits
+
+
+@pytest.mark.parametrize(
+    "pads,sizes,tiles",
+    [
+        ([[0, 0, 0, 0, 4, 0], [0, 1, 0, 0, 3, 0], [0, 2, 0, 0, 0, 0]], [1, 1, 3], True),  # slabs of axis 1
+        ([[0, 3, 0, 0, 0, 0], [0, 0, 0, 0, 2, 0]], [2, 3], True),  # out of order
+        ([[0, 0, 0, 0, 1, 0], [0, 1, 0, 0, 0, 0]], [2, 1], False),  # overlapping
+        ([[0, 0, 0, 0, 2, 0], [0, 3, 0, 0, 0, 0]], [1, 2], False),  # shapes that disagree
+        ([[0, 1, 0, 0, 1, 0], [0, 0, 0, 0, 1, 0]], [1, 2], False),  # an overlap and a gap
+        ([[0, 0, 0, 0, 1, 0], [0, 1, 0, 0, 0, 1]], [1, 1], False),  # two axes
+    ],
+)
+def test_a_sum_of_zero_padded_tiles_is_one_step_matching_the_unoptimised_plan(
+    pads: list[list[int]], sizes: list[int], tiles: bool
+) -> None:
+    fast, slow = _both(*_padded_sum(pads, sizes))
+    assert _ops(fast) == ["Sum" + "+Pad" * len(pads)]
+    rng = np.random.default_rng(0)
+    feeds = {f"X{k}": rng.standard_normal((2, n, 3)).astype(np.float32) for k, n in enumerate(sizes)}
+    try:
+        want = slow.run(None, feeds)[0]
+    except onnx_light.OnnxLightError:  # the pieces' padded shapes disagree: the same error
+        assert not tiles
+        with pytest.raises(onnx_light.OnnxLightError):
+            fast.run(None, feeds)
+        return
+    got = fast.run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)
+    if tiles:
+        order = np.argsort([p[1] for p in pads])
+        np.testing.assert_array_equal(got, np.concatenate([feeds[f"X{k}"] for k in order], 1))
+
+
+def test_pads_that_are_not_zero_fills_are_not_merged() -> None:
+    sizes, pads = [1, 1], [[0, 0, 0, 0, 1, 0], [0, 1, 0, 0, 0, 0]]
+    for kw in ({"value": 1.0}, {"mode": "edge"}):
+        fast, slow = _both(*_padded_sum(pads, sizes, **kw))
+        assert "Sum" in _ops(fast) and "Pad" in _ops(fast)
+        feeds = {f"X{k}": np.full((2, 1, 3), k + 1.0, np.float32) for k in range(2)}
+        np.testing.assert_array_equal(fast.run(None, feeds)[0], slow.run(None, feeds)[0])

@@ -385,7 +385,7 @@ def min_(*data: np.ndarray) -> np.ndarray:
     return np.asarray(functools.reduce(np.minimum, data))
 
 
-@kernel("", "Sum", since=(6, 8, 13))
+@kernel("", "Sum", since=(6, 8, 13), sums_inputs=True)
 def sum_(*data: np.ndarray) -> np.ndarray:
     """ONNX Sum of any number of broadcast inputs."""
     return np.asarray(functools.reduce(np.add, data))

@@ -317,13 +317,36 @@ def _pad(x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None) -> n
     raise ValueError(f"Pad: unknown mode {mode!r}")
 
 
-@kernel("", "Pad", since=2)
+def _zero_pads(pads: Any, value: Any, mode: str) -> list[int] | None:
+    """``pads`` when a constant Pad with them fills with zeros and crops nothing, else None."""
+    value = np.asarray(value)
+    if mode != "constant" or value.size != 1 or value.dtype.kind not in "biuf" or value.reshape(()) != 0:
+        return None
+    out = [int(p) for p in np.asarray(pads).reshape(-1)]
+    return out if all(p >= 0 for p in out) else None
+
+
+def _zero_pad_2(*, pads: list[int], mode: str = "constant", value: float = 0.0) -> list[int] | None:
+    return _zero_pads(pads, value, mode)
+
+
+def _zero_pad_11(
+    pads: np.ndarray,
+    constant_value: np.ndarray | None = None,
+    axes: np.ndarray | None = None,
+    *,
+    mode: str = "constant",
+) -> list[int] | None:
+    return None if axes is not None else _zero_pads(pads, 0 if constant_value is None else constant_value, mode)
+
+
+@kernel("", "Pad", since=2, zero_pad=_zero_pad_2)
 def pad_2(x: np.ndarray, *, pads: list[int], mode: str = "constant", value: float = 0.0) -> np.ndarray:
     """Pad-2: ``pads`` and the fill ``value`` as attributes."""
     return _pad(x, pads, mode, value)
 
 
-@kernel("", "Pad", since=(11, 13))
+@kernel("", "Pad", since=(11, 13), zero_pad=_zero_pad_11)
 def pad_11(
     x: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None = None, *, mode: str = "constant"
 ) -> np.ndarray:
@@ -331,7 +354,7 @@ def pad_11(
     return _pad(x, pads, mode, 0 if constant_value is None else constant_value[()])
 
 
-@kernel("", "Pad", since=(18, 19, 21, 23, 24, 25))
+@kernel("", "Pad", since=(18, 19, 21, 23, 24, 25), zero_pad=_zero_pad_11)
 def pad_18(
     x: np.ndarray,
     pads: np.ndarray,
