@@ -62,10 +62,12 @@ def _ufunc_kernel(
     the kernel returns exactly ``float_ufunc(*args)`` (a ufunc; ``"relu"`` and ``"sigmoid"``
     name the steps of :func:`relu` and :func:`sigmoid`), so a plan that knows its types may
     call it bare, and with ``out=`` a dying buffer of the result's shape. Div's ``fn`` is a
-    lambda that differs from ``np.divide`` only on integers.
+    lambda that differs from ``np.divide`` only on integers, where ``np.divide``'s answer is a
+    float (never the first input's dtype): ``np.divide`` is its inline ufunc too, so the AdamW
+    update's divisions write into dying buffers as Mul and Sub do.
     """
-    ufunc = fn if isinstance(fn, np.ufunc) else None
-    float_ufunc = np.divide if op_type == "Div" else ufunc
+    ufunc = np.divide if op_type == "Div" else fn if isinstance(fn, np.ufunc) else None
+    float_ufunc = ufunc
     kernel("", op_type, since=since, returns_one=True, inline_ufunc=ufunc, float_ufunc=float_ufunc, epilogue=epilogue)(
         run
     )
