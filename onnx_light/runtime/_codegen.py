@@ -144,7 +144,7 @@ class _Emitter:
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray, "_max": np.maximum}
+        self.namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray, "_max": np.maximum, "_fits": _fits}
         self.namespace.update(_SIGMOID_UFUNCS)
 
     def ref(self, slot: int) -> str:
@@ -244,14 +244,14 @@ class _Emitter:
             first = f"u{i}({', '.join(args)})"
             into = _dying_operand(step, args, free, fresh, ufunc)
             if into is not None:
-                # checked at run time: both exact ndarrays of one dtype and the other operand no
-                # larger than the dying one, so the answer has the dying buffer's shape and dtype
+                # checked at run time: both exact ndarrays of one dtype and the other operand
+                # broadcasting to the dying one, so the answer has the dying buffer's shape and dtype
                 a, b = args
                 buf, other = (a, b) if into == 0 else (b, a)
                 self.namespace[f"s{i}"] = _same_type_dtypes(ufunc)
                 check = (
                     f"{a}.__class__ is _nd and {b}.__class__ is _nd and {a}.dtype is {b}.dtype and "
-                    f"{a}.dtype in s{i} and ({other}.shape == {buf}.shape or not {other}.ndim)"
+                    f"{a}.dtype in s{i} and ({other}.shape == {buf}.shape or _fits({other}.shape, {buf}.shape))"
                 )
                 first = f"u{i}({a}, {b}, out={buf}) if {check} else {first}"
             return f"{o} = {first}; {o} = {o} if {o}.__class__ is _nd and {o}.dtype is {args[0]}.dtype else {call}"
@@ -273,6 +273,14 @@ def _same_type_dtypes(ufunc: np.ufunc) -> tuple[np.dtype, ...]:
     """The builtin dtypes ``d`` for which ``ufunc`` has a ``(d, d) -> d`` loop (so ``out=`` an
     operand of ``d`` is exactly its answer)."""
     return tuple(d for d in _IN_PLACE_DTYPES if f"{d.char}{d.char}->{d.char}" in ufunc.types)
+
+
+def _fits(shape: tuple[int, ...], into: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to ``into`` (a bias against the product it is added to)."""
+    n = len(shape)
+    if n > len(into):
+        return False
+    return all(d == 1 or d == e for d, e in zip(shape, into[len(into) - n :]))
 
 
 def _dying_operand(step: Step, args: list[str], free: tuple[int, ...], fresh: set[int], ufunc: np.ufunc) -> int | None:

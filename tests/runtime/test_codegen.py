@@ -211,15 +211,18 @@ def _training_update(declared: bool, dtype: type) -> bytes:
         H.make_node("MatMul", ["X", "W"], ["mm2"]),
         H.make_node("Add", ["mm2", "big"], ["grown"]),  # broadcast grows the result: a new array
         H.make_node("Sub", ["c", "mm2"], ["flipped"]),
+        H.make_node("MatMul", ["X", "W"], ["mm3"]),
+        H.make_node("Mul", ["col", "mm3"], ["scaled"]),  # a (4, 1) feed into the (4, 5) buffer
+        H.make_node("Add", ["scaled", "row"], ["shifted"]),  # a (1, 4, 5) feed grows the rank
     ]
     inits = [
         numpy_helper.from_array(np.array(3, dtype), "lr"),
         numpy_helper.from_array(np.arange(5, dtype=dtype), "c"),
         numpy_helper.from_array(np.ones((2, 4, 5), dtype), "big"),
     ]
-    shapes = {"X": [4, 3], "W": [3, 5], "b": [5], "W2": [5, 5]}
+    shapes = {"X": [4, 3], "W": [3, 5], "b": [5], "W2": [5, 5], "col": [4, 1], "row": [1, 4, 5]}
     inputs = [H.make_tensor_value_info(n, elem, s if declared else None) for n, s in shapes.items()]
-    outs = [H.make_tensor_value_info(n, elem, None) for n in ("new", "h", "grown", "flipped")]
+    outs = [H.make_tensor_value_info(n, elem, None) for n in ("new", "h", "grown", "flipped", "shifted")]
     model = H.make_model(H.make_graph(nodes, "g", inputs, outs, inits), opset_imports=[H.make_opsetid("", 18)])
     return model.SerializeToString()
 
@@ -235,7 +238,7 @@ def test_dying_matmul_results_take_binary_answers(declared: bool, dtype: type) -
     # the in-place lines ran: their dtype tuples (s<i>) or typed ufunc calls with a buffer
     assert any(n[0] == "s" and n[1:].isdigit() for n in code.co_names) or declared
     rng = np.random.default_rng(3)
-    shapes = {"X": (4, 3), "W": (3, 5), "b": (5,), "W2": (5, 5)}
+    shapes = {"X": (4, 3), "W": (3, 5), "b": (5,), "W2": (5, 5), "col": (4, 1), "row": (1, 4, 5)}
     feeds = {n: (rng.standard_normal(s) * 4).astype(dtype) for n, s in shapes.items()}
     before = {n: v.copy() for n, v in feeds.items()}
     want = _run_steps(sess._plan, list(feeds.values()), None, None)
