@@ -16,7 +16,11 @@ def _session(nodes: list, outputs: list[str]) -> InferenceSession:
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
-        [shape, numpy_helper.from_array(np.ones((2, 3), np.float32), "c")],
+        [
+            shape,
+            numpy_helper.from_array(np.ones((2, 3), np.float32), "c"),
+            numpy_helper.from_array(np.array(1, np.int64), "one"),
+        ],
     )
     return InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
 
@@ -29,8 +33,10 @@ def _session(nodes: list, outputs: list[str]) -> InferenceSession:
         helper.make_node("Flatten", ["x"], ["y"]),
         helper.make_node("Transpose", ["x"], ["y"]),
         helper.make_node("Identity", ["c"], ["y"]),
+        helper.make_node("Gather", ["x", "one"], ["y"]),
+        helper.make_node("Gather", ["x", "one"], ["y"], axis=1),
     ],
-    ids=["Identity", "Reshape", "Flatten", "Transpose", "Identity-of-initializer"],
+    ids=["Identity", "Reshape", "Flatten", "Transpose", "Identity-of-initializer", "Gather-scalar", "Gather-scalar-1"],
 )
 def test_writing_an_output_leaves_the_feed_alone(node: object) -> None:
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
