@@ -409,6 +409,23 @@ def test_max_pool_indices_vs_ort(spec: dict, order: int) -> None:
     _compare("MaxPool", [_pool_input(spec)], {**spec, "storage_order": order}, n_out=2)
 
 
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kernel_shape": [2, 2], "strides": [2, 2]},  # the conv net's pool (an unrolled native loop)
+        {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [1, 0, 0, 1]},
+        {"kernel_shape": [3, 2], "strides": [2, 1], "dilations": [1, 2]},
+    ],
+    ids=["2x2s2", "2x3", "3x2-dilated"],
+)
+def test_max_pool_indices_of_ties_vs_ort(spec: dict, order: int) -> None:
+    # a ReLU's output: most windows tie at 0, whose index onnxruntime reports is the first
+    x = np.maximum(np.random.default_rng(5).standard_normal((2, 3, 12, 14)), 0).astype(np.float32)
+    x[0, 1, 4:8, 2:9] = 1.5  # ties at a positive value
+    _compare("MaxPool", [x], {**spec, "storage_order": order}, n_out=2)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])
 def test_max_pool_dtypes_vs_ort(dtype: Any) -> None:
     x = (_pool_input({"kernel_shape": [2, 2]}) * 40).astype(dtype)

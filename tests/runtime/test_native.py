@@ -59,6 +59,22 @@ def test_max_pool2d_two_wide_windows_match_twin(kh: int, sh: int, dh: int, width
     np.testing.assert_array_equal(y1, y2)
 
 
+@pytest.mark.parametrize("kh,kw", [(2, 2), (2, 3), (3, 1), (1, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_indices_of_ties_match_twin(kh: int, kw: int, dtype: type) -> None:
+    # a ReLU's output (ties at 0 in most windows) and NaNs, through the 2x2 and the general indexed loop
+    _require_native()
+    xp = np.maximum(np.random.default_rng(kh * 10 + kw).standard_normal((2, 3, 13, 12)), 0).astype(dtype)
+    xp[1, 0, 3, 2] = np.nan
+    xp[0, 2, 5:7, 4:7] = 2.0
+    for order in (0, 1):
+        args = (kh, kw, 2, 1, 1, 1, (13 - kh) // 2 + 1, 12 - kw + 1, 0, 0, 13, 12, order, True)
+        y1, i1 = _native.EXTENSION.max_pool2d(xp, *args)  # type: ignore[union-attr]
+        y2, i2 = _native.max_pool2d_twin(xp, *args)
+        np.testing.assert_array_equal(y1, y2)
+        np.testing.assert_array_equal(i1, i2)
+
+
 def test_max_pool2d_ties_pick_first() -> None:
     _require_native()
     xp = np.zeros((1, 1, 2, 2), np.float32)

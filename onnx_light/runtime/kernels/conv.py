@@ -29,6 +29,7 @@ from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolv
 from onnx_light.runtime._native import CONV2D as USING_NATIVE
 from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._one_hot_conv import one_hot_conv, one_hot_offsets
 
 __all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
 
@@ -113,6 +114,10 @@ def conv(
     nd = x.ndim - 2
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    if b is None and not _relu and x.ndim == w.ndim and x.shape[1] == group and w.shape[0] > group:
+        y = _im2col_as_copies(x, w, strides, dilations, begin, end, group)
+        if y is not None:
+            return y
     y = conv2d_native(x, w, b, strides, dilations, begin, end, group, relu=_relu)
     if y is not None:
         return y
@@ -120,6 +125,24 @@ def conv(
     if _relu:
         np.maximum(y, np.zeros((), y.dtype), out=y)
     return y
+
+
+def _im2col_as_copies(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    group: int,
+) -> np.ndarray | None:
+    """A Conv whose weight is one-hot kernels (the Conv gradient's im2col) as strided copies,
+    or None (another weight, a non-finite input, an empty output)."""
+    out = [output_size(*g) for g in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)]
+    if min(out) <= 0 or x.dtype != w.dtype or not x.size:
+        return None
+    offsets = one_hot_offsets(w, group)
+    return None if offsets is None else one_hot_conv(x, offsets, strides, dilations, begin, end, out)
 
 
 def conv_relu(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, **attributes: Any) -> np.ndarray:
