@@ -176,6 +176,23 @@ def test_integer_arithmetic_folded_only_where_numpy_agrees(op: str, a, b, folded
     np.testing.assert_array_equal(_run(opt, {})[0], _run(fn, {})[0])
 
 
+@pytest.mark.parametrize(
+    ("start", "limit", "delta", "dtype"),
+    [
+        (0.1, 3.0, 0.3, np.float32),  # start + i * delta rounded once (float64), not per step in float32
+        (0.5, 4.0, 0.7, np.float16),
+        (0, 3 * 2**55 + 1, 2**55, np.int64),  # 4 elements: (limit - start) / delta in float64 rounds to 3.0
+        (5, -7, -3, np.int64),
+    ],
+)
+def test_range_folds_to_what_the_node_computes(start, limit, delta, dtype) -> None:  # type: ignore[no-untyped-def]
+    nodes = [_const("s", start, dtype), _const("l", limit, dtype), _const("d", delta, dtype)]
+    fn = _fn([*nodes, helper.make_node("Range", ["s", "l", "d"], ["out"])], [], ["out"])
+    unfolded = _run(ol.optimize(fn, fold=None), {})[0]
+    assert unfolded.dtype == dtype
+    np.testing.assert_array_equal(_run(ol.optimize(fn), {})[0], unfolded)
+
+
 def test_names_read_by_a_subgraph_stay() -> None:
     then = helper.make_graph(
         [helper.make_node("Neg", ["a"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]

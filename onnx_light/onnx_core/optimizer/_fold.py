@@ -83,7 +83,14 @@ def _cast(x: np.ndarray, *, to: int, **_: Any) -> np.ndarray:
 
 
 def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, **_: Any) -> np.ndarray:
-    count = max(int(np.ceil((limit.item() - start.item()) / delta.item())), 0)
+    """Integer Range only, its count in exact integer arithmetic (a float Range rounds as the
+    runtime's kernel does, once per element from float64, or per step in float16: left to run)."""
+    if start.dtype.kind not in "iu":
+        raise ValueError("not folded: a float Range")
+    i0, i1, di = int(start.item()), int(limit.item()), int(delta.item())
+    if di == 0:
+        raise ValueError("not folded: zero delta")
+    count = max(-((i0 - i1) // di), 0)  # ceil((i1 - i0) / di)
     if count > FOLD_MAX_ELEMENTS:
         raise ValueError("too large")
     return (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype)
