@@ -193,6 +193,19 @@ def test_range_folds_to_what_the_node_computes(start, limit, delta, dtype) -> No
     np.testing.assert_array_equal(_run(ol.optimize(fn), {})[0], unfolded)
 
 
+def test_string_constants_merged_only_when_equal() -> None:
+    # many distinct string tensors: an object array's bytes are pointers, which a freed array's
+    # successor may reuse, so the key must hold the strings themselves
+    words = [f"word{i}" * 3 for i in range(40)]
+    consts = [_const(f"c{i}", [w], object) for i, w in enumerate(words)]
+    consts.append(_const("again", [words[0]], object))
+    concat = helper.make_node("Concat", [f"c{i}" for i in range(40)] + ["again"], ["out"], axis=0)
+    fn = _fn([*consts, concat], [], ["out"])
+    opt = ol.optimize(fn)
+    assert _ops(opt).count("Constant") == 40  # only the repeated one merged
+    assert _run(opt, {})[0].tolist() == [*words, words[0]]
+
+
 def test_names_read_by_a_subgraph_stay() -> None:
     then = helper.make_graph(
         [helper.make_node("Neg", ["a"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]

@@ -100,7 +100,10 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
             v = tuple(v)
         elif isinstance(v, TensorProto):
             arr = tensor_array(v)
-            v = (arr.dtype.str, arr.shape, arr.tobytes())
+            # an object array's bytes are pointers (which a freed array's successor may reuse):
+            # strings are compared themselves
+            data = tuple(arr.ravel().tolist()) if arr.dtype.kind == "O" else arr.tobytes()
+            v = (arr.dtype.str, arr.shape, data)
         try:
             hash(v)
         except TypeError:
