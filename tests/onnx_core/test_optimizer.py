@@ -206,6 +206,25 @@ def test_string_constants_merged_only_when_equal() -> None:
     assert _run(opt, {})[0].tolist() == [*words, words[0]]
 
 
+def _ref(name: str, kind: int, ref: str) -> ol.AttributeProto:
+    attr = ol.AttributeProto()
+    attr.name, attr.type, attr.ref_attr_name = name, kind, ref
+    return attr
+
+
+def test_attribute_references_neither_merged_nor_folded() -> None:
+    # a function body's LeakyRelu(alpha=@p) and LeakyRelu(alpha=@q) differ when p != q; a Cast to
+    # @t of a constant has no value to fold to until the function is called
+    first, second = helper.make_node("LeakyRelu", ["x"], ["a"]), helper.make_node("LeakyRelu", ["x"], ["b"])
+    first.attribute.append(_ref("alpha", ol.AttributeProto.FLOAT, "p"))
+    second.attribute.append(_ref("alpha", ol.AttributeProto.FLOAT, "q"))
+    cast = helper.make_node("Cast", ["k"], ["kc"])
+    cast.attribute.append(_ref("to", ol.AttributeProto.INT, "t"))
+    nodes = [first, second, _const("k", [2]), cast, helper.make_node("Sub", ["a", "b"], ["out"])]
+    fn = helper.make_function("test", "f", ["x"], ["out", "kc"], nodes, [helper.make_opsetid("", 21)], ["p", "q", "t"])
+    assert _ops(ol.optimize(fn)) == ["LeakyRelu", "LeakyRelu", "Constant", "Cast", "Sub"]
+
+
 def test_names_read_by_a_subgraph_stay() -> None:
     then = helper.make_graph(
         [helper.make_node("Neg", ["a"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]

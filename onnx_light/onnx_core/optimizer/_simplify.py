@@ -23,7 +23,7 @@ from .._proto import AttributeProto, FunctionProto, NodeProto, TensorProto
 from ..gradient._fastpath import attribute_values, copy_node, has_subgraph, tensor_array
 from ..ops import get_schema as _get_schema
 from ..ops import has_schema
-from ._fold import FoldFn, fold_node
+from ._fold import FoldFn, fold_node, has_reference
 
 __all__ = ["Entry", "Foreign", "forward_sweep", "deterministic_ops", "subgraph_reads"]
 
@@ -86,10 +86,11 @@ def subgraph_reads(node: NodeProto) -> list[str]:
 def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | None:
     """The attributes as a hashable value, equal exactly when the attributes are (name,
     type and value; a tensor by dtype, shape and bytes); None for kinds not compared
-    (graphs, lists of tensors), whose nodes are not merged."""
+    (graphs, lists of tensors, references to the function's attributes), whose nodes are not
+    merged."""
     if not attributes:
         return ()
-    if has_subgraph(attributes):
+    if has_subgraph(attributes) or has_reference(attributes):
         return None
     values = attribute_values(attributes)
     key: list[object] = []
