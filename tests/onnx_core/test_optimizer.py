@@ -225,6 +225,22 @@ def test_attribute_references_neither_merged_nor_folded() -> None:
     assert _ops(ol.optimize(fn)) == ["LeakyRelu", "LeakyRelu", "Constant", "Cast", "Sub"]
 
 
+@pytest.mark.parametrize("attrs", [{"alpha": 0.0}, {"alpha": -0.0}])
+def test_float_attributes_of_opposite_zeros_not_merged(attrs) -> None:  # type: ignore[no-untyped-def]
+    # LeakyRelu(-1) is -0.0 with alpha 0.0 and +0.0 with alpha -0.0: their reciprocals are -inf and +inf
+    other = {"alpha": -attrs["alpha"]}
+    nodes = [
+        helper.make_node("LeakyRelu", ["x"], ["a"], **attrs),
+        helper.make_node("LeakyRelu", ["x"], ["b"], **other),
+        helper.make_node("Reciprocal", ["a"], ["ra"]),
+        helper.make_node("Reciprocal", ["b"], ["rb"]),
+        helper.make_node("Sub", ["ra", "rb"], ["out"]),
+    ]
+    fn = _fn(nodes, ["x"], ["out"])
+    assert _ops(ol.optimize(fn)).count("LeakyRelu") == 2
+    _same_values(fn, ol.optimize(fn), {"x": np.array([-1.0, 2.0], np.float32)})
+
+
 def test_names_read_by_a_subgraph_stay() -> None:
     then = helper.make_graph(
         [helper.make_node("Neg", ["a"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]

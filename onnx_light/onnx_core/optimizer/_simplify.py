@@ -97,8 +97,10 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
     for a in sorted(attributes, key=lambda a: a.name):
         name = a.name
         v = values[name]
-        if isinstance(v, list):
-            v = tuple(v)
+        if type(v) is float:
+            v = v.hex()  # 0.0 == -0.0, but the ops' answers differ in sign (1 / x: -inf, inf)
+        elif isinstance(v, list):
+            v = tuple(e.hex() if type(e) is float else e for e in v)
         elif isinstance(v, TensorProto):
             arr = tensor_array(v)
             # an object array's bytes are pointers (which a freed array's successor may reuse):
