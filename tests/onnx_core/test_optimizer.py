@@ -176,6 +176,71 @@ def test_integer_arithmetic_folded_only_where_numpy_agrees(op: str, a, b, folded
     np.testing.assert_array_equal(_run(opt, {})[0], _run(fn, {})[0])
 
 
+@pytest.mark.parametrize(
+    ("start", "limit", "delta", "dtype"),
+    [
+        (0.1, 3.0, 0.3, np.float32),  # start + i * delta rounded once (float64), not per step in float32
+        (0.5, 4.0, 0.7, np.float16),
+        (0, 3 * 2**55 + 1, 2**55, np.int64),  # 4 elements: (limit - start) / delta in float64 rounds to 3.0
+        (5, -7, -3, np.int64),
+    ],
+)
+def test_range_folds_to_what_the_node_computes(start, limit, delta, dtype) -> None:  # type: ignore[no-untyped-def]
+    nodes = [_const("s", start, dtype), _const("l", limit, dtype), _const("d", delta, dtype)]
+    fn = _fn([*nodes, helper.make_node("Range", ["s", "l", "d"], ["out"])], [], ["out"])
+    unfolded = _run(ol.optimize(fn, fold=None), {})[0]
+    assert unfolded.dtype == dtype
+    np.testing.assert_array_equal(_run(ol.optimize(fn), {})[0], unfolded)
+
+
+def test_string_constants_merged_only_when_equal() -> None:
+    # many distinct string tensors: an object array's bytes are pointers, which a freed array's
+    # successor may reuse, so the key must hold the strings themselves
+    words = [f"word{i}" * 3 for i in range(40)]
+    consts = [_const(f"c{i}", [w], object) for i, w in enumerate(words)]
+    consts.append(_const("again", [words[0]], object))
+    concat = helper.make_node("Concat", [f"c{i}" for i in range(40)] + ["again"], ["out"], axis=0)
+    fn = _fn([*consts, concat], [], ["out"])
+    opt = ol.optimize(fn)
+    assert _ops(opt).count("Constant") == 40  # only the repeated one merged
+    assert _run(opt, {})[0].tolist() == [*words, words[0]]
+
+
+def _ref(name: str, kind: int, ref: str) -> ol.AttributeProto:
+    attr = ol.AttributeProto()
+    attr.name, attr.type, attr.ref_attr_name = name, kind, ref
+    return attr
+
+
+def test_attribute_references_neither_merged_nor_folded() -> None:
+    # a function body's LeakyRelu(alpha=@p) and LeakyRelu(alpha=@q) differ when p != q; a Cast to
+    # @t of a constant has no value to fold to until the function is called
+    first, second = helper.make_node("LeakyRelu", ["x"], ["a"]), helper.make_node("LeakyRelu", ["x"], ["b"])
+    first.attribute.append(_ref("alpha", ol.AttributeProto.FLOAT, "p"))
+    second.attribute.append(_ref("alpha", ol.AttributeProto.FLOAT, "q"))
+    cast = helper.make_node("Cast", ["k"], ["kc"])
+    cast.attribute.append(_ref("to", ol.AttributeProto.INT, "t"))
+    nodes = [first, second, _const("k", [2]), cast, helper.make_node("Sub", ["a", "b"], ["out"])]
+    fn = helper.make_function("test", "f", ["x"], ["out", "kc"], nodes, [helper.make_opsetid("", 21)], ["p", "q", "t"])
+    assert _ops(ol.optimize(fn)) == ["LeakyRelu", "LeakyRelu", "Constant", "Cast", "Sub"]
+
+
+@pytest.mark.parametrize("attrs", [{"alpha": 0.0}, {"alpha": -0.0}])
+def test_float_attributes_of_opposite_zeros_not_merged(attrs) -> None:  # type: ignore[no-untyped-def]
+    # LeakyRelu(-1) is -0.0 with alpha 0.0 and +0.0 with alpha -0.0: their reciprocals are -inf and +inf
+    other = {"alpha": -attrs["alpha"]}
+    nodes = [
+        helper.make_node("LeakyRelu", ["x"], ["a"], **attrs),
+        helper.make_node("LeakyRelu", ["x"], ["b"], **other),
+        helper.make_node("Reciprocal", ["a"], ["ra"]),
+        helper.make_node("Reciprocal", ["b"], ["rb"]),
+        helper.make_node("Sub", ["ra", "rb"], ["out"]),
+    ]
+    fn = _fn(nodes, ["x"], ["out"])
+    assert _ops(ol.optimize(fn)).count("LeakyRelu") == 2
+    _same_values(fn, ol.optimize(fn), {"x": np.array([-1.0, 2.0], np.float32)})
+
+
 def test_names_read_by_a_subgraph_stay() -> None:
     then = helper.make_graph(
         [helper.make_node("Neg", ["a"], ["t"])], "then", [], [helper.make_tensor_value_info("t", FLOAT, None)]

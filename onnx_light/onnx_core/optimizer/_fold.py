@@ -17,7 +17,7 @@ from .._proto import NodeProto, TensorProto
 from ..gradient._fastpath import attribute_values, tensor_array, tensor_attribute
 from ..numpy_helper import from_array
 
-__all__ = ["FoldFn", "FOLD_MAX_ELEMENTS", "fold_numpy", "fold_node"]
+__all__ = ["FoldFn", "FOLD_MAX_ELEMENTS", "fold_numpy", "fold_node", "has_reference"]
 
 #: ``fold(op_type, domain, inputs, attributes)`` -> the node's outputs, or None: not folded
 FoldFn = Callable[[str, str, list[np.ndarray], dict[str, Any]], list[np.ndarray] | None]
@@ -83,7 +83,14 @@ def _cast(x: np.ndarray, *, to: int, **_: Any) -> np.ndarray:
 
 
 def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, **_: Any) -> np.ndarray:
-    count = max(int(np.ceil((limit.item() - start.item()) / delta.item())), 0)
+    """Integer Range only, its count in exact integer arithmetic (a float Range rounds as the
+    runtime's kernel does, once per element from float64, or per step in float16: left to run)."""
+    if start.dtype.kind not in "iu":
+        raise ValueError("not folded: a float Range")
+    i0, i1, di = int(start.item()), int(limit.item()), int(delta.item())
+    if di == 0:
+        raise ValueError("not folded: zero delta")
+    count = max(-((i0 - i1) // di), 0)  # ceil((i1 - i0) / di)
     if count > FOLD_MAX_ELEMENTS:
         raise ValueError("too large")
     return (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype)
@@ -160,6 +167,12 @@ def _shape_of(shape: tuple[int, ...], attributes: list[Any]) -> np.ndarray:
     return np.asarray(shape[start:end], dtype=np.int64)
 
 
+def has_reference(attributes: list[Any]) -> bool:
+    """Whether an attribute refers to one of the enclosing function's (``ref_attr_name``): its
+    value is known only when the function is called."""
+    return any(getattr(a, "_ref_attr_name", "") for a in attributes)
+
+
 def fold_node(
     node: NodeProto,
     op_type: str,
@@ -187,6 +200,8 @@ def fold_node(
     if op_type == "Shape" and not domain and len(inputs) == 1 and shapes and inputs[0] in shapes:
         result = [_shape_of(shapes[inputs[0]], getattr(node, "_attribute", []))]
     elif inputs and all(i in known for i in inputs):
+        if has_reference(getattr(node, "_attribute", [])):
+            return None  # an attribute of the enclosing function's: no value until it is called
         values: list[np.ndarray] = []
         for name in inputs:
             value = _value(known, name)

@@ -23,7 +23,7 @@ from .._proto import AttributeProto, FunctionProto, NodeProto, TensorProto
 from ..gradient._fastpath import attribute_values, copy_node, has_subgraph, tensor_array
 from ..ops import get_schema as _get_schema
 from ..ops import has_schema
-from ._fold import FoldFn, fold_node
+from ._fold import FoldFn, fold_node, has_reference
 
 __all__ = ["Entry", "Foreign", "forward_sweep", "deterministic_ops", "subgraph_reads"]
 
@@ -86,21 +86,27 @@ def subgraph_reads(node: NodeProto) -> list[str]:
 def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | None:
     """The attributes as a hashable value, equal exactly when the attributes are (name,
     type and value; a tensor by dtype, shape and bytes); None for kinds not compared
-    (graphs, lists of tensors), whose nodes are not merged."""
+    (graphs, lists of tensors, references to the function's attributes), whose nodes are not
+    merged."""
     if not attributes:
         return ()
-    if has_subgraph(attributes):
+    if has_subgraph(attributes) or has_reference(attributes):
         return None
     values = attribute_values(attributes)
     key: list[object] = []
     for a in sorted(attributes, key=lambda a: a.name):
         name = a.name
         v = values[name]
-        if isinstance(v, list):
-            v = tuple(v)
+        if type(v) is float:
+            v = v.hex()  # 0.0 == -0.0, but the ops' answers differ in sign (1 / x: -inf, inf)
+        elif isinstance(v, list):
+            v = tuple(e.hex() if type(e) is float else e for e in v)
         elif isinstance(v, TensorProto):
             arr = tensor_array(v)
-            v = (arr.dtype.str, arr.shape, arr.tobytes())
+            # an object array's bytes are pointers (which a freed array's successor may reuse):
+            # strings are compared themselves
+            data = tuple(arr.ravel().tolist()) if arr.dtype.kind == "O" else arr.tobytes()
+            v = (arr.dtype.str, arr.shape, data)
         try:
             hash(v)
         except TypeError:
