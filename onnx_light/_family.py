@@ -224,6 +224,7 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     }
     b.op("Constant", [], bwd.input[-1], value=numpy_helper.from_array(np.ones((), _np_dtype(ys[0]))))
     stacked = _seed_loop(b, bwd, internal, per_seed, [(f"grad_{x.name}", x.type.tensor_type.elem_type) for x in xs])
+    _seed_first_gathers(b, {internal[y.name]: len(shapes[y.name]) + 1 for y in ys})
     adj_outputs = []
     for x, s in zip(xs, stacked):
         adj_outputs.append(b.from_stacked(s, shapes[x.name], layout, f"{prefix}{x.name}"))
@@ -290,6 +291,36 @@ def _seed_loop(
     return stacked
 
 
+def _seed_first_gathers(b: _Nodes, ranks: dict[str, int]) -> None:
+    """Loop bodies take seed ``k`` of a trailing-seed-axis tensor with ``Gather(t, k, axis=-1)``:
+    a strided copy of every element (onnxruntime: 7 ms for one 784x512 seed). This moves the
+    seed axis first once, before the Loop (one Transpose, merged with the layout's), so each
+    iteration takes one contiguous block: ``Gather(t_first, k, axis=0)``, the same values.
+
+    Args:
+        b: the nodes; their top-level Loops are rewritten in place.
+        ranks: the trailing-seed-axis tensors (seed axis included in the rank) to rewrite.
+    """
+    out: list[NodeProto] = []
+    first: dict[str, str] = {}
+    for loop in b.nodes:
+        body = next((a.g for a in loop.attribute if a.name == "body"), None) if loop.op_type == "Loop" else None
+        for node in body.node if body is not None else []:
+            data = node.input[0] if node.op_type == "Gather" else ""
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            if data not in ranks or node.input[1] != body.input[0].name or axis not in (-1, ranks[data] - 1):
+                continue  # not a seed slice by the iteration counter (a scalar, so the shapes agree)
+            if data not in first:
+                r = ranks[data]
+                first[data] = b.name(f"{data}_first")
+                out.append(helper.make_node("Transpose", [data], [first[data]], perm=[r - 1, *range(r - 1)]))
+            node.input[0] = first[data]
+            del node.attribute[:]
+            node.attribute.append(helper.make_attribute("axis", 0))
+        out.append(loop)
+    b.nodes[:] = out
+
+
 def _reads_any(node: NodeProto, names: set[str]) -> bool:
     """True when a subgraph of ``node`` reads one of ``names``."""
     for attr in node.attribute:
@@ -337,6 +368,7 @@ def tangent_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     call_out = [b.name(f"{o}_t") for o in fn.output]
     call = helper.make_node(fn.name, call_in, call_out, domain=fn.domain)
     b.nodes += FunctionInliner([fn]).expand([call])
+    _seed_first_gathers(b, {t: len(shapes[x.name]) + 1 for x, t in zip(xs, call_in[len(call_in) - n_fwd :])})
     for y, t in zip(ys, call_out):
         b.from_internal(t, shapes[y.name], layout, f"{prefix}{y.name}")
     seed_infos = [_info(f"{prefix}{x.name}", x, _seed_dims(shapes[x.name], dim, layout)) for x in xs]
