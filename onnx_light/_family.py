@@ -304,11 +304,11 @@ def _seed_first_gathers(b: _Nodes, ranks: dict[str, int]) -> None:
     out: list[NodeProto] = []
     first: dict[str, str] = {}
     for loop in b.nodes:
-        body = next((a.g for a in loop.attribute if a.name == "body"), None) if loop.op_type == "Loop" else None
-        for node in body.node if body is not None else []:
+        bodies = [a.g for a in loop.attribute if a.name == "body"] if loop.op_type == "Loop" else []
+        for node in bodies[0].node if bodies else []:
             data = node.input[0] if node.op_type == "Gather" else ""
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-            if data not in ranks or node.input[1] != body.input[0].name or axis not in (-1, ranks[data] - 1):
+            if data not in ranks or node.input[1] != bodies[0].input[0].name or axis not in (-1, ranks[data] - 1):
                 continue  # not a seed slice by the iteration counter (a scalar, so the shapes agree)
             if data not in first:
                 r = ranks[data]
