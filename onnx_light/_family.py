@@ -159,6 +159,15 @@ class _Nodes:
             return self.op("Reshape", [self.op("Transpose", [t], perm=[1, 0, 2]), self.ints([0, -1])], out)
         return self.op("Transpose", [self.op("Reshape", [t, self.ints([0, -1])])], out, perm=[1, 0])
 
+    def from_one(self, t: str, shape: Dims, layout: str, out: str) -> str:
+        """The value's shape (its one seed) -> seeds in ``layout``: reshapes only."""
+        r = len(shape)
+        if layout == "onnx" or r == 1:
+            return self.op("Unsqueeze", [t, self.ints([-1])], out)
+        if r == 2:
+            return self.op("Identity", [t], out)
+        return self.op("Reshape", [t, self.ints([-1, 1])], out)
+
     def from_internal(self, t: str, shape: Dims, layout: str, out: str) -> str:
         """The value's shape with a trailing seed axis -> seeds in ``layout``."""
         if layout == "onnx" or len(shape) == 1:
@@ -225,9 +234,7 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     b.op("Constant", [], bwd.input[-1], value=numpy_helper.from_array(np.ones((), _np_dtype(ys[0]))))
     stacked = _seed_loop(b, bwd, internal, per_seed, [(f"grad_{x.name}", x.type.tensor_type.elem_type) for x in xs])
     _seed_first_gathers(b, {internal[y.name]: len(shapes[y.name]) + 1 for y in ys})
-    adj_outputs = []
-    for x, s in zip(xs, stacked):
-        adj_outputs.append(b.from_stacked(s, shapes[x.name], layout, f"{prefix}{x.name}"))
+    adj_outputs = _one_seed_or_loop(b, [(f"{prefix}{x.name}", shapes[x.name]) for x in xs], stacked, layout)
     seed_infos = [_info(seeds[y.name], y, _seed_dims(shapes[y.name], dim, layout)) for y in ys]
     out_infos = [_info(o, x, _seed_dims(shapes[x.name], dim, layout)) for o, x in zip(adj_outputs, xs)]
     return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, f"adj_{model.graph.name}")
@@ -289,6 +296,47 @@ def _seed_loop(
     stacked = [b.name(f"{g}_stacked") for g, _ in grads]
     b.nodes.append(helper.make_node("Loop", [count, ""], stacked, body=body))
     return stacked
+
+
+def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[str], layout: str) -> list[str]:
+    """Replaces the seed Loop (the last node) by ``If(nseed == 1, body once, Loop)``.
+
+    With one seed (CasADi's ``f.reverse(1)``, a Hessian-vector product) the Loop's per-iteration
+    output copies and the seed-first -> layout Transposes of the gradients cost as much as a
+    backward Gemm (the 784x512 weight of the MLP: 1 ms); the then-branch runs the Loop body's
+    nodes once with ``k = 0`` and writes its gradients in the layout directly (for one seed a
+    reshape: ``[r, c]`` is ``[r, 1 c]``).
+
+    Args:
+        b: the nodes, the seed Loop last.
+        outputs: the sibling's output names and the shapes of their values.
+        stacked: the Loop's outputs (seed axis first), one per output.
+        layout: the seed layout.
+
+    Returns:
+        The output names (``outputs``' names, written by the If).
+    """
+    loop = b.nodes.pop()
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    graph = helper.make_graph
+    many = _Nodes(b.taken)
+    many.nodes.append(loop)
+    many_out = [many.from_stacked(t, shape, layout, b.name(f"{o}_loop")) for t, (o, shape) in zip(stacked, outputs)]
+    one = _Nodes(b.taken)
+    k, cond = numpy_helper.from_array(np.zeros((), np.int64), body.input[0].name), body.input[1].name
+    one.nodes += [helper.make_node("Constant", [], [k.name], value=k), *(n for n in body.node if cond not in n.input)]
+    grads = [o.name for o in body.output[1:]]
+    one_out = [one.from_one(g, shape, layout, b.name(f"{o}_one")) for g, (o, shape) in zip(grads, outputs)]
+    vi = helper.make_tensor_value_info
+    types = [o.type.tensor_type.elem_type for o in body.output[1:]]
+    branches = {
+        "then_branch": graph(one.nodes, "family_one_seed", [], [vi(o, t, None) for o, t in zip(one_out, types)]),
+        "else_branch": graph(many.nodes, "family_seeds", [], [vi(o, t, None) for o, t in zip(many_out, types)]),
+    }
+    cond = b.op("Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.ones((), np.int64)))])
+    names = [o for o, _ in outputs]
+    b.nodes.append(helper.make_node("If", [cond], names, **branches))
+    return names
 
 
 def _seed_first_gathers(b: _Nodes, ranks: dict[str, int]) -> None:
