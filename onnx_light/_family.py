@@ -329,13 +329,11 @@ def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[
     one_out = [one.from_one(g, shape, layout, b.name(f"{o}_one")) for g, (o, shape) in zip(grads, outputs)]
     vi = helper.make_tensor_value_info
     types = [o.type.tensor_type.elem_type for o in body.output[1:]]
-    branches = {
-        "then_branch": graph(one.nodes, "family_one_seed", [], [vi(o, t, None) for o, t in zip(one_out, types)]),
-        "else_branch": graph(many.nodes, "family_seeds", [], [vi(o, t, None) for o, t in zip(many_out, types)]),
-    }
+    then = graph(one.nodes, "family_one_seed", [], [vi(o, t, None) for o, t in zip(one_out, types)])
+    other = graph(many.nodes, "family_seeds", [], [vi(o, t, None) for o, t in zip(many_out, types)])
     cond = b.op("Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.ones((), np.int64)))])
     names = [o for o, _ in outputs]
-    b.nodes.append(helper.make_node("If", [cond], names, **branches))
+    b.nodes.append(helper.make_node("If", [cond], names, then_branch=then, else_branch=other))
     return names
 
 
