@@ -159,6 +159,15 @@ class _Nodes:
             return self.op("Reshape", [self.op("Transpose", [t], perm=[1, 0, 2]), self.ints([0, -1])], out)
         return self.op("Transpose", [self.op("Reshape", [t, self.ints([0, -1])])], out, perm=[1, 0])
 
+    def from_one(self, t: str, shape: Dims, layout: str, out: str) -> str:
+        """The value's shape (its one seed) -> seeds in ``layout``: reshapes only."""
+        r = len(shape)
+        if layout == "onnx" or r == 1:
+            return self.op("Unsqueeze", [t, self.ints([-1])], out)
+        if r == 2:
+            return self.op("Identity", [t], out)
+        return self.op("Reshape", [t, self.ints([-1, 1])], out)
+
     def from_internal(self, t: str, shape: Dims, layout: str, out: str) -> str:
         """The value's shape with a trailing seed axis -> seeds in ``layout``."""
         if layout == "onnx" or len(shape) == 1:
@@ -224,9 +233,8 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     }
     b.op("Constant", [], bwd.input[-1], value=numpy_helper.from_array(np.ones((), _np_dtype(ys[0]))))
     stacked = _seed_loop(b, bwd, internal, per_seed, [(f"grad_{x.name}", x.type.tensor_type.elem_type) for x in xs])
-    adj_outputs = []
-    for x, s in zip(xs, stacked):
-        adj_outputs.append(b.from_stacked(s, shapes[x.name], layout, f"{prefix}{x.name}"))
+    _seed_first_gathers(b, {internal[y.name]: len(shapes[y.name]) + 1 for y in ys})
+    adj_outputs = _one_seed_or_loop(b, [(f"{prefix}{x.name}", shapes[x.name]) for x in xs], stacked, layout)
     seed_infos = [_info(seeds[y.name], y, _seed_dims(shapes[y.name], dim, layout)) for y in ys]
     out_infos = [_info(o, x, _seed_dims(shapes[x.name], dim, layout)) for o, x in zip(adj_outputs, xs)]
     return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, f"adj_{model.graph.name}")
@@ -290,6 +298,75 @@ def _seed_loop(
     return stacked
 
 
+def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[str], layout: str) -> list[str]:
+    """Replaces the seed Loop (the last node) by ``If(nseed == 1, body once, Loop)``.
+
+    With one seed (CasADi's ``f.reverse(1)``, a Hessian-vector product) the Loop's per-iteration
+    output copies and the seed-first -> layout Transposes of the gradients cost as much as a
+    backward Gemm (the 784x512 weight of the MLP: 1 ms); the then-branch runs the Loop body's
+    nodes once with ``k = 0`` and writes its gradients in the layout directly (for one seed a
+    reshape: ``[r, c]`` is ``[r, 1 c]``).
+
+    Args:
+        b: the nodes, the seed Loop last.
+        outputs: the sibling's output names and the shapes of their values.
+        stacked: the Loop's outputs (seed axis first), one per output.
+        layout: the seed layout.
+
+    Returns:
+        The output names (``outputs``' names, written by the If).
+    """
+    loop = b.nodes.pop()
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    graph = helper.make_graph
+    many = _Nodes(b.taken)
+    many.nodes.append(loop)
+    many_out = [many.from_stacked(t, shape, layout, b.name(f"{o}_loop")) for t, (o, shape) in zip(stacked, outputs)]
+    one = _Nodes(b.taken)
+    k, cond = numpy_helper.from_array(np.zeros((), np.int64), body.input[0].name), body.input[1].name
+    one.nodes += [helper.make_node("Constant", [], [k.name], value=k), *(n for n in body.node if cond not in n.input)]
+    grads = [o.name for o in body.output[1:]]
+    one_out = [one.from_one(g, shape, layout, b.name(f"{o}_one")) for g, (o, shape) in zip(grads, outputs)]
+    vi = helper.make_tensor_value_info
+    types = [o.type.tensor_type.elem_type for o in body.output[1:]]
+    then = graph(one.nodes, "family_one_seed", [], [vi(o, t, None) for o, t in zip(one_out, types)])
+    other = graph(many.nodes, "family_seeds", [], [vi(o, t, None) for o, t in zip(many_out, types)])
+    cond = b.op("Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.ones((), np.int64)))])
+    names = [o for o, _ in outputs]
+    b.nodes.append(helper.make_node("If", [cond], names, then_branch=then, else_branch=other))
+    return names
+
+
+def _seed_first_gathers(b: _Nodes, ranks: dict[str, int]) -> None:
+    """Loop bodies take seed ``k`` of a trailing-seed-axis tensor with ``Gather(t, k, axis=-1)``:
+    a strided copy of every element (onnxruntime: 7 ms for one 784x512 seed). This moves the
+    seed axis first once, before the Loop (one Transpose, merged with the layout's), so each
+    iteration takes one contiguous block: ``Gather(t_first, k, axis=0)``, the same values.
+
+    Args:
+        b: the nodes; their top-level Loops are rewritten in place.
+        ranks: the trailing-seed-axis tensors (seed axis included in the rank) to rewrite.
+    """
+    out: list[NodeProto] = []
+    first: dict[str, str] = {}
+    for loop in b.nodes:
+        bodies = [a.g for a in loop.attribute if a.name == "body"] if loop.op_type == "Loop" else []
+        for node in bodies[0].node if bodies else []:
+            data = node.input[0] if node.op_type == "Gather" else ""
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            if data not in ranks or node.input[1] != bodies[0].input[0].name or axis not in (-1, ranks[data] - 1):
+                continue  # not a seed slice by the iteration counter (a scalar, so the shapes agree)
+            if data not in first:
+                r = ranks[data]
+                first[data] = b.name(f"{data}_first")
+                out.append(helper.make_node("Transpose", [data], [first[data]], perm=[r - 1, *range(r - 1)]))
+            node.input[0] = first[data]
+            del node.attribute[:]
+            node.attribute.append(helper.make_attribute("axis", 0))
+        out.append(loop)
+    b.nodes[:] = out
+
+
 def _reads_any(node: NodeProto, names: set[str]) -> bool:
     """True when a subgraph of ``node`` reads one of ``names``."""
     for attr in node.attribute:
@@ -337,6 +414,7 @@ def tangent_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     call_out = [b.name(f"{o}_t") for o in fn.output]
     call = helper.make_node(fn.name, call_in, call_out, domain=fn.domain)
     b.nodes += FunctionInliner([fn]).expand([call])
+    _seed_first_gathers(b, {t: len(shapes[x.name]) + 1 for x, t in zip(xs, call_in[len(call_in) - n_fwd :])})
     for y, t in zip(ys, call_out):
         b.from_internal(t, shapes[y.name], layout, f"{prefix}{y.name}")
     seed_infos = [_info(f"{prefix}{x.name}", x, _seed_dims(shapes[x.name], dim, layout)) for x in xs]
