@@ -109,12 +109,14 @@ def _generate(
     types, guard = em.promised_types() if typed and plan.input_types else ({}, [])
     lines = ["def plan(feeds, scope):"]
     ins = [em.target(s) for s in plan.input_slots]
-    lines.append(f"    ({', '.join(ins)},) = feeds" if ins else "    pass")
     captured = [f"v{plan.slot_of[n]} = scope[{n!r}]" for n in plan.captured]
+    unpack = [f"({', '.join(ins)},) = feeds"] if ins else []
     if guard:
-        assert not captured
+        # a subgraph's typed feeds and its captured values: both read on the first line
+        lines.append("    " + ("; ".join(unpack + captured) or "pass"))
         lines.append(f"    if not ({' and '.join(f'({g})' for g in guard)}): return _untyped(feeds, scope)")
     else:
+        lines.append("    " + ("; ".join(unpack) or "pass"))
         lines.append("    " + ("; ".join(captured) if captured else "pass"))
     assert len(lines) == FIRST_LINE - 1
     # slots holding arrays that only their local variable references (none of the kernels that
