@@ -212,7 +212,7 @@ class _Emitter:
         typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name) if types else None
         stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh)
         if typed_stmt is None and types and options.float_shape is not None:
-            _record_float_shape(step, types)
+            _record_float_shape(step, types, self.plan.constants)
         if not options.makes_new_arrays:
             fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
         elif typed_stmt is not None or ufunc is not None or options.fresh_output:
@@ -403,20 +403,32 @@ def _typed_step(
     return stmt
 
 
-def _record_float_shape(step: Step, types: dict[int, _Type]) -> None:
-    """Records the type of the result of a step whose kernel declares ``float_shape``, when its
-    present inputs are all proven arrays of one builtin float dtype."""
+def _record_float_shape(step: Step, types: dict[int, _Type], constants: dict[int, Any]) -> None:
+    """Records the types of the results of a step whose kernel declares ``float_shape``, when
+    its present inputs are all proven arrays of one builtin float dtype or (passed by value)
+    constants that are not float arrays."""
     present = [s for s in step.inputs if s != 0]
-    if len(step.outputs) != 1 or not present or any(s not in types for s in present):
+    floats = [s for s in present if s in types]
+    if not floats or any(s not in types and not _by_value(constants.get(s)) for s in present):
         return
-    dtype = types[present[0]][0]
-    if any(types[s][0] is not dtype for s in present):
+    dtype = types[floats[0]][0]
+    if any(types[s][0] is not dtype for s in floats):
         return
-    shapes = [types[s][1] if s != 0 else None for s in step.inputs]
+    shapes = [None if s == 0 else types[s][1] if s in types else constants[s] for s in step.inputs]
     assert step.options.float_shape is not None
     shape = step.options.float_shape(*shapes, **step.kwargs)
-    if shape:  # a 0-d result may be a numpy scalar
-        types[step.outputs[0]] = (dtype, tuple(shape))
+    if len(step.outputs) == 1:
+        if shape:  # a 0-d result may be a numpy scalar
+            types[step.outputs[0]] = (dtype, tuple(shape))
+        return
+    for out, one in zip(step.outputs, shape or ()):
+        if one and out > 1:
+            types[out] = (dtype, tuple(one))
+
+
+def _by_value(value: Any) -> bool:
+    """Whether a plan constant is passed to ``float_shape`` as its value: an array that is not float."""
+    return value.__class__ is np.ndarray and value.dtype.kind in "iub"
 
 
 def failed_step(codes: list[CodeType], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:

@@ -70,7 +70,9 @@ class KernelOptions:
             (a shape with None for a size not known, or None when that is not certain: a 0-d
             result, a shape that cannot be worked out), so a plan that knows its inputs' types
             knows the result's (MatMul, Gemm, Transpose; with ``fresh_output`` the plan may
-            then write a later result into it).
+            then write a later result into it). An input that is a constant of the plan but
+            not a float array (Split's sizes) is passed as its value; a kernel with several
+            outputs gives a list of shapes (Split), one per output, or None.
     """
 
     returns_one: bool = False
