@@ -405,16 +405,22 @@ def _typed_step(
 
 def _record_float_shape(step: Step, types: dict[int, _Type], constants: dict[int, Any]) -> None:
     """Records the types of the results of a step whose kernel declares ``float_shape``, when
-    its present inputs are all proven arrays of one builtin float dtype or (passed by value)
-    constants that are not float arrays."""
-    present = [s for s in step.inputs if s != 0]
-    floats = [s for s in present if s in types]
-    if not floats or any(s not in types and not _by_value(constants.get(s)) for s in present):
+    its present inputs are all proven arrays of one builtin float dtype, but for those it
+    reads by value (``shape_values``), which must be integer constants."""
+    by_value = step.options.shape_values
+    floats = [s for k, s in enumerate(step.inputs) if s != 0 and k not in by_value]
+    if not floats or any(s not in types for s in floats):
         return
     dtype = types[floats[0]][0]
     if any(types[s][0] is not dtype for s in floats):
         return
-    shapes = [None if s == 0 else types[s][1] if s in types else constants[s] for s in step.inputs]
+    shapes: list[Any] = [types[s][1] if s in types else None for s in step.inputs]
+    for k in by_value:
+        if k < len(step.inputs) and step.inputs[k] != 0:
+            value = constants.get(step.inputs[k])
+            if value.__class__ is not np.ndarray or value.dtype.kind not in "iu":
+                return
+            shapes[k] = value
     assert step.options.float_shape is not None
     shape = step.options.float_shape(*shapes, **step.kwargs)
     if len(step.outputs) == 1:
@@ -424,11 +430,6 @@ def _record_float_shape(step: Step, types: dict[int, _Type], constants: dict[int
     for out, one in zip(step.outputs, shape or ()):
         if one and out > 1:
             types[out] = (dtype, tuple(one))
-
-
-def _by_value(value: Any) -> bool:
-    """Whether a plan constant is passed to ``float_shape`` as its value: an array that is not float."""
-    return value.__class__ is np.ndarray and value.dtype.kind in "iub"
 
 
 def failed_step(codes: list[CodeType], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:

@@ -70,9 +70,10 @@ class KernelOptions:
             (a shape with None for a size not known, or None when that is not certain: a 0-d
             result, a shape that cannot be worked out), so a plan that knows its inputs' types
             knows the result's (MatMul, Gemm, Transpose; with ``fresh_output`` the plan may
-            then write a later result into it). An input that is a constant of the plan but
-            not a float array (Split's sizes) is passed as its value; a kernel with several
-            outputs gives a list of shapes (Split), one per output, or None.
+            then write a later result into it). A kernel with several outputs gives a list
+            of shapes (Split), one per output, or None.
+        shape_values: the input positions ``float_shape`` receives by value: integer
+            constants of the plan (Split's sizes); the step stays untyped when one is not.
     """
 
     returns_one: bool = False
@@ -86,6 +87,7 @@ class KernelOptions:
     with_epilogue: Kernel | None = None
     epilogue: Kernel | None = None
     float_shape: Kernel | None = None
+    shape_values: tuple[int, ...] = ()
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -132,6 +134,7 @@ def kernel(
     with_epilogue: Kernel | None = None,
     epilogue: Kernel | None = None,
     float_shape: Kernel | None = None,
+    shape_values: tuple[int, ...] = (),
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -153,6 +156,7 @@ def kernel(
         with_epilogue: its variant with an activation and a residual fused.
         epilogue: what ``with_epilogue`` calls it when it follows such a kernel.
         float_shape: its result's shape on builtin float arrays.
+        shape_values: the inputs ``float_shape`` reads by value.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -170,6 +174,7 @@ def kernel(
         with_epilogue,
         epilogue,
         float_shape,
+        shape_values,
     )
     if options == NO_OPTIONS:
         options = NO_OPTIONS

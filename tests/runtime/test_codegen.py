@@ -305,3 +305,16 @@ def test_split_sizes_that_do_not_add_up_still_raise_the_kernels_error() -> None:
     sess = _session(nodes, [H.make_tensor_value_info("x", f, [4, 12])], [H.make_tensor_value_info("m", f, None)], inits)
     with pytest.raises(RuntimeFailure, match="Split"):
         sess.run(None, {"x": np.zeros((4, 12), np.float32)})
+
+
+def test_an_integer_constant_input_leaves_matmul_untyped() -> None:
+    """Only the inputs a kernel declares (``shape_values``) are read by value: a MatMul with an
+    integer constant (numpy promotes to float64) keeps the kernel's own result type."""
+    nodes = [H.make_node("MatMul", ["x", "w"], ["m"]), H.make_node("Add", ["m", "m"], ["a"])]
+    inits = [numpy_helper.from_array(np.arange(16, dtype=np.int64).reshape(4, 4), "w")]
+    f = TensorProto.FLOAT
+    sess = _session(nodes, [H.make_tensor_value_info("x", f, [4, 4])], [H.make_tensor_value_info("a", f, None)], inits)
+    x = np.random.default_rng(4).standard_normal((4, 4)).astype(np.float32)
+    (got,) = sess.run(None, {"x": x})
+    (ref,) = _run_steps(sess._plan, [x], None, None)
+    assert got.dtype == ref.dtype and _bits(got) == _bits(ref)

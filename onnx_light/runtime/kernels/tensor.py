@@ -306,7 +306,7 @@ def split_2(
     return _split(x, split, axis, _num_outputs)
 
 
-@kernel("", "Split", since=13, float_shape=_split_shapes)
+@kernel("", "Split", since=13, float_shape=_split_shapes, shape_values=(1,))
 def split_13(
     x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
@@ -315,7 +315,7 @@ def split_13(
     return _split(x, sizes, axis, _num_outputs)
 
 
-@kernel("", "Split", since=18, float_shape=_split_shapes)
+@kernel("", "Split", since=18, float_shape=_split_shapes, shape_values=(1,))
 def split_18(
     x: np.ndarray,
     split: np.ndarray | None = None,
