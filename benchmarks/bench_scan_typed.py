@@ -22,9 +22,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-import onnx_light  # noqa: E402
 from bench_gradient import recurrent_model  # noqa: E402
 from bench_recurrent import _gradient_feeds  # noqa: E402
+
+import onnx_light  # noqa: E402
 from onnx_light.runtime import InferenceSession  # noqa: E402
 from onnx_light.runtime._codegen import generate  # noqa: E402
 
