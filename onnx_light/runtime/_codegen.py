@@ -109,12 +109,14 @@ def _generate(
     types, guard = em.promised_types() if typed and plan.input_types else ({}, [])
     lines = ["def plan(feeds, scope):"]
     ins = [em.target(s) for s in plan.input_slots]
-    lines.append(f"    ({', '.join(ins)},) = feeds" if ins else "    pass")
     captured = [f"v{plan.slot_of[n]} = scope[{n!r}]" for n in plan.captured]
+    unpack = [f"({', '.join(ins)},) = feeds"] if ins else []
     if guard:
-        assert not captured
+        # a subgraph's typed feeds and its captured values: both read on the first line
+        lines.append("    " + ("; ".join(unpack + captured) or "pass"))
         lines.append(f"    if not ({' and '.join(f'({g})' for g in guard)}): return _untyped(feeds, scope)")
     else:
+        lines.append("    " + ("; ".join(unpack) or "pass"))
         lines.append("    " + ("; ".join(captured) if captured else "pass"))
     assert len(lines) == FIRST_LINE - 1
     # slots holding arrays that only their local variable references (none of the kernels that
@@ -210,7 +212,7 @@ class _Emitter:
         typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name) if types else None
         stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh)
         if typed_stmt is None and types and options.float_shape is not None:
-            _record_float_shape(step, types)
+            _record_float_shape(step, types, self.plan.constants)
         if not options.makes_new_arrays:
             fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
         elif typed_stmt is not None or ufunc is not None or options.fresh_output:
@@ -409,20 +411,33 @@ def _typed_step(
     return stmt
 
 
-def _record_float_shape(step: Step, types: dict[int, _Type]) -> None:
-    """Records the type of the result of a step whose kernel declares ``float_shape``, when its
-    present inputs are all proven arrays of one builtin float dtype."""
-    present = [s for s in step.inputs if s != 0]
-    if len(step.outputs) != 1 or not present or any(s not in types for s in present):
+def _record_float_shape(step: Step, types: dict[int, _Type], constants: dict[int, Any]) -> None:
+    """Records the types of the results of a step whose kernel declares ``float_shape``, when
+    its present inputs are all proven arrays of one builtin float dtype, but for those it
+    reads by value (``shape_values``), which must be integer constants."""
+    by_value = step.options.shape_values
+    floats = [s for k, s in enumerate(step.inputs) if s != 0 and k not in by_value]
+    if not floats or any(s not in types for s in floats):
         return
-    dtype = types[present[0]][0]
-    if any(types[s][0] is not dtype for s in present):
+    dtype = types[floats[0]][0]
+    if any(types[s][0] is not dtype for s in floats):
         return
-    shapes = [types[s][1] if s != 0 else None for s in step.inputs]
+    shapes: list[Any] = [types[s][1] if s in types else None for s in step.inputs]
+    for k in by_value:
+        if k < len(step.inputs) and step.inputs[k] != 0:
+            value = constants.get(step.inputs[k])
+            if value.__class__ is not np.ndarray or value.dtype.kind not in "iu":
+                return
+            shapes[k] = value
     assert step.options.float_shape is not None
     shape = step.options.float_shape(*shapes, **step.kwargs)
-    if shape:  # a 0-d result may be a numpy scalar
-        types[step.outputs[0]] = (dtype, tuple(shape))
+    if len(step.outputs) == 1:
+        if shape:  # a 0-d result may be a numpy scalar
+            types[step.outputs[0]] = (dtype, tuple(shape))
+        return
+    for out, one in zip(step.outputs, shape or ()):
+        if one and out > 1:
+            types[out] = (dtype, tuple(one))
 
 
 def failed_step(codes: list[CodeType], tb: TracebackType | None) -> tuple[int, dict[str, Any]] | None:

@@ -90,6 +90,8 @@ class Plan:
     #: a subgraph's declared output types, ``(numpy dtype or None, shape or None)`` (a shape
     #: only when every dim is known): what Loop and Scan give an empty scan output
     output_types: list[tuple[np.dtype | None, tuple[int, ...] | None]] = field(default_factory=list)
+    #: whether :func:`specialise_to_scope` has run (a loop body specialises once, on its first run)
+    scope_specialised: bool = False
 
     def initial_values(self) -> list[Any]:
         values: list[Any] = [None] * self.n_slots
@@ -105,6 +107,18 @@ _TYPED_FLOATS: dict[int, np.dtype] = {1: np.dtype(np.float32), 10: np.dtype(np.f
 
 def _elem_type(vi: Any) -> int:
     return int(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type") else 0
+
+
+def _input_type(vi: Any) -> tuple[int, list[int | str | None] | None]:
+    """``(elem_type, shape)`` a subgraph input declares (shape None: no rank declared).
+
+    The plan specialises on it only behind a check of every feed (a feed that breaks the
+    declaration runs the untyped twin), so a body's declared types never change results.
+    """
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return _elem_type(vi), None
+    return _elem_type(vi), [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
 
 
 def _declared_type(vi: Any) -> tuple[np.dtype | None, tuple[int, ...] | None]:
@@ -333,6 +347,26 @@ def compile_graph(
     return plan
 
 
+def specialise_to_scope(plan: Plan, scope: dict[str, Any]) -> None:
+    """Regenerates a subgraph plan's function once, typed by its captured values as well.
+
+    A loop body runs many times with the same captured values (a Scan body's weights); the
+    compiler cannot know their types, and a step reading an untyped value makes every value
+    after it untyped. The captured float arrays of ``scope`` join ``plan.input_types`` with
+    their exact dtype and shape; the function checks them on every call like its feeds and
+    runs the untyped twin when a later scope breaks the promise, so results never change.
+    """
+    plan.scope_specialised = True
+    added = False
+    for name in plan.captured:
+        value = scope.get(name)
+        if value.__class__ is np.ndarray and any(value.dtype is d for d in _TYPED_FLOATS.values()):
+            plan.input_types[plan.slot_of[name]] = (value.dtype, value.shape)
+            added = True
+    if added:
+        plan.fast = generate(plan)
+
+
 def _optimised(
     steps: list[Step], constants: dict[int, Any], keep: set[int], new_slot: Callable[[], int], outputs: list[int]
 ) -> tuple[list[Step], dict[int, Any]]:
@@ -431,6 +465,7 @@ class _Compiler:
                 inliner.functions.values(),
                 outer=set(scope),
                 bit_values=(bits & scope) | {i.name for i in g.input if _elem_type(i) in _BIT_FLOATS},
+                input_types={i.name: _input_type(i) for i in g.input if _elem_type(i)},
                 fuse=fuse,
             )
             plan.output_types = [_declared_type(o) for o in g.output]

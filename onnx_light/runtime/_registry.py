@@ -70,7 +70,10 @@ class KernelOptions:
             (a shape with None for a size not known, or None when that is not certain: a 0-d
             result, a shape that cannot be worked out), so a plan that knows its inputs' types
             knows the result's (MatMul, Gemm, Transpose; with ``fresh_output`` the plan may
-            then write a later result into it).
+            then write a later result into it). A kernel with several outputs gives a list
+            of shapes (Split), one per output, or None.
+        shape_values: the input positions ``float_shape`` receives by value: integer
+            constants of the plan (Split's sizes); the step stays untyped when one is not.
         zero_pad: the kernel places its first input in a zero tensor when its inputs after the
             first are constants: ``zero_pad(*those, **attributes)`` gives the pads (the starts,
             then the ends, one per axis, none negative), or None when it is not (Pad).
@@ -91,6 +94,7 @@ class KernelOptions:
     float_shape: Kernel | None = None
     zero_pad: Kernel | None = None
     sums_inputs: bool = False
+    shape_values: tuple[int, ...] = ()
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -139,6 +143,7 @@ def kernel(
     float_shape: Kernel | None = None,
     zero_pad: Kernel | None = None,
     sums_inputs: bool = False,
+    shape_values: tuple[int, ...] = (),
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -162,6 +167,7 @@ def kernel(
         float_shape: its result's shape on builtin float arrays.
         zero_pad: the pads when it places its input in zeros (Pad).
         sums_inputs: it is the element-wise sum of its inputs (Sum).
+        shape_values: the inputs ``float_shape`` reads by value.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -181,6 +187,7 @@ def kernel(
         float_shape,
         zero_pad,
         sums_inputs,
+        shape_values,
     )
     if options == NO_OPTIONS:
         options = NO_OPTIONS

@@ -254,3 +254,70 @@ def test_dying_matmul_results_take_binary_answers(declared: bool, dtype: type) -
         theirs = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         for g, w in zip(got, theirs.run(None, feeds)):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("split", "axis", "num_outputs", "sizes"),
+    [
+        ([4, 8], 1, None, [4, 8]),
+        ([4, 8], -1, None, [4, 8]),
+        (None, 1, 2, [6, 6]),
+        (None, 1, 5, [3, 3, 3, 3, 0]),  # equal parts of ceil(12 / 5), the last one smaller
+        ([12, 0], 1, None, [12, 0]),
+    ],
+)
+def test_split_and_concat_results_are_typed_and_match_the_kernels(
+    split: Any, axis: int, num_outputs: Any, sizes: list[int]
+) -> None:
+    """Split (sizes from a constant or equal parts) and Concat record their results' types, so
+    the element-wise steps after them run typed (in place where a buffer dies); bitwise equal."""
+    from onnx_light.runtime._codegen import _record_float_shape
+
+    n = num_outputs or 2
+    outs = [f"s{k}" for k in range(n)]
+    split_in = ["x", "sizes"] if split is not None else ["x"]
+    attrs = {"axis": axis} | ({"num_outputs": num_outputs} if num_outputs else {})
+    nodes = [H.make_node("Split", split_in, outs, **attrs)]
+    nodes += [H.make_node("Mul", [o, o], [f"m{k}"]) for k, o in enumerate(outs)]
+    nodes += [H.make_node("Concat", [f"m{k}" for k in range(n)], ["c"], axis=axis), H.make_node("Tanh", ["c"], ["t"])]
+    inits = [numpy_helper.from_array(np.array(split, np.int64), "sizes")] if split is not None else []
+    f = TensorProto.FLOAT
+    sess = _session(nodes, [H.make_tensor_value_info("x", f, [4, 12])], [H.make_tensor_value_info("t", f, None)], inits)
+    x = np.random.default_rng(3).standard_normal((4, 12)).astype(np.float32)
+    (got,) = sess.run(None, {"x": x})
+    (ref,) = _run_steps(sess._plan, [x], None, None)
+    assert _bits(got) == _bits(ref) and _bits(got) == _bits(np.tanh(x * x))
+    types = dict(sess._plan.input_types)
+    split_step = sess._plan.steps[0]
+    _record_float_shape(split_step, types, sess._plan.constants)
+    assert [types[s][1] for s in split_step.outputs] == [(4, k) for k in sizes]
+
+
+def test_split_sizes_that_do_not_add_up_still_raise_the_kernels_error() -> None:
+    from onnx_light.runtime.kernels.tensor import _concat_shape, _split_shapes
+
+    assert _split_shapes((4, 12), np.array([4, 4], np.int64), axis=1, _num_outputs=2) is None
+    assert _split_shapes((4, None), np.array([4, 4], np.int64), axis=1, _num_outputs=2) == [(4, 4), (4, 4)]
+    assert _split_shapes((4, 12), None, axis=2, _num_outputs=2) is None
+    assert _concat_shape((2, 3), (2, None), axis=1) == (2, None)
+    assert _concat_shape((2, 3), (5, 3), axis=1) is None
+    assert _concat_shape((2, 3), (2, 3, 1), axis=0) is None
+    nodes = [H.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1), H.make_node("Mul", ["a", "b"], ["m"])]
+    inits = [numpy_helper.from_array(np.array([4, 4], np.int64), "sizes")]
+    f = TensorProto.FLOAT
+    sess = _session(nodes, [H.make_tensor_value_info("x", f, [4, 12])], [H.make_tensor_value_info("m", f, None)], inits)
+    with pytest.raises(RuntimeFailure, match="Split"):
+        sess.run(None, {"x": np.zeros((4, 12), np.float32)})
+
+
+def test_an_integer_constant_input_leaves_matmul_untyped() -> None:
+    """Only the inputs a kernel declares (``shape_values``) are read by value: a MatMul with an
+    integer constant (numpy promotes to float64) keeps the kernel's own result type."""
+    nodes = [H.make_node("MatMul", ["x", "w"], ["m"]), H.make_node("Add", ["m", "m"], ["a"])]
+    inits = [numpy_helper.from_array(np.arange(16, dtype=np.int64).reshape(4, 4), "w")]
+    f = TensorProto.FLOAT
+    sess = _session(nodes, [H.make_tensor_value_info("x", f, [4, 4])], [H.make_tensor_value_info("a", f, None)], inits)
+    x = np.random.default_rng(4).standard_normal((4, 4)).astype(np.float32)
+    (got,) = sess.run(None, {"x": x})
+    (ref,) = _run_steps(sess._plan, [x], None, None)
+    assert got.dtype == ref.dtype and _bits(got) == _bits(ref)

@@ -27,6 +27,20 @@ def _empty(body: Any, k: int) -> np.ndarray:
     return np.zeros((0, *(shape or ())), dtype=dtype or np.float32)
 
 
+def _builtin_dtype(value: Any) -> Any:
+    """``value`` as a view of numpy's builtin float dtype when its dtype is an equal copy.
+
+    Arrays made from tensor bytes may carry an equal but distinct ``dtype`` object; a body
+    plan typed by its declared inputs checks the dtype by identity and would run its untyped
+    (slower) twin at every step.
+    """
+    if value.__class__ is np.ndarray and value.dtype.kind == "f" and value.dtype.isnative:
+        builtin = np.dtype(value.dtype.char)
+        if value.dtype is not builtin and value.dtype == builtin and not value.dtype.metadata:
+            return value.view(builtin)
+    return value
+
+
 def _split_scope(args: tuple[Any, ...], names: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
     """The node's own inputs, and the captured outer values by name."""
     if not names:
@@ -89,14 +103,17 @@ def scan(
     """Iterates ``body`` over slices of the scan inputs, carrying state."""
     own, scope = _split_scope(args, _captured)
     n_state = len(own) - num_scan_inputs
-    state, xs = own[:n_state], own[n_state:]
+    state, xs = [_builtin_dtype(v) for v in own[:n_state]], [_builtin_dtype(x) for x in own[n_state:]]
     in_axes = scan_input_axes or [0] * num_scan_inputs
     in_dirs = scan_input_directions or [0] * num_scan_inputs
     xs = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes)]
     xs = [x[::-1] if d else x for x, d in zip(xs, in_dirs)]
     steps = xs[0].shape[0] if xs else 0
     n_out = len(body.output_slots) - n_state
-    from .._plan import run_plan  # the plan module imports the kernels; import late
+    from .._plan import run_plan, specialise_to_scope  # the plan module imports the kernels; import late
+
+    if scope and not body.scope_specialised:
+        specialise_to_scope(body, scope)
 
     # the body's plan is compiled once (with the node); per step only the feeds list is built and
     # each scan output slice is written into its stacked buffer (allocated at the first step)

@@ -227,7 +227,28 @@ def trilu(x: np.ndarray, k: np.ndarray | None = None, *, upper: int = 1) -> np.n
 # ----------------------------------------------------------------------------- joining
 
 
-@kernel("", "Concat", since=(4, 11, 13))
+def _concat_shape(*shapes: tuple[int | None, ...] | None, axis: int) -> tuple[int | None, ...] | None:
+    """Concat's result shape: the sizes along ``axis`` added (None where one is not known)."""
+    if not shapes or any(s is None or len(s) != len(shapes[0] or ()) for s in shapes) or not shapes[0]:
+        return None
+    rank = len(shapes[0])
+    if not -rank <= axis < rank:
+        return None
+    axis %= rank
+    out: list[int | None] = []
+    for j in range(rank):
+        dims = [s[j] for s in shapes if s is not None]
+        if j == axis:
+            out.append(None if None in dims else sum(d for d in dims if d is not None))
+        else:
+            known = {d for d in dims if d is not None}
+            if len(known) > 1:
+                return None
+            out.append(known.pop() if known else None)
+    return tuple(out)
+
+
+@kernel("", "Concat", since=(4, 11, 13), returns_one=True, fresh_output=True, float_shape=_concat_shape)
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Concat: joins the inputs along ``axis``."""
     return np.concatenate(inputs, axis=axis).view(inputs[0].dtype)
@@ -250,7 +271,34 @@ def _split(x: np.ndarray, sizes: list[int] | None, axis: int, n: int) -> tuple[n
     return tuple(out)
 
 
-@kernel("", "Split", since=(2, 11))
+def _split_shapes(
+    x: tuple[int | None, ...],
+    split: Any = None,
+    *,
+    axis: int = 0,
+    num_outputs: int | None = None,
+    _num_outputs: int = 1,
+) -> list[tuple[int | None, ...]] | None:
+    """The shapes of Split's outputs (``split``: the sizes, an attribute list or the constant
+    input's value); None when they are not certain (the kernel then raises or decides)."""
+    n = num_outputs or _num_outputs
+    if not x or not -len(x) <= axis < len(x):
+        return None
+    axis %= len(x)
+    dim = x[axis]
+    if split is None:
+        if dim is None or n < 1:
+            return None
+        chunk = -(-dim // n)
+        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    else:
+        sizes = [int(v) for v in np.asarray(split).reshape(-1)]
+    if len(sizes) != _num_outputs or min(sizes, default=0) < 0 or (dim is not None and sum(sizes) != dim):
+        return None
+    return [(*x[:axis], size, *x[axis + 1 :]) for size in sizes]
+
+
+@kernel("", "Split", since=(2, 11), float_shape=_split_shapes)
 def split_2(
     x: np.ndarray, *, axis: int = 0, split: list[int] | None = None, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
@@ -258,7 +306,7 @@ def split_2(
     return _split(x, split, axis, _num_outputs)
 
 
-@kernel("", "Split", since=13)
+@kernel("", "Split", since=13, float_shape=_split_shapes, shape_values=(1,))
 def split_13(
     x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
@@ -267,7 +315,7 @@ def split_13(
     return _split(x, sizes, axis, _num_outputs)
 
 
-@kernel("", "Split", since=18)
+@kernel("", "Split", since=18, float_shape=_split_shapes, shape_values=(1,))
 def split_18(
     x: np.ndarray,
     split: np.ndarray | None = None,
