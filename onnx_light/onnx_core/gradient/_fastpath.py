@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._attributes import get_attribute_value, make_attribute
+from .._attributes import get_attribute_value, graph_copy, make_attribute
 from .._proto import AttributeProto, GraphProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
 from ._types import ValueType
@@ -117,20 +117,6 @@ def attribute(name: str, value: Any) -> AttributeProto:
             attr._type = _GRAPH
             return attr
     return make_attribute(name, value)
-
-
-def graph_copy(graph: GraphProto) -> GraphProto | None:
-    """A deep copy of ``graph`` through the wire format (None when it does not serialise).
-
-    The same message as ``copy.deepcopy(graph)`` (the codec round-trips every field,
-    unknown ones included), several times faster: the copy's nodes are decoded by the
-    codec when first read instead of by ``MergeFrom``'s walk over every field of every
-    message of the body (a recurrent node's backward Scan bodies hold hundreds).
-    """
-    try:
-        return GraphProto.FromString(graph.SerializeToString())
-    except Exception:  # a field the codec cannot write: the caller copies the usual way
-        return None
 
 
 def copy_node(node: NodeProto, outputs: list[str]) -> NodeProto:
