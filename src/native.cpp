@@ -9,9 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
-#include <type_traits>
 
-#include "simd.h"
 
 namespace nb = nanobind;
 
@@ -28,47 +26,6 @@ template <typename T>
 using In4 = nb::ndarray<const T, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 template <typename T>
 using Out4 = nb::ndarray<nb::numpy, T, nb::ndim<4>>;
-
-#if ONNX_LIGHT_AVX512
-// max(a, b), NaN if either is NaN (as numpy's maximum, the twin's)
-AVX512 inline __m512 max_nan(__m512 a, __m512 b) {
-    const __m512 m = _mm512_max_ps(b, a);  // a where either is NaN
-    return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), b);
-}
-
-// Max pooling with windows two columns wide at column stride 2 (the common 2x2 / stride 2
-// pool, any window height), float32, no indices: per output row, the maximum over the
-// window's rows is taken 32 input columns at a time, then the even and odd columns are
-// split apart with two permutes and compared.
-AVX512 void max_pool_w2s2(const float *x, float *y, int64_t planes, int64_t hp, int64_t wp, int64_t kh, int64_t sh,
-                          int64_t dh, int64_t oh, int64_t ow) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int64_t p = 0; p < planes; ++p) {
-        const float *plane = x + p * hp * wp;
-        for (int64_t i = 0; i < oh; ++i) {
-            float *yrow = y + (p * oh + i) * ow;
-            for (int64_t j = 0; j < ow; j += 16) {
-                const int64_t inputs = 2 * std::min<int64_t>(16, ow - j);
-                const __mmask16 lo = inputs >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << inputs) - 1);
-                const __mmask16 hi = inputs >= 32   ? 0xFFFF
-                                     : inputs <= 16 ? 0
-                                                    : static_cast<__mmask16>((1u << (inputs - 16)) - 1);
-                const float *src = plane + i * sh * wp + 2 * j;
-                __m512 a = _mm512_maskz_loadu_ps(lo, src), b = _mm512_maskz_loadu_ps(hi, src + 16);
-                for (int64_t r = 1; r < kh; ++r) {
-                    const float *row = src + r * dh * wp;
-                    a = max_nan(a, _mm512_maskz_loadu_ps(lo, row));
-                    b = max_nan(b, _mm512_maskz_loadu_ps(hi, row + 16));
-                }
-                const __m512 m = max_nan(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
-                _mm512_mask_storeu_ps(yrow + j, static_cast<__mmask16>((1u << (inputs / 2)) - 1), m);
-            }
-        }
-    }
-}
-
-#endif  // ONNX_LIGHT_AVX512
 
 // The indexed loop of max_pool2d: per output, the running maximum and its tap in registers,
 // branch-free selects (a compare-and-branch per tap mispredicts on ReLU outputs, and the
@@ -126,21 +83,6 @@ nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, 
     T *y = new T[out_size ? out_size : 1];
     int64_t *idx = want_indices ? new int64_t[out_size ? out_size : 1] : nullptr;
     const T *x = xp.data();
-#if ONNX_LIGHT_AVX512
-    if constexpr (std::is_same_v<T, float>) {
-        if (!want_indices && kw == 2 && sw == 2 && dw == 1 && has_avx512f()) {
-            {
-                nb::gil_scoped_release release;
-                max_pool_w2s2(x, y, n * c, hp, wp, kh, sh, dh, oh, ow);
-            }
-            nb::capsule owner(y, [](void *ptr) noexcept { delete[] static_cast<T *>(ptr); });
-            return nb::make_tuple(Out4<T>(y, {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(oh),
-                                              static_cast<size_t>(ow)},
-                                          owner),
-                                  nb::none());
-        }
-    }
-#endif
     {
         nb::gil_scoped_release release;
         if (idx && kh == 2 && kw == 2) {
