@@ -55,11 +55,7 @@ def test_emitted_ops_have_rules(case: Case) -> None:
 # one row per op family member whose backward graph is itself smooth at the inputs
 SECOND_ORDER = [c for c in CASES if len(c.xs) >= 1 and np.dtype(c.dtype) == np.float64]
 #: rows whose backward graph is refused when differentiated again, and why
-NOT_TWICE = {
-    # the reverse Loop's list of gradients is a sum of two contributions (SequenceMap), which
-    # the reverse sweep of a second differentiation cannot undo (see _loop_sequences)
-    "Loop_sequence_read_in_body": "a carried list read in the body: its gradient list is a SequenceMap sum",
-}
+NOT_TWICE: dict[str, str] = {}
 
 
 def _second_order_param(case: Case) -> object:

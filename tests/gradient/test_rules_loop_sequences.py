@@ -253,3 +253,56 @@ def test_loop_sequence_refusals(nodes: list[Any], message: str) -> None:
     with pytest.raises(ol.GradientError, match=message) as info:
         gradient(_refused(nodes))
     assert "ai.onnx::Loop" in str(info.value)
+
+
+def _second_order(case: Case, x: str) -> tuple[Any, Any, dict[str, np.ndarray], np.ndarray]:
+    """(first backward, second backward wrt ``x`` of grad_x, the second's feeds, H v by central
+    differences of the first gradient along v), in float64."""
+    from gradcheck import backward_feeds, run_forward
+
+    rng = np.random.default_rng(5)
+    model, bwd = gradient(case)
+    feeds = dict(case.inputs)
+    y = case.y or case.nodes[-1].output[0]
+    base = backward_feeds(bwd, feeds, np.ones(np.shape(run_forward(model, feeds, y))), model)
+    v = rng.standard_normal(feeds[x].shape)
+    first = ol.runtime.InferenceSession(bwd)
+
+    def at(t: float) -> np.ndarray:
+        return first.run([f"grad_{x}"], {**base, x: base[x] + t * v})[0]
+
+    numeric = (at(1e-5) - at(-1e-5)) / 2e-5
+    second = ol.GradientOfFunction(bwd, [x], f"grad_{x}", allow_unused=True)
+    feeds2 = {n: base[n] for n in second.input[:-1]}
+    feeds2[second.input[-1]] = v
+    return bwd, second, feeds2, numeric
+
+
+CLOSURE_ROWS = [c for c in LOOP_SEQUENCE_CASES if c.name in ("Loop_sequence_read_in_body", "Loop_sequence_push_pop")]
+
+
+@pytest.mark.parametrize("x", ["h0", "W", "a"])
+@pytest.mark.parametrize("case", CLOSURE_ROWS, ids=lambda c: c.name)
+def test_loop_sequence_twice_reverse_over_reverse(case: Case, x: str) -> None:
+    """Closure: the backward graph of a Loop carrying (and reading) a list is differentiated
+    again; H v matches central differences of the first gradient, and onnxruntime runs the
+    second-order graph (full checker first) to the same numbers."""
+    import onnx
+    import onnxruntime as ort
+    from gradcheck import backward_model
+
+    _, second, feeds2, numeric = _second_order(case, x)
+    (hv,) = ol.runtime.InferenceSession(second).run(None, feeds2)
+    np.testing.assert_allclose(hv, numeric, rtol=1e-6, atol=1e-8)
+    wrapped = backward_model(second, feeds2)
+    onnx.checker.check_model(wrapped, full_check=True)
+    sess = ort.InferenceSession(wrapped.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, feeds2)[0], hv, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("case", CLOSURE_ROWS, ids=lambda c: c.name)
+def test_loop_sequence_twice_forward_over_reverse(case: Case) -> None:
+    """Forward mode over the backward graph of a Loop carrying a list: H t vs central differences."""
+    from gradcheck import check_forward_over_reverse
+
+    check_forward_over_reverse(case)

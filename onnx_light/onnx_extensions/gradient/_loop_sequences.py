@@ -19,10 +19,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper, numpy_helper
-from ...onnx_core.gradient import GradContext
+from ...onnx_core.gradient import GradContext, ValueType
+from ...onnx_core.gradient._sequences import sum_body
 from ._subgraph import seq_elem_type
 
-__all__ = ["Step", "sequence_states", "undo_steps", "record_erased", "erases", "undo_nodes", "sequence_infos"]
+__all__ = [
+    "Step",
+    "sequence_states",
+    "undo_steps",
+    "record_erased",
+    "erases",
+    "undo_nodes",
+    "sequence_infos",
+    "insert_sums",
+]
 
 
 def sequence_states(ctx: GradContext, body: GraphProto, inputs: list[str]) -> dict[int, int]:
@@ -162,3 +172,65 @@ def sequence_infos(nodes: list[NodeProto], dtype: int) -> list[ValueInfoProto]:
     seq_ops = ("SequenceErase", "SequenceInsert", "Identity")
     names = [o for n in nodes if n.op_type in seq_ops for o in n.output]
     return [helper.make_tensor_sequence_value_info(name, dtype, None) for name in names]
+
+
+def _producers(nodes: list[NodeProto]) -> dict[str, int]:
+    return {o: k for k, node in enumerate(nodes) for o in node.output if o}
+
+
+def _one_hot(nodes: list[NodeProto], producer: dict[str, int], name: str) -> NodeProto | None:
+    """The SequenceInsert making ``name`` a one-hot sequence (SequenceAt's gradient: zeros like
+    the list, one erased and a tensor inserted back at a constant position), else None."""
+    k = producer.get(name)
+    insert = nodes[k] if k is not None else None
+    if insert is None or insert.op_type != "SequenceInsert":
+        return None
+    k = producer.get(insert.input[0])
+    erase = nodes[k] if k is not None else None
+    if erase is None or erase.op_type != "SequenceErase" or len(erase.input) < 2:
+        return None
+    k = producer.get(erase.input[0])
+    zeros = nodes[k] if k is not None else None
+    if zeros is None or zeros.op_type != "SequenceMap" or zeros.attribute[0].g.name != "zeros_like":
+        return None
+    return insert
+
+
+def insert_sums(ctx: GradContext, nodes: list[NodeProto], grads: list[tuple[str, int]]) -> list[ValueInfoProto]:
+    """Rewrites in ``nodes`` the element-wise sums producing the sequence gradients ``grads``
+    (name, element type; a SequenceMap 'sequence_sum') whose terms include one-hot sequences (a SequenceAt's
+    gradient inside the body): the tensor is added into the other terms' sum at its position,
+    by SequenceAt, Add, SequenceErase and SequenceInsert. A second differentiation's reverse
+    sweep undoes those (it cannot undo a sum). Returns the new sequences' types."""
+    infos: list[ValueInfoProto] = []
+    for grad, dtype in grads:
+        producer = _producers(nodes)
+        k = producer.get(grad)
+        while k is not None and nodes[k].op_type == "Identity":
+            k = producer.get(nodes[k].input[0])
+        if k is None or nodes[k].op_type != "SequenceMap" or nodes[k].attribute[0].g.name != "sequence_sum":
+            continue
+        node = nodes[k]
+        hots = [h for h in (_one_hot(nodes, producer, p) for p in node.input) if h is not None]
+        rest = [p for p in node.input if _one_hot(nodes, producer, p) is None]
+        if not hots or not rest:
+            continue
+        new: list[NodeProto] = []
+        total = rest[0]
+        if len(rest) > 1:
+            total = ctx.fresh_name("seq_sum")
+            body = sum_body(ValueType(dtype, None), len(rest), ctx.fresh_name)
+            new.append(helper.make_node("SequenceMap", rest, [total], body=body))
+            infos.append(helper.make_tensor_sequence_value_info(total, dtype, None))
+        for hot in hots:
+            erase_at = nodes[producer[hot.input[0]]].input[1]
+            old, cut, summed = ctx.fresh_name("seq_elem"), ctx.fresh_name("seq_cut"), ctx.fresh_name("seq_elem")
+            out = node.output[0] if hot is hots[-1] else ctx.fresh_name("seq_sum")
+            new.append(helper.make_node("SequenceAt", [total, erase_at], [old]))
+            new.append(helper.make_node("Add", [old, hot.input[1]], [summed]))
+            new.append(helper.make_node("SequenceErase", [total, erase_at], [cut]))
+            new.append(helper.make_node("SequenceInsert", [cut, summed, *hot.input[2:]], [out]))
+            total = out
+        infos += sequence_infos(new, dtype)
+        nodes[k : k + 1] = new
+    return infos

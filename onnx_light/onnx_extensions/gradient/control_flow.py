@@ -20,7 +20,16 @@ from typing import Any
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents, ValueType
 from ._forward_subgraph import jvp_nodes, pruned
-from ._loop_sequences import Step, erases, record_erased, sequence_infos, sequence_states, undo_nodes, undo_steps
+from ._loop_sequences import (
+    Step,
+    erases,
+    insert_sums,
+    record_erased,
+    sequence_infos,
+    sequence_states,
+    undo_nodes,
+    undo_steps,
+)
 from ._recurrent_cache import Built, cached_rule, optimized
 from ._recurrent_lowering import lower_recurrent, tape_from_outputs
 from ._subgraph import elem_type, graph_with_types, seq_elem_type, tensor_info, vjp_nodes
@@ -318,6 +327,11 @@ def _zeros_state(ctx: GradContext, value: str, seq_dtype: int | None) -> str:
     return ctx.zeros_like(value) if seq_dtype is None else zeros_sequence(ctx, value, ValueType(seq_dtype, None))
 
 
+def _seq_dtype(body: GraphProto, j: int) -> int:
+    """The element type the body declares for its carried sequence ``j``."""
+    return seq_elem_type(body.input[2 + j]) or seq_elem_type(body.output[1 + j])
+
+
 def _loop_backward_body(
     ctx: GradContext,
     body: GraphProto,
@@ -344,6 +358,8 @@ def _loop_backward_body(
     xs = [body.input[2 + j].name for j in carried] + wrt
     local = [i.name for i in body.input] + list(ds.values()) + list(dys.values())
     nodes, grads, rename, declared = vjp_nodes(ctx, list(body.node), seeds, xs, types, local)
+    seq_grads = [(g, _seq_dtype(body, j)) for g, j in zip(grads, carried) if j in undo]
+    declared += insert_sums(ctx, nodes, seq_grads)
     i_name, cond_in = ctx.fresh_name("i"), ctx.fresh_name("cond")
     idx = rename[body.input[0].name]
     pre = [helper.make_node("Sub", [last, i_name], [idx])]
@@ -356,7 +372,7 @@ def _loop_backward_body(
         undone = undo_nodes(
             ctx, current[j], steps, rename[body.input[2 + j].name], lost.get(j, ""), lost_before.get(j, "")
         )
-        declared += sequence_infos(undone, seq_elem_type(body.input[2 + j]) or seq_elem_type(body.output[1 + j]))
+        declared += sequence_infos(undone, _seq_dtype(body, j))
         pre += undone
     for s in outs:
         pre.append(helper.make_node("Gather", [ctx.output_grads[n + s] or "", idx], [rename[dys[s]]], axis=0))

@@ -121,9 +121,17 @@ def sequence_construct_grad(ctx: GradContext, dy: str) -> Grads:
 
 @rule("", "SequenceAt", since=11, nondiff=(1,))
 def sequence_at_grad(ctx: GradContext, dy: str) -> Grads:
-    """dS = zeros like S, with dY at the position read."""
+    """dS = zeros like S, with dY at the position read (a constant position is kept as it
+    is, so a Loop's reverse sweep can undo the Erase and Insert, see ``_loop_sequences``)."""
     seq, position = ctx.inputs[:2]
     elem = _elem(ctx, seq, ctx.output(0), dy)
+    known = ctx.value(position)
+    if known is not None:
+        p = int(np.asarray(known).reshape(-1)[0])
+        # dY goes back where the erased zeros were, counted in the shorter sequence
+        back = [] if p == -1 else [position if p >= 0 else ctx.ints(p + 1)]
+        zeros = ctx.op.SequenceErase(zeros_sequence(ctx, seq, elem), position)
+        return _declared(ctx, ctx.op.SequenceInsert(zeros, dy, *back), elem), None
     q = _index(ctx, position, seq)
     zeros = ctx.op.SequenceErase(zeros_sequence(ctx, seq, elem), q)
     return _declared(ctx, ctx.op.SequenceInsert(zeros, dy, q), elem), None
