@@ -25,7 +25,7 @@ from ..optimizer._optimize import optimize_own
 from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source, _source_node_ids
 from ._context import FLOAT_TYPES, GradContext
 from ._fastpath import has_subgraph, value_type
-from ._names import DY, EMITTED_OPSET
+from ._names import DY, EMITTED_OPSET, nested_names
 from ._pass import _GradientPass, subgraph_inputs
 from ._registry import GradRegistry, GradRule, JvpFn
 from ._types import UNKNOWN, ValueType
@@ -132,7 +132,7 @@ class _TangentPass(_GradientPass):
         # the tangent of a body renames by name: no emitted name may repeat one of them
         # (only nodes holding a graph are walked: the fields read once by the pass tell which)
         nested = [n for n, f in zip(self.nodes, self._fields) if f[4] and has_subgraph(f[4])]
-        self.counter.taken.update(_nested_names(nested))
+        self.counter.taken.update(nested_names(nested))
         clash = set(self.fwd_in + self.fwd_out) & self.counter.taken
         if clash:
             raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
@@ -357,20 +357,6 @@ class _TangentPass(_GradientPass):
             if t is not None and t.dtype:
                 fn.value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
         return fn
-
-
-def _nested_names(nodes: Iterable[NodeProto]) -> set[str]:
-    """Every name used inside the subgraphs of ``nodes`` (their inputs, outputs and nodes)."""
-    out: set[str] = set()
-    for node in nodes:
-        for attr in node.attribute:
-            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                out.update(i.name for i in [*g.input, *g.output])
-                for n in g.node:
-                    out.update(n.input)
-                    out.update(n.output)
-                out |= _nested_names(g.node)
-    return out
 
 
 def _seeded(t: ValueType, seeds: Seeds) -> ValueType:

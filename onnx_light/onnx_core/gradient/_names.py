@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .._proto import FunctionProto
+from .._proto import FunctionProto, NodeProto
 from ._fastpath import new_node
 
-__all__ = ["GradCounter", "NewGradName", "AccumulateGrad", "EMITTED_OPSET", "DY"]
+__all__ = ["GradCounter", "NewGradName", "AccumulateGrad", "EMITTED_OPSET", "DY", "nested_names"]
 
 #: the default-domain opset of emitted functions (or the source's, if newer)
 EMITTED_OPSET = 21
@@ -92,3 +92,17 @@ class _SeedAccum(dict):
 
     def __setitem__(self, key: str, value: str) -> None:
         self.contributions.append((key, value))
+
+
+def nested_names(nodes: Iterable[NodeProto]) -> set[str]:
+    """Every name used inside the subgraphs of ``nodes`` (their inputs, outputs and nodes)."""
+    out: set[str] = set()
+    for node in nodes:
+        for attr in node.attribute:
+            for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                out.update(i.name for i in [*g.input, *g.output])
+                for n in g.node:
+                    out.update(n.input)
+                    out.update(n.output)
+                out |= nested_names(g.node)
+    return out

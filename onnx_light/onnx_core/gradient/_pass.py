@@ -54,7 +54,7 @@ from ._fastpath import (
     tensor_attribute,
     value_type,
 )
-from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum
+from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum, nested_names
 from ._registry import GradRegistry, GradRule, SeedGradFn, ShortGradFn
 from ._sequences import output_is_sequence, sequence_elem_type, sequence_info, sum_body
 from ._types import INFER, UNKNOWN, NodeInfo, Shape, ValueType, infer_types
@@ -116,6 +116,11 @@ class _GradientPass:
         # the fields of every forward node, read once for all the phases (see _fastpath)
         fields = nodes_fields(nodes)
         clash = self._take_names(fields, free_order)
+        # a rule nesting a body's vector-Jacobian product renames by name: no emitted name may
+        # repeat one defined inside a subgraph (a backward function differentiated again)
+        nested = [n for n, f in zip(nodes, fields) if f[4] and has_subgraph(f[4])]
+        if nested:
+            self.counter.taken.update(nested_names(nested))
         #: value_info entries not read yet, by name (see _api._graph_types); each is read
         #: before anything can look its type up
         self._declared = declared or {}
