@@ -1,12 +1,14 @@
 """A Loop carrying a list (torch's ``list.append`` in a scripted loop): backward/forward time.
 
-    PYTHONPATH=$PWD python benchmarks/bench_loop_sequence.py [--steps 50 200] [--repeat 7]
+    PYTHONPATH=$PWD python benchmarks/bench_loop_sequence.py [--steps 50 200] [--repeat 7] [--rounds 2]
+        [--baseline BWD.onnx]
 
 The forward is ``h <- tanh(h W + b)`` T times, each h appended to a list, the list stacked
 and reduced; the backward is our reverse pass's function (the tape Loop, then the reverse
 Loop carrying the list backwards, SequenceErase per step). Both run in our runtime and in
 onnxruntime (1 intra-op thread), alternating in one process; the table gives the medians
-and backward/forward.
+and backward/forward. ``--baseline``: a backward model saved by another tree (e.g. before a
+change to the rules), run alternating with ours in the same runtime, with its time as a ratio.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=2, help="alternations; the medians over them are shown")
+    parser.add_argument("--baseline", help="a backward model (.onnx) to time against ours, alternating")
     args = parser.parse_args()
     model = _model()
     t0 = time.perf_counter()
@@ -92,6 +96,8 @@ def main() -> None:
             for m in (model, bwd_model)
         ),
     }
+    if args.baseline:
+        sessions["baseline"] = (sessions["ours"][0], ol.runtime.InferenceSession(ol.load_model(args.baseline)))
     rng = np.random.default_rng(0)
     fn = ol.GradientOfFunction(model, xs=["x", "W", "b"], y="loss")
     loops = sum(n.op_type == "Loop" for n in fn.node)
@@ -106,13 +112,15 @@ def main() -> None:
             "b": rng.standard_normal(H).astype(np.float32),
         }
         bfeeds = {**feeds, "dy": np.ones((), np.float32)}
-        results: dict[str, list[float]] = {name: [0.0, 0.0] for name in sessions}
-        for _ in range(2):  # alternate ours / onnxruntime
+        rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in sessions}
+        for _ in range(args.rounds):  # alternate ours / onnxruntime (/ baseline)
             for name, (fwd, bwd) in sessions.items():
-                results[name][0] = _timed(fwd, feeds, args.repeat)
-                results[name][1] = _timed(bwd, bfeeds, args.repeat)
+                rounds[name].append((_timed(fwd, feeds, args.repeat), _timed(bwd, bfeeds, args.repeat)))
+        results = {name: [statistics.median(r[i] for r in rs) for i in (0, 1)] for name, rs in rounds.items()}
         for name, (f, b) in results.items():
             print(f"| {steps} | {name} | {f * 1e3:.2f} | {b * 1e3:.2f} | {b / f:.1f}x |")
+        if args.baseline:
+            print(f"| {steps} | ours / baseline backward | | {results['ours'][1] / results['baseline'][1]:.2f} | |")
 
 
 if __name__ == "__main__":

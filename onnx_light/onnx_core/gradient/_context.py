@@ -170,6 +170,14 @@ class GradContext:
         omitted it (MaxPool's Indices, LayerNormalization's Mean and InvStdDev, ...)."""
         return self._pass.forward_output(self.node, i, self._index)
 
+    def replace_forward(self, nodes: Sequence[NodeProto]) -> None:
+        """Emits ``nodes`` instead of the forward node: they compute its outputs under the same
+        names (from what it reads, fresh names else) and more that the backward may read, e.g.
+        a Loop recording its tape too, so the loop runs once."""
+        if self._index is None:
+            raise self.error("cannot replace a forward node whose position the pass does not know")
+        self._pass.replace_forward(self._index, list(nodes))
+
     @property
     def captured(self) -> list[str]:
         """The outer-scope names the node's subgraphs read, each once; a rule may return

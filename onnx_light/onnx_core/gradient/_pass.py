@@ -164,6 +164,8 @@ class _GradientPass:
         self._ints_cache: dict[tuple[int, ...], str] = {}
         self._shape_cache: dict[str, str] = {}
         self._extra_outputs: dict[int, dict[int, str]] = {}
+        #: forward nodes a rule replaced by nodes computing their outputs and more (``replace_forward``)
+        self._replaced: dict[int, list[NodeProto]] = {}
         self._index_of: dict[int, int] = {}
         self._producer: dict[str, int] = {}
         self._rule_cache: dict[tuple[str, str], GradRule | None] = {}
@@ -389,6 +391,25 @@ class _GradientPass:
             extra[k] = self.new_name(f"{node.op_type}_out{k}")
             self._producer[extra[k]] = i
         return extra[k]
+
+    def replace_forward(self, i: int, nodes: list[NodeProto]) -> None:
+        """Emits ``nodes`` instead of forward node ``i``: they compute its outputs under the same
+        names from the values it reads, and more outputs the backward nodes may read (a Loop that
+        also records its tape, so it runs once)."""
+        made = {o for n in nodes for o in n.output if o}
+        missing = [o for o in self._fields[i][3] if o and o not in made]
+        if missing or i in self._extra_outputs or i in self._replaced:
+            raise GradientError(f"a rule replaced forward node {i} by nodes that do not compute {missing}")
+        self._replaced[i] = nodes
+        for name in made:
+            self._producer.setdefault(name, i)
+
+    def _emitted_forward(self, i: int) -> list[NodeProto]:
+        """What forward node ``i`` is emitted as: itself, with extra outputs, or its replacement."""
+        replaced = self._replaced.get(i)
+        if replaced is not None:
+            return replaced
+        return [self._with_extra_outputs(i)] if i in self._extra_outputs else [self.nodes[i]]
 
     def _with_extra_outputs(self, i: int) -> NodeProto:
         node = self.nodes[i]
@@ -854,6 +875,8 @@ class _GradientPass:
         if i is None:
             return False
         op_type, domain, _, outputs, _ = self._fields[i]
+        if name not in outputs:  # an output a rule added (forward_output, replace_forward)
+            return False
         return output_is_sequence(domain, op_type, self.opset, list(outputs).index(name))
 
     def declare_sequence(self, name: str, elem: ValueType) -> None:
@@ -983,6 +1006,8 @@ class _GradientPass:
             extra = extra_outputs.get(i)
             if extra:
                 defined.update(extra.values())
+            if i in self._replaced:
+                defined.update(o for n in self._replaced[i] for o in n.output)
             if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
         for names, outs, d in backward_io:
@@ -1008,11 +1033,8 @@ class _GradientPass:
         fn = FunctionProto(name=self.name, domain="onnx_light.gradient")
         fn.input[:] = [*self.xs, *zs, self.dy]
         fn.output[:] = outputs
-        if extra_outputs:
-            forward = self.nodes
-            fn.node[:] = [
-                self._with_extra_outputs(i) if i in extra_outputs else forward[i] for i in needed
-            ] + self.backward
+        if extra_outputs or self._replaced:
+            fn.node[:] = [n for i in needed for n in self._emitted_forward(i)] + self.backward
         else:
             fn.node[:] = [self.nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]

@@ -258,9 +258,10 @@ def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
 def _loop_tape(
     ctx: GradContext, body: GraphProto, n: int, taped: list[int], erased: dict[int, tuple[list[Step], int]]
 ) -> tuple[list[str], str, list[str], list[str]]:
-    """The forward Loop again, recording each iteration's carried tensors ``taped``, counting
-    iterations and collecting the tensors the ``erased`` sequences lose; returns the tape, the
-    counter, the Loop's final carried values and the collections."""
+    """The forward Loop replaced by one that also records each iteration's carried tensors
+    ``taped``, counts iterations and collects the tensors the ``erased`` sequences lose (so the
+    loop runs once); returns the tape, the counter, the Loop's final carried values and the
+    collections."""
     tape_body = GraphProto()
     tape_body.CopyFrom(body)
     for steps, dtype in erased.values():
@@ -270,16 +271,21 @@ def _loop_tape(
         name = ctx.fresh_name(f"tape_{info.name}")
         tape_body.node.append(helper.make_node("Identity", [info.name], [name]))
         tape_body.output.append(tensor_info(name, info))
-    k, t = len(body.output) - 1 - n, len(erased)
-    empty = [ctx.op.SequenceEmpty(dtype=dtype) for _, dtype in erased.values()]
-    outs = ctx.op.Loop(*ctx.inputs, *empty, body=tape_body, _outputs=n + t + k + len(infos))
-    outs = [outs] if isinstance(outs, str) else list(outs)
-    counter, tape = outs[n + t + k], outs[n + t + k + 1 :]
+    k = len(body.output) - 1 - n
+    empty = [ctx.fresh_name("SequenceEmpty") for _ in erased]
+    nodes = [helper.make_node("SequenceEmpty", [], [e], dtype=dtype) for e, (_, dtype) in zip(empty, erased.values())]
+    # the node's own outputs keep their names (an omitted one gets a fresh name)
+    own = [ctx.output(i) or ctx.fresh_name("loop_out") for i in range(n + k)]
+    lost = [ctx.fresh_name("tape_erased") for _ in erased]
+    counter, *tape = (ctx.fresh_name("tape") for _ in infos)
+    outs = [*own[:n], *lost, *own[n:], counter, *tape]
+    nodes.append(helper.make_node("Loop", [*ctx.inputs, *empty], outs, body=tape_body))
+    ctx.replace_forward(nodes)
     for name, info in zip([counter, *tape], infos):
         ctx.declare(name, info, scan_axis=0)
-    for name, (_, dtype) in zip([*empty, *outs[n : n + t]], [*erased.values(), *erased.values()]):
+    for name, (_, dtype) in zip([*empty, *lost], [*erased.values(), *erased.values()]):
         ctx.declare_sequence(name, ValueType(dtype, None))
-    return tape, counter, outs[:n], outs[n : n + t]
+    return tape, counter, own[:n], lost
 
 
 @rule("", "Loop", nondiff=(0, 1))
