@@ -1,0 +1,128 @@
+"""Issue 10's claims that no other row checks on its own.
+
+- A Scan with two states and two scan inputs and outputs whose axes and directions all differ
+  (one forward, one reverse, on axes 0 and 1 each way): the backward Scan maps each to its own.
+- An RNN/GRU/LSTM's padded steps (beyond ``sequence_lens``) contribute nothing: X's gradient
+  there is exactly zero, in both directions and both layouts, with Y, Y_h and Y_c all in the loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import Case, check_gradient, gradient
+from onnx import TensorProto
+from onnx import helper as oh
+
+import onnx_light as ol
+
+D = TensorProto.DOUBLE
+_rng = np.random.default_rng(31)
+
+
+def _vi(name: str, shape: list[Any] | None) -> Any:
+    return oh.make_tensor_value_info(name, D, shape)
+
+
+# states (h (2, 3), c (2, 3)); scan inputs x1_t (2, 3), x2_t (2, 3); scan outputs y1_t (2, 3), y2_t (3,)
+_TWO_BY_TWO = oh.make_graph(
+    [
+        oh.make_node("MatMul", ["h", "W"], ["hw"]),
+        oh.make_node("Add", ["hw", "x1"], ["pre"]),
+        oh.make_node("Tanh", ["pre"], ["h_next"]),
+        oh.make_node("Mul", ["c", "x2"], ["cx"]),
+        oh.make_node("Sin", ["cx"], ["c_sin"]),
+        oh.make_node("Add", ["c_sin", "h_next"], ["c_next"]),
+        oh.make_node("Mul", ["h_next", "c_next"], ["y1"]),
+        oh.make_node("ReduceSum", ["c_next", "axis0"], ["y2"], keepdims=0),
+    ],
+    "two_by_two",
+    [_vi("h", [2, 3]), _vi("c", [2, 3]), _vi("x1", [2, 3]), _vi("x2", [2, 3])],
+    [_vi("h_next", [2, 3]), _vi("c_next", [2, 3]), _vi("y1", [2, 3]), _vi("y2", [3])],
+)
+
+
+def _scan_mixed(name: str, in_dirs: list[int], out_dirs: list[int]) -> Case:
+    """x1 scanned on axis 0, x2 on axis 1; y1 stacked on axis 1, y2 on axis 0."""
+    nodes = [
+        oh.make_node(
+            "Scan",
+            ["h0", "c0", "x1s", "x2s"],
+            ["hf", "cf", "y1s", "y2s"],
+            body=_TWO_BY_TWO,
+            num_scan_inputs=2,
+            scan_input_axes=[0, 1],
+            scan_input_directions=in_dirs,
+            scan_output_axes=[1, 0],
+            scan_output_directions=out_dirs,
+        ),
+        # weights that differ per step: a step read from the wrong end changes the loss
+        oh.make_node("Mul", ["y1s", "k1"], ["w1"]),
+        oh.make_node("Mul", ["y2s", "k2"], ["w2"]),
+        oh.make_node("ReduceSum", ["w1"], ["r1"], keepdims=0),
+        oh.make_node("ReduceSumSquare", ["w2"], ["r2"], keepdims=0),
+        oh.make_node("ReduceSum", ["hf"], ["r3"], keepdims=0),
+        oh.make_node("ReduceSumSquare", ["cf"], ["r4"], keepdims=0),
+        oh.make_node("Sum", ["r1", "r2", "r3", "r4"], ["loss"]),
+    ]
+    t = 4
+    inputs = {
+        "h0": _rng.standard_normal((2, 3)),
+        "c0": _rng.standard_normal((2, 3)),
+        "x1s": _rng.standard_normal((t, 2, 3)) * 0.5,
+        "x2s": _rng.standard_normal((2, t, 3)) * 0.5,
+        "W": _rng.standard_normal((3, 3)) * 0.5,
+        "k1": _rng.standard_normal((2, t, 3)),
+        "k2": _rng.standard_normal((t, 3)),
+        "axis0": np.array([0], np.int64),
+    }
+    return Case(name, nodes, inputs, ["h0", "c0", "x1s", "x2s", "W"], initializers=["axis0"])
+
+
+SCAN_MIXED_CASES = [
+    _scan_mixed("Scan_two_by_two_in_fwd_rev_out_rev_fwd", [0, 1], [1, 0]),
+    _scan_mixed("Scan_two_by_two_in_rev_fwd_out_fwd_rev", [1, 0], [0, 1]),
+]
+
+
+@pytest.mark.parametrize("case", SCAN_MIXED_CASES, ids=lambda c: c.name)
+def test_scan_mixed_axes_and_directions(case: Case) -> None:
+    check_gradient(case)
+
+
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_padded_steps_get_no_gradient(op: str, layout: int, direction: str) -> None:
+    """X's gradient is exactly zero at the steps beyond each batch entry's length, and the
+    backward function matches finite differences (Y, Y_h and Y_c all in the loss)."""
+    t, b, i, h = 4, 3, 2, 2
+    dirs = 2 if direction == "bidirectional" else 1
+    g = _GATES[op]
+    lens = np.array([4, 1, 2], np.int32)
+    x = _rng.standard_normal((b, t, i) if layout else (t, b, i))
+    inputs = {
+        "X": x,
+        "W": _rng.standard_normal((dirs, g * h, i)) * 0.6,
+        "R": _rng.standard_normal((dirs, g * h, h)) * 0.6,
+    }
+    inputs["L"] = lens
+    outs = ["Y", "Y_h", "Y_c"] if op == "LSTM" else ["Y", "Y_h"]
+    nodes = [oh.make_node(op, ["X", "W", "R", "", "L"], outs, hidden_size=h, layout=layout, direction=direction)]
+    for o in outs:
+        nodes += [oh.make_node("Sin", [o], [f"{o}_s"]), oh.make_node("ReduceSum", [f"{o}_s"], [f"{o}_r"], keepdims=0)]
+    nodes.append(oh.make_node("Sum", [f"{o}_r" for o in outs], ["loss"]))
+    case = Case(f"{op}_padded", nodes, inputs, ["X", "W", "R"], skip_ort="checked by the rule tables")
+    check_gradient(case, ort=False)
+    _, bwd = gradient(case)
+    feeds = {"X": x, "W": inputs["W"], "R": inputs["R"], "L": lens, bwd.input[-1]: np.ones(())}
+    (gx,) = ol.runtime.InferenceSession(bwd).run(["grad_X"], {n: feeds[n] for n in bwd.input})
+    steps = gx if not layout else gx.swapaxes(0, 1)  # (T, B, I)
+    for entry, n in enumerate(lens):
+        assert np.all(steps[n:, entry] == 0), f"padded steps of entry {entry} got {steps[n:, entry]}"
+        assert np.all(np.abs(steps[:n, entry]).sum(axis=-1) > 0), "a step inside the length got no gradient"
