@@ -422,14 +422,13 @@ def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
 
 @jvp_rule("", "GlobalMaxPool")
 def global_max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
-    """tY = Σ m·tX / Σ m over the spatial axes, m = (X == Y): ties share evenly, as in reverse."""
+    """tY[n, c] = tX[n, c, argmax over the plane (first on ties)], as in reverse."""
     if ts[0] is None:
         return None
-    x = ctx.inputs[0]
-    axes = ctx.ints(list(range(2, ctx.require_rank(x))))
-    hit = ctx.op.CastLike(ctx.op.Equal(x, ctx.output(0)), x)
-    total = ctx.op.ReduceSum(ctx.op.Mul(hit, ts[0]), axes, keepdims=1)
-    return ctx.op.Div(total, ctx.op.ReduceSum(hit, axes, keepdims=1))
+    to_planes = ctx.ints([0, 0, -1])
+    where = ctx.op.ArgMax(ctx.op.Reshape(ctx.inputs[0], to_planes), axis=2, keepdims=1)
+    picked = ctx.op.GatherElements(ctx.op.Reshape(ts[0], to_planes), where, axis=2)
+    return ctx.op.Reshape(picked, ctx.op.Shape(ctx.output(0)))
 
 
 @rule("", "MaxUnpool", nondiff=(1, 2))
