@@ -306,3 +306,32 @@ def test_loop_sequence_twice_forward_over_reverse(case: Case) -> None:
     from gradcheck import check_forward_over_reverse
 
     check_forward_over_reverse(case)
+
+
+@pytest.mark.parametrize("index", [1, 3], ids=["append", "push_pop"])
+def test_loop_output_as_an_x(index: int) -> None:
+    """One of the Loop's outputs (hf) is among the xs (fed, not computed: the pass does not run
+    its producer again): the backward function runs the taping Loop itself, is fed the Loop's
+    other outputs (the list typed as a sequence), and its grad_W is the one with xs=[W]."""
+    from dataclasses import replace
+
+    from gradcheck import backward_feeds
+
+    case = LOOP_SEQUENCE_CASES[index]
+    model, bwd = gradient(replace(case, xs=["W", "hf"]))
+    assert not any(name.startswith("tape") for name in bwd.input), list(bwd.input)
+    extended = ol.ModelProto()
+    extended.CopyFrom(model)
+    extended.graph.output.append(ol.helper.make_tensor_sequence_value_info("sf", D, None))
+    extended.graph.output.extend(ol.helper.make_tensor_value_info(n, D, None) for n in ("ys", "hf"))
+    sess = ol.runtime.InferenceSession(extended)
+    feeds = {k: v for k, v in case.inputs.items() if k in {i.name for i in sess.get_inputs()}}
+    values = dict(zip(["sf", "ys", "hf"], sess.run(["sf", "ys", "hf"], feeds)))
+    run = {**case.inputs, **values, bwd.input[-1]: np.ones(())}
+    grad_w, grad_hf = ol.runtime.InferenceSession(bwd).run(["grad_W", "grad_hf"], {n: run[n] for n in bwd.input})
+    np.testing.assert_array_equal(grad_hf, np.ones_like(values["hf"]))
+    model2, only_w = gradient(replace(case, xs=["W"]))
+    (want,) = ol.runtime.InferenceSession(only_w).run(
+        ["grad_W"], backward_feeds(only_w, dict(case.inputs), np.ones(()), model2)
+    )
+    np.testing.assert_allclose(grad_w, want, rtol=1e-12, atol=1e-12)

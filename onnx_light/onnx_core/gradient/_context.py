@@ -170,13 +170,15 @@ class GradContext:
         omitted it (MaxPool's Indices, LayerNormalization's Mean and InvStdDev, ...)."""
         return self._pass.forward_output(self.node, i, self._index)
 
-    def replace_forward(self, nodes: Sequence[NodeProto]) -> None:
+    def replace_forward(self, nodes: Sequence[NodeProto]) -> bool:
         """Emits ``nodes`` instead of the forward node: they compute its outputs under the same
         names (from what it reads, fresh names else) and more that the backward may read, e.g.
-        a Loop recording its tape too, so the loop runs once."""
+        a Loop recording its tape too, so the loop runs once. False when the node is not run
+        again by the result (it computes an x, or draws random numbers): the rule then emits
+        what it needs under names of its own."""
         if self._index is None:
-            raise self.error("cannot replace a forward node whose position the pass does not know")
-        self._pass.replace_forward(self._index, list(nodes))
+            return False
+        return self._pass.replace_forward(self._index, list(nodes))
 
     @property
     def captured(self) -> list[str]:

@@ -392,17 +392,23 @@ class _GradientPass:
             self._producer[extra[k]] = i
         return extra[k]
 
-    def replace_forward(self, i: int, nodes: list[NodeProto]) -> None:
+    def replace_forward(self, i: int, nodes: list[NodeProto]) -> bool:
         """Emits ``nodes`` instead of forward node ``i``: they compute its outputs under the same
         names from the values it reads, and more outputs the backward nodes may read (a Loop that
-        also records its tape, so it runs once)."""
+        also records its tape, so it runs once). False, and nothing done, for a node the result
+        does not run again (one computing an x, which is an input then, or a random one)."""
+        op_type, _, _, outputs, _ = self._fields[i]
         made = {o for n in nodes for o in n.output if o}
-        missing = [o for o in self._fields[i][3] if o and o not in made]
+        missing = [o for o in outputs if o and o not in made]
         if missing or i in self._extra_outputs or i in self._replaced:
             raise GradientError(f"a rule replaced forward node {i} by nodes that do not compute {missing}")
+        maybe = op_types_with("random") | op_types_with("random_if_input")
+        if not set(self.xs).isdisjoint(outputs) or (op_type in maybe and is_random(self.nodes[i])):
+            return False
         self._replaced[i] = nodes
         for name in made:
             self._producer.setdefault(name, i)
+        return True
 
     def _emitted_forward(self, i: int) -> list[NodeProto]:
         """What forward node ``i`` is emitted as: itself, with extra outputs, or its replacement."""
@@ -1042,10 +1048,15 @@ class _GradientPass:
         # wrapping it as a model) starts from known shapes
         types_get = self.types.get
         value_info = fn.value_info
+        inputs = set(fn.input)
         for name in [*fn.input, *self.declared_outputs]:
             t = types_get(name)
             if t is not None and t.dtype:
-                value_info.append(make_tensor_value_info(name, t.dtype, t.shape))
+                elem = self.sequence_type(name) if name in inputs and self.is_sequence(name) else None
+                # a sequence fed to the function (a forward value it does not compute) is one
+                value_info.append(
+                    make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
+                )
         if self.sequence_types:  # the sequences' element types, which inference does not follow
             for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
                 elem = self.sequence_type(name)

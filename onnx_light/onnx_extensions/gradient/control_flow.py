@@ -278,9 +278,11 @@ def _loop_tape(
     own = [ctx.output(i) or ctx.fresh_name("loop_out") for i in range(n + k)]
     lost = [ctx.fresh_name("tape_erased") for _ in erased]
     counter, *tape = (ctx.fresh_name("tape") for _ in infos)
-    outs = [*own[:n], *lost, *own[n:], counter, *tape]
-    nodes.append(helper.make_node("Loop", [*ctx.inputs, *empty], outs, body=tape_body))
-    ctx.replace_forward(nodes)
+    loop = helper.make_node("Loop", [*ctx.inputs, *empty], [*own[:n], *lost, *own[n:], counter, *tape], body=tape_body)
+    if not ctx.replace_forward([*nodes, loop]):  # the node is not run again: a Loop of its own
+        own = [ctx.fresh_name("loop_out") for _ in own]
+        loop.output[:] = [*own[:n], *lost, *own[n:], counter, *tape]
+        ctx.emit_nodes([*nodes, loop])
     for name, info in zip([counter, *tape], infos):
         ctx.declare(name, info, scan_axis=0)
     for name, (_, dtype) in zip([*empty, *lost], [*erased.values(), *erased.values()]):
