@@ -126,3 +126,43 @@ def test_padded_steps_get_no_gradient(op: str, layout: int, direction: str) -> N
     for entry, n in enumerate(lens):
         assert np.all(steps[n:, entry] == 0), f"padded steps of entry {entry} got {steps[n:, entry]}"
         assert np.all(np.abs(steps[:n, entry]).sum(axis=-1) > 0), "a step inside the length got no gradient"
+
+
+def _i64(v: int) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+# SequenceAt at constant positions of every kind (its gradient keeps a known position as it is)
+SEQUENCE_AT_CONSTANT_CASES = [
+    Case(
+        "SequenceAt_constant_positions",
+        [
+            oh.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+            oh.make_node("SequenceAt", ["s", "p0"], ["a"]),
+            oh.make_node("SequenceAt", ["s", "p2"], ["b"]),
+            oh.make_node("SequenceAt", ["s", "m1"], ["c"]),
+            oh.make_node("SequenceAt", ["s", "m2"], ["d"]),
+            oh.make_node("SequenceAt", ["s", "m4"], ["e"]),
+            oh.make_node("Mul", ["a", "b"], ["ab"]),
+            oh.make_node("Mul", ["c", "d"], ["cd"]),
+            oh.make_node("Sin", ["e"], ["es"]),
+            oh.make_node("Sum", ["ab", "cd", "es"], ["t"]),
+            oh.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
+        ],
+        {
+            "x": _rng.standard_normal((4, 3)),
+            "p0": _i64(0),
+            "p2": _i64(2),
+            "m1": _i64(-1),
+            "m2": _i64(-2),
+            "m4": _i64(-4),
+        },
+        ["x"],
+        initializers=["p0", "p2", "m1", "m2", "m4"],
+    )
+]
+
+
+@pytest.mark.parametrize("case", SEQUENCE_AT_CONSTANT_CASES, ids=lambda c: c.name)
+def test_sequence_at_constant_positions(case: Case) -> None:
+    check_gradient(case)
