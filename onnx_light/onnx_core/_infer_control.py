@@ -91,8 +91,22 @@ def _loop(
     initial = [types.get(n, UNKNOWN) for n in node.input[2:]]
     body_inputs = [ValueType(7, ()), ValueType(9, ()), *initial]  # iteration number, condition, carried
     outs = _outputs(body, types, consts, opset, subgraphs, body_inputs)[1:]  # the body's first output is the condition
-    states = [o if o.dtype and o.shape is not None else merge_types(o, i) for o, i in zip(outs, initial)]
+    states = [_carried(o, i) for o, i in zip(outs, initial)]
     return states + [_stacked(o, None) for o in outs[carried:]]
+
+
+def _carried(after: ValueType, before: ValueType) -> ValueType:
+    """The type of a carried value after any number of iterations (none included), from its
+    type before the first (``before``) and after it (``after``): a dim one iteration changes
+    (a list grown by Concat, torch's ``torch.cat`` in a loop) is unknown, not the first
+    iteration's size."""
+    if not (after.dtype and after.shape is not None):
+        return merge_types(after, before)
+    if before.shape is None:
+        return after
+    if len(before.shape) != len(after.shape):
+        return ValueType(after.dtype, None)
+    return ValueType(after.dtype, tuple(a if a == b else None for a, b in zip(after.shape, before.shape)))
 
 
 def _slice(t: ValueType, axis: int) -> ValueType:
@@ -122,7 +136,8 @@ def _scan(
     body_inputs.extend(_slice(types.get(n, UNKNOWN), axis) for n, axis in zip(node.input[n_state:], in_axes))
     outs = _outputs(body, types, consts, opset, subgraphs, body_inputs)
     out_axes = _ints(node, "scan_output_axes") or [0] * (len(outs) - n_state)
-    return outs[:n_state] + [_stacked(o, length, ax) for o, ax in zip(outs[n_state:], out_axes)]
+    states = [_carried(o, i) for o, i in zip(outs[:n_state], body_inputs)]
+    return states + [_stacked(o, length, ax) for o, ax in zip(outs[n_state:], out_axes)]
 
 
 CONTROL_FLOW.update({"If": _if, "Loop": _loop, "Scan": _scan})

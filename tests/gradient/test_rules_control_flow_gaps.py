@@ -166,3 +166,75 @@ SEQUENCE_AT_CONSTANT_CASES = [
 @pytest.mark.parametrize("case", SEQUENCE_AT_CONSTANT_CASES, ids=lambda c: c.name)
 def test_sequence_at_constant_positions(case: Case) -> None:
     check_gradient(case)
+
+
+def _grow_body(h_shape: list[Any]) -> Any:
+    """h' = Concat(h, sin(h[-1:] * w)): torch's ``h = torch.cat([h, f(h[-1:])])`` in a loop;
+    ``h_shape``: the body input's declared shape (torch declares the first iteration's)."""
+    return oh.make_graph(
+        [
+            oh.make_node("Slice", ["h", "m1", "big", "z"], ["last"]),
+            oh.make_node("Mul", ["last", "w"], ["lw"]),
+            oh.make_node("Sin", ["lw"], ["nxt"]),
+            oh.make_node("Concat", ["h", "nxt"], ["h2"], axis=0),
+            oh.make_node("Identity", ["c"], ["co"]),
+        ],
+        "grow",
+        [
+            oh.make_tensor_value_info("i", TensorProto.INT64, []),
+            oh.make_tensor_value_info("c", TensorProto.BOOL, []),
+            _vi("h", h_shape),
+        ],
+        [oh.make_tensor_value_info("co", TensorProto.BOOL, []), _vi("h2", ["n_out", 2])],
+    )
+
+
+def _grow_case(name: str, h_shape: list[Any], trips: int) -> Case:
+    return Case(
+        name,
+        [
+            oh.make_node("Loop", ["M", "", "h0"], ["hf"], body=_grow_body(h_shape)),
+            oh.make_node("Sin", ["hf"], ["s"]),
+            oh.make_node("ReduceMean", ["s"], ["loss"], keepdims=0),  # the count: the final rows
+        ],
+        {
+            "M": np.array(trips, np.int64),
+            "h0": _rng.standard_normal((1, 2)),
+            "w": _rng.standard_normal(2),
+            "m1": np.array([-1], np.int64),
+            "big": np.array([1 << 30], np.int64),
+            "z": np.array([0], np.int64),
+        },
+        ["h0", "w"],
+        initializers=["m1", "big", "z"],
+    )
+
+
+# a carried tensor whose shape changes: its tape is a list, its type after the Loop unknown in dim 0
+GROWING_LOOP_CASES = [
+    _grow_case("Loop_concat_grows_declared_first_shape", [1, 2], 3),
+    _grow_case("Loop_concat_grows_symbolic", ["n", 2], 4),
+    _grow_case("Loop_concat_grows_zero_iterations", [1, 2], 0),
+]
+
+
+@pytest.mark.parametrize("case", GROWING_LOOP_CASES, ids=lambda c: c.name)
+def test_loop_growing_carried_tensor(case: Case) -> None:
+    check_gradient(case)
+
+
+def to_ours_graph(graph: Any) -> Any:
+    """An onnx GraphProto read with our codec."""
+    return ol.GraphProto.FromString(graph.SerializeToString())
+
+
+def test_loop_output_type_joins_the_iterations() -> None:
+    """The pass's inference types a carried output by what one iteration keeps: a dim the body
+    changes is unknown (it took the first iteration's size, [2, 2] here: a wrong static shape)."""
+    from onnx_light.onnx_core._infer_control import _loop
+
+    node = ol.helper.make_node("Loop", ["M", "", "h0"], ["hf"], body=to_ours_graph(_grow_body([1, 2])))
+    types = {"M": ol.onnx_core.gradient.ValueType(7, ()), "h0": ol.onnx_core.gradient.ValueType(11, (1, 2))}
+    types["w"] = ol.onnx_core.gradient.ValueType(11, (2,))
+    (hf,) = _loop(node, types, {}, 21, [])
+    assert hf.shape == (None, 2), hf

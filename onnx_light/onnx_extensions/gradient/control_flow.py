@@ -19,6 +19,9 @@ from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
 from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents, ValueType
+from ...onnx_core.gradient._fastpath import value_type
+from ...onnx_core.gradient._sequences import sum_body
+from ...onnx_core.gradient._types import infer_types
 from ._forward_subgraph import jvp_nodes, pruned
 from ._loop_sequences import (
     Step,
@@ -38,8 +41,25 @@ from .sequence import zeros_sequence
 
 
 def _outer_info(ctx: GradContext, name: str) -> ValueInfoProto:
+    elem = ctx.sequence_type(name) if ctx.is_sequence(name) else None
+    if elem is not None:  # a list the body reads (a tape list, differentiated again)
+        return helper.make_tensor_sequence_value_info(name, elem.dtype, None)
     t = ctx.type(name)
     return helper.make_tensor_value_info(name, t.dtype, t.shape)
+
+
+def _accumulate(ctx: GradContext, acc: str, g: str, total: str, name: str) -> NodeProto:
+    """``total = acc + g`` for the gradient of the captured ``name``: element-wise for a list."""
+    elem = ctx.sequence_type(name) if ctx.is_sequence(name) else None
+    if elem is None:
+        return helper.make_node("Add", [acc, g], [total])
+    return helper.make_node("SequenceMap", [acc, g], [total], body=sum_body(elem, 2, ctx.fresh_name))
+
+
+def _zeros_captured(ctx: GradContext, name: str) -> str:
+    """Zeros like the captured ``name`` (a list of zeros for a list)."""
+    elem = ctx.sequence_type(name) if ctx.is_sequence(name) else None
+    return ctx.zeros_like(name) if elem is None else zeros_sequence(ctx, name, elem)
 
 
 #: the ranks the spec fixes for RNN/GRU/LSTM's inputs (X, W, R, B, sequence_lens, initial_h,
@@ -255,28 +275,67 @@ def _recurrent_vjp(ctx: GradContext) -> tuple[Built, list[NodeProto]]:
     return (body, per_input, [d for d in declared if d.name in made]), nodes
 
 
+def _growing(ctx: GradContext, body: GraphProto, taped: list[int]) -> tuple[GraphProto, set[int]]:
+    """The carried tensors ``taped`` whose shape the body may change (inferred from the declared
+    inputs: a list built by Concat, torch's ``torch.cat`` in a loop; or a dim unknown), and the body with their
+    declared types relaxed (rank kept, dims unknown: an export declares the first iteration's)."""
+    known = {i.name: t for i in body.input if (t := value_type(i)) is not None}
+    known.update({c: ctx.type(c) for c in ctx.captured if c not in known})
+    types, _ = infer_types(list(body.node), known, {}, ctx.opset)
+    growing = set()
+    for j in taped:
+        before, after = known.get(body.input[2 + j].name), types.get(body.output[1 + j].name)
+        if before is not None and before.shape is not None and None in before.shape:
+            growing.add(j)  # declared with an unknown dim (a reverse Loop's gradient, differentiated again)
+        elif before is not None and after is not None and before.shape is not None and after.shape is not None:
+            if len(before.shape) != len(after.shape) or any(
+                a != b or a is None for a, b in zip(before.shape, after.shape)
+            ):
+                growing.add(j)
+    if not growing:
+        return body, growing
+    relaxed = GraphProto()
+    relaxed.CopyFrom(body)
+    for j in growing:
+        for info in (relaxed.input[2 + j], relaxed.output[1 + j]):
+            declared = value_type(info)
+            rank = len(declared.shape or ()) if declared is not None else 0
+            info.CopyFrom(helper.make_tensor_value_info(info.name, elem_type(info), [None] * rank if rank else None))
+    return relaxed, growing
+
+
 def _loop_tape(
-    ctx: GradContext, body: GraphProto, n: int, taped: list[int], erased: dict[int, tuple[list[Step], int]]
+    ctx: GradContext,
+    body: GraphProto,
+    n: int,
+    taped: list[int],
+    erased: dict[int, tuple[list[Step], int]],
+    growing: set[int],
 ) -> tuple[list[str], str, list[str], list[str]]:
     """The forward Loop replaced by one that also records each iteration's carried tensors
-    ``taped``, counts iterations and collects the tensors the ``erased`` sequences lose (so the
+    ``taped`` (in a scan output; those of ``growing``, whose shape changes, in a carried
+    sequence), counts iterations and collects the tensors the ``erased`` sequences lose (so the
     loop runs once); returns the tape, the counter, the Loop's final carried values and the
     collections."""
     tape_body = GraphProto()
     tape_body.CopyFrom(body)
     for steps, dtype in erased.values():
         record_erased(ctx, tape_body, steps, dtype)
-    infos = [body.input[0], *(body.input[2 + j] for j in taped)]
+    listed = [j for j in taped if j in growing]
+    for j in listed:
+        _record_in_sequence(ctx, tape_body, body.input[2 + j])
+    infos = [body.input[0], *(body.input[2 + j] for j in taped if j not in growing)]
     for info in infos:
         name = ctx.fresh_name(f"tape_{info.name}")
         tape_body.node.append(helper.make_node("Identity", [info.name], [name]))
         tape_body.output.append(tensor_info(name, info))
     k = len(body.output) - 1 - n
-    empty = [ctx.fresh_name("SequenceEmpty") for _ in erased]
-    nodes = [helper.make_node("SequenceEmpty", [], [e], dtype=dtype) for e, (_, dtype) in zip(empty, erased.values())]
+    dtypes = [dtype for _, dtype in erased.values()] + [elem_type(body.input[2 + j]) for j in listed]
+    empty = [ctx.fresh_name("SequenceEmpty") for _ in dtypes]
+    nodes = [helper.make_node("SequenceEmpty", [], [e], dtype=dtype) for e, dtype in zip(empty, dtypes)]
     # the node's own outputs keep their names (an omitted one gets a fresh name)
     own = [ctx.output(i) or ctx.fresh_name("loop_out") for i in range(n + k)]
-    lost = [ctx.fresh_name("tape_erased") for _ in erased]
+    lost = [ctx.fresh_name("tape_erased") for _ in dtypes]
     counter, *tape = (ctx.fresh_name("tape") for _ in infos)
     loop = helper.make_node("Loop", [*ctx.inputs, *empty], [*own[:n], *lost, *own[n:], counter, *tape], body=tape_body)
     if not ctx.replace_forward([*nodes, loop]):  # the node is not run again: a Loop of its own
@@ -285,9 +344,19 @@ def _loop_tape(
         ctx.emit_nodes([*nodes, loop])
     for name, info in zip([counter, *tape], infos):
         ctx.declare(name, info, scan_axis=0)
-    for name, (_, dtype) in zip([*empty, *lost], [*erased.values(), *erased.values()]):
+    for name, dtype in zip([*empty, *lost], [*dtypes, *dtypes]):
         ctx.declare_sequence(name, ValueType(dtype, None))
-    return tape, counter, own[:n], lost
+    by_j = dict(zip([j for j in taped if j not in growing], tape)) | dict(zip(listed, lost[len(erased) :]))
+    return [by_j[j] for j in taped], counter, own[:n], lost[: len(erased)]
+
+
+def _record_in_sequence(ctx: GradContext, body: GraphProto, info: ValueInfoProto) -> None:
+    """Makes ``body`` carry a sequence of each iteration's ``info`` value, as its last carried value."""
+    tape_in, tape_out = ctx.fresh_name("tape_list"), ctx.fresh_name("tape_list")
+    body.node.append(helper.make_node("SequenceInsert", [tape_in, info.name], [tape_out]))
+    slot = len(body.input)  # after the carried values and the collections added before
+    body.input.append(helper.make_tensor_sequence_value_info(tape_in, elem_type(info), None))
+    body.output.insert(slot - 1, helper.make_tensor_sequence_value_info(tape_out, elem_type(info), None))
 
 
 @rule("", "Loop", nondiff=(0, 1))
@@ -305,12 +374,14 @@ def loop_grad(ctx: GradContext, dy: str) -> Grads:
         return [None] * len(ctx.inputs)
     undo = {j: undo_steps(ctx, body, j) for j in seqs}
     erased = {j: (undo[j], seqs[j]) for j in undo if erases(undo[j])}
-    tape, counter, final, lost = _loop_tape(ctx, body, n, [j for j in range(n) if j not in seqs], erased)
+    taped = [j for j in range(n) if j not in seqs]
+    body, growing = _growing(ctx, body, taped)
+    tape, counter, final, lost = _loop_tape(ctx, body, n, taped, erased, growing)
     steps = ctx.op.Squeeze(ctx.op.Shape(counter, start=0, end=1), ctx.ints([0]))
     last = ctx.op.Sub(steps, ctx.ints(1))
-    loop_body = _loop_backward_body(ctx, body, n, carried, outs, wrt, tape, last, undo, list(erased))
+    loop_body = _loop_backward_body(ctx, body, n, carried, outs, wrt, tape, last, undo, list(erased), growing)
     init = [ctx.output_grads[j] or _zeros_state(ctx, final[j], seqs.get(j)) for j in carried]
-    init += [ctx.zeros_like(c) for c in wrt]
+    init += [_zeros_captured(ctx, c) for c in wrt]
     init += [final[j] for j in undo] + lost
     results = ctx.op.Loop(steps, "", *init, body=loop_body, _outputs=len(init))
     results = [results] if isinstance(results, str) else list(results)
@@ -320,7 +391,11 @@ def loop_grad(ctx: GradContext, dy: str) -> Grads:
         else:
             ctx.declare(name, _outer_info(ctx, ctx.input(2 + j)))
     for name, c in zip(results[len(carried) :], wrt):
-        ctx.declare(name, _outer_info(ctx, c))
+        elem = ctx.sequence_type(c) if ctx.is_sequence(c) else None
+        if elem is not None:
+            ctx.declare_sequence(name, elem)
+        else:
+            ctx.declare(name, _outer_info(ctx, c))
     for name, j in zip([*(final[j] for j in seqs), *results[len(carried) + len(wrt) :]], [*seqs, *undo, *erased]):
         ctx.declare_sequence(name, ValueType(seqs[j], None))
     grads: list[str | None] = [None] * len(ctx.inputs)
@@ -351,6 +426,7 @@ def _loop_backward_body(
     last: str,
     undo: dict[int, list[Step]],
     erased: list[int],
+    growing: set[int],
 ) -> GraphProto:
     """(i, cond, dcarried, accumulators, sequences, erased) -> (true, dcarried, accumulators,
     sequences, erased), at iteration last - i; the sequences are the carried ones as that
@@ -373,7 +449,10 @@ def _loop_backward_body(
     pre = [helper.make_node("Sub", [last, i_name], [idx])]
     pre.append(helper.make_node("Identity", [cond_in], [rename[body.input[1].name]]))
     for t, j in zip(tape, [j for j in range(n) if j not in undo]):
-        pre.append(helper.make_node("Gather", [t, idx], [rename[body.input[2 + j].name]], axis=0))
+        if j in growing:  # a tensor whose shape changes: read from a list
+            pre.append(helper.make_node("SequenceAt", [t, idx], [rename[body.input[2 + j].name]]))
+        else:
+            pre.append(helper.make_node("Gather", [t, idx], [rename[body.input[2 + j].name]], axis=0))
     lost = {j: ctx.fresh_name("erased") for j in erased}
     lost_before = {j: ctx.fresh_name("erased") for j in erased}
     for j, steps in undo.items():
@@ -389,7 +468,7 @@ def _loop_backward_body(
     new_acc = []
     for c, g in zip(wrt, grads[len(carried) :]):
         total = ctx.fresh_name(f"acc_{c}")
-        post.append(helper.make_node("Add", [acc[c], g], [total]))
+        post.append(_accumulate(ctx, acc[c], g, total, c))
         new_acc.append(total)
     previous = {j: ctx.fresh_name(f"seq_{body.input[2 + j].name}") for j in undo}
     post += [helper.make_node("Identity", [rename[body.input[2 + j].name]], [previous[j]]) for j in undo]
