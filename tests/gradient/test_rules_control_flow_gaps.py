@@ -238,3 +238,92 @@ def test_loop_output_type_joins_the_iterations() -> None:
     types["w"] = ol.onnx_core.gradient.ValueType(11, (2,))
     (hf,) = _loop(node, types, {}, 21, [])
     assert hf.shape == (None, 2), hf
+
+
+_READS_A_LIST = oh.make_graph(
+    [
+        oh.make_node("SequenceAt", ["s", "one"], ["row"]),
+        oh.make_node("Mul", ["h", "row"], ["hr"]),
+        oh.make_node("Add", ["hr", "xt"], ["pre"]),
+        oh.make_node("Tanh", ["pre"], ["h_next"]),
+    ],
+    "reads_a_list",
+    [_vi("h", [3]), _vi("xt", [3])],
+    [_vi("h_next", [3]), _vi("h_next", [3])],
+)
+_READS_A_LIST.output[1].name = "y"
+_READS_A_LIST.node.append(oh.make_node("Identity", ["h_next"], ["y"]))
+
+# a Scan body reading a list built outside: refused (a Scan's state holds tensors only)
+_SCAN_READS_A_LIST = Case(
+    "Scan_body_reads_a_captured_list",
+    [
+        oh.make_node("SplitToSequence", ["m"], ["s"], axis=0, keepdims=0),
+        oh.make_node("Scan", ["h0", "x"], ["hf", "ys"], body=_READS_A_LIST, num_scan_inputs=1),
+        oh.make_node("Sin", ["ys"], ["ss"]),
+        oh.make_node("ReduceSum", ["ss"], ["r1"], keepdims=0),
+        oh.make_node("ReduceSum", ["hf"], ["r2"], keepdims=0),
+        oh.make_node("Add", ["r1", "r2"], ["loss"]),
+    ],
+    {
+        "m": _rng.standard_normal((2, 3)),
+        "h0": _rng.standard_normal(3),
+        "x": _rng.standard_normal((4, 3)),
+        "one": np.array(1, np.int64),
+    },
+    ["m", "h0", "x"],
+    initializers=["one"],
+)
+
+
+def test_scan_body_reading_a_captured_list_is_refused() -> None:
+    """It crashed at run time (a sequence added like a tensor in the backward Scan's state)."""
+    with pytest.raises(ol.GradientError, match="reads the list 's' from the outer scope") as info:
+        gradient(_SCAN_READS_A_LIST)
+    assert "ai.onnx::Scan" in str(info.value)
+
+
+_LOOP_READS_A_LIST = oh.make_graph(
+    [
+        oh.make_node("Constant", [], ["one_in"], value=oh.make_tensor("one_in", TensorProto.INT64, [], [1])),
+        oh.make_node("SequenceAt", ["s", "one_in"], ["row"]),
+        oh.make_node("Mul", ["h", "row"], ["hr"]),
+        oh.make_node("Tanh", ["hr"], ["h_next"]),
+        oh.make_node("Identity", ["c"], ["co"]),
+        oh.make_node("Sin", ["h_next"], ["y"]),
+    ],
+    "loop_reads_a_list",
+    [
+        oh.make_tensor_value_info("i", TensorProto.INT64, []),
+        oh.make_tensor_value_info("c", TensorProto.BOOL, []),
+        _vi("h", [3]),
+    ],
+    [oh.make_tensor_value_info("co", TensorProto.BOOL, []), _vi("h_next", [3]), _vi("y", [3])],
+)
+
+# a Loop body reading a list built outside: the list's gradient accumulates element-wise
+CAPTURED_LIST_CASES = [
+    Case(
+        "Loop_body_reads_a_captured_list",
+        [
+            oh.make_node("SplitToSequence", ["m"], ["s"], axis=0, keepdims=0),
+            oh.make_node("Loop", ["M", "", "h0"], ["hf", "ys"], body=_LOOP_READS_A_LIST),
+            oh.make_node("ReduceSumSquare", ["ys"], ["r1"], keepdims=0),
+            oh.make_node("ReduceSum", ["hf"], ["r2"], keepdims=0),
+            oh.make_node("Add", ["r1", "r2"], ["loss"]),
+        ],
+        {
+            "m": _rng.standard_normal((2, 3)),
+            "h0": _rng.standard_normal(3),
+            "M": np.array(3, np.int64),
+            "one": np.array(1, np.int64),
+        },
+        ["m", "h0"],
+        initializers=["one"],
+    )
+]
+
+
+@pytest.mark.parametrize("case", CAPTURED_LIST_CASES, ids=lambda c: c.name)
+def test_loop_body_reads_a_captured_list(case: Case) -> None:
+    check_gradient(case)

@@ -182,6 +182,8 @@ def _one_hot(nodes: list[NodeProto], producer: dict[str, int], name: str) -> Nod
     """The SequenceInsert making ``name`` a one-hot sequence (SequenceAt's gradient: zeros like
     the list, one erased and a tensor inserted back at a constant position), else None."""
     k = producer.get(name)
+    while k is not None and nodes[k].op_type == "Identity":
+        k = producer.get(nodes[k].input[0])
     insert = nodes[k] if k is not None else None
     if insert is None or insert.op_type != "SequenceInsert":
         return None

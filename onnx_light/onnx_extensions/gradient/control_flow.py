@@ -202,6 +202,13 @@ def scan_grad(ctx: GradContext, dy: str) -> Grads:
     scans = [i for i in range(m) if ctx.needs_grad(n + i) and spec.is_float(n + i)]
     outs = [k for k in range(spec.k) if ctx.output_grads[n + k]]
     wrt = _float_captured(ctx)
+    lists = [c for c in wrt if ctx.is_sequence(c)]
+    if lists:
+        raise ctx.error(
+            f"the Scan body reads the list {lists[0]!r} from the outer scope, whose gradient would accumulate in "
+            "the backward Scan's state, which holds tensors only: read its elements outside the Scan (SequenceAt) "
+            "and let the body read those tensors, or use a Loop"
+        )
     if not (states or scans or wrt):
         return [None] * (n + m)
     body, _ = _backward_body(ctx, spec, states, scans, outs, wrt)
@@ -485,7 +492,11 @@ def _loop_backward_body(
     # the values read from the tape have the body's types (for a second differentiation)
     declared += [tensor_info(rename[info.name], info) for info in [body.input[0], *body.input[2 : 2 + n]]]
     declared += [tensor_info(rename[dys[s]], body.output[1 + n + s]) for s in outs]
-    return graph_with_types([*pre, *nodes, *post], "loop_vjp", inputs, outputs, declared)
+    every = [*pre, *nodes, *post]
+    # a list's accumulator adds one-hot lists (SequenceAt's gradients) in place, undoably
+    lists = [(t, e.dtype) for t, c in zip(new_acc, wrt) if (e := ctx.sequence_type(c) if ctx.is_sequence(c) else None)]
+    declared += insert_sums(ctx, every, lists)
+    return graph_with_types(every, "loop_vjp", inputs, outputs, declared)
 
 
 # -- forward rules ------------------------------------------------------------------------------
