@@ -9,6 +9,8 @@ thread; the table gives the median per run and the ratio to the group's referenc
   (the non-overlapping rule), MaxPool+Indices then a flat ScatterElements-add (the overlapping rule);
 * ``dw``: Conv's weight gradient as im2col Conv + MatMul, or as one Conv of X and dY with the batch
   and channel axes swapped (correlation);
+* ``dw1``: the same on batch 1 (the real models' shapes): batched im2col, im2col into one Gemm,
+  or the correlation Conv;
 * ``dx``: Conv's data gradient as ConvTranspose, or as a Conv of the padded dY with the weights
   flipped and transposed (stride 1 only);
 * ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
@@ -170,6 +172,57 @@ def dw_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[s
     }
 
 
+def dw1_forms(c: int, m: int, h: int, k: int = 3, pad: int = 0, s: int = 1) -> dict[str, tuple[bytes, Any]]:
+    """Conv's weight gradient on batch 1 (the real models): the batched im2col form, the same
+    columns into one Gemm (no per-sample product, no sum over the batch, no transposes), and
+    the correlation Conv (X and dY as batches of one channel)."""
+    o = (h + 2 * pad - k) // s + 1
+    ins = {"X": [1, c, h, h], "dY": [1, m, o, o]}
+    window = k * k
+    eye = np.zeros((c * window, 1, window), dtype=np.float32)
+    eye[np.arange(c * window), 0, np.tile(np.arange(window), c)] = 1.0
+    eye = eye.reshape((c * window, 1, k, k))
+    geo = {"pads": [pad] * 4, "strides": [s, s]}
+    cols = [oh.make_node("Conv", ["X", "eye"], ["cols0"], group=c, **geo)]
+    batched = cols + [
+        oh.make_node("Reshape", ["cols0", "s_cols"], ["cols"]),
+        oh.make_node("Reshape", ["dY", "s_dy"], ["dy3"]),
+        oh.make_node("Transpose", ["dy3"], ["dyt"], perm=[0, 2, 1]),
+        oh.make_node("MatMul", ["cols", "dyt"], ["ps"]),
+        oh.make_node("ReduceSum", ["ps", "ax0"], ["sum"], keepdims=0),
+        oh.make_node("Transpose", ["sum"], ["sumt"], perm=[1, 0]),
+        oh.make_node("Reshape", ["sumt", "s_w"], ["dW"]),
+    ]
+    gemm = [
+        oh.make_node("Flatten", ["X" if k == 1 and s == 1 and pad == 0 else "cols0"], ["c2"], axis=2),
+        oh.make_node("Flatten", ["dY"], ["d2"], axis=2),
+        oh.make_node("Gemm", ["d2", "c2"], ["g"], transB=1),
+        oh.make_node("Reshape", ["g", "s_w"], ["dW"]),
+    ]
+    if not (k == 1 and s == 1 and pad == 0):
+        gemm = cols + gemm
+    inits = [
+        numpy_helper.from_array(eye, "eye"),
+        _ints("s_cols", [0, c * window, -1]),
+        _ints("s_dy", [0, m, -1]),
+        _ints("ax0", [0]),
+        _ints("s_w", [m, c, k, k]),
+        _ints("s_x1", [c, 1, h, h]),
+        _ints("s_y1", [m, 1, o, o]),
+    ]
+    corr = [
+        oh.make_node("Reshape", ["X", "s_x1"], ["xt"]),
+        oh.make_node("Reshape", ["dY", "s_y1"], ["dyt"]),
+        oh.make_node("Conv", ["xt", "dyt"], ["cw"], pads=[pad] * 4, dilations=[s, s]),
+        oh.make_node("Transpose", ["cw"], ["dW"], perm=[1, 0, 2, 3]),
+    ]
+    return {
+        "im2col Conv + batched MatMul (rule before)": (_graph(batched, ins, ["dW"], inits), ins),
+        "im2col Conv + one Gemm": (_graph(gemm, ins, ["dW"], inits), ins),
+        "one Conv (correlation)": (_graph(corr, ins, ["dW"], inits), ins),
+    }
+
+
 def dx_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[str, tuple[bytes, dict[str, list[int]]]]:
     o = h + 2 * pad - k + 1
     ins = {"dY": [n, m, o, o], "W": [m, c, k, k]}
@@ -274,7 +327,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dx,jvp")
+    parser.add_argument("--groups", default="maxpool,dw,dw1,dx,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -286,6 +339,17 @@ def main() -> None:
         _bench("Conv dW, X 16x3x64x64, W 32x3x3x3 (bench_training conv 1)", dw_forms(16, 3, 32, 64), args.runs)
         _bench("Conv dW, X 16x32x31x31, W 64x32x3x3 (bench_training conv 2)", dw_forms(16, 32, 64, 31), args.runs)
         _bench("Conv dW, X 16x16x16x16, W 32x16x3x3 pad 1 (bench_gradient)", dw_forms(16, 16, 32, 16, pad=1), args.runs)
+    if "dw1" in groups:
+        for c, m, h, k, pad, st in (
+            (64, 64, 56, 3, 1, 1),
+            (256, 256, 14, 3, 1, 1),
+            (512, 512, 7, 3, 1, 1),
+            (128, 256, 28, 1, 0, 2),
+            (96, 24, 28, 1, 0, 1),
+            (3, 16, 224, 3, 1, 2),
+        ):
+            title = f"Conv dW, batch 1, X 1x{c}x{h}x{h}, W {m}x{c}x{k}x{k}, pad {pad}, stride {st} (real models)"
+            _bench(title, dw1_forms(c, m, h, k, pad, st), args.runs)
     if "dx" in groups:
         _bench("Conv dX, dY 16x64x29x29, W 64x32x3x3 (bench_training conv 2)", dx_forms(16, 32, 64, 31), args.runs)
         _bench(

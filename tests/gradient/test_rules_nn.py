@@ -60,6 +60,12 @@ CONV = [
     conv("conv2d-depthwise", (2, 3, 5, 5), (3, 1, 3, 3), group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
     conv("conv2d-depthwise-mult", (1, 2, 4, 4), (4, 1, 2, 2), group=2, dilations=[2, 2]),
     conv("conv1d", (2, 2, 7), (3, 2, 3), strides=[2], pads=[1, 2]),
+    # 1x1 windows: the im2col columns are X itself (stride 1, no pads), or a strided one-hot Conv
+    conv("conv2d-1x1", (1, 3, 3, 4), (2, 3, 1, 1)),
+    conv("conv2d-1x1-batch2", (2, 3, 3, 3), (4, 3, 1, 1), bias=False),
+    conv("conv2d-1x1-stride2", (1, 3, 5, 4), (2, 3, 1, 1), strides=[2, 2]),
+    conv("conv2d-1x1-pads", (2, 2, 3, 3), (3, 2, 1, 1), pads=[1, 0, 0, 1]),
+    conv("conv1d-batch1", (1, 2, 6), (3, 2, 2), pads=[0, 1]),
     # a window over 25 cells: dW by the correlation Conv instead of im2col
     conv("conv2d-large-window", (1, 2, 8, 7), (2, 2, 6, 5), pads=[1, 0, 0, 1]),
     Case(

@@ -218,28 +218,49 @@ def _bias_grad(ctx: GradContext, dy: str, rank: int) -> str:
 _IM2COL_MAX_WINDOW = 25
 
 
-def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
-    """dW of an ungrouped Conv as one batched matrix product over im2col columns.
+def _im2col(ctx: GradContext, x: str, channels: int, geo: Geometry) -> str:
+    """The columns ``cols[n, c*K + j, o] = Xpad[n, c, o*s + j*d]`` (K = prod(k)) as (N, C*K, O...).
 
-    cols = Conv(X, E, group=C) with the forward's geometry and E (C*K, 1, k...) one-hot
-    (E[c*K + j, 0, cell j] = 1, K = prod(k)), so cols[n, c*K + j, o] = Xpad[n, c, o*s + j*d];
-    dW = Reshape(Transpose(ReduceSum_n(cols[n] (C*K, O) @ dY[n]^T (O, M))), (M, C, k...)).
+    A one-hot depthwise Conv E (C*K, 1, k...) with the forward's geometry (E[c*K + j, 0, cell j]
+    = 1); a 1x1 window with stride 1 and no pads reads every cell once: the columns are X.
+    """
+    window = int(np.prod(geo.kernel))
+    if window == 1 and all(s == 1 for s in geo.strides) and not any(geo.begin + geo.end):
+        return x
+    eye = np.zeros((channels * window, 1, window), dtype=np.float64)
+    eye[np.arange(channels * window), 0, np.tile(np.arange(window), channels)] = 1.0
+    eye = eye.reshape((channels * window, 1, *geo.kernel))
+    return cast(
+        str,
+        ctx.op.Conv(
+            x,
+            ctx.const(eye, like=x),
+            strides=geo.strides,
+            dilations=geo.dilations,
+            pads=geo.begin + geo.end,
+            group=channels,
+        ),
+    )
+
+
+def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
+    """dW of an ungrouped Conv as matrix products over im2col columns (``_im2col``):
+
+    dW = Reshape(sum_n dY[n] (M, O) @ cols[n]^T (O, C*K), (M, C, k...)).
+    On a batch of one that is one ``Gemm(Flatten(dY), Flatten(cols), transB=1)``: no
+    per-sample product to sum, no Transpose (onnxruntime's ReduceSum over a batch axis of
+    one is a slow copy: 0.3-0.5x the time on ResNet-18's deep layers, benchmarks/RESULTS.md).
+    Otherwise a batched MatMul cols[n] @ dY[n]^T, summed over n and transposed once:
     onnxruntime runs this 2x faster than the correlation ``Conv`` over transposed X and dY,
     whose kernel is as large as the image. (One ``Einsum("nko,nmo->mk")`` instead of the
     Reshapes, Transpose, MatMul and ReduceSum emits 4 fewer nodes but runs ~1.5x slower.)
     """
     channels, window = w_shape[1], int(np.prod(geo.kernel))
-    eye = np.zeros((channels * window, 1, window), dtype=np.float64)
-    eye[np.arange(channels * window), 0, np.tile(np.arange(window), channels)] = 1.0
-    eye = eye.reshape((channels * window, 1, *geo.kernel))
-    cols = ctx.op.Conv(
-        x,
-        ctx.const(eye, like=x),
-        strides=geo.strides,
-        dilations=geo.dilations,
-        pads=geo.begin + geo.end,
-        group=channels,
-    )
+    cols = _im2col(ctx, x, channels, geo)
+    shape = ctx.shape(x)
+    if shape is not None and shape[0] == 1:
+        product = ctx.op.Gemm(ctx.op.Flatten(dy, axis=2), ctx.op.Flatten(cols, axis=2), transB=1)
+        return ctx.op.Reshape(product, ctx.ints(list(w_shape)))
     cols = ctx.op.Reshape(cols, ctx.ints([0, channels * window, -1]))
     # cols[n] @ dY[n]^T, transposed once after the sum: ~12% faster in onnxruntime than
     # dY[n] @ cols[n]^T (the per-sample products' long axis is the contraction either way)
