@@ -11,6 +11,7 @@ thread; the table gives the median per run and the ratio to the group's referenc
   and channel axes swapped (correlation);
 * ``dw1``: the same on batch 1 (the real models' shapes): batched im2col, im2col into one Gemm,
   or the correlation Conv;
+* ``dwdw``: a depthwise Conv's weight gradient on batch 1: the correlation Conv or im2col + MatMul;
 * ``dx``: Conv's data gradient as ConvTranspose, or as a Conv of the padded dY with the weights
   flipped and transposed (stride 1 only);
 * ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
@@ -223,6 +224,47 @@ def dw1_forms(c: int, m: int, h: int, k: int = 3, pad: int = 0, s: int = 1) -> d
     }
 
 
+def dwdw_forms(c: int, h: int, k: int, pad: int, s: int) -> dict[str, tuple[bytes, Any]]:
+    """A depthwise Conv's weight gradient on batch 1 (MobileNetV3's stride-1 shapes): the correlation Conv
+    (dY as the per-channel kernel), or im2col columns (a one-hot Conv) times dY as a batched MatMul."""
+    o = (h + 2 * pad - k) // s + 1
+    window = k * k
+    ins = {"X": [1, c, h, h], "dY": [1, c, o, o]}
+    eye = np.zeros((window, 1, k, k), dtype=np.float32)
+    eye.reshape(window, window)[np.arange(window), np.arange(window)] = 1.0
+    eye_g = np.tile(eye, (c, 1, 1, 1))
+    inits = [
+        numpy_helper.from_array(eye, "eye"),
+        numpy_helper.from_array(eye_g, "eye_g"),
+        _ints("s_y1", [c, 1, o, o]),
+        _ints("s_x1", [c, 1, h, h]),
+        _ints("s_w", [c, 1, k, k]),
+        _ints("s_cols", [c, window, o * o]),
+        _ints("s_dy", [c, o * o, 1]),
+    ]
+    corr = [
+        oh.make_node("Reshape", ["dY", "s_y1"], ["dyk"]),
+        oh.make_node("Conv", ["X", "dyk"], ["cw"], group=c, pads=[pad] * 4, dilations=[s, s]),
+        oh.make_node("Reshape", ["cw", "s_w"], ["dW"]),
+    ]
+    tail = [
+        oh.make_node("Reshape", ["cols0", "s_cols"], ["cols"]),
+        oh.make_node("Reshape", ["dY", "s_dy"], ["dyc"]),
+        oh.make_node("MatMul", ["cols", "dyc"], ["mv"]),
+        oh.make_node("Reshape", ["mv", "s_w"], ["dW"]),
+    ]
+    batch_c = [
+        oh.make_node("Reshape", ["X", "s_x1"], ["xc"]),
+        oh.make_node("Conv", ["xc", "eye"], ["cols0"], pads=[pad] * 4, strides=[s, s]),
+    ] + tail
+    grouped = [oh.make_node("Conv", ["X", "eye_g"], ["cols0"], group=c, pads=[pad] * 4, strides=[s, s])] + tail
+    return {
+        "correlation Conv, group C (rule before)": (_graph(corr, ins, ["dW"], inits), ins),
+        "one-hot Conv on C batches + MatMul": (_graph(batch_c, ins, ["dW"], inits), ins),
+        "one-hot grouped Conv + MatMul": (_graph(grouped, ins, ["dW"], inits), ins),
+    }
+
+
 def dx_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[str, tuple[bytes, dict[str, list[int]]]]:
     o = h + 2 * pad - k + 1
     ins = {"dY": [n, m, o, o], "W": [m, c, k, k]}
@@ -327,7 +369,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dw1,dx,jvp")
+    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -350,6 +392,10 @@ def main() -> None:
         ):
             title = f"Conv dW, batch 1, X 1x{c}x{h}x{h}, W {m}x{c}x{k}x{k}, pad {pad}, stride {st} (real models)"
             _bench(title, dw1_forms(c, m, h, k, pad, st), args.runs)
+    if "dwdw" in groups:
+        for c, h, k, pad, st in ((240, 14, 5, 2, 1), (576, 7, 5, 2, 1), (88, 28, 3, 1, 1)):
+            title = f"depthwise Conv dW, batch 1, X 1x{c}x{h}x{h}, k {k}, pad {pad}, stride {st} (MobileNetV3)"
+            _bench(title, dwdw_forms(c, h, k, pad, st), args.runs)
     if "dx" in groups:
         _bench("Conv dX, dY 16x64x29x29, W 64x32x3x3 (bench_training conv 2)", dx_forms(16, 32, 64, 31), args.runs)
         _bench(

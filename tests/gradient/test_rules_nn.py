@@ -58,6 +58,7 @@ CONV = [
     conv("conv2d-valid", (1, 2, 5, 5), (2, 2, 3, 2), auto_pad="VALID", strides=[2, 2]),
     conv("conv2d-group2", (2, 4, 4, 4), (6, 2, 2, 2), group=2, pads=[1, 1, 1, 1]),
     conv("conv2d-depthwise", (2, 3, 5, 5), (3, 1, 3, 3), group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
+    conv("conv2d-depthwise-batch1", (1, 3, 5, 6), (3, 1, 3, 3), group=3, strides=[2, 1], pads=[1, 0, 1, 1]),
     conv("conv2d-depthwise-mult", (1, 2, 4, 4), (4, 1, 2, 2), group=2, dilations=[2, 2]),
     conv("conv1d", (2, 2, 7), (3, 2, 3), strides=[2], pads=[1, 2]),
     # 1x1 windows: the im2col columns are X itself (stride 1, no pads), or a strided one-hot Conv

@@ -178,8 +178,17 @@ def correlate(
 _INT64_MAX = (1 << 63) - 1
 
 
-def _swap01(ctx: GradContext, t: str, rank: int) -> str:
+def _swap01(ctx: GradContext, t: str, rank: int, shape: Sequence[Any] | None = None) -> str:
+    """``t`` with its first two axes swapped; a Reshape where one of them is 1 and ``shape``
+    (``t``'s) is static: the same cells in the same order, no copy."""
+    if shape is not None and 1 in shape[:2] and all(isinstance(d, int) for d in shape):
+        return ctx.op.Reshape(t, ctx.ints([shape[1], shape[0], *shape[2:]]))
     return ctx.op.Transpose(t, perm=[1, 0, *range(2, rank)])
+
+
+def _batch_of_one(ctx: GradContext, name: str) -> bool:
+    shape = ctx.shape(name)
+    return shape is not None and len(shape) > 0 and shape[0] == 1
 
 
 def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: list[Any]) -> str:
@@ -189,8 +198,10 @@ def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: l
     """
     rank = 2 + len(spatial)
     if group == 1:
-        return _swap01(ctx, t, rank)
+        return _swap01(ctx, t, rank, ctx.shape(t))
     per = channels // group
+    if per == 1 and _batch_of_one(ctx, t):  # (1, g, S...) is already (1, g*1, S...)
+        return t
     static = all(isinstance(d, int) for d in spatial)
 
     def target(lead: list[int]) -> str:
@@ -257,8 +268,7 @@ def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, .
     """
     channels, window = w_shape[1], int(np.prod(geo.kernel))
     cols = _im2col(ctx, x, channels, geo)
-    shape = ctx.shape(x)
-    if shape is not None and shape[0] == 1:
+    if _batch_of_one(ctx, x):
         product = ctx.op.Gemm(ctx.op.Flatten(dy, axis=2), ctx.op.Flatten(cols, axis=2), transB=1)
         return ctx.op.Reshape(product, ctx.ints(list(w_shape)))
     cols = ctx.op.Reshape(cols, ctx.ints([0, channels * window, -1]))
@@ -303,7 +313,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
         corr = correlate(
             ctx,
             _group_major(ctx, x, channels, group, geo.size),
-            _swap01(ctx, dy, rank),
+            _swap01(ctx, dy, rank, ctx.shape(ctx.output(0))),
             size=geo.size,
             wsize=geo.out,
             out=geo.kernel,
@@ -315,7 +325,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
             end=None if geo.is_static else geo.end,
             crop=not geo.is_static,
         )
-        dw = _swap01(ctx, corr, rank)
+        dw = _swap01(ctx, corr, rank, (w_shape[1], w_shape[0], *w_shape[2:]))
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
 
@@ -419,7 +429,7 @@ def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
         corr = correlate(
             ctx,
             _group_major(ctx, dy, w_shape[1] * group, group, out),
-            _swap01(ctx, x, rank),
+            _swap01(ctx, x, rank, ctx.shape(x)),
             size=out,
             wsize=size,
             out=kernel,
@@ -429,7 +439,7 @@ def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
             group=group,
             end=corr_end,
         )
-        dw = _swap01(ctx, corr, rank)
+        dw = _swap01(ctx, corr, rank, (w_shape[1], w_shape[0], *w_shape[2:]))
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
 
