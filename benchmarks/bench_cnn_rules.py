@@ -14,6 +14,7 @@ thread; the table gives the median per run and the ratio to the group's referenc
 * ``dwdw``: a depthwise Conv's weight gradient on batch 1: the correlation Conv or im2col + MatMul;
 * ``dx``: Conv's data gradient as ConvTranspose, or as a Conv of the padded dY with the weights
   flipped and transposed (stride 1 only);
+* ``dx1``: the same on batch 1 (ResNet-18's 3x3 stride-1 shapes);
 * ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
 
     PYTHONPATH=. python benchmarks/bench_cnn_rules.py [--runs 30] [--groups maxpool,dw,dx]
@@ -167,9 +168,15 @@ def dw_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[s
         oh.make_node("Conv", ["xt", "dyt"], ["cw"], pads=pads),
         oh.make_node("Transpose", ["cw"], ["dW"], perm=[1, 0, 2, 3]),
     ]
+    einsum = [
+        im2col[0],
+        oh.make_node("Einsum", ["cols0", "dY"], ["mk"], equation="nkhw,nmhw->mk"),
+        oh.make_node("Reshape", ["mk", "s_w"], ["dW"]),
+    ]
     return {
         "im2col Conv + MatMul": (_graph(im2col, ins, ["dW"], inits), ins),
         "one Conv (correlation)": (_graph(corr, ins, ["dW"]), ins),
+        "im2col Conv + Einsum (3 nodes)": (_graph(einsum, ins, ["dW"], inits), ins),
     }
 
 
@@ -369,7 +376,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,jvp")
+    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,dx1,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -401,6 +408,11 @@ def main() -> None:
         _bench(
             "Conv dX, dY 16x32x16x16, W 32x16x3x3 pad 1 (bench_gradient)", dx_forms(16, 16, 32, 16, pad=1), args.runs
         )
+
+    if "dx1" in groups:
+        for c, h in ((64, 56), (128, 28), (256, 14), (512, 7)):
+            title = f"Conv dX, batch 1, dY 1x{c}x{h}x{h}, W {c}x{c}x3x3 pad 1 (ResNet-18)"
+            _bench(title, dx_forms(1, c, c, h, pad=1), args.runs)
 
     if "jvp" in groups:
         _bench("MaxPool 2x2 tangent, 16x16x32x32 (bench_jvp stage 1)", jvp_forms(16, 16, 32), args.runs)
