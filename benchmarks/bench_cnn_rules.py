@@ -15,6 +15,7 @@ thread; the table gives the median per run and the ratio to the group's referenc
 * ``dx``: Conv's data gradient as ConvTranspose, or as a Conv of the padded dY with the weights
   flipped and transposed (stride 1 only);
 * ``dx1``: the same on batch 1 (ResNet-18's 3x3 stride-1 shapes);
+* ``dx1x1``: a pointwise Conv's data gradient on batch 1: ConvTranspose or one Gemm;
 * ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
 
     PYTHONPATH=. python benchmarks/bench_cnn_rules.py [--runs 30] [--groups maxpool,dw,dx]
@@ -290,6 +291,23 @@ def dx_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[s
     }
 
 
+def dx1x1_forms(c: int, m: int, h: int) -> dict[str, tuple[bytes, Any]]:
+    """A pointwise (1x1, stride 1) Conv's data gradient on batch 1: ConvTranspose, or
+    dX = W^T dY as one Gemm(W, Flatten(dY), transA=1) reshaped to X."""
+    ins = {"dY": [1, m, h, h], "W": [m, c, 1, 1]}
+    ct = [oh.make_node("ConvTranspose", ["dY", "W"], ["dX"])]
+    gemm = [
+        oh.make_node("Flatten", ["W"], ["w2"], axis=1),
+        oh.make_node("Flatten", ["dY"], ["d2"], axis=2),
+        oh.make_node("Gemm", ["w2", "d2"], ["g"], transA=1),
+        oh.make_node("Reshape", ["g", "s_x"], ["dX"]),
+    ]
+    return {
+        "ConvTranspose": (_graph(ct, ins, ["dX"]), ins),
+        "Gemm(W, Flatten(dY), transA=1)": (_graph(gemm, ins, ["dX"], [_ints("s_x", [1, c, h, h])]), ins),
+    }
+
+
 def jvp_forms(n: int, c: int, h: int) -> dict[str, tuple[bytes, dict[str, list[int]]]]:
     """MaxPool 2x2's tangent tY = tX at the first maximum: Gather at the Indices (the rule) or
     the window cells as a one-hot depthwise Conv, ArgMax over them and GatherElements."""
@@ -376,7 +394,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,dx1,jvp")
+    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,dx1,dx1x1,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -413,6 +431,11 @@ def main() -> None:
         for c, h in ((64, 56), (128, 28), (256, 14), (512, 7)):
             title = f"Conv dX, batch 1, dY 1x{c}x{h}x{h}, W {c}x{c}x3x3 pad 1 (ResNet-18)"
             _bench(title, dx_forms(1, c, c, h, pad=1), args.runs)
+
+    if "dx1x1" in groups:
+        for c, m, h in ((576, 96, 7), (16, 72, 56), (128, 64, 40), (64, 128, 80)):
+            title = f"pointwise Conv dX, batch 1, dY 1x{m}x{h}x{h}, W {m}x{c}x1x1 (MobileNetV3, YOLO)"
+            _bench(title, dx1x1_forms(c, m, h), args.runs)
 
     if "jvp" in groups:
         _bench("MaxPool 2x2 tangent, 16x16x32x32 (bench_jvp stage 1)", jvp_forms(16, 16, 32), args.runs)
