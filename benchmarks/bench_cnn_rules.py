@@ -16,6 +16,7 @@ thread; the table gives the median per run and the ratio to the group's referenc
   flipped and transposed (stride 1 only);
 * ``dx1``: the same on batch 1 (ResNet-18's 3x3 stride-1 shapes);
 * ``dx1x1``: a pointwise Conv's data gradient on batch 1: ConvTranspose or one Gemm;
+* ``silu``: SiLU's gradient as the rules emit it, or in the optimizer's short form;
 * ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
 
     PYTHONPATH=. python benchmarks/bench_cnn_rules.py [--runs 30] [--groups maxpool,dw,dx]
@@ -308,6 +309,32 @@ def dx1x1_forms(c: int, m: int, h: int) -> dict[str, tuple[bytes, Any]]:
     }
 
 
+def silu_forms(c: int, h: int) -> dict[str, tuple[bytes, Any]]:
+    """SiLU's gradient (y = x * Sigmoid(x), forward included): as the Mul and Sigmoid rules emit
+    it, and as the optimizer's ``_silu`` step rewrites it."""
+    ins = {"X": [1, c, h, h], "dY": [1, c, h, h]}
+    fwd = [oh.make_node("Sigmoid", ["X"], ["s"]), oh.make_node("Mul", ["X", "s"], ["y"])]
+    rules = fwd + [
+        oh.make_node("Mul", ["dY", "s"], ["a"]),
+        oh.make_node("Mul", ["dY", "X"], ["ds"]),
+        oh.make_node("Mul", ["ds", "s"], ["t"]),
+        oh.make_node("Sub", ["one", "s"], ["u"]),
+        oh.make_node("Mul", ["t", "u"], ["b"]),
+        oh.make_node("Add", ["a", "b"], ["dX"]),
+    ]
+    short = fwd + [
+        oh.make_node("Sub", ["one", "s"], ["u"]),
+        oh.make_node("Mul", ["y", "u"], ["v"]),
+        oh.make_node("Add", ["s", "v"], ["w"]),
+        oh.make_node("Mul", ["dY", "w"], ["dX"]),
+    ]
+    one = [numpy_helper.from_array(np.array(1, np.float32), "one")]
+    return {
+        "Mul and Sigmoid rules (6 nodes)": (_graph(rules, ins, ["dX"], one), ins),
+        "dY (s + y (1 - s)) (4 nodes)": (_graph(short, ins, ["dX"], one), ins),
+    }
+
+
 def jvp_forms(n: int, c: int, h: int) -> dict[str, tuple[bytes, dict[str, list[int]]]]:
     """MaxPool 2x2's tangent tY = tX at the first maximum: Gather at the Indices (the rule) or
     the window cells as a one-hot depthwise Conv, ArgMax over them and GatherElements."""
@@ -394,7 +421,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,dx1,dx1x1,jvp")
+    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,dx1,dx1x1,silu,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -436,6 +463,10 @@ def main() -> None:
         for c, m, h in ((576, 96, 7), (16, 72, 56), (128, 64, 40), (64, 128, 80)):
             title = f"pointwise Conv dX, batch 1, dY 1x{m}x{h}x{h}, W {m}x{c}x1x1 (MobileNetV3, YOLO)"
             _bench(title, dx1x1_forms(c, m, h), args.runs)
+
+    if "silu" in groups:
+        for c, h in ((32, 160), (128, 40)):
+            _bench(f"SiLU gradient, 1x{c}x{h}x{h} (YOLO)", silu_forms(c, h), args.runs)
 
     if "jvp" in groups:
         _bench("MaxPool 2x2 tangent, 16x16x32x32 (bench_jvp stage 1)", jvp_forms(16, 16, 32), args.runs)

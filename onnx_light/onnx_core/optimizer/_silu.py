@@ -5,8 +5,9 @@ For ``y = x * s``, ``s = Sigmoid(x)``, the Mul and Sigmoid rules, each on its ow
     dx = dy * s + ((dy * x) * s) * (1 - s)        6 nodes over x's cells (Mul, Mul, Mul, Sub, Mul, Add)
 
 which is ``dy * (s + y * (1 - s))``: ``1 - s`` kept, 3 nodes more (Mul, Add, Mul), reading the
-forward's ``y`` where the graph computes it (else one Mul more). In onnxruntime that backward
-runs in 0.73x the time, in ours 0.85x (benchmarks/RESULTS.md, h-nodes). The identity is
+forward's ``y`` where the graph computes it (else one Mul more). With the forward included it
+runs in 0.78-0.85x the time in onnxruntime and 0.74-0.82x in ours on YOLO's shapes
+(``bench_cnn_rules.py --groups silu``; YOLO's whole backward 0.89x / 0.91x). The identity is
 elementwise algebra, so it holds whatever broadcasting the operands do; the nodes it no
 longer reads are left to dead-node removal.
 """
