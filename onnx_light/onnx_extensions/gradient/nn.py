@@ -7,8 +7,9 @@ Both ops are linear in each operand, so each gradient is one more convolution:
   ``dX`` is a Conv of ``dy`` with the same weights;
 * ``dW`` correlates the input with ``dy``: a Conv whose batch is the channels per group
   and whose channels are (group, sample), strides and dilations swapped; or, for
-  ungrouped convolutions with small windows, im2col (a one-hot depthwise Conv) and a
-  batched MatMul, which onnxruntime runs faster;
+  ungrouped convolutions with small windows, im2col (a one-hot depthwise Conv; X itself for
+  1x1 windows with stride 1) and a batched MatMul, which onnxruntime runs faster (one Gemm
+  on a batch of one);
 * ``dB = ReduceSum(dy, [0, 2, 3, ...])``.
 
 Spatial dimensions may be symbolic: the weights' shape and the attributes fix
@@ -288,7 +289,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
     dW = Transpose(Conv(X as (C/g, g*N, D...), dY as (M, N, o...), group=g,
          strides=dilations, dilations=strides)) ;  dB = ReduceSum(dY, [0, 2, ...]).
     Ungrouped convolutions with windows up to 25 cells take dW through im2col instead
-    (``_weight_grad_im2col``).
+    (``_weight_grad_im2col``: one Gemm on a batch of one).
     """
     x, w = ctx.input(0), ctx.input(1)
     w_shape = _spatial(ctx, w, "weight")
