@@ -9,8 +9,14 @@ thread; the table gives the median per run and the ratio to the group's referenc
   (the non-overlapping rule), MaxPool+Indices then a flat ScatterElements-add (the overlapping rule);
 * ``dw``: Conv's weight gradient as im2col Conv + MatMul, or as one Conv of X and dY with the batch
   and channel axes swapped (correlation);
+* ``dw1``: the same on batch 1 (the real models' shapes): batched im2col, im2col into one Gemm,
+  or the correlation Conv;
+* ``dwdw``: a depthwise Conv's weight gradient on batch 1: the correlation Conv or im2col + MatMul;
 * ``dx``: Conv's data gradient as ConvTranspose, or as a Conv of the padded dY with the weights
   flipped and transposed (stride 1 only);
+* ``dx1``: the same on batch 1 (ResNet-18's 3x3 stride-1 shapes);
+* ``dx1x1``: a pointwise Conv's data gradient on batch 1: ConvTranspose or one Gemm;
+* ``silu``: SiLU's gradient as the rules emit it, or in the optimizer's short form;
 * ``jvp``: MaxPool's tangent as a Gather at the Indices, or Indices-free by one-hot Conv cells.
 
     PYTHONPATH=. python benchmarks/bench_cnn_rules.py [--runs 30] [--groups maxpool,dw,dx]
@@ -164,9 +170,107 @@ def dw_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[s
         oh.make_node("Conv", ["xt", "dyt"], ["cw"], pads=pads),
         oh.make_node("Transpose", ["cw"], ["dW"], perm=[1, 0, 2, 3]),
     ]
+    einsum = [
+        im2col[0],
+        oh.make_node("Einsum", ["cols0", "dY"], ["mk"], equation="nkhw,nmhw->mk"),
+        oh.make_node("Reshape", ["mk", "s_w"], ["dW"]),
+    ]
     return {
         "im2col Conv + MatMul": (_graph(im2col, ins, ["dW"], inits), ins),
         "one Conv (correlation)": (_graph(corr, ins, ["dW"]), ins),
+        "im2col Conv + Einsum (3 nodes)": (_graph(einsum, ins, ["dW"], inits), ins),
+    }
+
+
+def dw1_forms(c: int, m: int, h: int, k: int = 3, pad: int = 0, s: int = 1) -> dict[str, tuple[bytes, Any]]:
+    """Conv's weight gradient on batch 1 (the real models): the batched im2col form, the same
+    columns into one Gemm (no per-sample product, no sum over the batch, no transposes), and
+    the correlation Conv (X and dY as batches of one channel)."""
+    o = (h + 2 * pad - k) // s + 1
+    ins = {"X": [1, c, h, h], "dY": [1, m, o, o]}
+    window = k * k
+    eye = np.zeros((c * window, 1, window), dtype=np.float32)
+    eye[np.arange(c * window), 0, np.tile(np.arange(window), c)] = 1.0
+    eye = eye.reshape((c * window, 1, k, k))
+    geo = {"pads": [pad] * 4, "strides": [s, s]}
+    cols = [oh.make_node("Conv", ["X", "eye"], ["cols0"], group=c, **geo)]
+    batched = cols + [
+        oh.make_node("Reshape", ["cols0", "s_cols"], ["cols"]),
+        oh.make_node("Reshape", ["dY", "s_dy"], ["dy3"]),
+        oh.make_node("Transpose", ["dy3"], ["dyt"], perm=[0, 2, 1]),
+        oh.make_node("MatMul", ["cols", "dyt"], ["ps"]),
+        oh.make_node("ReduceSum", ["ps", "ax0"], ["sum"], keepdims=0),
+        oh.make_node("Transpose", ["sum"], ["sumt"], perm=[1, 0]),
+        oh.make_node("Reshape", ["sumt", "s_w"], ["dW"]),
+    ]
+    gemm = [
+        oh.make_node("Flatten", ["X" if k == 1 and s == 1 and pad == 0 else "cols0"], ["c2"], axis=2),
+        oh.make_node("Flatten", ["dY"], ["d2"], axis=2),
+        oh.make_node("Gemm", ["d2", "c2"], ["g"], transB=1),
+        oh.make_node("Reshape", ["g", "s_w"], ["dW"]),
+    ]
+    if not (k == 1 and s == 1 and pad == 0):
+        gemm = cols + gemm
+    inits = [
+        numpy_helper.from_array(eye, "eye"),
+        _ints("s_cols", [0, c * window, -1]),
+        _ints("s_dy", [0, m, -1]),
+        _ints("ax0", [0]),
+        _ints("s_w", [m, c, k, k]),
+        _ints("s_x1", [c, 1, h, h]),
+        _ints("s_y1", [m, 1, o, o]),
+    ]
+    corr = [
+        oh.make_node("Reshape", ["X", "s_x1"], ["xt"]),
+        oh.make_node("Reshape", ["dY", "s_y1"], ["dyt"]),
+        oh.make_node("Conv", ["xt", "dyt"], ["cw"], pads=[pad] * 4, dilations=[s, s]),
+        oh.make_node("Transpose", ["cw"], ["dW"], perm=[1, 0, 2, 3]),
+    ]
+    return {
+        "im2col Conv + batched MatMul (rule before)": (_graph(batched, ins, ["dW"], inits), ins),
+        "im2col Conv + one Gemm": (_graph(gemm, ins, ["dW"], inits), ins),
+        "one Conv (correlation)": (_graph(corr, ins, ["dW"], inits), ins),
+    }
+
+
+def dwdw_forms(c: int, h: int, k: int, pad: int, s: int) -> dict[str, tuple[bytes, Any]]:
+    """A depthwise Conv's weight gradient on batch 1 (MobileNetV3's stride-1 shapes): the correlation Conv
+    (dY as the per-channel kernel), or im2col columns (a one-hot Conv) times dY as a batched MatMul."""
+    o = (h + 2 * pad - k) // s + 1
+    window = k * k
+    ins = {"X": [1, c, h, h], "dY": [1, c, o, o]}
+    eye = np.zeros((window, 1, k, k), dtype=np.float32)
+    eye.reshape(window, window)[np.arange(window), np.arange(window)] = 1.0
+    eye_g = np.tile(eye, (c, 1, 1, 1))
+    inits = [
+        numpy_helper.from_array(eye, "eye"),
+        numpy_helper.from_array(eye_g, "eye_g"),
+        _ints("s_y1", [c, 1, o, o]),
+        _ints("s_x1", [c, 1, h, h]),
+        _ints("s_w", [c, 1, k, k]),
+        _ints("s_cols", [c, window, o * o]),
+        _ints("s_dy", [c, o * o, 1]),
+    ]
+    corr = [
+        oh.make_node("Reshape", ["dY", "s_y1"], ["dyk"]),
+        oh.make_node("Conv", ["X", "dyk"], ["cw"], group=c, pads=[pad] * 4, dilations=[s, s]),
+        oh.make_node("Reshape", ["cw", "s_w"], ["dW"]),
+    ]
+    tail = [
+        oh.make_node("Reshape", ["cols0", "s_cols"], ["cols"]),
+        oh.make_node("Reshape", ["dY", "s_dy"], ["dyc"]),
+        oh.make_node("MatMul", ["cols", "dyc"], ["mv"]),
+        oh.make_node("Reshape", ["mv", "s_w"], ["dW"]),
+    ]
+    batch_c = [
+        oh.make_node("Reshape", ["X", "s_x1"], ["xc"]),
+        oh.make_node("Conv", ["xc", "eye"], ["cols0"], pads=[pad] * 4, strides=[s, s]),
+    ] + tail
+    grouped = [oh.make_node("Conv", ["X", "eye_g"], ["cols0"], group=c, pads=[pad] * 4, strides=[s, s])] + tail
+    return {
+        "correlation Conv, group C (rule before)": (_graph(corr, ins, ["dW"], inits), ins),
+        "one-hot Conv on C batches + MatMul": (_graph(batch_c, ins, ["dW"], inits), ins),
+        "one-hot grouped Conv + MatMul": (_graph(grouped, ins, ["dW"], inits), ins),
     }
 
 
@@ -185,6 +289,49 @@ def dx_forms(n: int, c: int, m: int, h: int, k: int = 3, pad: int = 0) -> dict[s
     return {
         "ConvTranspose": (_graph(ct, ins, ["dX"]), ins),
         "Conv of flipped W": (_graph(flip, ins, ["dX"], inits), ins),
+    }
+
+
+def dx1x1_forms(c: int, m: int, h: int) -> dict[str, tuple[bytes, Any]]:
+    """A pointwise (1x1, stride 1) Conv's data gradient on batch 1: ConvTranspose, or
+    dX = W^T dY as one Gemm(W, Flatten(dY), transA=1) reshaped to X."""
+    ins = {"dY": [1, m, h, h], "W": [m, c, 1, 1]}
+    ct = [oh.make_node("ConvTranspose", ["dY", "W"], ["dX"])]
+    gemm = [
+        oh.make_node("Flatten", ["W"], ["w2"], axis=1),
+        oh.make_node("Flatten", ["dY"], ["d2"], axis=2),
+        oh.make_node("Gemm", ["w2", "d2"], ["g"], transA=1),
+        oh.make_node("Reshape", ["g", "s_x"], ["dX"]),
+    ]
+    return {
+        "ConvTranspose": (_graph(ct, ins, ["dX"]), ins),
+        "Gemm(W, Flatten(dY), transA=1)": (_graph(gemm, ins, ["dX"], [_ints("s_x", [1, c, h, h])]), ins),
+    }
+
+
+def silu_forms(c: int, h: int) -> dict[str, tuple[bytes, Any]]:
+    """SiLU's gradient (y = x * Sigmoid(x), forward included): as the Mul and Sigmoid rules emit
+    it, and as the optimizer's ``_silu`` step rewrites it."""
+    ins = {"X": [1, c, h, h], "dY": [1, c, h, h]}
+    fwd = [oh.make_node("Sigmoid", ["X"], ["s"]), oh.make_node("Mul", ["X", "s"], ["y"])]
+    rules = fwd + [
+        oh.make_node("Mul", ["dY", "s"], ["a"]),
+        oh.make_node("Mul", ["dY", "X"], ["ds"]),
+        oh.make_node("Mul", ["ds", "s"], ["t"]),
+        oh.make_node("Sub", ["one", "s"], ["u"]),
+        oh.make_node("Mul", ["t", "u"], ["b"]),
+        oh.make_node("Add", ["a", "b"], ["dX"]),
+    ]
+    short = fwd + [
+        oh.make_node("Sub", ["one", "s"], ["u"]),
+        oh.make_node("Mul", ["y", "u"], ["v"]),
+        oh.make_node("Add", ["s", "v"], ["w"]),
+        oh.make_node("Mul", ["dY", "w"], ["dX"]),
+    ]
+    one = [numpy_helper.from_array(np.array(1, np.float32), "one")]
+    return {
+        "Mul and Sigmoid rules (6 nodes)": (_graph(rules, ins, ["dX"], one), ins),
+        "dY (s + y (1 - s)) (4 nodes)": (_graph(short, ins, ["dX"], one), ins),
     }
 
 
@@ -274,7 +421,7 @@ def _bench(title: str, forms: dict[str, tuple[bytes, dict[str, list[int]]]], run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--groups", default="maxpool,dw,dx,jvp")
+    parser.add_argument("--groups", default="maxpool,dw,dw1,dwdw,dx,dx1,dx1x1,silu,jvp")
     args = parser.parse_args()
     groups = args.groups.split(",")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -286,11 +433,40 @@ def main() -> None:
         _bench("Conv dW, X 16x3x64x64, W 32x3x3x3 (bench_training conv 1)", dw_forms(16, 3, 32, 64), args.runs)
         _bench("Conv dW, X 16x32x31x31, W 64x32x3x3 (bench_training conv 2)", dw_forms(16, 32, 64, 31), args.runs)
         _bench("Conv dW, X 16x16x16x16, W 32x16x3x3 pad 1 (bench_gradient)", dw_forms(16, 16, 32, 16, pad=1), args.runs)
+    if "dw1" in groups:
+        for c, m, h, k, pad, st in (
+            (64, 64, 56, 3, 1, 1),
+            (256, 256, 14, 3, 1, 1),
+            (512, 512, 7, 3, 1, 1),
+            (128, 256, 28, 1, 0, 2),
+            (96, 24, 28, 1, 0, 1),
+            (3, 16, 224, 3, 1, 2),
+        ):
+            title = f"Conv dW, batch 1, X 1x{c}x{h}x{h}, W {m}x{c}x{k}x{k}, pad {pad}, stride {st} (real models)"
+            _bench(title, dw1_forms(c, m, h, k, pad, st), args.runs)
+    if "dwdw" in groups:
+        for c, h, k, pad, st in ((240, 14, 5, 2, 1), (576, 7, 5, 2, 1), (88, 28, 3, 1, 1)):
+            title = f"depthwise Conv dW, batch 1, X 1x{c}x{h}x{h}, k {k}, pad {pad}, stride {st} (MobileNetV3)"
+            _bench(title, dwdw_forms(c, h, k, pad, st), args.runs)
     if "dx" in groups:
         _bench("Conv dX, dY 16x64x29x29, W 64x32x3x3 (bench_training conv 2)", dx_forms(16, 32, 64, 31), args.runs)
         _bench(
             "Conv dX, dY 16x32x16x16, W 32x16x3x3 pad 1 (bench_gradient)", dx_forms(16, 16, 32, 16, pad=1), args.runs
         )
+
+    if "dx1" in groups:
+        for c, h in ((64, 56), (128, 28), (256, 14), (512, 7)):
+            title = f"Conv dX, batch 1, dY 1x{c}x{h}x{h}, W {c}x{c}x3x3 pad 1 (ResNet-18)"
+            _bench(title, dx_forms(1, c, c, h, pad=1), args.runs)
+
+    if "dx1x1" in groups:
+        for c, m, h in ((576, 96, 7), (16, 72, 56), (128, 64, 40), (64, 128, 80)):
+            title = f"pointwise Conv dX, batch 1, dY 1x{m}x{h}x{h}, W {m}x{c}x1x1 (MobileNetV3, YOLO)"
+            _bench(title, dx1x1_forms(c, m, h), args.runs)
+
+    if "silu" in groups:
+        for c, h in ((32, 160), (128, 40)):
+            _bench(f"SiLU gradient, 1x{c}x{h}x{h} (YOLO)", silu_forms(c, h), args.runs)
 
     if "jvp" in groups:
         _bench("MaxPool 2x2 tangent, 16x16x32x32 (bench_jvp stage 1)", jvp_forms(16, 16, 32), args.runs)

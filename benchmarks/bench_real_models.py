@@ -9,7 +9,8 @@ Every model is in eval mode (BatchNorm as inference BatchNormalization), batch 1
 from a fixed seed, and is exported once into a cache folder (``$TMPDIR/onnx-light-real-models``;
 never committed). ``bench_runtime.py --models real`` times them against onnxruntime, and
 ``--gradient`` here times each one's emitted backward (loss = sum of the outputs, xs = the float
-initializers) against its forward, in onnxruntime and in our runtime:
+initializers) against its forward, in onnxruntime and in our runtime, and against the forward with
+its weights as graph inputs (as the backward takes them, so without constant-weight optimisations):
 
     PYTHONPATH=. python benchmarks/bench_runtime.py --models real --no-reference [--profile]
     PYTHONPATH=. python benchmarks/bench_real_models.py --gradient [--models mobilenetv3,...] [--rounds 7]
@@ -379,6 +380,23 @@ def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, floa
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def _weights_as_inputs(model: Any, feeds: dict[str, np.ndarray]) -> tuple[bytes, dict[str, np.ndarray]]:
+    """The forward with its float initializers as graph inputs, as the backward takes them (no
+    constant-weight optimisations: prepacked or NCHWc weights, BatchNorm folded into the Conv)."""
+    import onnx
+    from onnx import helper as oh
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    floats = [t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    keep = [t for t in graph.initializer if t.data_type != onnx.TensorProto.FLOAT]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
+    graph.input.extend(oh.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in floats)
+    return copy.SerializeToString(), {**feeds, **{t.name: onnx.numpy_helper.to_array(t) for t in floats}}
+
+
 def gradient_bench(name: str, rounds: int) -> dict[str, Any]:
     """bwd/fwd run-time ratios in onnxruntime (1 thread) and in our runtime, alternating,
     median process CPU time."""
@@ -392,10 +410,13 @@ def gradient_bench(name: str, rounds: int) -> dict[str, Any]:
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     fwd_b, bwd_b = case["forward"].SerializeToString(), case["backward"].SerializeToString()
+    fin_b, fin_feeds = _weights_as_inputs(case["forward"], case["feeds"])
     sessions = {
         "ort_fwd": (ort.InferenceSession(fwd_b, options, providers=["CPUExecutionProvider"]), case["feeds"]),
+        "ort_fin": (ort.InferenceSession(fin_b, options, providers=["CPUExecutionProvider"]), fin_feeds),
         "ort_bwd": (ort.InferenceSession(bwd_b, options, providers=["CPUExecutionProvider"]), case["bwd_feeds"]),
         "ol_fwd": (InferenceSession(fwd_b), case["feeds"]),
+        "ol_fin": (InferenceSession(fin_b), fin_feeds),
         "ol_bwd": (InferenceSession(bwd_b), case["bwd_feeds"]),
     }
     got = {k: s.run(None, f) for k, (s, f) in sessions.items()}
@@ -418,15 +439,18 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  load {os.getloadavg()[0]:.1f}")
     print(
         "| model | fwd nodes | bwd nodes | bwd/fwd nodes | Identity | Where | transform s | "
-        "bwd/fwd ORT | bwd/fwd ours | ours/ORT fwd | ours/ORT bwd |"
+        "bwd/fwd ORT | bwd/fwd ours | ours/ORT fwd | ours/ORT bwd | fwd weights-as-inputs / fwd ORT, ours | "
+        "bwd / fwd weights-as-inputs ORT, ours |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         r = gradient_bench(name, args.rounds)
         print(
             f"| {name} | {r['fwd_nodes']} | {r['bwd_nodes']} | {r['bwd_nodes'] / r['fwd_nodes']:.2f} | "
             f"{r['identity']} | {r['where']} | {r['transform']:.2f} | {r['ort_bwd'] / r['ort_fwd']:.2f} | "
-            f"{r['ol_bwd'] / r['ol_fwd']:.2f} | {r['ol_fwd'] / r['ort_fwd']:.2f} | {r['ol_bwd'] / r['ort_bwd']:.2f} |",
+            f"{r['ol_bwd'] / r['ol_fwd']:.2f} | {r['ol_fwd'] / r['ort_fwd']:.2f} | {r['ol_bwd'] / r['ort_bwd']:.2f} | "
+            f"{r['ort_fin'] / r['ort_fwd']:.2f}, {r['ol_fin'] / r['ol_fwd']:.2f} | "
+            f"{r['ort_bwd'] / r['ort_fin']:.2f}, {r['ol_bwd'] / r['ol_fin']:.2f} |",
             flush=True,
         )
 

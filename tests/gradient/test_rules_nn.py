@@ -21,8 +21,12 @@ F32 = np.float32
 _rng = np.random.default_rng(7)
 
 
-def rnd(*shape: int) -> np.ndarray:
-    return _rng.standard_normal(shape)
+def rnd(*shape: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    return (rng or _rng).standard_normal(shape)
+
+
+#: the rows added for issue 15 draw from their own generator: the rows after them keep their inputs
+_rng15 = np.random.default_rng(15)
 
 
 def node(op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: Any) -> Any:
@@ -36,12 +40,13 @@ def conv(
     bias: bool = True,
     op: str = "Conv",
     opset: int = 21,
+    rng: np.random.Generator | None = None,
     **attrs: Any,
 ) -> Case:
     """A Conv / ConvTranspose row differentiated w.r.t. every operand."""
-    inputs = {"x": rnd(*x), "w": rnd(*w)}
+    inputs = {"x": rnd(*x, rng=rng), "w": rnd(*w, rng=rng)}
     if bias:
-        inputs["b"] = rnd(w[0] if op == "Conv" else w[1] * attrs.get("group", 1))
+        inputs["b"] = rnd(w[0] if op == "Conv" else w[1] * attrs.get("group", 1), rng=rng)
     return Case(name, [node(op, list(inputs), **attrs)], inputs, list(inputs), opset=opset, ort_dtype=F32)
 
 
@@ -58,8 +63,15 @@ CONV = [
     conv("conv2d-valid", (1, 2, 5, 5), (2, 2, 3, 2), auto_pad="VALID", strides=[2, 2]),
     conv("conv2d-group2", (2, 4, 4, 4), (6, 2, 2, 2), group=2, pads=[1, 1, 1, 1]),
     conv("conv2d-depthwise", (2, 3, 5, 5), (3, 1, 3, 3), group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
+    conv("conv2d-depthwise-batch1", (1, 3, 5, 6), (3, 1, 3, 3), group=3, strides=[2, 1], pads=[1, 0, 1, 1], rng=_rng15),
     conv("conv2d-depthwise-mult", (1, 2, 4, 4), (4, 1, 2, 2), group=2, dilations=[2, 2]),
     conv("conv1d", (2, 2, 7), (3, 2, 3), strides=[2], pads=[1, 2]),
+    # 1x1 windows: the im2col columns are X itself (stride 1, no pads), or a strided one-hot Conv
+    conv("conv2d-1x1", (1, 3, 3, 4), (2, 3, 1, 1), rng=_rng15),
+    conv("conv2d-1x1-batch2", (2, 3, 3, 3), (4, 3, 1, 1), bias=False, rng=_rng15),
+    conv("conv2d-1x1-stride2", (1, 3, 5, 4), (2, 3, 1, 1), strides=[2, 2], rng=_rng15),
+    conv("conv2d-1x1-pads", (2, 2, 3, 3), (3, 2, 1, 1), pads=[1, 0, 0, 1], rng=_rng15),
+    conv("conv1d-batch1", (1, 2, 6), (3, 2, 2), pads=[0, 1], rng=_rng15),
     # a window over 25 cells: dW by the correlation Conv instead of im2col
     conv("conv2d-large-window", (1, 2, 8, 7), (2, 2, 6, 5), pads=[1, 0, 0, 1]),
     Case(

@@ -7,8 +7,9 @@ Both ops are linear in each operand, so each gradient is one more convolution:
   ``dX`` is a Conv of ``dy`` with the same weights;
 * ``dW`` correlates the input with ``dy``: a Conv whose batch is the channels per group
   and whose channels are (group, sample), strides and dilations swapped; or, for
-  ungrouped convolutions with small windows, im2col (a one-hot depthwise Conv) and a
-  batched MatMul, which onnxruntime runs faster;
+  ungrouped convolutions with small windows, im2col (a one-hot depthwise Conv; X itself for
+  1x1 windows with stride 1) and a batched MatMul, which onnxruntime runs faster (one Gemm
+  on a batch of one);
 * ``dB = ReduceSum(dy, [0, 2, 3, ...])``.
 
 Spatial dimensions may be symbolic: the weights' shape and the attributes fix
@@ -178,8 +179,17 @@ def correlate(
 _INT64_MAX = (1 << 63) - 1
 
 
-def _swap01(ctx: GradContext, t: str, rank: int) -> str:
+def _swap01(ctx: GradContext, t: str, rank: int, shape: Sequence[Any] | None = None) -> str:
+    """``t`` with its first two axes swapped; a Reshape where one of them is 1 and ``shape``
+    (``t``'s) is static: the same cells in the same order, no copy."""
+    if shape is not None and 1 in shape[:2] and all(isinstance(d, int) for d in shape):
+        return ctx.op.Reshape(t, ctx.ints([shape[1], shape[0], *shape[2:]]))
     return ctx.op.Transpose(t, perm=[1, 0, *range(2, rank)])
+
+
+def _batch_of_one(ctx: GradContext, name: str) -> bool:
+    shape = ctx.shape(name)
+    return shape is not None and len(shape) > 0 and shape[0] == 1
 
 
 def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: list[Any]) -> str:
@@ -189,8 +199,10 @@ def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: l
     """
     rank = 2 + len(spatial)
     if group == 1:
-        return _swap01(ctx, t, rank)
+        return _swap01(ctx, t, rank, ctx.shape(t))
     per = channels // group
+    if per == 1 and _batch_of_one(ctx, t):  # (1, g, S...) is already (1, g*1, S...)
+        return t
     static = all(isinstance(d, int) for d in spatial)
 
     def target(lead: list[int]) -> str:
@@ -218,28 +230,48 @@ def _bias_grad(ctx: GradContext, dy: str, rank: int) -> str:
 _IM2COL_MAX_WINDOW = 25
 
 
-def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
-    """dW of an ungrouped Conv as one batched matrix product over im2col columns.
+def _im2col(ctx: GradContext, x: str, channels: int, geo: Geometry) -> str:
+    """The columns ``cols[n, c*K + j, o] = Xpad[n, c, o*s + j*d]`` (K = prod(k)) as (N, C*K, O...).
 
-    cols = Conv(X, E, group=C) with the forward's geometry and E (C*K, 1, k...) one-hot
-    (E[c*K + j, 0, cell j] = 1, K = prod(k)), so cols[n, c*K + j, o] = Xpad[n, c, o*s + j*d];
-    dW = Reshape(Transpose(ReduceSum_n(cols[n] (C*K, O) @ dY[n]^T (O, M))), (M, C, k...)).
+    A one-hot depthwise Conv E (C*K, 1, k...) with the forward's geometry (E[c*K + j, 0, cell j]
+    = 1); a 1x1 window with stride 1 and no pads reads every cell once: the columns are X.
+    """
+    window = int(np.prod(geo.kernel))
+    if window == 1 and all(s == 1 for s in geo.strides) and not any(geo.begin + geo.end):
+        return x
+    eye = np.zeros((channels * window, 1, window), dtype=np.float64)
+    eye[np.arange(channels * window), 0, np.tile(np.arange(window), channels)] = 1.0
+    eye = eye.reshape((channels * window, 1, *geo.kernel))
+    return cast(
+        str,
+        ctx.op.Conv(
+            x,
+            ctx.const(eye, like=x),
+            strides=geo.strides,
+            dilations=geo.dilations,
+            pads=geo.begin + geo.end,
+            group=channels,
+        ),
+    )
+
+
+def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, ...], geo: Geometry) -> str:
+    """dW of an ungrouped Conv as matrix products over im2col columns (``_im2col``):
+
+    dW = Reshape(sum_n dY[n] (M, O) @ cols[n]^T (O, C*K), (M, C, k...)).
+    On a batch of one that is one ``Gemm(Flatten(dY), Flatten(cols), transB=1)``: no
+    per-sample product to sum, no Transpose (onnxruntime's ReduceSum over a batch axis of
+    one is a slow copy: 0.3-0.5x the time on ResNet-18's deep layers, benchmarks/RESULTS.md).
+    Otherwise a batched MatMul cols[n] @ dY[n]^T, summed over n and transposed once:
     onnxruntime runs this 2x faster than the correlation ``Conv`` over transposed X and dY,
     whose kernel is as large as the image. (One ``Einsum("nko,nmo->mk")`` instead of the
     Reshapes, Transpose, MatMul and ReduceSum emits 4 fewer nodes but runs ~1.5x slower.)
     """
     channels, window = w_shape[1], int(np.prod(geo.kernel))
-    eye = np.zeros((channels * window, 1, window), dtype=np.float64)
-    eye[np.arange(channels * window), 0, np.tile(np.arange(window), channels)] = 1.0
-    eye = eye.reshape((channels * window, 1, *geo.kernel))
-    cols = ctx.op.Conv(
-        x,
-        ctx.const(eye, like=x),
-        strides=geo.strides,
-        dilations=geo.dilations,
-        pads=geo.begin + geo.end,
-        group=channels,
-    )
+    cols = _im2col(ctx, x, channels, geo)
+    if _batch_of_one(ctx, x):
+        product = ctx.op.Gemm(ctx.op.Flatten(dy, axis=2), ctx.op.Flatten(cols, axis=2), transB=1)
+        return ctx.op.Reshape(product, ctx.ints(list(w_shape)))
     cols = ctx.op.Reshape(cols, ctx.ints([0, channels * window, -1]))
     # cols[n] @ dY[n]^T, transposed once after the sum: ~12% faster in onnxruntime than
     # dY[n] @ cols[n]^T (the per-sample products' long axis is the contraction either way)
@@ -257,7 +289,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
     dW = Transpose(Conv(X as (C/g, g*N, D...), dY as (M, N, o...), group=g,
          strides=dilations, dilations=strides)) ;  dB = ReduceSum(dY, [0, 2, ...]).
     Ungrouped convolutions with windows up to 25 cells take dW through im2col instead
-    (``_weight_grad_im2col``).
+    (``_weight_grad_im2col``: one Gemm on a batch of one).
     """
     x, w = ctx.input(0), ctx.input(1)
     w_shape = _spatial(ctx, w, "weight")
@@ -282,7 +314,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
         corr = correlate(
             ctx,
             _group_major(ctx, x, channels, group, geo.size),
-            _swap01(ctx, dy, rank),
+            _swap01(ctx, dy, rank, ctx.shape(ctx.output(0))),
             size=geo.size,
             wsize=geo.out,
             out=geo.kernel,
@@ -294,7 +326,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
             end=None if geo.is_static else geo.end,
             crop=not geo.is_static,
         )
-        dw = _swap01(ctx, corr, rank)
+        dw = _swap01(ctx, corr, rank, (w_shape[1], w_shape[0], *w_shape[2:]))
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
 
@@ -398,7 +430,7 @@ def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
         corr = correlate(
             ctx,
             _group_major(ctx, dy, w_shape[1] * group, group, out),
-            _swap01(ctx, x, rank),
+            _swap01(ctx, x, rank, ctx.shape(x)),
             size=out,
             wsize=size,
             out=kernel,
@@ -408,7 +440,7 @@ def conv_transpose_grad(ctx: GradContext, dy: str) -> Grads:
             group=group,
             end=corr_end,
         )
-        dw = _swap01(ctx, corr, rank)
+        dw = _swap01(ctx, corr, rank, (w_shape[1], w_shape[0], *w_shape[2:]))
     db = _bias_grad(ctx, dy, rank) if ctx.needs_grad(2) else None
     return (dx, dw, db)[: len(ctx.inputs)]
 

@@ -150,7 +150,8 @@ def batch_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = (X - mean) / std * scale + B per channel (axis 1), std = sqrt(var + eps).
 
     Inference: dX = dY scale / std, dScale = sum(dY xhat), dB = sum(dY),
-    dMean = -sum(dY) scale / std, dVar = -sum(dY xhat) scale / (2 std^2).
+    dMean = -sum(dY) scale / std, dVar = -sum(dY xhat) scale / (2 std^2); sum(dY xhat) is
+    sum(dY (X - mean)) / std, the division on the channel vector instead of on X's cells.
     Training (batch statistics over N and the spatial axes): dX is the standardize
     gradient of g = dY scale, i.e. (dY - mean(dY) - xhat mean(dY xhat)) scale / std
     (scale is constant over the reduced axes); the running outputs ``input * m + batch * (1 - m)`` add
@@ -164,14 +165,14 @@ def batch_norm_grad(ctx: GradContext, dy: str) -> Grads:
     if int(ctx.attr("training_mode", 0)):
         return _batch_norm_training(ctx, dy, rank, eps)
     std = ctx.op.Sqrt(ctx.op.Add(var, ctx.const(eps, like=var)))
-    std_c = _per_channel(ctx, std, rank)
-    dx = ctx.op.Mul(dy, _per_channel(ctx, ctx.op.Div(scale, std), rank)) if ctx.needs_grad(0) else None
+    ratio = ctx.op.Div(scale, std) if ctx.needs_grad(0) or ctx.needs_grad(3) else None
+    dx = ctx.op.Mul(dy, _per_channel(ctx, ratio, rank)) if ratio is not None and ctx.needs_grad(0) else None
     sum_dy_xhat = None
     if ctx.needs_grad(1) or ctx.needs_grad(4):
-        xhat = ctx.op.Div(ctx.op.Sub(x, _per_channel(ctx, mean, rank)), std_c)
-        sum_dy_xhat = _channel_sum(ctx, ctx.op.Mul(dy, xhat), rank)
+        centered = ctx.op.Sub(x, _per_channel(ctx, mean, rank))
+        sum_dy_xhat = ctx.op.Div(_channel_sum(ctx, ctx.op.Mul(dy, centered), rank), std)
     sum_dy = _channel_sum(ctx, dy, rank) if ctx.needs_grad(2) or ctx.needs_grad(3) else None
-    d_mean = ctx.op.Neg(ctx.op.Div(ctx.op.Mul(sum_dy, scale), std)) if ctx.needs_grad(3) else None
+    d_mean = ctx.op.Neg(ctx.op.Mul(sum_dy, ratio)) if ratio is not None and ctx.needs_grad(3) else None
     d_var = None
     if ctx.needs_grad(4):
         half = ctx.const(-0.5, like=var)

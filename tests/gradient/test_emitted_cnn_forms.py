@@ -1,0 +1,73 @@
+"""The CNN rules' emitted forms on the shapes real models have (issue 15 §2/§3).
+
+The values are checked by the rule tables (test_rules_nn / test_rules_normalization, against
+finite differences and onnxruntime); these tests pin the cheaper forms themselves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import onnx_light as ol
+from onnx_light import helper
+
+FLOAT = ol.TensorProto.FLOAT
+
+
+def _backward(node: ol.NodeProto, shapes: dict[str, list[int]], xs: list[str]) -> ol.FunctionProto:
+    inputs = [helper.make_tensor_value_info(k, FLOAT, v) for k, v in shapes.items()]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return ol.GradientOfFunction(model, xs, "y")
+
+
+def _conv(x: list[int], w: list[int], **attrs: object) -> ol.FunctionProto:
+    return _backward(helper.make_node("Conv", ["x", "w"], ["y"], **attrs), {"x": x, "w": w}, ["w"])
+
+
+def test_weight_gradient_on_a_batch_of_one_is_one_gemm() -> None:
+    ops = Counter(n.op_type for n in _conv([1, 4, 6, 6], [5, 4, 3, 3], pads=[1, 1, 1, 1]).node)
+    assert ops["Gemm"] == 1 and ops["MatMul"] == 0, ops
+    assert ops["ReduceSum"] == 0 and ops["Transpose"] == 0, ops
+
+
+def test_weight_gradient_on_a_batch_keeps_the_batched_product() -> None:
+    ops = Counter(n.op_type for n in _conv([3, 4, 6, 6], [5, 4, 3, 3]).node)
+    assert ops["MatMul"] == 1 and ops["ReduceSum"] == 1, ops
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pointwise_weight_gradient_reads_x_as_its_columns(batch: int) -> None:
+    bwd = _conv([batch, 4, 5, 5], [6, 4, 1, 1])
+    assert "Conv" not in [n.op_type for n in bwd.node]  # no one-hot im2col Conv
+    strided = _conv([batch, 4, 5, 5], [6, 4, 1, 1], strides=[2, 2])
+    assert [n.op_type for n in strided.node].count("Conv") == 1  # the strided columns
+
+
+def test_depthwise_weight_gradient_on_a_batch_of_one_has_no_transpose() -> None:
+    bwd = _conv([1, 6, 7, 7], [6, 1, 3, 3], group=6, pads=[1, 1, 1, 1])
+    ops = [n.op_type for n in bwd.node]
+    assert "Transpose" not in ops and ops.count("Conv") == 1, ops
+
+
+def test_batch_norm_divides_the_channel_sum_not_every_cell() -> None:
+    shapes = {"x": [2, 3, 4, 4], "s": [3], "b": [3], "m": [3], "v": [3]}
+    node = helper.make_node("BatchNormalization", list(shapes), ["y"])
+    bwd = _backward(node, shapes, list(shapes))
+    centered = {n.output[0] for n in bwd.node if n.op_type == "Sub" and n.input[0] == "x"}
+    assert len(centered) == 1
+    divs = [n for n in bwd.node if n.op_type == "Div"]
+    assert not any(set(n.input) & centered for n in divs)  # X - mean is never divided cell by cell
+    # and the values: dScale = sum(dY (X - mean) / std), dX = dY s / std
+    rng = np.random.default_rng(0)
+    feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+    feeds["v"] = np.abs(feeds["v"]) + 0.5
+    feeds["dy"] = rng.standard_normal(shapes["x"]).astype(np.float32)
+    got = dict(zip(bwd.output, ol.runtime.InferenceSession(bwd).run(None, feeds)))
+    std = np.sqrt(feeds["v"].astype(np.float64) + 1e-5)[:, None, None]
+    xhat = (feeds["x"] - feeds["m"][:, None, None]) / std
+    np.testing.assert_allclose(got["grad_s"], (feeds["dy"] * xhat).sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["grad_x"], feeds["dy"] * feeds["s"][:, None, None] / std, rtol=1e-5, atol=1e-6)
