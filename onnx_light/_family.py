@@ -168,6 +168,21 @@ class _Nodes:
             return self.op("Identity", [t], out)
         return self.op("Reshape", [t, self.ints([-1, 1])], out)
 
+    def from_unrolled(self, ts: list[str], shape: Dims, layout: str, out: str) -> str:
+        """The value's shape once per seed -> seeds in ``layout``: one Concat (reshapes for one seed)."""
+        if len(ts) == 1:
+            return self.from_one(ts[0], shape, layout, out)
+        r = len(shape)
+        if layout == "onnx":
+            return self.op("Concat", [self.op("Unsqueeze", [t, self.ints([-1])]) for t in ts], out, axis=-1)
+        if r == 2:
+            return self.op("Concat", ts, out, axis=1)
+        columns = [
+            self.op("Unsqueeze", [t, self.ints([1])]) if r == 1 else self.op("Reshape", [t, self.ints([-1, 1])])
+            for t in ts
+        ]
+        return self.op("Concat", columns, out, axis=1)
+
     def from_internal(self, t: str, shape: Dims, layout: str, out: str) -> str:
         """The value's shape with a trailing seed axis -> seeds in ``layout``."""
         if layout == "onnx" or len(shape) == 1:
@@ -298,14 +313,23 @@ def _seed_loop(
     return stacked
 
 
-def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[str], layout: str) -> list[str]:
-    """Replaces the seed Loop (the last node) by ``If(nseed == 1, body once, Loop)``.
+#: seed counts whose adjoint runs the Loop body unrolled (an If per count, ahead of the Loop)
+_UNROLLED_SEEDS = 4
+#: bodies longer than this are unrolled for one seed only (the file holds 1 + 2 + ... copies)
+_UNROLL_MAX_NODES = 400
 
-    With one seed (CasADi's ``f.reverse(1)``, a Hessian-vector product) the Loop's per-iteration
-    output copies and the seed-first -> layout Transposes of the gradients cost as much as a
-    backward Gemm (the 784x512 weight of the MLP: 1 ms); the then-branch runs the Loop body's
-    nodes once with ``k = 0`` and writes its gradients in the layout directly (for one seed a
-    reshape: ``[r, c]`` is ``[r, 1 c]``).
+
+def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[str], layout: str) -> list[str]:
+    """Replaces the seed Loop (the last node) by ``If(nseed == 1, body once, If(nseed == 2,
+    body twice, ... Loop))``.
+
+    The Loop's per-iteration output copies and the seed-first -> layout Transposes of the
+    gradients cost as much as a backward Gemm (the 784x512 weight of the MLP: 1 ms per
+    copy, onnxruntime copying again for the Reshape into the layout). A branch for n
+    seeds runs the Loop body's nodes n times (``k = 0, ..., n - 1``) and writes the
+    gradients in the layout with one Concat each (CasADi's ``[S_1 | S_2 | ...]`` is a
+    Concat on axis 1; one seed: a reshape). Counts up to ``_UNROLLED_SEEDS`` are unrolled
+    (one only when the body is long or holds subgraphs).
 
     Args:
         b: the nodes, the seed Loop last.
@@ -314,27 +338,59 @@ def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[
         layout: the seed layout.
 
     Returns:
-        The output names (``outputs``' names, written by the If).
+        The output names (``outputs``' names, written by the outermost If).
     """
     loop = b.nodes.pop()
     body = next(a.g for a in loop.attribute if a.name == "body")
-    graph = helper.make_graph
     many = _Nodes(b.taken)
     many.nodes.append(loop)
-    many_out = [many.from_stacked(t, shape, layout, b.name(f"{o}_loop")) for t, (o, shape) in zip(stacked, outputs)]
-    one = _Nodes(b.taken)
-    k, cond = numpy_helper.from_array(np.zeros((), np.int64), body.input[0].name), body.input[1].name
-    one.nodes += [helper.make_node("Constant", [], [k.name], value=k), *(n for n in body.node if cond not in n.input)]
-    grads = [o.name for o in body.output[1:]]
-    one_out = [one.from_one(g, shape, layout, b.name(f"{o}_one")) for g, (o, shape) in zip(grads, outputs)]
+    branch = many.nodes
+    branch_out = [many.from_stacked(t, shape, layout, b.name(f"{o}_loop")) for t, (o, shape) in zip(stacked, outputs)]
     vi = helper.make_tensor_value_info
     types = [o.type.tensor_type.elem_type for o in body.output[1:]]
-    then = graph(one.nodes, "family_one_seed", [], [vi(o, t, None) for o, t in zip(one_out, types)])
-    other = graph(many.nodes, "family_seeds", [], [vi(o, t, None) for o, t in zip(many_out, types)])
-    cond = b.op("Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.ones((), np.int64)))])
-    names = [o for o, _ in outputs]
-    b.nodes.append(helper.make_node("If", [cond], names, then_branch=then, else_branch=other))
-    return names
+    has_graphs = any(a.HasField("g") or len(a.graphs) for n in body.node for a in n.attribute)
+    top = 1 if has_graphs or len(body.node) > _UNROLL_MAX_NODES else _UNROLLED_SEEDS
+    for count in range(top, 0, -1):
+        unrolled = _Nodes(b.taken)
+        per_seed = [_body_copy(unrolled, body, k) for k in range(count)]
+        names = [b.name(f"{o}_one" if count == 1 else f"{o}_{count}") for o, _ in outputs]
+        for i, (name, (_, shape)) in enumerate(zip(names, outputs)):
+            unrolled.from_unrolled([grads[i] for grads in per_seed], shape, layout, name)
+        cond = b.op(
+            "Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.array(count, np.int64)))]
+        )
+        then = helper.make_graph(
+            unrolled.nodes, f"family_{count}_seeds", [], [vi(o, t, None) for o, t in zip(names, types)]
+        )
+        other = helper.make_graph(branch, "family_seeds", [], [vi(o, t, None) for o, t in zip(branch_out, types)])
+        branch_out = [o for o, _ in outputs] if count == 1 else [b.name(f"{o}_upto{count}") for o, _ in outputs]
+        branch = [helper.make_node("If", [cond], branch_out, then_branch=then, else_branch=other)]
+        if count > 1:  # the condition is computed in the enclosing branch: move it in
+            branch[:0] = b.nodes[-2:]
+            del b.nodes[-2:]
+    b.nodes += branch
+    return [o for o, _ in outputs]
+
+
+def _body_copy(b: _Nodes, body: GraphProto, k: int) -> list[str]:
+    """The seed Loop body's nodes for iteration ``k`` (the counter a Constant, every value
+    the body defines renamed apart from the other copies); returns its gradients."""
+    counter, cond = body.input[0].name, body.input[1].name
+    renamed = {counter: b.name(f"family_seed{k}")}
+    b.nodes.append(
+        helper.make_node("Constant", [], [renamed[counter]], value=numpy_helper.from_array(np.array(k, np.int64)))
+    )
+    for node in body.node:
+        if cond in node.input:
+            continue
+        copy = NodeProto()
+        copy.CopyFrom(node)
+        copy.input[:] = [renamed.get(i, i) for i in node.input]
+        for j, o in enumerate(node.output):
+            if o:
+                renamed[o] = copy.output[j] = b.name(f"{o}_s{k}")
+        b.nodes.append(copy)
+    return [renamed.get(o.name, o.name) for o in body.output[1:]]
 
 
 def _seed_first_gathers(b: _Nodes, ranks: dict[str, int]) -> None:
