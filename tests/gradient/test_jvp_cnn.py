@@ -1,4 +1,5 @@
-"""MaxPool's forward rule on inputs full of ties, and every MaxPool row's tangent in onnxruntime.
+"""The CNN forward rules in onnxruntime: MaxPool on inputs full of ties, and every MaxPool,
+Conv and ConvTranspose row's tangent against ours.
 
 The Indices-free forward rule (prefix pools for tiling windows of up to 4 cells) must pick
 tX at the first maximum in kernel raster order, exactly the cell onnxruntime's Indices
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from gradcheck import _NP_TO_ONNX, Case, build_model, check_tangent_in_onnxruntime, tangent, tangent_feeds
 from onnx import helper as oh
-from test_rules_nn import POOL, TIES, _tied_windows, node
+from test_rules_nn import CONV, CONV_AUTO_PAD, POOL, TIES, _tied_windows, node
 
 import onnx_light as ol
 
@@ -74,4 +75,17 @@ def test_max_pool_jvp_ties(name: str, shape: tuple[int, ...], attrs: dict[str, A
 )
 def test_max_pool_tangent_runs_in_onnxruntime(case: Case) -> None:
     """Every MaxPool row's tangent graph passes the full checker and agrees with onnxruntime."""
+    check_tangent_in_onnxruntime(case)
+
+
+#: onnx's shape inference rejects the forward node itself (a negative SAME pad at opset 10)
+_CHECKER_REJECTS = {"ConvTranspose-2d-SAME_UPPER-opset10"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name) for c in CONV + CONV_AUTO_PAD if not c.dynamic and c.name not in _CHECKER_REJECTS],
+)
+def test_conv_tangent_runs_in_onnxruntime(case: Case) -> None:
+    """Conv/ConvTranspose tangents (tB as the tangent convolution's bias) agree with onnxruntime."""
     check_tangent_in_onnxruntime(case)
