@@ -7,7 +7,9 @@ Also ``family()``'s files against ``onnx_ad.family``'s: the onnxruntime run time
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_jvp.py [--runs 30] [--k 4]``. Process
 CPU time, medians of alternating runs, one onnxruntime thread (see bench_gradient.py,
 whose models and helpers it reuses; this is the jvp section of that benchmark). Transform
-times are medians of 5 calls after one warm-up call.
+times are medians of 5 calls after one warm-up call. The last columns run the forward and
+the one-seed JVP in our runtime. ``--profile cnn`` prints onnxruntime's per-node profile
+(op types summed, medians over the runs) of that model's forward and one-seed JVP.
 """
 
 from __future__ import annotations
@@ -62,8 +64,16 @@ def bench(name: str, runs: int, k: int) -> dict[str, Any]:
     f1 = {n.name: (t1 if n.name == f"fwd_{x}" else base[n.name]) for n in s_1.get_inputs()}
     fk = {n.name: (tk if n.name == f"fwd_{x}" else base[n.name]) for n in s_k.get_inputs()}
     ff = {n.name: base[n.name] for n in s_f.get_inputs()}
+    o_f = ol.runtime.InferenceSession(model.SerializeToString())
+    o_1 = ol.runtime.InferenceSession(one.SerializeToString())
     times, _ = bg.alternate(
-        {"forward": lambda: s_f.run(None, ff), "jvp1": lambda: s_1.run(None, f1), "jvpk": lambda: s_k.run(None, fk)},
+        {
+            "forward": lambda: s_f.run(None, ff),
+            "jvp1": lambda: s_1.run(None, f1),
+            "jvpk": lambda: s_k.run(None, fk),
+            "ours_forward": lambda: o_f.run(None, ff),
+            "ours_jvp1": lambda: o_1.run(None, f1),
+        },
         runs,
     )
     row = {"model": name, **times, "ours_transform": t_ours}
@@ -132,16 +142,22 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--models", default="mlp,cnn,encoder")
     parser.add_argument("--family-models", default="mlp,cnn")
+    parser.add_argument("--profile", default="", help="a model whose onnxruntime per-node profile to print")
     args = parser.parse_args()
+    if args.profile:
+        profile(args.profile, args.runs)
+        return
     print(f"{'model':8s} {'forward':>9s} {'jvp 1':>9s} {'ratio':>6s} {'jvp k':>9s} {'k x jvp1':>9s} "
-          f"{'transform':>10s} {'onnx_ad':>10s}")  # fmt: skip
+          f"{'transform':>10s} {'onnx_ad':>10s} {'ours: fwd':>10s} {'jvp 1':>9s} {'ratio':>6s}")  # fmt: skip
     for name in args.models.split(","):
         r = bench(name, args.runs, args.k)
         ad = r["onnx_ad_transform"]
         ad_s = f"{ad * 1e3:8.1f}ms" if isinstance(ad, float) else ad
         print(
             f"{name:8s} {r['forward'] * 1e3:7.2f}ms {r['jvp1'] * 1e3:7.2f}ms {r['jvp1'] / r['forward']:6.2f} "
-            f"{r['jvpk'] * 1e3:7.2f}ms {args.k * r['jvp1'] * 1e3:7.2f}ms {r['ours_transform'] * 1e3:8.1f}ms {ad_s}"
+            f"{r['jvpk'] * 1e3:7.2f}ms {args.k * r['jvp1'] * 1e3:7.2f}ms "
+            f"{r['ours_transform'] * 1e3:8.1f}ms {ad_s:>10s} "
+            f"{r['ours_forward'] * 1e3:8.2f}ms {r['ours_jvp1'] * 1e3:7.2f}ms {r['ours_jvp1'] / r['ours_forward']:6.2f}"
         )
     print(f"\n{'family':8s} {'adj_f ours':>11s} {'onnx_ad':>9s} {'fwd_adj_f ours':>15s} {'onnx_ad':>9s}")
     for name in filter(None, args.family_models.split(",")):
@@ -151,6 +167,43 @@ def main() -> None:
         print(f"{name:8s} {cells[0]:>11s} {cells[1]:>9s} {cells[2]:>15s} {cells[3]:>9s}")
         if "onnx_ad_error" in r:
             print(f"         onnx_ad.family: {r['onnx_ad_error']}")
+
+
+def profile(name: str, runs: int) -> None:
+    """onnxruntime's per-node profile of the forward and the one-seed JVP, by op type."""
+    import collections
+    import json
+    import os
+
+    import onnxruntime as ort
+
+    model, _, y = getattr(bg, f"{name}_model")()
+    x = next(i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
+    one, _ = _jvp_model(model, x, y, None)
+    base = bg._feeds(model, np.random.default_rng(0))
+    base[f"fwd_{x}"] = np.random.default_rng(1).standard_normal(base[x].shape).astype(np.float32)
+    for label, m in (("forward", model), ("jvp 1", one)):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads, opts.enable_profiling = 1, 1, True
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        feeds = {i.name: base[i.name] for i in sess.get_inputs()}
+        for _ in range(runs):
+            sess.run(None, feeds)
+        path = sess.end_profiling()
+        with open(path) as f:
+            events = json.load(f)
+        os.remove(path)
+        per_node: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                per_node[(e["name"], e["args"].get("op_name", "?"))].append(e["dur"])
+        by_op: dict[str, float] = collections.defaultdict(float)
+        for (_, op), durs in per_node.items():
+            by_op[op] += float(np.median(durs))
+        total = sum(by_op.values())
+        cells = ", ".join(f"{op} {us / 1e3:.2f}" for op, us in sorted(by_op.items(), key=lambda kv: -kv[1]))
+        print(f"{name} {label}: {total / 1e3:.2f} ms in kernels: {cells}")
 
 
 def _ms(t: float | None) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .onnx_core import (
+    AttributeProto,
     FunctionProto,
     GraphProto,
     ModelProto,
@@ -58,6 +59,11 @@ class FamilyError(OnnxLightError):
 
 #: a value's dims: sizes, or the names of symbolic ones (the seed counts of a sibling)
 Dims = tuple[int | str, ...]
+
+#: seed counts whose adjoint runs the Loop body unrolled (an If per count, ahead of the Loop)
+_UNROLLED_SEEDS = 4
+#: bodies longer than this are unrolled for one seed only (the file holds 1 + 2 + ... copies)
+_UNROLL_MAX_NODES = 400
 
 
 def _dims(info: ValueInfoProto, what: str) -> Dims:
@@ -168,6 +174,21 @@ class _Nodes:
             return self.op("Identity", [t], out)
         return self.op("Reshape", [t, self.ints([-1, 1])], out)
 
+    def from_unrolled(self, ts: list[str], shape: Dims, layout: str, out: str) -> str:
+        """The value's shape once per seed -> seeds in ``layout``: one Concat (reshapes for one seed)."""
+        if len(ts) == 1:
+            return self.from_one(ts[0], shape, layout, out)
+        r = len(shape)
+        if layout == "onnx":
+            return self.op("Concat", [self.op("Unsqueeze", [t, self.ints([-1])]) for t in ts], out, axis=-1)
+        if r == 2:
+            return self.op("Concat", ts, out, axis=1)
+        columns = [
+            self.op("Unsqueeze", [t, self.ints([1])]) if r == 1 else self.op("Reshape", [t, self.ints([-1, 1])])
+            for t in ts
+        ]
+        return self.op("Concat", columns, out, axis=1)
+
     def from_internal(self, t: str, shape: Dims, layout: str, out: str) -> str:
         """The value's shape with a trailing seed axis -> seeds in ``layout``."""
         if layout == "onnx" or len(shape) == 1:
@@ -201,7 +222,8 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
 
     ``adj_x = J^T adj_y`` for every float input x and output y, for any number of seeds
     (the symbolic dimension ``nadj``) in one run: the backward nodes that read the seed run
-    in a Loop over the seeds, the others once before it.
+    in a Loop over the seeds (unrolled for up to ``_UNROLLED_SEEDS`` seeds), the others
+    once before it.
 
     Args:
         model: the primal model (static shapes, weights as initializers).
@@ -211,6 +233,15 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     Returns:
         The adjoint ModelProto, weights embedded.
     """
+    return _adjoint_models(model, layout, registry, (_UNROLLED_SEEDS,))[0]
+
+
+def _adjoint_models(
+    model: ModelProto, layout: str, registry: GradRegistry | None, unrolled: Sequence[int]
+) -> list[ModelProto]:
+    """``adjoint_model`` once per count in ``unrolled`` (seed counts up to it unrolled),
+    from one reverse pass; ``family`` differentiates the count-1 form for ``fwd_adj_f``
+    (forward mode would otherwise differentiate every unrolled copy)."""
     _check_layout(layout)
     inputs, outputs = _free_inputs(model), list(model.graph.output)
     xs = [i for i in inputs if _is_float(i)]
@@ -234,10 +265,15 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     b.op("Constant", [], bwd.input[-1], value=numpy_helper.from_array(np.ones((), _np_dtype(ys[0]))))
     stacked = _seed_loop(b, bwd, internal, per_seed, [(f"grad_{x.name}", x.type.tensor_type.elem_type) for x in xs])
     _seed_first_gathers(b, {internal[y.name]: len(shapes[y.name]) + 1 for y in ys})
-    adj_outputs = _one_seed_or_loop(b, [(f"{prefix}{x.name}", shapes[x.name]) for x in xs], stacked, layout)
     seed_infos = [_info(seeds[y.name], y, _seed_dims(shapes[y.name], dim, layout)) for y in ys]
-    out_infos = [_info(o, x, _seed_dims(shapes[x.name], dim, layout)) for o, x in zip(adj_outputs, xs)]
-    return _model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, f"adj_{model.graph.name}")
+    shared, models = list(b.nodes), []
+    for top in unrolled:
+        b.nodes = list(shared)
+        outs = _one_seed_or_loop(b, [(f"{prefix}{x.name}", shapes[x.name]) for x in xs], stacked, layout, top)
+        out_infos = [_info(o, x, _seed_dims(shapes[x.name], dim, layout)) for o, x in zip(outs, xs)]
+        name = f"adj_{model.graph.name}"
+        models.append(_model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, name))
+    return models
 
 
 def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, str], b: _Nodes, name: str) -> ModelProto:
@@ -298,43 +334,102 @@ def _seed_loop(
     return stacked
 
 
-def _one_seed_or_loop(b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[str], layout: str) -> list[str]:
-    """Replaces the seed Loop (the last node) by ``If(nseed == 1, body once, Loop)``.
+def _one_seed_or_loop(
+    b: _Nodes, outputs: list[tuple[str, Dims]], stacked: list[str], layout: str, unrolled: int = _UNROLLED_SEEDS
+) -> list[str]:
+    """Replaces the seed Loop (the last node) by ``If(nseed == 1, body once, If(nseed == 2,
+    body twice, ... Loop))``.
 
-    With one seed (CasADi's ``f.reverse(1)``, a Hessian-vector product) the Loop's per-iteration
-    output copies and the seed-first -> layout Transposes of the gradients cost as much as a
-    backward Gemm (the 784x512 weight of the MLP: 1 ms); the then-branch runs the Loop body's
-    nodes once with ``k = 0`` and writes its gradients in the layout directly (for one seed a
-    reshape: ``[r, c]`` is ``[r, 1 c]``).
+    The Loop's per-iteration output copies and the seed-first -> layout Transposes of the
+    gradients cost as much as a backward Gemm (the 784x512 weight of the MLP: 1 ms per
+    copy, onnxruntime copying again for the Reshape into the layout). A branch for n
+    seeds runs the Loop body's nodes n times (``k = 0, ..., n - 1``) and writes the
+    gradients in the layout with one Concat each (CasADi's ``[S_1 | S_2 | ...]`` is a
+    Concat on axis 1; one seed: a reshape). Counts up to ``unrolled`` are unrolled (one
+    only when the body is long or holds subgraphs).
 
     Args:
         b: the nodes, the seed Loop last.
         outputs: the sibling's output names and the shapes of their values.
         stacked: the Loop's outputs (seed axis first), one per output.
         layout: the seed layout.
+        unrolled: the largest seed count whose branch runs the body unrolled.
 
     Returns:
-        The output names (``outputs``' names, written by the If).
+        The output names (``outputs``' names, written by the outermost If).
     """
     loop = b.nodes.pop()
     body = next(a.g for a in loop.attribute if a.name == "body")
-    graph = helper.make_graph
     many = _Nodes(b.taken)
     many.nodes.append(loop)
-    many_out = [many.from_stacked(t, shape, layout, b.name(f"{o}_loop")) for t, (o, shape) in zip(stacked, outputs)]
-    one = _Nodes(b.taken)
-    k, cond = numpy_helper.from_array(np.zeros((), np.int64), body.input[0].name), body.input[1].name
-    one.nodes += [helper.make_node("Constant", [], [k.name], value=k), *(n for n in body.node if cond not in n.input)]
-    grads = [o.name for o in body.output[1:]]
-    one_out = [one.from_one(g, shape, layout, b.name(f"{o}_one")) for g, (o, shape) in zip(grads, outputs)]
+    branch = many.nodes
+    branch_out = [many.from_stacked(t, shape, layout, b.name(f"{o}_loop")) for t, (o, shape) in zip(stacked, outputs)]
     vi = helper.make_tensor_value_info
     types = [o.type.tensor_type.elem_type for o in body.output[1:]]
-    then = graph(one.nodes, "family_one_seed", [], [vi(o, t, None) for o, t in zip(one_out, types)])
-    other = graph(many.nodes, "family_seeds", [], [vi(o, t, None) for o, t in zip(many_out, types)])
-    cond = b.op("Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.ones((), np.int64)))])
-    names = [o for o, _ in outputs]
-    b.nodes.append(helper.make_node("If", [cond], names, then_branch=then, else_branch=other))
-    return names
+    has_graphs = any(a.HasField("g") or len(a.graphs) for n in body.node for a in n.attribute)
+    top = 1 if has_graphs or len(body.node) > _UNROLL_MAX_NODES else max(1, unrolled)
+    for count in range(top, 0, -1):
+        copies = _Nodes(b.taken)
+        per_seed = [_body_copy(copies, body, k) for k in range(count)]
+        names = [b.name(f"{o}_one" if count == 1 else f"{o}_{count}") for o, _ in outputs]
+        for i, (name, (_, shape)) in enumerate(zip(names, outputs)):
+            copies.from_unrolled([grads[i] for grads in per_seed], shape, layout, name)
+        cond = b.op(
+            "Equal", [loop.input[0], b.op("Constant", [], value=numpy_helper.from_array(np.array(count, np.int64)))]
+        )
+        then = _graph(copies.nodes, f"family_{count}_seeds", [vi(o, t, None) for o, t in zip(names, types)])
+        other = _graph(branch, "family_seeds", [vi(o, t, None) for o, t in zip(branch_out, types)])
+        branch_out = [o for o, _ in outputs] if count == 1 else [b.name(f"{o}_upto{count}") for o, _ in outputs]
+        branch = [_if(cond, branch_out, then, other)]
+        if count > 1:  # the condition is computed in the enclosing branch: move it in
+            branch[:0] = b.nodes[-2:]
+            del b.nodes[-2:]
+    b.nodes += branch
+    return [o for o, _ in outputs]
+
+
+def _graph(nodes: list[NodeProto], name: str, outputs: list[ValueInfoProto]) -> GraphProto:
+    """A branch graph holding ``nodes`` themselves (``helper.make_graph`` copies each node,
+    and the nested Ifs of the unrolled seed counts would be copied once per level)."""
+    graph = GraphProto()
+    graph.name = name
+    graph.node = nodes
+    graph.output = outputs
+    return graph
+
+
+def _if(cond: str, outputs: list[str], then: GraphProto, other: GraphProto) -> NodeProto:
+    """``If(cond)`` holding the branch graphs themselves (see ``_graph``)."""
+    node = NodeProto()
+    node.op_type = "If"
+    node.input.append(cond)
+    node.output.extend(outputs)
+    for name, graph in (("then_branch", then), ("else_branch", other)):
+        attr = AttributeProto()
+        attr.name, attr.type, attr.g = name, AttributeProto.GRAPH, graph
+        node.attribute.append(attr)
+    return node
+
+
+def _body_copy(b: _Nodes, body: GraphProto, k: int) -> list[str]:
+    """The seed Loop body's nodes for iteration ``k`` (the counter a Constant, every value
+    the body defines renamed apart from the other copies); returns its gradients."""
+    counter, cond = body.input[0].name, body.input[1].name
+    renamed = {counter: b.name(f"family_seed{k}")}
+    b.nodes.append(
+        helper.make_node("Constant", [], [renamed[counter]], value=numpy_helper.from_array(np.array(k, np.int64)))
+    )
+    for node in body.node:
+        if cond in node.input:
+            continue
+        copy = NodeProto()
+        copy.CopyFrom(node)
+        copy.input[:] = [renamed.get(i, i) for i in node.input]
+        for j, o in enumerate(node.output):
+            if o:
+                renamed[o] = copy.output[j] = b.name(f"{o}_s{k}")
+        b.nodes.append(copy)
+    return [renamed.get(o.name, o.name) for o in body.output[1:]]
 
 
 def _seed_first_gathers(b: _Nodes, ranks: dict[str, int]) -> None:
@@ -486,12 +581,12 @@ def family(
     primal.CopyFrom(model)
     written = [path]
     save(primal, path)  # tensors loaded from external data are written inline
-    adj = adjoint_model(primal, layout=layout, registry=registry)
+    adj = _adjoint_models(primal, layout, registry, (_UNROLLED_SEEDS, 1) if second_order else (_UNROLLED_SEEDS,))
     written.append(path.with_name(f"adj_{path.name}"))
-    save(adj, written[-1])
-    if second_order:
+    save(adj[0], written[-1])
+    if second_order:  # from the Loop-only adjoint: the unrolled copies would each get a tangent
         written.append(path.with_name(f"fwd_adj_{path.name}"))
-        save(tangent_model(adj, layout=layout, registry=registry), written[-1])
+        save(tangent_model(adj[-1], layout=layout, registry=registry), written[-1])
     if forward_sibling:
         written.append(path.with_name(f"fwd_{path.name}"))
         save(tangent_model(primal, layout=layout, registry=registry), written[-1])

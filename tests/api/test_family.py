@@ -133,8 +133,8 @@ def _signature(path: pathlib.Path) -> tuple[list[tuple[str, list[object]]], list
     )
 
 
-def test_family_names_and_seed_dims_follow_casadi(tmp_path: pathlib.Path) -> None:
-    """Ranks 0, 1, 2 and 3: names adj_/fwd_, dims nadj / nadj_x<c> / numel, weights embedded."""
+def _ranks_model() -> ol.ModelProto:
+    """Inputs of ranks 0, 1, 2 and 3 (float64); outputs y (rank 1) and Z (2 x 1)."""
     dt = TensorProto.DOUBLE
     nodes = [
         helper.make_node("Mul", ["a", "v"], ["av"]),
@@ -156,9 +156,14 @@ def test_family_names_and_seed_dims_follow_casadi(tmp_path: pathlib.Path) -> Non
         numpy_helper.from_array(np.array([1], np.int64), "axes"),
     ]
     outputs = [helper.make_tensor_value_info("y", dt, [2]), helper.make_tensor_value_info("Z", dt, [2, 1])]
-    model = helper.make_model(
+    return helper.make_model(
         helper.make_graph(nodes, "g", inputs, outputs, inits), opset_imports=[helper.make_opsetid("", 21)]
     )
+
+
+def test_family_names_and_seed_dims_follow_casadi(tmp_path: pathlib.Path) -> None:
+    """Ranks 0, 1, 2 and 3: names adj_/fwd_, dims nadj / nadj_x<c> / numel, weights embedded."""
+    model = _ranks_model()
     paths = ol.family(model, tmp_path / "sub" / "g.onnx", forward_sibling=True)
     assert [p.name for p in paths] == ["g.onnx", "adj_g.onnx", "fwd_adj_g.onnx", "fwd_g.onnx"]
     primal = [("a", []), ("v", [3]), ("M", [2, 3]), ("T", [2, 2, 2])]
@@ -313,3 +318,23 @@ def test_family_seed_loops_take_contiguous_seed_slices(tmp_path: pathlib.Path) -
     gathers = _counter_gathers(adj.graph) + _counter_gathers(fwd_adj.graph)
     assert len(gathers) >= 4, gathers  # the adjoint's seed, the tangent's seeds
     assert all(axis == 0 for _, axis in gathers), gathers
+
+
+@pytest.mark.parametrize("layout", ["casadi", "onnx"])
+def test_family_adjoint_seed_counts_equal_single_seeds(layout: str, tmp_path: pathlib.Path) -> None:
+    """1 to 6 adjoint seeds (the unrolled If branches up to 4, the Loop beyond) give the
+    one-seed adjoints side by side, for every rank's layout."""
+    paths = ol.family(_ranks_model(), tmp_path / "g.onnx", layout=layout, second_order=False)
+    sess = _session(paths[1])
+    rng = np.random.default_rng(2)
+    feeds = {"a": np.array(0.7), "v": rng.standard_normal(3), "M": rng.standard_normal((2, 3))}
+    feeds["T"] = rng.standard_normal((2, 2, 2))
+    z_shape = (2,) if layout == "casadi" else (2, 1)
+    for n in range(1, 7):
+        u = {"adj_y": rng.standard_normal((2, n)), "adj_Z": rng.standard_normal((*z_shape, n))}
+        many = sess.run(None, {**feeds, **u})
+        singles = [sess.run(None, {**feeds, **{k: s[..., j : j + 1] for k, s in u.items()}}) for j in range(n)]
+        for i, got in enumerate(many):
+            axis = 1 if layout == "casadi" else -1  # [S_1 | S_2 | ...] or the trailing seed axis
+            want = np.concatenate([one[i] for one in singles], axis=axis)
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=f"{n} seeds, output {i}")
