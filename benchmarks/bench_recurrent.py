@@ -17,6 +17,13 @@ checked against onnxruntime before timing.
 ``--gradient``: the LSTM and GRU models of ``bench_gradient.py`` (one bidirectional layer, T 32,
 batch 16, hidden 64): backward (GradientOfFunction's graph) / forward run time in our runtime
 and in onnxruntime (issue 10's target: at most 8x in both).
+
+``--first-call``: the first transform of those models in a fresh process (nothing cached,
+nothing on disk), ours (``GradientOfFunction``) and onnx-ad's (``onnx_ad.reverse``) each in its
+own subprocess, alternating, ``--rounds`` of each; the model is built and parsed before the
+clock starts, the first call's CPU time is what is printed (issue 10: >= 10x onnx-ad).
+
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --first-call [--rounds 5]
 """
 
 from __future__ import annotations
@@ -184,14 +191,56 @@ def gradient_ratios(rounds: int) -> None:
         )
 
 
+_FIRST_CALL = """
+import sys, time
+sys.path[:0] = {paths!r}
+import onnx_light as ol
+from bench_gradient import recurrent_model
+model, xs, y = recurrent_model({op!r})
+data = model.SerializeToString()
+if {peer!r}:
+    import onnx_ad
+    start = time.process_time()
+    onnx_ad.reverse(model, inputs=xs, outputs=[y], layout="onnx")
+else:
+    ours = ol.ModelProto.FromString(data)
+    start = time.process_time()
+    ol.GradientOfFunction(ours, xs, y)
+print(time.process_time() - start)
+"""
+
+
+def first_calls(rounds: int) -> None:
+    """The first transform in a fresh process, ours and onnx-ad's alternating (CPU time, medians)."""
+    import subprocess
+
+    print("| model | first call ours (runs) | first call onnx-ad (runs) | onnx-ad / ours |")
+    print("|---|---|---|---|")
+    paths = [os.path.dirname(HERE), HERE]
+    for op in ("LSTM", "GRU"):
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for r in range(rounds):
+            for peer in (False, True) if r % 2 == 0 else (True, False):
+                code = _FIRST_CALL.format(paths=paths, op=op, peer=peer)
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+                times[peer].append(float(out.stdout.split()[-1]) * 1e3)
+        ours, theirs = statistics.median(times[False]), statistics.median(times[True])
+        cells = [", ".join(f"{t:.1f}" for t in times[k]) for k in (False, True)]
+        print(f"| {op.lower()} | {ours:.1f} ms ({cells[0]}) | {theirs:.1f} ms ({cells[1]}) | {theirs / ours:.1f}x |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--gradient", action="store_true", help="backward/forward ratios of the gradient models")
+    p.add_argument("--first-call", action="store_true", help="first transform in a fresh process, vs onnx-ad")
     args = p.parse_args()
     import onnxruntime as ort
 
+    if args.first_call:
+        first_calls(args.rounds)
+        return
     if args.gradient:
         gradient_ratios(args.rounds)
         return
