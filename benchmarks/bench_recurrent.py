@@ -211,22 +211,44 @@ print(time.process_time() - start)
 
 
 def first_calls(rounds: int) -> None:
-    """The first transform in a fresh process, ours and onnx-ad's alternating (CPU time, medians)."""
-    import subprocess
+    """The first transform in a fresh process, ours and onnx-ad's alternating (CPU time, medians).
 
-    print("| model | first call ours (runs) | first call onnx-ad (runs) | onnx-ad / ours |")
-    print("|---|---|---|---|")
+    Twice: as the environment runs Python (here ``PYTHONDONTWRITEBYTECODE=1``: every module of ours
+    compiled from source in every process, onnx-ad's read from the .pyc files its install wrote), and
+    with our modules' bytecode cached as an installed package has it (a temporary
+    ``PYTHONPYCACHEPREFIX``, written by one untimed run first).
+    """
+    import subprocess
+    import tempfile
+
+    print("| model | bytecode | first call ours (runs) | first call onnx-ad (runs) | onnx-ad / ours |")
+    print("|---|---|---|---|---|")
     paths = [os.path.dirname(HERE), HERE]
-    for op in ("LSTM", "GRU"):
-        times: dict[bool, list[float]] = {False: [], True: []}
-        for r in range(rounds):
-            for peer in (False, True) if r % 2 == 0 else (True, False):
-                code = _FIRST_CALL.format(paths=paths, op=op, peer=peer)
-                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-                times[peer].append(float(out.stdout.split()[-1]) * 1e3)
-        ours, theirs = statistics.median(times[False]), statistics.median(times[True])
-        cells = [", ".join(f"{t:.1f}" for t in times[k]) for k in (False, True)]
-        print(f"| {op.lower()} | {ours:.1f} ms ({cells[0]}) | {theirs:.1f} ms ({cells[1]}) | {theirs / ours:.1f}x |")
+    with tempfile.TemporaryDirectory() as pyc:
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached["PYTHONPYCACHEPREFIX"] = pyc
+        for op in ("LSTM", "GRU"):
+            for label, env in (("as run here", dict(os.environ)), (".pyc cached", cached)):
+
+                def run(peer: bool, env: dict[str, str] = env, op: str = op) -> float:
+                    code = _FIRST_CALL.format(paths=paths, op=op, peer=peer)
+                    out = subprocess.run(
+                        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+                    )
+                    return float(out.stdout.split()[-1]) * 1e3
+
+                run(False)  # writes the .pyc files where they are cached
+                times: dict[bool, list[float]] = {False: [], True: []}
+                for r in range(rounds):
+                    for peer in (False, True) if r % 2 == 0 else (True, False):
+                        times[peer].append(run(peer))
+                ours, theirs = statistics.median(times[False]), statistics.median(times[True])
+                cells = [", ".join(f"{t:.1f}" for t in times[k]) for k in (False, True)]
+                print(
+                    f"| {op.lower()} | {label} | {ours:.1f} ms ({cells[0]}) | {theirs:.1f} ms ({cells[1]}) | "
+                    f"{theirs / ours:.1f}x |",
+                    flush=True,
+                )
 
 
 def main() -> None:
