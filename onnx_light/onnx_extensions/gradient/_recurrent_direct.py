@@ -92,7 +92,8 @@ class _Step:
 
     def graph(self, outputs: list[tuple[str, list[Any]]]) -> GraphProto:
         outs = [helper.make_tensor_value_info(n, self.dtype, s) for n, s in outputs]
-        return helper.make_graph(self.nodes, self.name, self.inputs, outs)
+        # its own fresh messages: no copies (helper.make_graph copies every node)
+        return GraphProto(name=self.name, node=self.nodes, input=self.inputs, output=outs)
 
 
 class _Direct:
