@@ -24,6 +24,12 @@ own subprocess, alternating, ``--rounds`` of each; the model is built and parsed
 clock starts, the first call's CPU time is what is printed (issue 10: >= 10x onnx-ad).
 
     PYTHONPATH=. python benchmarks/bench_recurrent.py --first-call [--rounds 5]
+
+``--direct-ab``: the ``--gradient`` models' backward in our runtime, the direct form
+(``_recurrent_direct``) against the general lowering of the same node differentiated by the pass,
+both built and run alternating in one process (the machine's load moves both alike).
+
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --direct-ab [--rounds 9]
 """
 
 from __future__ import annotations
@@ -251,15 +257,55 @@ def first_calls(rounds: int) -> None:
                 )
 
 
+def direct_ab(rounds: int) -> None:
+    """Backward run time, direct form vs general lowering, alternating in one process (CPU time)."""
+    from bench_gradient import recurrent_model
+
+    from onnx_light.onnx_extensions.gradient import _recurrent_direct
+
+    print("| model | fwd | bwd direct | bwd lowering | direct / lowering | bwd/fwd direct | bwd/fwd lowering |")
+    print("|---|---|---|---|---|---|---|")
+    for op in ("LSTM", "GRU"):
+        model, xs, y = recurrent_model(op)
+        ours_model = onnx_light.load_from_string(model.SerializeToString())
+        built = {}
+        for form in ("direct", "lowering"):
+            real = _recurrent_direct._applies
+            if form == "lowering":
+                _recurrent_direct._applies = lambda ctx: False
+            try:
+                registry = onnx_light.DefaultGradRegistry()
+                built[form] = onnx_light.gradient_model(ours_model, xs=xs, y=y, registry=registry)
+            finally:
+                _recurrent_direct._applies = real
+        ffeeds, bfeeds = _gradient_feeds(model, built["direct"].graph)
+        runs = {"fwd": (InferenceSession(ours_model), ffeeds)}
+        runs.update({k: (InferenceSession(m), bfeeds) for k, m in built.items()})
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for r in range(rounds):
+            for k, (sess, feeds) in runs.items() if r % 2 == 0 else reversed(runs.items()):
+                times[k].append(measure(lambda s=sess, f=feeds: s.run(None, f), 5)[0])
+        t = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        print(
+            f"| {op.lower()} | {t['fwd']:.2f} ms | {t['direct']:.2f} ms | {t['lowering']:.2f} ms | "
+            f"{t['direct'] / t['lowering']:.2f} | {t['direct'] / t['fwd']:.2f} | {t['lowering'] / t['fwd']:.2f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--gradient", action="store_true", help="backward/forward ratios of the gradient models")
     p.add_argument("--first-call", action="store_true", help="first transform in a fresh process, vs onnx-ad")
+    p.add_argument("--direct-ab", action="store_true", help="backward run time, direct form vs lowering")
     args = p.parse_args()
     import onnxruntime as ort
 
+    if args.direct_ab:
+        direct_ab(args.rounds)
+        return
     if args.first_call:
         first_calls(args.rounds)
         return
