@@ -256,5 +256,6 @@ def _version(v: list[Any]) -> tuple[Any, ...]:
 
 
 SPEC: dict[tuple[str, str], list[tuple[Any, ...]]] = {
-    (k[0], k[1]): [_version(v) for v in vs] for k, vs in (json.loads(line) for line in _DATA.splitlines())
+    (k[0], k[1]): [_version(v) for v in vs]
+    for k, vs in (json.loads(line) for line in _DATA.splitlines())
 }
