@@ -113,6 +113,7 @@ RECURRENT_CASES = [
     _case("GRU_direct_linear_before_reset_reverse", "GRU", linear_before_reset=1, direction="reverse"),
     _case("GRU_direct_bidirectional_layout1_no_states", "GRU", dirs=2, layout=1, states=False),
     _case("GRU_direct_linear_before_reset_no_bias_y_h_only", "GRU", linear_before_reset=1, bias=False, loss=("Y_h",)),
+    _case("GRU_direct_reverse_no_bias", "GRU", direction="reverse", bias=False),
     # symbolic batch (layout 1) or steps (layout 0): the run-time shapes of the direct form
     replace(_case("LSTM_direct_layout1_symbolic_n", "LSTM", layout=1, peepholes=False, states=False), dynamic=["X"]),
     replace(_case("GRU_direct_bidirectional_symbolic_steps", "GRU", dirs=2), dynamic=["X"]),
