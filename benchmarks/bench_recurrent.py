@@ -17,6 +17,19 @@ checked against onnxruntime before timing.
 ``--gradient``: the LSTM and GRU models of ``bench_gradient.py`` (one bidirectional layer, T 32,
 batch 16, hidden 64): backward (GradientOfFunction's graph) / forward run time in our runtime
 and in onnxruntime (issue 10's target: at most 8x in both).
+
+``--first-call``: the first transform of those models in a fresh process (nothing cached,
+nothing on disk), ours (``GradientOfFunction``) and onnx-ad's (``onnx_ad.reverse``) each in its
+own subprocess, alternating, ``--rounds`` of each; the model is built and parsed before the
+clock starts, the first call's CPU time is what is printed (issue 10: >= 10x onnx-ad).
+
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --first-call [--rounds 5]
+
+``--direct-ab``: the ``--gradient`` models' backward in our runtime, the direct form
+(``_recurrent_direct``) against the general lowering of the same node differentiated by the pass,
+both built and run alternating in one process (the machine's load moves both alike).
+
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --direct-ab [--rounds 9]
 """
 
 from __future__ import annotations
@@ -184,14 +197,118 @@ def gradient_ratios(rounds: int) -> None:
         )
 
 
+_FIRST_CALL = """
+import sys, time
+sys.path[:0] = {paths!r}
+import onnx_light as ol
+from bench_gradient import recurrent_model
+model, xs, y = recurrent_model({op!r})
+data = model.SerializeToString()
+if {peer!r}:
+    import onnx_ad
+    start = time.process_time()
+    onnx_ad.reverse(model, inputs=xs, outputs=[y], layout="onnx")
+else:
+    ours = ol.ModelProto.FromString(data)
+    start = time.process_time()
+    ol.GradientOfFunction(ours, xs, y)
+print(time.process_time() - start)
+"""
+
+
+def first_calls(rounds: int) -> None:
+    """The first transform in a fresh process, ours and onnx-ad's alternating (CPU time, medians).
+
+    Twice: as the environment runs Python (here ``PYTHONDONTWRITEBYTECODE=1``: every module of ours
+    compiled from source in every process, onnx-ad's read from the .pyc files its install wrote), and
+    with our modules' bytecode cached as an installed package has it (a temporary
+    ``PYTHONPYCACHEPREFIX``, written by one untimed run first).
+    """
+    import subprocess
+    import tempfile
+
+    print("| model | bytecode | first call ours (runs) | first call onnx-ad (runs) | onnx-ad / ours |")
+    print("|---|---|---|---|---|")
+    paths = [os.path.dirname(HERE), HERE]
+    with tempfile.TemporaryDirectory() as pyc:
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached["PYTHONPYCACHEPREFIX"] = pyc
+        for op in ("LSTM", "GRU"):
+            for label, env in (("as run here", dict(os.environ)), (".pyc cached", cached)):
+
+                def run(peer: bool, env: dict[str, str] = env, op: str = op) -> float:
+                    code = _FIRST_CALL.format(paths=paths, op=op, peer=peer)
+                    out = subprocess.run(
+                        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+                    )
+                    return float(out.stdout.split()[-1]) * 1e3
+
+                run(False)  # writes the .pyc files where they are cached
+                times: dict[bool, list[float]] = {False: [], True: []}
+                for r in range(rounds):
+                    for peer in (False, True) if r % 2 == 0 else (True, False):
+                        times[peer].append(run(peer))
+                ours, theirs = statistics.median(times[False]), statistics.median(times[True])
+                cells = [", ".join(f"{t:.1f}" for t in times[k]) for k in (False, True)]
+                print(
+                    f"| {op.lower()} | {label} | {ours:.1f} ms ({cells[0]}) | {theirs:.1f} ms ({cells[1]}) | "
+                    f"{theirs / ours:.1f}x |",
+                    flush=True,
+                )
+
+
+def direct_ab(rounds: int) -> None:
+    """Backward run time, direct form vs general lowering, alternating in one process (CPU time)."""
+    from bench_gradient import recurrent_model
+
+    from onnx_light.onnx_extensions.gradient import _recurrent_direct
+
+    print("| model | fwd | bwd direct | bwd lowering | direct / lowering | bwd/fwd direct | bwd/fwd lowering |")
+    print("|---|---|---|---|---|---|---|")
+    for op in ("LSTM", "GRU"):
+        model, xs, y = recurrent_model(op)
+        ours_model = onnx_light.load_from_string(model.SerializeToString())
+        built = {}
+        for form in ("direct", "lowering"):
+            real = _recurrent_direct._applies
+            if form == "lowering":
+                _recurrent_direct._applies = lambda ctx: False
+            try:
+                registry = onnx_light.DefaultGradRegistry()
+                built[form] = onnx_light.gradient_model(ours_model, xs=xs, y=y, registry=registry)
+            finally:
+                _recurrent_direct._applies = real
+        ffeeds, bfeeds = _gradient_feeds(model, built["direct"].graph)
+        runs = {"fwd": (InferenceSession(ours_model), ffeeds)}
+        runs.update({k: (InferenceSession(m), bfeeds) for k, m in built.items()})
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for r in range(rounds):
+            for k, (sess, feeds) in runs.items() if r % 2 == 0 else reversed(runs.items()):
+                times[k].append(measure(lambda s=sess, f=feeds: s.run(None, f), 5)[0])
+        t = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        print(
+            f"| {op.lower()} | {t['fwd']:.2f} ms | {t['direct']:.2f} ms | {t['lowering']:.2f} ms | "
+            f"{t['direct'] / t['lowering']:.2f} | {t['direct'] / t['fwd']:.2f} | {t['lowering'] / t['fwd']:.2f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--gradient", action="store_true", help="backward/forward ratios of the gradient models")
+    p.add_argument("--first-call", action="store_true", help="first transform in a fresh process, vs onnx-ad")
+    p.add_argument("--direct-ab", action="store_true", help="backward run time, direct form vs lowering")
     args = p.parse_args()
     import onnxruntime as ort
 
+    if args.direct_ab:
+        direct_ab(args.rounds)
+        return
+    if args.first_call:
+        first_calls(args.rounds)
+        return
     if args.gradient:
         gradient_ratios(args.rounds)
         return

@@ -7,6 +7,7 @@ linear_before_reset, input_forget. Y, Y_h and Y_c all feed the loss.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,38 +24,58 @@ def rnd(*shape: int) -> np.ndarray:
     return _rng.standard_normal(shape) * 0.6
 
 
-def _case(name: str, op: str, *, dirs: int = 1, layout: int = 0, lens: bool = False, **attrs: Any) -> Case:
+def _case(
+    name: str,
+    op: str,
+    *,
+    dirs: int = 1,
+    layout: int = 0,
+    lens: bool = False,
+    peepholes: bool = True,
+    states: bool = True,
+    bias: bool = True,
+    loss: tuple[str, ...] = ("Y", "Y_h", "Y_c"),
+    **attrs: Any,
+) -> Case:
+    """``peepholes``, ``states``, ``bias``: whether P, initial_h/initial_c and B are fed;
+    ``loss``: the outputs that feed the loss (Y squared, Y_h and Y_c summed)."""
     g = _GATES[op]
     inputs: dict[str, np.ndarray] = {
         "X": rnd(B, T, I) if layout else rnd(T, B, I),
         "W": rnd(dirs, g * H, I),
         "R": rnd(dirs, g * H, H),
-        "Bias": rnd(dirs, 2 * g * H),
     }
-    names = ["X", "W", "R", "Bias", "", ""]
+    names = ["X", "W", "R", "", "", ""]
+    if bias:
+        inputs["Bias"] = rnd(dirs, 2 * g * H)
+        names[3] = "Bias"
     if lens:
         inputs["L"] = np.array([T, 1], np.int32)
         names[4] = "L"
-    inputs["h0"] = rnd(B, dirs, H) if layout else rnd(dirs, B, H)
-    names[5] = "h0"
+    if states:
+        inputs["h0"] = rnd(B, dirs, H) if layout else rnd(dirs, B, H)
+        names[5] = "h0"
     outs = ["Y", "Y_h"]
     if op == "LSTM":
-        inputs["c0"] = rnd(B, dirs, H) if layout else rnd(dirs, B, H)
-        inputs["P"] = rnd(dirs, 3 * H)
-        names += ["c0", "P"]
+        names += ["", ""]
+        if states:
+            inputs["c0"] = rnd(B, dirs, H) if layout else rnd(dirs, B, H)
+            names[6] = "c0"
+        if peepholes:
+            inputs["P"] = rnd(dirs, 3 * H)
+            names[7] = "P"
         outs.append("Y_c")
     if dirs == 2:
         attrs["direction"] = attrs.get("direction", "bidirectional")
-    nodes = [
-        oh.make_node(op, names, outs, hidden_size=H, layout=layout, **attrs),
-        oh.make_node("Mul", ["Y", "Y"], ["y2"]),
-        oh.make_node("ReduceSum", ["y2"], ["s1"], keepdims=0),
-        oh.make_node("ReduceSum", ["Y_h"], ["s2"], keepdims=0),
-    ]
-    terms = ["s1", "s2"]
-    if op == "LSTM":
-        nodes.append(oh.make_node("ReduceSum", ["Y_c"], ["s3"], keepdims=0))
-        terms.append("s3")
+    nodes = [oh.make_node(op, names, outs, hidden_size=H, layout=layout, **attrs)]
+    terms = []
+    if "Y" in loss:
+        nodes += [oh.make_node("Mul", ["Y", "Y"], ["y2"]), oh.make_node("ReduceSum", ["y2"], ["s1"], keepdims=0)]
+        terms.append("s1")
+    for k, out in enumerate(("Y_h", "Y_c")):
+        if out in loss and out in outs:
+            nodes.append(oh.make_node("ReduceSum", [out], [f"s{k + 2}"], keepdims=0))
+            terms.append(f"s{k + 2}")
     nodes.append(oh.make_node("Sum", terms, ["loss"]))
     xs = [n for n in inputs if n != "L"]
     # onnxruntime has no float64 RNN kernels (the loss reads the forward node's Y)
@@ -81,6 +102,21 @@ RECURRENT_CASES = [
         activation_alpha=[0.9, 1.2],
         activation_beta=[0.8],
     ),
+    # the common attributes: written out directly (_recurrent_direct), no lowering
+    _case("LSTM_direct", "LSTM", peepholes=False),
+    _case("LSTM_direct_bidirectional_layout1", "LSTM", dirs=2, layout=1, peepholes=False),
+    _case(
+        "LSTM_direct_reverse_no_states_no_bias", "LSTM", direction="reverse", peepholes=False, states=False, bias=False
+    ),
+    _case("LSTM_direct_bidirectional_y_h_only", "LSTM", dirs=2, peepholes=False, loss=("Y_h",)),
+    _case("LSTM_direct_y_c_only", "LSTM", peepholes=False, states=False, loss=("Y_c",)),
+    _case("GRU_direct_linear_before_reset_reverse", "GRU", linear_before_reset=1, direction="reverse"),
+    _case("GRU_direct_bidirectional_layout1_no_states", "GRU", dirs=2, layout=1, states=False),
+    _case("GRU_direct_linear_before_reset_no_bias_y_h_only", "GRU", linear_before_reset=1, bias=False, loss=("Y_h",)),
+    _case("GRU_direct_reverse_no_bias", "GRU", direction="reverse", bias=False),
+    # symbolic batch (layout 1) or steps (layout 0): the run-time shapes of the direct form
+    replace(_case("LSTM_direct_layout1_symbolic_n", "LSTM", layout=1, peepholes=False, states=False), dynamic=["X"]),
+    replace(_case("GRU_direct_bidirectional_symbolic_steps", "GRU", dirs=2), dynamic=["X"]),
 ]
 
 
@@ -95,6 +131,26 @@ def test_lstm_hessian_vector_product() -> None:
     check_second_order(RECURRENT_CASES[6])
 
 
+def _case_named(name: str) -> Case:
+    return next(c for c in RECURRENT_CASES if c.name == name)
+
+
+@pytest.mark.parametrize("name", ["LSTM_direct", "GRU_direct_linear_before_reset_reverse"])
+def test_direct_hessian_vector_product(name: str) -> None:
+    """Second order through the directly written backward (its Scans, Pad, Split, ...)."""
+    check_second_order(_case_named(name))
+
+
+@pytest.mark.parametrize("name", [c.name for c in RECURRENT_CASES])
+def test_direct_form_where_it_applies(name: str) -> None:
+    """The common attributes take the direct form: one Scan per GRU, two per LSTM (the cell state
+    and the reverse sweep), none of the lowering's; the others keep the lowering."""
+    _, bwd = gradient(_case_named(name))
+    names = [a.g.name for n in bwd.node for a in n.attribute if a.type == 5]  # GRAPH
+    direct = "_direct" in name or name in ("GRU", "GRU_bidirectional")
+    assert any(n.endswith("vjp_step") for n in names) == direct, names
+
+
 def _two_lstms(alias: bool) -> Case:
     """Two LSTM nodes of one signature (each its own inputs) in one graph; ``alias``: the second
     feeds one tensor as both initial_h and initial_c."""
@@ -106,7 +162,10 @@ def _two_lstms(alias: bool) -> Case:
         c0 = f"h0{k}" if alias and k == 1 else f"c0{k}"
         inputs.setdefault(c0, rnd(1, B, H))
         nodes.append(
-            oh.make_node("LSTM", [f"X{k}", f"W{k}", f"R{k}", "", "", f"h0{k}", c0], [f"Y{k}", f"Yh{k}"], hidden_size=H)
+            # clip: the general lowering (the common LSTM is written out directly, uncached)
+            oh.make_node(
+                "LSTM", [f"X{k}", f"W{k}", f"R{k}", "", "", f"h0{k}", c0], [f"Y{k}", f"Yh{k}"], hidden_size=H, clip=50.0
+            )
         )
         nodes.append(oh.make_node("Mul", [f"Y{k}", f"Yh{k}"], [f"p{k}"]))
         nodes.append(oh.make_node("ReduceSum", [f"p{k}"], [f"s{k}"], keepdims=0))

@@ -129,13 +129,32 @@ def schema_table() -> OpTable[OpSchema]:
     return table
 
 
+_ONE: dict[tuple[str, str, int], OpSchema | None] = {}
+
+
+def lookup_schema(domain: str, op_type: str, opset: int) -> OpSchema | None:
+    """``schema_table().lookup(domain, op_type, opset)``, building only that op's schema: the
+    first transform of a process checks a few dozen ops (``ctx.op``), and building the whole
+    table (~700 schemas) cost it ~40 ms."""
+    key = (normalise_domain(domain), op_type, opset)
+    if key not in _ONE:
+        from ._spec_data import SPEC
+
+        newest = None
+        for raw in SPEC.get((key[0], op_type), ()):
+            if raw[0] <= opset:
+                newest = raw
+        _ONE[key] = None if newest is None else _build(key[0], op_type, newest)
+    return _ONE[key]
+
+
 def get_schema(op_type: str, max_inclusive_version: int, domain: str = "") -> OpSchema:
     """The newest schema of ``domain::op_type`` whose since_version is not above ``max_inclusive_version``.
 
     Raises:
         SchemaError: the op does not exist at that opset.
     """
-    schema = schema_table().lookup(domain, op_type, max_inclusive_version)
+    schema = lookup_schema(domain, op_type, max_inclusive_version)
     if schema is None:
         raise SchemaError(schema_table().missing_message(domain, op_type, max_inclusive_version))
     return schema
@@ -143,4 +162,4 @@ def get_schema(op_type: str, max_inclusive_version: int, domain: str = "") -> Op
 
 def has_schema(op_type: str, max_inclusive_version: int, domain: str = "") -> bool:
     """True when :func:`get_schema` would find a schema."""
-    return schema_table().lookup(domain, op_type, max_inclusive_version) is not None
+    return lookup_schema(domain, op_type, max_inclusive_version) is not None

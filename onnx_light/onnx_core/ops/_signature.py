@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._proto import AttributeProto, GraphProto, TensorProto
-from ._schema import schema_table
+from ._schema import lookup_schema, schema_table
 from ._table import normalise_domain, op_label
 
 __all__ = ["Signature", "signature", "UnknownOp", "ATTRIBUTE_TYPE_NAMES"]
@@ -158,9 +158,9 @@ def signature(op_type: str, opset: int, domain: str = "") -> Signature | None:
     key = (op_type, normalise_domain(domain), opset)
     if key in _CACHE:
         return _CACHE[key]
-    table = schema_table()
-    schema = table.lookup(key[1], op_type, opset)
+    schema = lookup_schema(key[1], op_type, opset)  # one op's schema, not the whole table
     if schema is None:
+        table = schema_table()
         if key[1] and not any(d == key[1] for d, _ in table.ops()):
             _CACHE[key] = None
             return None

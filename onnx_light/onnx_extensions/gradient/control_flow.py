@@ -34,6 +34,7 @@ from ._loop_sequences import (
     undo_steps,
 )
 from ._recurrent_cache import Built, cached_rule, optimized
+from ._recurrent_direct import direct_grad
 from ._recurrent_lowering import lower_recurrent, tape_from_outputs
 from ._subgraph import elem_type, graph_with_types, seq_elem_type, tensor_info, vjp_nodes
 from ._table import jvp_rule, rule
@@ -246,7 +247,12 @@ def scan_grad(ctx: GradContext, dy: str) -> Grads:
 def recurrent_grad(ctx: GradContext, dy: str) -> Grads:
     """The node lowered to one Scan per direction (see ``_recurrent_lowering``), differentiated
     by our own pass: a backward Scan in reverse time whose state accumulates W, R, B and P's
-    gradients. Built once per signature (``_recurrent_cache``)."""
+    gradients. Built once per signature (``_recurrent_cache``). The common LSTM and GRU
+    (default activations, no clip, lens or peepholes) are written out directly instead
+    (``_recurrent_direct``)."""
+    direct = direct_grad(ctx)
+    if direct is not None:
+        return direct
     body, grads, declared = cached_rule(ctx, _recurrent_vjp)
     ctx.emit_nodes(body)
     for info in declared:

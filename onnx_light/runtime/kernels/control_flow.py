@@ -116,28 +116,32 @@ def scan(
         specialise_to_scope(body, scope)
 
     # the body's plan is compiled once (with the node); per step only the feeds list is built and
-    # each scan output slice is written into its stacked buffer (allocated at the first step)
+    # each scan output slice is written into its stacked buffer (allocated at the first step) where
+    # it belongs: at its axis and in its direction, so the results are contiguous (no reversed or
+    # moved view that the next node would have to copy)
+    out_axes = scan_output_axes or [0] * n_out
+    out_dirs = scan_output_directions or [0] * n_out
     stacks: list[Any] = [None] * n_out
+    slots: list[Any] = [None] * n_out  # each stack seen with its scan axis first
     for t in range(steps):
         outs = run_plan(body, [*state, *[x[t] for x in xs]], scope)
         state = outs[:n_state]
         for k in range(n_out):
             v = np.asarray(outs[n_state + k])
             if t == 0:
-                stacks[k] = np.empty((steps, *v.shape), dtype=v.dtype)
-            elif v.shape != stacks[k].shape[1:]:
-                before = list(stacks[k].shape[1:])
+                axis = out_axes[k] % (v.ndim + 1)
+                shape = (*v.shape[:axis], steps, *v.shape[axis:])
+                stacks[k] = np.empty(shape, dtype=v.dtype)
+                slots[k] = np.moveaxis(stacks[k], axis, 0)
+            elif v.shape != slots[k].shape[1:]:
+                before = list(slots[k].shape[1:])
                 raise ValueError(f"Scan output {k} has shape {list(v.shape)} at step {t}, {before} before")
-            stacks[k][t] = v
-    out_axes = scan_output_axes or [0] * n_out
-    out_dirs = scan_output_directions or [0] * n_out
-    results = []
-    for k in range(n_out):
-        stacked = stacks[k] if steps else _empty(body, n_state + k)
-        if out_dirs[k]:
-            stacked = stacked[::-1]
-        results.append(np.moveaxis(stacked, 0, out_axes[k] % stacked.ndim) if stacked.ndim else stacked)
-    return (*state, *results)
+            slots[k][steps - 1 - t if out_dirs[k] else t] = v
+    if not steps:
+        for k in range(n_out):
+            empty = _empty(body, n_state + k)
+            stacks[k] = np.moveaxis(empty, 0, out_axes[k] % empty.ndim) if empty.ndim else empty
+    return (*state, *stacks)
 
 
 @kernel("", "Scan", since=8)
