@@ -202,8 +202,13 @@ def kernel(
 
     def register(fn: Kernel) -> Kernel:
         params = inspect.signature(fn).parameters.values()
+        # keyword-only parameters are the node's attributes, but for ``_...`` and a pool's ``out``
         attrs = frozenset(
-            p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and not p.name.startswith("_")
+            p.name
+            for p in params
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+            and not p.name.startswith("_")
+            and not (writes_out and p.name == "out")
         )
         wants = any(p.name == "_num_outputs" for p in params)
         key = normalise_domain(domain)

@@ -13,7 +13,7 @@ import pytest
 from onnx_light import RuntimeFailure, TensorProto, helper
 from onnx_light.runtime import InferenceSession, _pool
 from onnx_light.runtime.kernels.linalg import gemm, matmul
-from onnx_light.runtime.kernels.tensor import expand
+from onnx_light.runtime.kernels.tensor import cast_6, cast_19, expand
 from onnx_light.runtime.kernels.unfold import max_unpool
 
 N = 256  # 256 x 256 float32: 256 KiB, above the pool's 128 KiB
@@ -189,19 +189,24 @@ _GEMM = {"transB": 1, "alpha": 2.0}
         (matmul, (np.ones((2, 3, 4), np.float32), np.ones((4, 5), np.float32)), {}),
         (matmul, (np.ones((2, 3, 4), np.float32), np.ones((2, 4, 5), np.float32)), {}),
         (gemm, (np.ones((3, 4), np.float32), np.ones((5, 4), np.float32), np.ones(5, np.float32)), _GEMM),
+        (cast_6, (np.array([[0.0, -1.5, np.nan, 2.0]], np.float32),), {"to": TensorProto.BOOL}),
+        (cast_6, (np.array([[True, False, True]]),), {"to": TensorProto.FLOAT}),
+        (cast_19, (np.array([[0.5, -1.5, 3e9, 2.0]], np.float64),), {"to": TensorProto.INT32}),
     ],
-    ids=["Expand", "MaxUnpool", "MatMul-stacked", "MatMul-batched", "Gemm"],
+    ids=["Expand", "MaxUnpool", "MatMul-stacked", "MatMul-batched", "Gemm", "Cast-bool", "Cast-float", "Cast-int"],
 )
 def test_kernels_write_into_a_lent_buffer_of_the_right_type_only(fn, args, kwargs) -> None:  # type: ignore[no-untyped-def]
-    want = fn(*args, **kwargs)
-    out = np.full(want.shape, np.nan, want.dtype)
-    got = fn(*args, **kwargs, out=out)
-    assert got is out
-    np.testing.assert_array_equal(got, want)
-    for wrong in (np.empty((1, *want.shape), want.dtype), np.empty(want.shape, np.float64)):
-        other = fn(*args, **kwargs, out=wrong)
-        assert other is not wrong
-        np.testing.assert_array_equal(other, want)
+    with np.errstate(all="ignore"):  # as a session runs kernels (3e9 does not fit an int32)
+        want = fn(*args, **kwargs)
+        out = np.full(want.shape, 7, want.dtype)
+        got = fn(*args, **kwargs, out=out)
+        assert got is out
+        np.testing.assert_array_equal(got, want)
+        other_dtype = np.float64 if want.dtype != np.float64 else np.float32
+        for wrong in (np.empty((1, *want.shape), want.dtype), np.empty(want.shape, other_dtype)):
+            other = fn(*args, **kwargs, out=wrong)
+            assert other is not wrong
+            np.testing.assert_array_equal(other, want)
 
 
 def test_keep_freed_memory_is_opt_in_and_process_wide() -> None:
