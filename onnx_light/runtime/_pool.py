@@ -116,6 +116,16 @@ class Arena:
         self.peers = [[j for j, (c, _, _) in enumerate(layout) if c == b] for b, _, _ in layout]
         # the reference counts of an unreferenced buffer (less its views) and view, as lend() sees them
         self.idle = (self._count(0), sys.getrefcount(self.views[0]))
+        # checked once: lend() refuses a view held elsewhere and a buffer viewed elsewhere (else
+        # this Python counts references otherwise than measured here, and nothing is ever lent)
+        held = self.views[0]
+        refused = self.lend(0) is None
+        del held
+        viewed = self.buffers[self.owner[0]][:1]
+        refused = refused and self.lend(0) is None
+        del viewed
+        if not refused or self.lend(0) is None:
+            self.idle = (-1, -1)
 
     def _count(self, k: int) -> int:
         buffer = self.buffers[self.owner[k]]

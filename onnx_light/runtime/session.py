@@ -455,10 +455,10 @@ class InferenceSession:
     def _observed_run(self, feeds: list[Any]) -> list[Any]:
         """The first run: the generic loop, recording each value's dtype and shape; then the
         plan's function is generated again with the buffer pool those shapes call for."""
-        self._observe = False
         plan = self._plan
         seen, record = observe(plan)
         results = run_plan(plan, feeds, trace=record)
+        self._observe = False  # (a run that raised observes again next time)
         arenas = plan_arena(plan, seen)
         if arenas is not None:
             plan.arenas = arenas

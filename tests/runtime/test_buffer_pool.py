@@ -218,3 +218,16 @@ def test_keep_freed_memory_is_opt_in_and_process_wide() -> None:
     assert out[0] == "False"  # importing the runtime changes nothing
     if sys.platform.startswith("linux"):
         assert out[1:] == ["True", "True"]
+
+
+def test_an_arena_lends_only_unreferenced_buffers() -> None:
+    layout = [(0, np.dtype(np.float32), (64, 64)), (0, np.dtype(np.float32), (32, 32)), (1, np.dtype(np.int64), (8,))]
+    arena = _pool.Arena([64 * 64 * 4, 64], layout)
+    assert arena.lend(0) is arena.views[0]
+    held = arena.lend(1)  # a value alive on buffer 0: no other view of buffer 0 is lent
+    assert held is not None and arena.lend(0) is None and arena.lend(2) is not None
+    del held
+    view = arena.views[0].T  # a view of a dead value still reads buffer 0
+    assert arena.lend(0) is None and arena.lend(1) is None
+    del view
+    assert arena.lend(0) is not None
