@@ -202,14 +202,7 @@ def kernel(
 
     def register(fn: Kernel) -> Kernel:
         params = inspect.signature(fn).parameters.values()
-        # keyword-only parameters are the node's attributes, but for ``_...`` and a pool's ``out``
-        attrs = frozenset(
-            p.name
-            for p in params
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-            and not p.name.startswith("_")
-            and not (writes_out and p.name == "out")
-        )
+        attrs = _attribute_names(params, writes_out)
         wants = any(p.name == "_num_outputs" for p in params)
         key = normalise_domain(domain)
         for v in versions:
@@ -217,6 +210,12 @@ def kernel(
         return fn
 
     return register
+
+
+def _attribute_names(params: Iterable[inspect.Parameter], writes_out: bool) -> frozenset[str]:
+    """A kernel's keyword-only parameters: the node's attributes, but ``_...`` and a pool's ``out``."""
+    keyword = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    return frozenset(n for n in keyword if not n.startswith("_") and not (writes_out and n == "out"))
 
 
 def lookup_kernel(domain: str, op_type: str, opset: int) -> KernelInfo | None:

@@ -209,20 +209,15 @@ class InferenceSession:
         intra_op_num_threads: int | None = None,
         buffer_pool: bool = True,
     ) -> None:
-        proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
-        if isinstance(proto, (str, os.PathLike)):
-            proto = load(proto)
-        elif isinstance(proto, (bytes, bytearray, memoryview)):
-            proto = load_from_string(proto)
+        proto = _as_proto(proto)
         self.verbose = verbose
         self.check_finite = check_finite
         self.blas_threads = default_blas_threads() if blas_threads is None else int(blas_threads)
         if intra_op_num_threads is None:
             intra_op_num_threads = getattr(sess_options, "intra_op_num_threads", 0) or 1
         self.intra_op_num_threads = max(1, min(int(intra_op_num_threads), 64))
-        keep_freed_memory_from_env()  # opt-in, process-wide (``_malloc.py``)
         #: the next untraced run records the values' shapes for the buffer pool (then False)
-        self._observe = buffer_pool and os.environ.get("ONNX_LIGHT_BUFFER_POOL", "1") != "0"
+        self._observe = _pool_wanted(buffer_pool)
         fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
         opsets, graph = _opsets_and_graph(proto, fns)
@@ -486,6 +481,23 @@ class InferenceSession:
                         f"input(s) {bad_inputs} were already non-finite" if bad_inputs else "all its inputs were finite"
                     )
                     raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")
+
+
+def _as_proto(proto: Any) -> Any:
+    """The proto a session runs: an onnx object converted, a path or bytes loaded."""
+    proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
+    if isinstance(proto, (str, os.PathLike)):
+        return load(proto)
+    if isinstance(proto, (bytes, bytearray, memoryview)):
+        return load_from_string(proto)
+    return proto
+
+
+def _pool_wanted(buffer_pool: bool) -> bool:
+    """Whether a session pools buffers (``ONNX_LIGHT_BUFFER_POOL=0`` says no); applies the opt-in,
+    process-wide ``ONNX_LIGHT_MALLOC_KEEP=1`` (``_malloc.py``)."""
+    keep_freed_memory_from_env()
+    return buffer_pool and os.environ.get("ONNX_LIGHT_BUFFER_POOL", "1") != "0"
 
 
 def format_profile(profile: dict[str, tuple[int, float]]) -> str:
