@@ -17,6 +17,10 @@ libraries (parameters, optimizer states, session and the steps).
     PYTHONPATH=. python benchmarks/bench_training.py [--rounds 15] [--repeat 10] [--models mlp,cnn]
     PYTHONPATH=. python benchmarks/bench_training.py --memory --no-time
     PYTHONPATH=. python benchmarks/bench_training.py --models cnn --cpu   # CPU time: steadier under load
+
+Each row also gives the minor page faults per step (``getrusage``: fresh pages touched).
+``ONNX_LIGHT_BUFFER_POOL=0`` turns our session's buffer pool off; ``ONNX_LIGHT_MALLOC_KEEP=1``
+makes glibc keep freed memory for the whole process (every engine in it; ``runtime/_malloc.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -264,8 +269,14 @@ def main() -> int:
         action="store_true",
         help="process CPU time instead of wall-clock (every engine runs on one thread; steadier under load)",
     )
+    parser.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help="the engines to time (torch, ours, 'ours train_step', 'ort train_step'; ort always runs: the ratios)",
+    )
     parser.add_argument("--memory-child", nargs=3, metavar=("DIR", "KIND", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    engines = [e for e in ENGINES if e in args.engines.split(",") or e == "ort train_step"]
     if args.memory_child:
         _memory_child(*args.memory_child)
         return 0
@@ -273,30 +284,50 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as d:
             _export(d, kind)
             if not args.no_time:
-                _bench(kind, d, args.rounds, args.repeat, time.process_time if args.cpu else time.perf_counter)
+                _bench(kind, d, args.rounds, args.repeat, time.process_time if args.cpu else time.perf_counter, engines)
             if args.memory:
                 _memory(kind, d)
     return 0
 
 
-def _bench(kind: str, d: str, rounds: int, repeat: int, clock: Callable[[], float] = time.perf_counter) -> None:
-    steps = _engines(d, kind)
+def _bench(
+    kind: str,
+    d: str,
+    rounds: int,
+    repeat: int,
+    clock: Callable[[], float] = time.perf_counter,
+    engines: Sequence[str] = ENGINES,
+) -> None:
+    steps = _engines(d, kind, engines)
     for fn in steps.values():  # warm up
         for _ in range(3):
             fn()
     times: dict[str, list[float]] = {k: [] for k in steps}
+    faults = dict.fromkeys(steps, 0)  # minor page faults (fresh pages touched), summed over the rounds
     names = list(steps)
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = clock()
             for _ in range(repeat):
                 steps[name]()
             times[name].append((clock() - t0) / repeat * 1e3)
+            faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
     med = {k: statistics.median(v) for k, v in times.items()}
     title = TITLES[kind]
-    print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()})")
+    print(f"{title}, AdamW step, 1 thread ({platform.processor() or platform.machine()}){_options()}")
+    torch_ms = med.get("torch", float("nan"))
     for k, v in med.items():
-        print(f"  {k:16s} {v:7.3f} ms   x{v / med['torch']:.2f} torch   x{v / med['ort train_step']:.2f} ort")
+        print(
+            f"  {k:16s} {v:7.3f} ms   x{v / torch_ms:.2f} torch   x{v / med['ort train_step']:.2f} ort"
+            f"   {faults[k] / (rounds * repeat):8.0f} minflt/step"
+        )
+
+
+def _options() -> str:
+    """The memory options this process runs with (see the module)."""
+    on = [f"{v}={os.environ[v]}" for v in ("ONNX_LIGHT_BUFFER_POOL", "ONNX_LIGHT_MALLOC_KEEP") if v in os.environ]
+    return f" [{', '.join(on)}]" if on else ""
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ._blas import get_blas_threads, set_blas_threads
+from ._malloc import keep_freed_memory
 from ._registry import kernel, lookup_kernel, registered_kernels
 from .session import DEFAULT_OPSET, InferenceSession, NodeArg
 
@@ -18,4 +19,5 @@ __all__ = [
     "registered_kernels",
     "set_blas_threads",
     "get_blas_threads",
+    "keep_freed_memory",
 ]

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._native import _ELEMENTWISE_MIN as NATIVE_ELEMENTWISE_MIN
+from ._pool import same_type_dtypes
 from .kernels.elementwise import _RELU_ROW
 
 if TYPE_CHECKING:
@@ -124,7 +125,12 @@ def _generate(
     fresh: set[int] = set()
     for i, (step, free) in enumerate(zip(plan.steps, plan.free_after)):
         lines.append("    " + em.step_line(i, step, free, types, fresh))
-    lines.append(f"    return [{', '.join(em.ref(s) for s in plan.output_slots)}]")
+    give = ""
+    if em.pooled and plan.steps:
+        # the arena: taken on step 0's line (a run that raises drops it), given back on return
+        lines[FIRST_LINE - 1] = "    _ar = _take(); " + lines[FIRST_LINE - 1][4:]
+        give = "_give(_ar); "
+    lines.append(f"    {give}return [{', '.join(em.ref(s) for s in plan.output_slots)}]")
     namespace = em.namespace
     filename = f"<onnx-light plan {next(_counter)}>"
     exec(compile("\n".join(lines), filename, "exec"), namespace)
@@ -148,6 +154,11 @@ class _Emitter:
         self.plan = plan
         self.namespace: dict[str, Any] = {"_outputs": _outputs, "_nd": np.ndarray, "_max": np.maximum, "_fits": _fits}
         self.namespace.update(_SIGMOID_UFUNCS)
+        arenas = plan.arenas
+        #: pooled slot -> its position in the arena ``_ar`` (``_pool.py``)
+        self.pooled: dict[int, int] = arenas.index if arenas is not None else {}
+        if arenas is not None:
+            self.namespace.update(_take=arenas.take, _give=arenas.give, _lent=_lent)
 
     def ref(self, slot: int) -> str:
         """How the code reads ``slot``: None, a constant global or a local variable."""
@@ -209,8 +220,12 @@ class _Emitter:
         outs = [self.target(s) for s in step.outputs]
         options = step.options
         ufunc = options.inline_ufunc
-        typed_stmt = _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name) if types else None
-        stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh)
+        # the arena view lent to this step's output (``_pool.py``), or None
+        into = f"_ar.lend({self.pooled[step.outputs[0]]})" if step.outputs and step.outputs[0] in self.pooled else None
+        typed_stmt = (
+            _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name, into) if types else None
+        )
+        stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh, into)
         if typed_stmt is None and types and options.float_shape is not None:
             _record_float_shape(step, types, self.plan.constants)
         if not options.makes_new_arrays:
@@ -223,11 +238,19 @@ class _Emitter:
         return stmt
 
     def _untyped_stmt(
-        self, i: int, step: Step, args: list[str], outs: list[str], free: tuple[int, ...], fresh: set[int]
+        self,
+        i: int,
+        step: Step,
+        args: list[str],
+        outs: list[str],
+        free: tuple[int, ...],
+        fresh: set[int],
+        into: str | None = None,
     ) -> str:
-        """The statement of a step that the typed lines do not cover: in place, inline ufunc or a call."""
+        """The statement of a step that the typed lines do not cover: in place, inline ufunc or a
+        call (given the pool's buffer ``into`` when the kernel takes ``out``)."""
         options = step.options
-        call = f"k{i}({', '.join(args)})"
+        call = f"k{i}({', '.join(args + ([f'out={into}'] if into and options.writes_out else []))})"
         ufunc = options.inline_ufunc
         inplace = options.inplace
         if (
@@ -244,18 +267,21 @@ class _Emitter:
             o = outs[0]
             self.namespace[f"u{i}"] = ufunc
             first = f"u{i}({', '.join(args)})"
-            into = _dying_operand(step, args, free, fresh, ufunc)
-            if into is not None:
+            dying = _dying_operand(step, args, free, fresh, ufunc)
+            if dying is not None:
                 # checked at run time: both exact ndarrays of one dtype and the other operand
                 # broadcasting to the dying one, so the answer has the dying buffer's shape and dtype
                 a, b = args
-                buf, other = (a, b) if into == 0 else (b, a)
+                buf, other = (a, b) if dying == 0 else (b, a)
                 self.namespace[f"s{i}"] = _same_type_dtypes(ufunc)
                 check = (
                     f"{a}.__class__ is _nd and {b}.__class__ is _nd and {a}.dtype is {b}.dtype and "
                     f"{a}.dtype in s{i} and ({other}.shape == {buf}.shape or _fits({other}.shape, {buf}.shape))"
                 )
                 first = f"u{i}({a}, {b}, out={buf}) if {check} else {first}"
+            elif into is not None:
+                self.namespace[f"s{i}"] = same_type_dtypes(ufunc)
+                first = f"_lent(u{i}, {into}, s{i}, {', '.join(args)})"
             return f"{o} = {first}; {o} = {o} if {o}.__class__ is _nd and {o}.dtype is {args[0]}.dtype else {call}"
         if len(outs) == 1 and options.returns_one:
             return f"{outs[0]} = {call}"
@@ -275,6 +301,23 @@ def _same_type_dtypes(ufunc: np.ufunc) -> tuple[np.dtype, ...]:
     """The builtin dtypes ``d`` for which ``ufunc`` has a ``(d, d) -> d`` loop (so ``out=`` an
     operand of ``d`` is exactly its answer)."""
     return tuple(d for d in _IN_PLACE_DTYPES if f"{d.char}{d.char}->{d.char}" in ufunc.types)
+
+
+def _lent(ufunc: np.ufunc, buf: np.ndarray | None, dtypes: tuple[np.dtype, ...], *xs: Any) -> Any:
+    """``ufunc(*xs)``, written into the pool's buffer ``buf`` when that is exactly its answer's
+    dtype and shape (``ufunc`` has a ``(d, ..., d) -> d`` loop for each ``d`` of ``dtypes``)."""
+    if buf is None:
+        return ufunc(*xs)
+    dtype, shape = buf.dtype, buf.shape
+    exact = False
+    for x in xs:
+        if x.__class__ is not np.ndarray or x.dtype is not dtype:
+            return ufunc(*xs)
+        if x.shape == shape:
+            exact = True
+        elif not _fits(x.shape, shape):
+            return ufunc(*xs)
+    return ufunc(*xs, out=buf) if exact and dtype in dtypes else ufunc(*xs)
 
 
 def _fits(shape: tuple[int, ...], into: tuple[int, ...]) -> bool:
@@ -344,10 +387,12 @@ def _typed_step(
     fresh: set[int],
     namespace: dict[str, Any],
     dtype_name: Callable[[np.dtype], str],
+    into: str | None = None,
 ) -> str | None:
     """The line of a step whose inputs are all proven float arrays of one dtype and whose kernel
     is then exactly ``float_ufunc`` (a ufunc, or ``"relu"``/``"sigmoid"``); records its output's
-    type. None when the step does not qualify."""
+    type. None when the step does not qualify. ``into``: the pool's buffer for the result, used
+    when no dying input takes it and the operands give exactly its dtype and shape."""
     kind = step.options.float_ufunc
     if kind is None or len(outs) != 1 or step.kwargs or not step.inputs:
         return None
@@ -373,7 +418,10 @@ def _typed_step(
     d = dtype_name(dtype)[2:]
     if isinstance(kind, np.ufunc):
         namespace[f"u{i}"] = kind
-        if buffer is None:
+        if buffer is None and into is not None:
+            namespace[f"s{i}"] = same_type_dtypes(kind)
+            stmt = f"{o} = _lent(u{i}, {into}, s{i}, {', '.join(args)})"
+        elif buffer is None:
             stmt = f"{o} = u{i}({', '.join(args)})"
         elif kind in (np.maximum, np.minimum):  # their positional out is deprecated
             stmt = f"{o} = u{i}({', '.join(args)}, out={buffer})"

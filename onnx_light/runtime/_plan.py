@@ -34,6 +34,7 @@ from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
 from ._fold import fold_affine, fold_constant_step
 from ._fuse import fuse_conv_epilogues
+from ._pool import Arenas
 from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
 from ._tile import fuse_padded_sums
 from .kernels import _dtypes
@@ -92,6 +93,8 @@ class Plan:
     output_types: list[tuple[np.dtype | None, tuple[int, ...] | None]] = field(default_factory=list)
     #: whether :func:`specialise_to_scope` has run (a loop body specialises once, on its first run)
     scope_specialised: bool = False
+    #: the buffers ``fast`` lends its large intermediates, reused across runs (``_pool.py``)
+    arenas: Arenas | None = None
 
     def initial_values(self) -> list[Any]:
         values: list[Any] = [None] * self.n_slots

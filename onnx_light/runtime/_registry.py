@@ -79,6 +79,10 @@ class KernelOptions:
             then the ends, one per axis, none negative), or None when it is not (Pad).
         sums_inputs: the kernel returns the element-wise sum of its inputs (Sum): the planner
             may build a sum of zero-padded pieces that tile the result as their concatenation.
+        writes_out: the kernel (one output) takes a keyword ``out``: a C-contiguous array the
+            plan's buffer pool lends it (``runtime/_pool.py``). When ``out`` has exactly the
+            result's dtype and shape the kernel writes the result there and returns ``out``;
+            otherwise it ignores ``out`` (a hint, never an error). It never reads ``out``.
     """
 
     returns_one: bool = False
@@ -95,6 +99,7 @@ class KernelOptions:
     zero_pad: Kernel | None = None
     sums_inputs: bool = False
     shape_values: tuple[int, ...] = ()
+    writes_out: bool = False
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -144,6 +149,7 @@ def kernel(
     zero_pad: Kernel | None = None,
     sums_inputs: bool = False,
     shape_values: tuple[int, ...] = (),
+    writes_out: bool = False,
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -168,6 +174,7 @@ def kernel(
         zero_pad: the pads when it places its input in zeros (Pad).
         sums_inputs: it is the element-wise sum of its inputs (Sum).
         shape_values: the inputs ``float_shape`` reads by value.
+        writes_out: it takes ``out``, a buffer of the plan's pool it may write its result into.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -188,15 +195,14 @@ def kernel(
         zero_pad,
         sums_inputs,
         shape_values,
+        writes_out,
     )
     if options == NO_OPTIONS:
         options = NO_OPTIONS
 
     def register(fn: Kernel) -> Kernel:
         params = inspect.signature(fn).parameters.values()
-        attrs = frozenset(
-            p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and not p.name.startswith("_")
-        )
+        attrs = _attribute_names(params, writes_out)
         wants = any(p.name == "_num_outputs" for p in params)
         key = normalise_domain(domain)
         for v in versions:
@@ -204,6 +210,12 @@ def kernel(
         return fn
 
     return register
+
+
+def _attribute_names(params: Iterable[inspect.Parameter], writes_out: bool) -> frozenset[str]:
+    """A kernel's keyword-only parameters: the node's attributes, but ``_...`` and a pool's ``out``."""
+    keyword = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    return frozenset(n for n in keyword if not n.startswith("_") and not (writes_out and n == "out"))
 
 
 def lookup_kernel(domain: str, op_type: str, opset: int) -> KernelInfo | None:

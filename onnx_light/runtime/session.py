@@ -25,8 +25,11 @@ from ..onnx_core import (
 )
 from ..onnx_core.ops import normalise_domain
 from ._blas import default_blas_threads, use_blas_threads
+from ._codegen import generate
+from ._malloc import keep_freed_memory_from_env
 from ._native import CONV_THREADS
 from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
+from ._pool import observe, plan_arena
 from .kernels import _dtypes
 
 _ML_DTYPE_NAMES = frozenset(_dtypes._ML_DTYPES)
@@ -180,6 +183,12 @@ class InferenceSession:
         intra_op_num_threads: threads of the native convolution while ``run`` runs (None:
             ``sess_options.intra_op_num_threads`` when that is set, as onnxruntime spells it,
             else 1; the default stays 1 on small shared machines).
+        buffer_pool: reuse the buffers of large intermediates across runs (``_pool.py``): the
+            first run records the values' shapes, later runs write the large outputs of
+            element-wise steps and of kernels that take ``out`` into buffers kept by the
+            session, each lent for its value's lifetime (results are never pooled buffers).
+            It saves the page faults of fresh memory every run; it keeps up to two arenas'
+            worth of memory between runs. False (or ``ONNX_LIGHT_BUFFER_POOL=0``) turns it off.
 
     Raises:
         NotImplementedOp: a node's op has no kernel at the model's opset.
@@ -198,18 +207,17 @@ class InferenceSession:
         blas_threads: int | None = None,
         optimize: bool = True,
         intra_op_num_threads: int | None = None,
+        buffer_pool: bool = True,
     ) -> None:
-        proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
-        if isinstance(proto, (str, os.PathLike)):
-            proto = load(proto)
-        elif isinstance(proto, (bytes, bytearray, memoryview)):
-            proto = load_from_string(proto)
+        proto = _as_proto(proto)
         self.verbose = verbose
         self.check_finite = check_finite
         self.blas_threads = default_blas_threads() if blas_threads is None else int(blas_threads)
         if intra_op_num_threads is None:
             intra_op_num_threads = getattr(sess_options, "intra_op_num_threads", 0) or 1
         self.intra_op_num_threads = max(1, min(int(intra_op_num_threads), 64))
+        #: the next untraced run records the values' shapes for the buffer pool (then False)
+        self._observe = _pool_wanted(buffer_pool)
         fns = [from_onnx(f) for f in functions or []]
         self._defaults: dict[str, Any] = {}
         opsets, graph = _opsets_and_graph(proto, fns)
@@ -428,12 +436,28 @@ class InferenceSession:
         threads = CONV_THREADS.set(self.intra_op_num_threads)
         try:
             with np.errstate(all="ignore"):
-                results = run_plan(self._plan, feeds, trace=trace, profile=profile)
+                if self._observe and trace is None and profile is None:
+                    results = self._observed_run(feeds)
+                else:
+                    results = run_plan(self._plan, feeds, trace=trace, profile=profile)
         finally:
             CONV_THREADS.reset(threads)
         if profile is not None:
             self.last_profile = {k: (int(n), t) for k, (n, t) in profile.items()}
             print(format_profile(self.last_profile))
+        return results
+
+    def _observed_run(self, feeds: list[Any]) -> list[Any]:
+        """The first run: the generic loop, recording each value's dtype and shape; then the
+        plan's function is generated again with the buffer pool those shapes call for."""
+        plan = self._plan
+        seen, record = observe(plan)
+        results = run_plan(plan, feeds, trace=record)
+        self._observe = False  # (a run that raised observes again next time)
+        arenas = plan_arena(plan, seen)
+        if arenas is not None:
+            plan.arenas = arenas
+            plan.fast = generate(plan)
         return results
 
     def _trace(self, step: Step, args: list[Any], outputs: list[Any]) -> None:
@@ -457,6 +481,23 @@ class InferenceSession:
                         f"input(s) {bad_inputs} were already non-finite" if bad_inputs else "all its inputs were finite"
                     )
                     raise RuntimeFailure(f"{node_label(step.node)}: output {name!r} holds NaN or Inf; {cause}")
+
+
+def _as_proto(proto: Any) -> Any:
+    """The proto a session runs: an onnx object converted, a path or bytes loaded."""
+    proto = from_onnx(proto) if hasattr(proto, "SerializeToString") else proto
+    if isinstance(proto, (str, os.PathLike)):
+        return load(proto)
+    if isinstance(proto, (bytes, bytearray, memoryview)):
+        return load_from_string(proto)
+    return proto
+
+
+def _pool_wanted(buffer_pool: bool) -> bool:
+    """Whether a session pools buffers (``ONNX_LIGHT_BUFFER_POOL=0`` says no); applies the opt-in,
+    process-wide ``ONNX_LIGHT_MALLOC_KEEP=1`` (``_malloc.py``)."""
+    keep_freed_memory_from_env()
+    return buffer_pool and os.environ.get("ONNX_LIGHT_BUFFER_POOL", "1") != "0"
 
 
 def format_profile(profile: dict[str, tuple[int, float]]) -> str:

@@ -34,18 +34,46 @@ def _gemm_shape(
     return (a[1] if transA else a[0], b[0] if transB else b[1])
 
 
-@kernel("", "MatMul", since=(1, 9, 13), returns_one=True, fresh_output=True, float_shape=_matmul_shape)
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+_FLOAT_PRODUCTS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _lent(out: np.ndarray | None, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``out`` when the pool's buffer can take the float product of ``a`` and ``b`` of ``shape``."""
+    if out is None or out.shape != shape or not (out.dtype == a.dtype == b.dtype) or a.dtype not in _FLOAT_PRODUCTS:
+        return None
+    return out if out.flags.c_contiguous and not a.dtype.metadata else None
+
+
+@kernel(
+    "",
+    "MatMul",
+    since=(1, 9, 13),
+    returns_one=True,
+    fresh_output=True,
+    float_shape=_matmul_shape,
+    writes_out=True,
+)
+def matmul(a: np.ndarray, b: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """numpy.matmul semantics: 1-D operands are promoted and the batch dims broadcast.
 
     A stacked ``a`` times one matrix is one 2-D product over the stacked rows (numpy
     would call BLAS once per matrix of the stack: ~20% slower at (2, 32, 256) x (256, 1024)).
     A strided ``a`` (a Transpose's view) is copied first: the copy reads ``a`` once, while
     numpy would call BLAS once per row block of the view (2.1x slower at (64, 8, 256) x (256, 768)).
+    ``out``: a buffer of the plan's pool, written when it has the product's dtype and shape.
     """
     if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
         a = np.ascontiguousarray(a)
+        into = _lent(out, a, b, (*a.shape[:-1], b.shape[-1]))
+        if into is not None:
+            np.matmul(a.reshape(-1, a.shape[-1]), b, out=into.reshape(-1, b.shape[-1]))
+            return into
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+    if out is not None and a.ndim >= 2 and b.ndim >= 2:
+        shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+        into = _lent(out, a, b, shape)
+        if into is not None:
+            return np.matmul(a, b, out=into)
     return np.matmul(a, b)
 
 
@@ -79,6 +107,7 @@ def _gemm_absorb(
     fresh_output=True,
     absorb_affine=_gemm_absorb,
     float_shape=_gemm_shape,
+    writes_out=True,
 )
 def gemm(
     a: np.ndarray,
@@ -89,11 +118,14 @@ def gemm(
     beta: float = 1.0,
     transA: int = 0,
     transB: int = 0,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``alpha * A' @ B' + beta * C``; C broadcasts unidirectionally and is optional from 11."""
+    """``alpha * A' @ B' + beta * C``; C broadcasts unidirectionally and is optional from 11.
+    ``out``: a buffer of the plan's pool, written when it has the result's dtype and shape."""
     a = a.T if transA else a
     b = b.T if transB else b
-    y = a @ b
+    into = None if out is None or a.ndim != 2 or b.ndim != 2 else _lent(out, a, b, (a.shape[0], b.shape[1]))
+    y = a @ b if into is None else np.matmul(a, b, out=into)
     in_place = y.dtype.kind == "f"  # a new float array: scaled and shifted where it is
     if alpha != 1.0:
         y = np.multiply(y, alpha, out=y if in_place else None)

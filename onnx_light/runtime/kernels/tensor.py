@@ -73,22 +73,40 @@ def cast_array(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up"
     return values.astype(np_dtype(to))
 
 
-@kernel("", "Cast", since=(6, 9, 13))
-def cast_6(x: np.ndarray, *, to: int) -> np.ndarray:
-    """Cast-6: element type conversion."""
-    return cast_array(x, to)
+def _cast_into(x: np.ndarray, to: int, out: np.ndarray | None) -> np.ndarray | None:
+    """``x`` cast into ``out`` (a pool's buffer) when both are plain numbers and ``out`` has the
+    result's dtype and shape (the same conversion loop as ``astype``), else None."""
+    if out is None or x.__class__ is not np.ndarray or x.dtype.metadata or x.dtype.kind not in "biuf":
+        return None
+    if to in BIT_PATTERN_TYPES or to == STRING or out.shape != x.shape or not out.flags.c_contiguous:
+        return None
+    if out.dtype != np_dtype(to) or out.dtype.metadata:
+        return None
+    np.copyto(out, x, casting="unsafe")
+    return out
 
 
-@kernel("", "Cast", since=(19, 21, 23))
-def cast_19(x: np.ndarray, *, to: int, saturate: int = 1) -> np.ndarray:
+@kernel("", "Cast", since=(6, 9, 13), writes_out=True)
+def cast_6(x: np.ndarray, *, to: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Cast-6: element type conversion (``out``: a pool's buffer, see ``KernelOptions.writes_out``)."""
+    into = _cast_into(x, to, out)
+    return cast_array(x, to) if into is None else into
+
+
+@kernel("", "Cast", since=(19, 21, 23), writes_out=True)
+def cast_19(x: np.ndarray, *, to: int, saturate: int = 1, out: np.ndarray | None = None) -> np.ndarray:
     """Cast-19: adds ``saturate`` for float8 targets."""
-    return cast_array(x, to, saturate)
+    into = _cast_into(x, to, out)
+    return cast_array(x, to, saturate) if into is None else into
 
 
-@kernel("", "Cast", since=(24, 25, 28))
-def cast_24(x: np.ndarray, *, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
+@kernel("", "Cast", since=(24, 25, 28), writes_out=True)
+def cast_24(
+    x: np.ndarray, *, to: int, saturate: int = 1, round_mode: str = "up", out: np.ndarray | None = None
+) -> np.ndarray:
     """Cast-24: adds ``round_mode`` for float8e8m0 targets."""
-    return cast_array(x, to, saturate, round_mode)
+    into = _cast_into(x, to, out)
+    return cast_array(x, to, saturate, round_mode) if into is None else into
 
 
 @kernel("", "CastLike", since=15)
@@ -335,11 +353,13 @@ def tile(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     return np.tile(x, [int(r) for r in repeats])
 
 
-@kernel("", "Expand", since=(8, 13))
-def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    """Expand: broadcasts ``x`` against ``shape`` (bidirectionally)."""
+@kernel("", "Expand", since=(8, 13), writes_out=True)
+def expand(x: np.ndarray, shape: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+    """Expand: broadcasts ``x`` against ``shape`` (bidirectionally); ``out``: a pool's buffer
+    taken when it has the result's dtype and shape (see ``KernelOptions.writes_out``)."""
     target = np.broadcast_shapes(x.shape, tuple(int(d) for d in shape))
-    out = np.empty(target, dtype=x.dtype)
+    if out is None or out.shape != target or out.dtype != x.dtype or x.dtype.metadata:
+        out = np.empty(target, dtype=x.dtype)
     np.copyto(out, x)  # 6x faster than copying a broadcast view (16x64x1x1 -> 16x64x29x29)
     return out
 

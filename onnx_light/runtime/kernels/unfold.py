@@ -54,7 +54,7 @@ def col2im(
     return np.ascontiguousarray(buf[(*lead, *crop)])
 
 
-@kernel("", "MaxUnpool", since=(9, 11, 22))
+@kernel("", "MaxUnpool", since=(9, 11, 22), writes_out=True)
 def max_unpool(
     x: np.ndarray,
     indices: np.ndarray,
@@ -63,8 +63,12 @@ def max_unpool(
     kernel_shape: list[int],
     pads: list[int] | None = None,
     strides: list[int] | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """MaxUnpool: zeros with each value of ``x`` put at its flat index (as MaxPool's Indices give)."""
+    """MaxUnpool: zeros with each value of ``x`` put at its flat index (as MaxPool's Indices give).
+
+    ``out``: a pool's buffer, taken when it has the result's dtype and shape (``KernelOptions.writes_out``).
+    """
     nd = x.ndim - 2
     step = list(strides or [1] * nd)
     pad = list(pads or [0] * (2 * nd))
@@ -83,13 +87,18 @@ def max_unpool(
     if flat.size and (flat.min() < 0 or flat.max() >= math.prod(inferred)):
         raise ValueError(f"MaxUnpool: indices must lie in [0, {math.prod(inferred)}) (the unpooled shape {inferred})")
     if shape == inferred:  # one flat write (a gradient's MaxUnpool; 10x the unravelled form)
-        out = np.zeros(math.prod(shape), dtype=x.dtype)
-        out[flat] = x.ravel()
-        return out.reshape(shape)
+        lent = out is not None and list(out.shape) == shape and out.dtype == x.dtype and not x.dtype.metadata
+        if out is not None and lent and out.flags.c_contiguous:
+            out.fill(0)
+            out.reshape(-1)[flat] = x.ravel()
+            return out
+        flat_out = np.zeros(math.prod(shape), dtype=x.dtype)
+        flat_out[flat] = x.ravel()
+        return flat_out.reshape(shape)
     # the indices count in the unpooled shape MaxPool saw; output_shape may be larger
     coords = np.unravel_index(flat, inferred)
     if any(int(c.max(initial=0)) >= n for c, n in zip(coords, shape)):
         raise ValueError(f"MaxUnpool: output_shape {shape} is smaller than the unpooled shape {inferred}")
-    out = np.zeros(shape, dtype=x.dtype)
-    out[coords] = x.ravel()
-    return out
+    result = np.zeros(shape, dtype=x.dtype)
+    result[coords] = x.ravel()
+    return result
