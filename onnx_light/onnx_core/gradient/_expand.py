@@ -5,7 +5,7 @@ a rule of their own. A registered rule always wins."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -28,12 +28,13 @@ def expand_ruleless(
     opset: int,
     has_rule: Callable[[str, str], bool],
     new_name: Callable[[str], str],
-    op_types: Iterable[str] | None = None,
+    kinds: Collection[tuple[str, str]] | None = None,
 ) -> list[NodeProto]:
     """``nodes`` with every node that has no rule but an expansion replaced by it (recursively).
 
-    Returns ``nodes`` itself when there is none (``op_types``: the nodes' op types when the
-    caller has read them, as the pass has: the common case costs one set lookup per node).
+    Returns ``nodes`` itself when there is none (``kinds``: the nodes' distinct ``(op_type,
+    domain)`` when the caller has read them, as the pass has: the common case costs one set
+    lookup per kind).
     Types of the values before each expanded node are inferred (only then), since a
     decomposition may depend on ranks and dtypes.
 
@@ -54,9 +55,11 @@ def expand_ruleless(
     def wanted(node: NodeProto) -> bool:
         return wanted_kind(node.op_type, node.domain)
 
-    if expandable_op_types().isdisjoint(op_types if op_types is not None else (n.op_type for n in nodes)):
-        return nodes
-    if not any(wanted(n) for n in nodes):
+    if kinds is None:
+        kinds = {(n.op_type, n.domain) for n in nodes}
+    expandable = expandable_op_types()
+    # each kind of node asked once (the rule lookup behind `wanted_kind` costs more than a set)
+    if not any(op_type in expandable and wanted_kind(op_type, domain) for op_type, domain in kinds):
         return nodes
     out: list[NodeProto] = []
     pending: list[NodeProto] = []

@@ -284,7 +284,7 @@ class _TangentPass(_GradientPass):
         del self.backward[start:]
         del self._backward_io[start:]
         # constants and shapes emitted by the sweep now live in the body: emit them again outside
-        for cache in (self._const_cache, self._ints_cache, self._shape_cache):
+        for cache in (self._const_cache, self._ints_cache, self._scalar_cache, self._shape_cache):
             cache.clear()
         cond_out = self.new_name("cond_out")
         scans = [self.new_name("scan") for _ in ys]

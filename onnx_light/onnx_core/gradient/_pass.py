@@ -17,7 +17,6 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -140,7 +139,7 @@ class _GradientPass:
             self.opset,
             lambda domain, op_type: registry.lookup(domain, op_type, self.opset) is not None,
             self.new_name,
-            op_types=map(itemgetter(0), fields) if upgraded is renamed_nodes else None,
+            kinds={(f[0], f[1]) for f in fields} if upgraded is renamed_nodes else None,
         )
         if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
             by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique
@@ -162,6 +161,8 @@ class _GradientPass:
         self._const_cache: dict[tuple[Any, ...], str] = {}
         #: int_constant's names by the tuple of ints asked for
         self._ints_cache: dict[tuple[int, ...], str] = {}
+        #: typed_constant's names of Python scalars by (dtype, type, value; a float by its bits)
+        self._scalar_cache: dict[tuple[Any, ...], str] = {}
         self._shape_cache: dict[str, str] = {}
         self._extra_outputs: dict[int, dict[int, str]] = {}
         #: forward nodes a rule replaced by nodes computing their outputs and more (``replace_forward``)
@@ -278,6 +279,15 @@ class _GradientPass:
         if dtype is None and like is not None:
             dtype = self.types.get(like, UNKNOWN).dtype
         if dtype and dtype != TensorProto.BFLOAT16:
+            kind = type(value)
+            if kind is float or kind is int or kind is bool:  # a scalar (1.0, 0.5, n): looked up first
+                key = (dtype, kind, cast(float, value).hex() if kind is float else value)
+                name = self._scalar_cache.get(key)
+                if name is None:
+                    name = self._scalar_cache[key] = self.constant(
+                        np.asarray(value, dtype=tensor_dtype_to_np_dtype(dtype))
+                    )
+                return name
             return self.constant(np.asarray(value, dtype=tensor_dtype_to_np_dtype(dtype)))
         # unknown dtype or bfloat16: a float32 constant cast to the reference's type
         c = self.constant(np.asarray(value, dtype=np.float32))
@@ -292,7 +302,7 @@ class _GradientPass:
         if cached is None:
             t = self.types.get(name, UNKNOWN)
             if t.is_static:
-                cached = self.constant(np.asarray(t.shape, dtype=np.int64))
+                cached = self.int_constant(cast("tuple[int, ...]", t.shape))
             else:
                 cached = self.emit("Shape", [name], 1, "", {}, name)[0]
                 self.types[cached] = ValueType(TensorProto.INT64, (t.rank,) if t.rank is not None else (None,))
@@ -337,7 +347,7 @@ class _GradientPass:
                 only_leading = len(axes) == lead
                 summed = self.emit(
                     "ReduceSum",
-                    [grad, self.constant(np.asarray(axes, np.int64))],
+                    [grad, self.int_constant(axes)],
                     1,
                     "",
                     {"keepdims": 0 if only_leading else 1},
@@ -350,7 +360,7 @@ class _GradientPass:
         # gradient's rank, has size 1 (summing a size-1 axis of the gradient is harmless)
         g_shape = self.emit("Shape", [grad], 1, "", {}, grad)[0]
         t_shape = self.shape_value(to)
-        one = self.constant(np.asarray([1], np.int64))
+        one = self.int_constant([1])
         lead_n = self.emit(
             "Sub",
             [self.emit("Size", [g_shape], 1, "", {}, to)[0], self.emit("Size", [t_shape], 1, "", {}, to)[0]],
@@ -370,7 +380,7 @@ class _GradientPass:
         padded = self.emit("Concat", [ones, t_shape], 1, "", {"axis": 0}, to)[0]
         mask = self.emit("Equal", [padded, one], 1, "", {}, to)[0]
         axes_2d = self.emit("NonZero", [mask], 1, "", {}, to)[0]
-        axes_v = self.emit("Reshape", [axes_2d, self.constant(np.asarray([-1], np.int64))], 1, "", {}, to)[0]
+        axes_v = self.emit("Reshape", [axes_2d, self.int_constant([-1])], 1, "", {}, to)[0]
         summed = self.emit("ReduceSum", [grad, axes_v], 1, "", {"keepdims": 1, "noop_with_empty_axes": 1}, to)[0]
         return self.emit("Reshape", [summed, t_shape], 1, "", {}, to)[0]
 
