@@ -12,7 +12,7 @@
 // matmul kernel in onnx_light/runtime/kernels/conv.py; this one runs when the CPU has
 // AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
 // weights (one input channel per group) take their own loop (depthwise_run), one FMA per
-// tap per vector. Both split their work over `threads` std::threads when asked.
+// tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>

@@ -7,6 +7,7 @@ same signature and results, so the package works (and is tested) both ways.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import os
 from types import ModuleType
@@ -202,8 +203,14 @@ CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CON
 CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
-#: multiply-adds below which a convolution stays on one thread (starting one costs ~30 us)
+#: multiply-adds below which a convolution stays on one thread (handing items to the pool's
+#: parked helper costs a few microseconds; waking a sleeping one tens)
 _THREADED_MACS = 1 << 21
+#: the extension runs threaded kernels on a persistent pool of helper threads
+#: (``src/thread_pool.h``), stopped and joined at interpreter exit
+THREAD_POOL = EXTENSION is not None and hasattr(EXTENSION, "thread_pool_shutdown")
+if THREAD_POOL and EXTENSION is not None:
+    atexit.register(EXTENSION.thread_pool_shutdown)
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
