@@ -92,17 +92,19 @@ int spin_setting() {
     return us;
 }
 
-// polls done() for up to `us` microseconds; true when it became true
+// polls done() for up to `us` microseconds; true when it became true. Every microsecond or
+// so it yields, so that on a busy core the thread it waits for (or another job) runs.
 template <class Done>
 bool spin_until(int us, const Done &done) {
     if (done()) return true;
     const auto end = Clock::now() + std::chrono::microseconds(us);
     for (;;) {
-        for (int k = 0; k < 64; ++k) {
+        for (int k = 0; k < 32; ++k) {
             if (done()) return true;
             ONNX_LIGHT_PAUSE();
         }
         if (Clock::now() >= end) return false;
+        std::this_thread::yield();
     }
 }
 
