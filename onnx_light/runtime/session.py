@@ -177,9 +177,10 @@ class InferenceSession:
         blas_threads: numpy's BLAS thread count while ``run`` runs (set by each run, left
             so after it; None: the last ``set_blas_threads(n)``, else ``ONNX_LIGHT_BLAS_THREADS``,
             else 1; 0: leave it as it is).
-        intra_op_num_threads: threads of the native convolution while ``run`` runs (None:
-            ``sess_options.intra_op_num_threads`` when that is set, as onnxruntime spells it,
-            else 1; the default stays 1 on small shared machines).
+        intra_op_num_threads: threads of the native convolution while ``run`` runs: the
+            calling thread and helpers of one persistent pool per process, parked between
+            calls (None: ``sess_options.intra_op_num_threads`` when that is set, as
+            onnxruntime spells it, else 1; the default stays 1 on small shared machines).
 
     Raises:
         NotImplementedOp: a node's op has no kernel at the model's opset.
