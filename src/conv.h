@@ -150,13 +150,7 @@ struct TileKernel {
 // the caller.
 template <class Fn>
 void parallel_items(int threads, int64_t items, const Fn &fn) {
-    if (threads <= 1 || items <= 1) {
-        for (int64_t i = 0; i < items; ++i) fn(0, i);
-        return;
-    }
-    onnx_light_pool::run(
-        threads, items,
-        [](const void *ctx, int worker, int64_t i) { (*static_cast<const Fn *>(ctx))(worker, i); }, &fn);
+    onnx_light_pool::parallel_items(threads, items, fn);
 }
 
 // Conv(x, w, bias) + epilogue with `kernel`'s register tile (BLIS-style blocking): for each

@@ -22,6 +22,18 @@ using ItemFn = void (*)(const void *ctx, int worker, int64_t item);
 
 void run(int threads, int64_t items, ItemFn fn, const void *ctx);
 
+// fn(worker, i) for every i < items through run(): on this thread alone when threads or items
+// are below 2 (no call into the pool)
+template <class Fn>
+void parallel_items(int threads, int64_t items, const Fn &fn) {
+    if (threads <= 1 || items <= 1) {
+        for (int64_t i = 0; i < items; ++i) fn(0, i);
+        return;
+    }
+    run(threads, items, [](const void *ctx, int worker, int64_t i) { (*static_cast<const Fn *>(ctx))(worker, i); },
+        &fn);
+}
+
 // the number of helper threads alive now (0 before the first threaded call and after shutdown)
 int helpers();
 

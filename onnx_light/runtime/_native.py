@@ -54,6 +54,28 @@ EXTENSION = _import_extension()
 NATIVE = None if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1" else EXTENSION
 
 
+#: the extension runs threaded kernels on a persistent pool of helper threads
+#: (``src/thread_pool.h``), stopped and joined at interpreter exit; its pooling, Sigmoid,
+#: Softmax and resampling loops take ``threads`` too
+THREAD_POOL = EXTENSION is not None and hasattr(EXTENSION, "thread_pool_shutdown")
+if THREAD_POOL and EXTENSION is not None:
+    atexit.register(EXTENSION.thread_pool_shutdown)
+#: the native kernels' thread count in this context (``InferenceSession``'s
+#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
+CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
+#: output elements below which a pooling, Sigmoid, Softmax or resampling call stays on one thread
+_THREADED_ELEMENTS = 1 << 16
+
+
+def _threads(size: int) -> dict[str, int]:
+    """``threads=`` for a native loop (other than the convolution) of ``size`` output elements:
+    the context's count when the pool runs it and the work is large enough, else nothing."""
+    threads = CONV_THREADS.get()
+    if threads > 1 and THREAD_POOL and NATIVE is not None and size >= _THREADED_ELEMENTS:
+        return {"threads": threads}
+    return {}
+
+
 def using_native() -> bool:
     """True when the native extension is loaded and selected."""
     return NATIVE is not None
@@ -146,7 +168,10 @@ def max_pool2d_f32(
 ) -> np.ndarray:
     """:func:`max_pool2d_f32_twin`, natively when the extension is selected."""
     if NATIVE is not None and hasattr(NATIVE, "max_pool2d_f32"):
-        return NATIVE.max_pool2d_f32(np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+        extra = _threads(x.shape[0] * x.shape[1] * oh * ow)
+        return NATIVE.max_pool2d_f32(
+            np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, **extra
+        )
     return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
 
 
@@ -172,7 +197,7 @@ _ELEMENTWISE_MIN = 1024
 def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """:func:`sigmoid_f32_twin`, natively (``src/elementwise.cpp``) when selected and large enough."""
     if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "sigmoid_f32"):
-        NATIVE.sigmoid_f32(x, y)
+        NATIVE.sigmoid_f32(x, y, **_threads(x.size))
         return y
     return sigmoid_f32_twin(x, y)
 
@@ -180,7 +205,7 @@ def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def softmax_rows_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """:func:`softmax_rows_f32_twin`, natively when selected and large enough."""
     if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "softmax_rows_f32"):
-        NATIVE.softmax_rows_f32(x, y)
+        NATIVE.softmax_rows_f32(x, y, **_threads(x.size))
         return y
     return softmax_rows_f32_twin(x, y)
 
@@ -198,19 +223,11 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 #: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
 #: ``avx2``; for tests and benchmarks on a machine that has both)
 CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
-#: the native convolution's thread count in this context (``InferenceSession``'s
-#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
-CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
 #: multiply-adds below which a convolution stays on one thread (handing items to the pool's
 #: parked helper costs a few microseconds; waking a sleeping one tens)
 _THREADED_MACS = 1 << 21
-#: the extension runs threaded kernels on a persistent pool of helper threads
-#: (``src/thread_pool.h``), stopped and joined at interpreter exit
-THREAD_POOL = EXTENSION is not None and hasattr(EXTENSION, "thread_pool_shutdown")
-if THREAD_POOL and EXTENSION is not None:
-    atexit.register(EXTENSION.thread_pool_shutdown)
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
@@ -376,6 +393,7 @@ def resample_axis(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.nd
             np.ascontiguousarray(x),
             np.ascontiguousarray(index, dtype=np.int64),
             np.ascontiguousarray(weight, dtype=x.dtype),
+            **_threads(x.shape[0] * index.shape[0] * x.shape[2]),
         )
     return resample_axis_twin(x, index, weight.astype(x.dtype, copy=False))
 

@@ -175,3 +175,53 @@ def test_threaded_conv_keeps_the_bits_over_random_shapes(seed: int) -> None:
         one = _conv(case, "", 1)
         for threads in (2, 3, 4):
             np.testing.assert_array_equal(_conv(case, "", threads), one, err_msg=str(case))
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 9, 10), (2, 16, 40, 33), (1, 64, 80, 80)])
+@pytest.mark.parametrize("window", [(3, 3, 2, 2, 1, 1), (2, 2, 2, 2, 0, 0), (5, 5, 1, 1, 2, 2)])
+def test_threaded_max_pool_keeps_the_bits(shape: tuple, window: tuple) -> None:
+    kh, kw, sh, sw, pt, pl = window
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, :3] = np.nan  # NaN propagation is per window, whichever worker runs it
+    oh, ow = (shape[2] + 2 * pt - kh) // sh + 1, (shape[3] + 2 * pl - kw) // sw + 1
+    one = _pool().max_pool2d_f32(x, kh, kw, sh, sw, 1, 1, oh, ow, pt, pl)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(_pool().max_pool2d_f32(x, kh, kw, sh, sw, 1, 1, oh, ow, pt, pl, threads), one)
+
+
+@pytest.mark.parametrize("size", [1, 7, 16384, 16385, 100_003])
+def test_threaded_sigmoid_and_softmax_keep_the_bits(size: int) -> None:
+    x = (np.random.default_rng(size).standard_normal(size) * 8).astype(np.float32)
+    one = np.empty_like(x)
+    _pool().sigmoid_f32(x, one)
+    for threads in (2, 3):
+        y = np.empty_like(x)
+        _pool().sigmoid_f32(x, y, threads)
+        np.testing.assert_array_equal(y, one)
+    for cols in (1, 5, 1000, 20000):
+        m = np.resize(x, (max(1, size // cols), cols))
+        want = np.empty_like(m)
+        _pool().softmax_rows_f32(m, want)
+        got = np.empty_like(m)
+        _pool().softmax_rows_f32(m, got, 2)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("inner", [1, 3, 400])
+def test_threaded_resample_keeps_the_bits(dtype: Any, inner: int) -> None:
+    rng = np.random.default_rng(inner)
+    x = rng.standard_normal((6, 50, inner)).astype(dtype)
+    index = rng.integers(0, 50, size=(97, 4))
+    weight = rng.standard_normal((97, 4)).astype(dtype)
+    one = _pool().resample_axis(x, index, weight)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(_pool().resample_axis(x, index, weight, threads), one)
+
+
+def test_other_kernels_check_threads() -> None:
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    with pytest.raises(ValueError, match="threads"):
+        _pool().max_pool2d_f32(x, 2, 2, 2, 2, 1, 1, 2, 2, 0, 0, 0)
+    with pytest.raises(ValueError, match="threads"):
+        _pool().sigmoid_f32(x.ravel(), x.ravel(), 65)
