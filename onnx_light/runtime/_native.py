@@ -225,9 +225,9 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
-#: multiply-adds below which a convolution stays on one thread (handing items to the pool's
-#: parked helper costs a few microseconds; waking a sleeping one tens)
-_THREADED_MACS = 1 << 21
+#: multiply-adds below which a convolution stays on one thread (~40 us of work: handing
+#: items to the pool's spinning helper costs about a microsecond, waking a sleeping one tens)
+_THREADED_MACS = 1 << 20
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
@@ -324,17 +324,17 @@ def conv2d_native(
         residual = None if residual is None else residual[:, :, None, :]
     if not _native_conv_pays(x.shape, w.shape, strides, dilations, begin, end, group):
         return None
+    out = tuple(
+        output_size(size, k, s, d, b, e)
+        for size, k, s, d, b, e in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    )
     if residual is not None:
-        out = tuple(
-            output_size(size, k, s, d, b, e)
-            for size, k, s, d, b, e in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
-        )
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
     threads = CONV_THREADS.get()
     extra: dict[str, int] = {}
-    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * x.shape[2] * x.shape[3] >= _THREADED_MACS:
+    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * out[0] * out[1] >= _THREADED_MACS:
         extra["threads"] = threads
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
