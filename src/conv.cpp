@@ -342,7 +342,14 @@ struct TiledPlan {
           mblocks((mg + t.mr - 1) / t.mr), kc((K + (K + t.kc - 1) / t.kc - 1) / ((K + t.kc - 1) / t.kc)),
           nc(std::min(std::max<int64_t>(1, BLOCK_FLOATS / kc / t.nr), (P + t.nr - 1) / t.nr) * t.nr),
           pblocks((P + nc - 1) / nc), mchunks(1) {
-        // fewer than 4 items per thread: the weight rows are split too (each chunk packs its panels)
+        // fewer than 4 items per thread: smaller pixel blocks (whole panels: the same panels,
+        // so the same bits), and if that is not enough the weight rows are split too (each
+        // chunk packs its panels); a 1600-pixel 1x1 was 4 items of 1536 pixels and 4 of 64
+        if (threads > 1 && s.n * s.group * pblocks < 4 * threads) {
+            const int64_t want = (4 * threads + s.n * s.group - 1) / (s.n * s.group);
+            nc = std::max(t.nr, ((P + want - 1) / want + t.nr - 1) / t.nr * t.nr);
+            pblocks = (P + nc - 1) / nc;
+        }
         const int64_t blocks = s.n * s.group * pblocks;
         if (threads > 1 && blocks < 4 * threads)
             mchunks = std::min(mblocks, (4 * threads + blocks - 1) / blocks);
