@@ -12,7 +12,7 @@
 // matmul kernel in onnx_light/runtime/kernels/conv.py; this one runs when the CPU has
 // AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
 // weights (one input channel per group) take their own loop (depthwise_run), one FMA per
-// tap per vector. Both split their work over `threads` std::threads when asked.
+// tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -342,7 +342,14 @@ struct TiledPlan {
           mblocks((mg + t.mr - 1) / t.mr), kc((K + (K + t.kc - 1) / t.kc - 1) / ((K + t.kc - 1) / t.kc)),
           nc(std::min(std::max<int64_t>(1, BLOCK_FLOATS / kc / t.nr), (P + t.nr - 1) / t.nr) * t.nr),
           pblocks((P + nc - 1) / nc), mchunks(1) {
-        // fewer than 4 items per thread: the weight rows are split too (each chunk packs its panels)
+        // fewer than 4 items per thread: smaller pixel blocks (whole panels: the same panels,
+        // so the same bits), and if that is not enough the weight rows are split too (each
+        // chunk packs its panels); a 1600-pixel 1x1 was 4 items of 1536 pixels and 4 of 64
+        if (threads > 1 && s.n * s.group * pblocks < 4 * threads) {
+            const int64_t want = (4 * threads + s.n * s.group - 1) / (s.n * s.group);
+            nc = std::max(t.nr, ((P + want - 1) / want + t.nr - 1) / t.nr * t.nr);
+            pblocks = (P + nc - 1) / nc;
+        }
         const int64_t blocks = s.n * s.group * pblocks;
         if (threads > 1 && blocks < 4 * threads)
             mchunks = std::min(mblocks, (4 * threads + blocks - 1) / blocks);

@@ -8,12 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <vector>
+
+#include "thread_pool.h"
 
 namespace onnx_light_conv {
 
@@ -146,51 +143,14 @@ struct TileKernel {
 };
 
 // fn(worker, i) for every i < items, on the calling thread (worker 0) and up to threads - 1
-// helper std::threads (workers 1, 2, ...) that claim items from a shared counter. The caller
-// returns when every item is done, not when the helpers have started: on a busy machine a
-// helper the scheduler has not run yet finds no item left and exits without touching the
-// caller's data (it only holds the shared counter), so a second thread never costs more
-// than starting it. A helper the system refuses to start is left out.
+// helpers of the persistent pool (workers 1, 2, ...: src/thread_pool.h) that claim items
+// from a shared counter; returns when every item is done. A helper the scheduler has not run
+// yet finds no item left and costs nothing; while another call holds the pool (a second
+// session or Python thread) every item runs on the calling thread. fn's exceptions reach
+// the caller.
 template <class Fn>
 void parallel_items(int threads, int64_t items, const Fn &fn) {
-    struct State {
-        std::atomic<int64_t> next{0}, done{0};
-        int64_t items = 0;
-        const Fn *fn = nullptr;  // valid while done < items
-        std::mutex mutex;
-        std::condition_variable finished;
-        // claims and runs items; true when this call finished the last one
-        bool work(int worker) {
-            bool last = false;
-            for (int64_t i; (i = next.fetch_add(1)) < items;) {
-                (*fn)(worker, i);
-                last = done.fetch_add(1) + 1 == items;
-            }
-            return last;
-        }
-    };
-    if (threads <= 1 || items <= 1) {
-        for (int64_t i = 0; i < items; ++i) fn(0, i);
-        return;
-    }
-    auto state = std::make_shared<State>();
-    state->items = items;
-    state->fn = &fn;
-    for (int t = 1; t < threads; ++t) {
-        try {
-            std::thread([state, t] {
-                if (state->work(t)) {
-                    std::lock_guard<std::mutex> lock(state->mutex);
-                    state->finished.notify_all();
-                }
-            }).detach();
-        } catch (const std::system_error &) {
-            break;
-        }
-    }
-    state->work(0);
-    std::unique_lock<std::mutex> lock(state->mutex);
-    state->finished.wait(lock, [&] { return state->done.load() == items; });
+    onnx_light_pool::parallel_items(threads, items, fn);
 }
 
 // Conv(x, w, bias) + epilogue with `kernel`'s register tile (BLIS-style blocking): for each

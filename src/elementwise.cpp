@@ -9,12 +9,14 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 
 #include "simd.h"
+#include "thread_pool.h"
 
 namespace nb = nanobind;
 
@@ -134,37 +136,62 @@ void softmax_row_scalar(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] /= total;
 }
 
-void sigmoid_f32(InF x, OutF y) {
+// elements per item of a threaded Sigmoid (a multiple of the vector width: every element
+// goes through the same vector code as on one thread)
+constexpr int64_t SIGMOID_CHUNK = 16384;
+
+void sigmoid_f32(InF x, OutF y, int threads) {
     if (x.size() != y.size()) throw std::invalid_argument("sigmoid_f32: x and y differ in size");
+    if (threads < 1 || threads > 64) throw std::invalid_argument("sigmoid_f32: threads must be in [1, 64]");
     const int64_t n = static_cast<int64_t>(x.size());
     const float *src = x.data();
     float *dst = y.data();
     nb::gil_scoped_release release;
+    bool simd = false;
 #if ONNX_LIGHT_AVX512
-    if (has_avx2_fma()) return sigmoid_avx2(src, dst, n);
+    simd = has_avx2_fma();
 #endif
-    sigmoid_scalar(src, dst, n);
+    onnx_light_pool::parallel_items(threads, (n + SIGMOID_CHUNK - 1) / SIGMOID_CHUNK, [&](int, int64_t i) {
+        const int64_t lo = i * SIGMOID_CHUNK, len = std::min(SIGMOID_CHUNK, n - lo);
+#if ONNX_LIGHT_AVX512
+        if (simd) return sigmoid_avx2(src + lo, dst + lo, len);
+#endif
+        (void)simd;
+        sigmoid_scalar(src + lo, dst + lo, len);
+    });
 }
 
-void softmax_rows_f32(In2 x, Out2 y) {
+void softmax_rows_f32(In2 x, Out2 y, int threads) {
     if (x.shape(0) != y.shape(0) || x.shape(1) != y.shape(1))
         throw std::invalid_argument("softmax_rows_f32: x and y differ in shape");
+    if (threads < 1 || threads > 64) throw std::invalid_argument("softmax_rows_f32: threads must be in [1, 64]");
     const int64_t rows = static_cast<int64_t>(x.shape(0)), n = static_cast<int64_t>(x.shape(1));
     const float *src = x.data();
     float *dst = y.data();
     nb::gil_scoped_release release;
+    bool simd = false;
 #if ONNX_LIGHT_AVX512
-    if (has_avx2_fma()) {
-        for (int64_t r = 0; r < rows; ++r) softmax_row_avx2(src + r * n, dst + r * n, n);
-        return;
-    }
+    simd = has_avx2_fma();
 #endif
-    for (int64_t r = 0; r < rows; ++r) softmax_row_scalar(src + r * n, dst + r * n, n);
+    // items of whole rows, about SIGMOID_CHUNK elements each
+    const int64_t per = std::max<int64_t>(1, SIGMOID_CHUNK / std::max<int64_t>(n, 1));
+    onnx_light_pool::parallel_items(threads, (rows + per - 1) / per, [&](int, int64_t i) {
+        for (int64_t r = i * per; r < std::min(rows, (i + 1) * per); ++r) {
+#if ONNX_LIGHT_AVX512
+            if (simd) {
+                softmax_row_avx2(src + r * n, dst + r * n, n);
+                continue;
+            }
+#endif
+            (void)simd;
+            softmax_row_scalar(src + r * n, dst + r * n, n);
+        }
+    });
 }
 
 }  // namespace
 
 void bind_elementwise(nb::module_ &m) {
-    m.def("sigmoid_f32", &sigmoid_f32, nb::arg("x"), nb::arg("y"));
-    m.def("softmax_rows_f32", &softmax_rows_f32, nb::arg("x"), nb::arg("y"));
+    m.def("sigmoid_f32", &sigmoid_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
+    m.def("softmax_rows_f32", &softmax_rows_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
 }

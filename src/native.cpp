@@ -19,6 +19,7 @@ void bind_recurrent(nb::module_ &m);  // src/recurrent.cpp: the RNN/GRU/LSTM ste
 void bind_resample(nb::module_ &m);  // src/resample.cpp: Resize / GridSample weighted gathers
 void bind_pool(nb::module_ &m);  // src/pool.cpp: separable float32 max pooling
 void bind_elementwise(nb::module_ &m);  // src/elementwise.cpp: Sigmoid, Softmax rows (float32)
+void bind_thread_pool(nb::module_ &m);  // src/thread_pool.cpp: the persistent helper threads
 
 namespace {
 
@@ -144,4 +145,5 @@ NB_MODULE(_native, m) {
     bind_resample(m);
     bind_pool(m);
     bind_elementwise(m);
+    bind_thread_pool(m);
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "simd.h"
+#include "thread_pool.h"
 
 namespace nb = nanobind;
 
@@ -137,13 +138,14 @@ void pool_plane(const float *x, float *y, const Geometry &g, std::vector<float> 
 }
 
 Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh,
-                     int64_t ow, int64_t pad_top, int64_t pad_left) {
+                     int64_t ow, int64_t pad_top, int64_t pad_left, int threads) {
     const int64_t n = x.shape(0), c = x.shape(1);
     const Geometry g{kh,       kw,      sh, sw, dh, dw, oh, ow, pad_top, pad_left, int64_t(x.shape(2)),
                      int64_t(x.shape(3)), (ow + 7) / 8 * 8};
     if (kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || oh < 0 || ow < 0 || pad_top < 0 ||
         pad_left < 0)
         throw std::invalid_argument("max_pool2d_f32: kernel, strides, dilations must be positive, pads not negative");
+    if (threads < 1 || threads > 64) throw std::invalid_argument("max_pool2d_f32: threads must be in [1, 64]");
     const size_t out_size = static_cast<size_t>(n * c * oh * ow);
     float *y = new float[out_size ? out_size : 1];
     if (out_size) {
@@ -151,10 +153,15 @@ Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int
         // the padded row: pad_left -inf, the row, then -inf up to what the windows (and the
         // last 16-float vector load) read
         const int64_t len = std::max(g.row_len(), pad_left + g.w) + 16;
-        std::vector<float> row(static_cast<size_t>(len), -std::numeric_limits<float>::infinity());
-        std::vector<float> hmax(static_cast<size_t>(g.h * g.stride));
+        threads = static_cast<int>(std::min<int64_t>(threads, n * c));
+        // one padded row and one hmax plane per worker; the planes are the pool's items
+        std::vector<std::vector<float>> row(threads, std::vector<float>(len, -std::numeric_limits<float>::infinity()));
+        std::vector<std::vector<float>> hmax(threads, std::vector<float>(g.h * g.stride));
         const bool simd = has_avx2_fma();
-        for (int64_t p = 0; p < n * c; ++p) pool_plane(x.data() + p * g.h * g.w, y + p * oh * ow, g, row, hmax, simd);
+        const float *xs = x.data();
+        onnx_light_pool::parallel_items(threads, n * c, [&](int worker, int64_t p) {
+            pool_plane(xs + p * g.h * g.w, y + p * oh * ow, g, row[worker], hmax[worker], simd);
+        });
     }
     nb::capsule owner(y, [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     return Out4f(y, {size_t(n), size_t(c), size_t(oh), size_t(ow)}, owner);
@@ -164,5 +171,6 @@ Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int
 
 void bind_pool(nb::module_ &m) {
     m.def("max_pool2d_f32", &max_pool2d_f32, nb::arg("x"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
-          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"));
+          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
+          nb::arg("threads") = 1);
 }

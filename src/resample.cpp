@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "thread_pool.h"
+
 namespace nb = nanobind;
 
 namespace {
@@ -30,12 +32,13 @@ Out3<T> owned(T *y, int64_t a, int64_t b, int64_t c) {
 
 // y[o, i, :] = sum_k weight[i, k] * x[o, index[i, k], :]  (x: outer, n_in, inner)
 template <typename T>
-Out3<T> resample_axis(In3<T> x, In2<int64_t> index, In2<T> weight) {
+Out3<T> resample_axis(In3<T> x, In2<int64_t> index, In2<T> weight, int threads) {
     const int64_t outer = x.shape(0), n_in = x.shape(1), inner = x.shape(2);
     const int64_t n_out = index.shape(0), taps = index.shape(1);
     if (weight.shape(0) != index.shape(0) || weight.shape(1) != index.shape(1))
         throw std::invalid_argument("resample_axis: index and weight must have the same shape (n_out, taps)");
     if (taps < 1) throw std::invalid_argument("resample_axis: at least one tap");
+    if (threads < 1 || threads > 64) throw std::invalid_argument("resample_axis: threads must be in [1, 64]");
     const int64_t *idx = index.data();
     for (int64_t q = 0; q < n_out * taps; ++q)
         if (idx[q] < 0 || idx[q] >= n_in) throw std::invalid_argument("resample_axis: index out of range");
@@ -43,9 +46,12 @@ Out3<T> resample_axis(In3<T> x, In2<int64_t> index, In2<T> weight) {
     {
         nb::gil_scoped_release release;
         const T *xs = x.data(), *w = weight.data();
-        for (int64_t o = 0; o < outer; ++o) {
-            const T *plane = xs + o * n_in * inner;
-            for (int64_t i = 0; i < n_out; ++i) {
+        // items: runs of `per` output rows (o, i) of about 16k multiply-adds each
+        const int64_t rows = outer * n_out, per = std::max<int64_t>(1, 16384 / std::max<int64_t>(taps * inner, 1));
+        onnx_light_pool::parallel_items(threads, (rows + per - 1) / per, [&](int, int64_t item) {
+            for (int64_t row = item * per; row < std::min(rows, (item + 1) * per); ++row) {
+                const int64_t o = row / n_out, i = row % n_out;
+                const T *plane = xs + o * n_in * inner;
                 T *dst = y + (o * n_out + i) * inner;
                 const int64_t *ii = idx + i * taps;
                 const T *wi = w + i * taps;
@@ -64,7 +70,7 @@ Out3<T> resample_axis(In3<T> x, In2<int64_t> index, In2<T> weight) {
                     for (int64_t j = 0; j < inner; ++j) dst[j] += wk * s[j];
                 }
             }
-        }
+        });
     }
     return owned(y, outer, n_out, inner);
 }
@@ -126,8 +132,10 @@ Out3<T> gather_points(In3<T> x, In3<int64_t> index, In3<T> weight) {
 }  // namespace
 
 void bind_resample(nb::module_ &m) {
-    m.def("resample_axis", &resample_axis<float>, nb::arg("x"), nb::arg("index"), nb::arg("weight"));
-    m.def("resample_axis", &resample_axis<double>, nb::arg("x"), nb::arg("index"), nb::arg("weight"));
+    m.def("resample_axis", &resample_axis<float>, nb::arg("x"), nb::arg("index"), nb::arg("weight"),
+          nb::arg("threads") = 1);
+    m.def("resample_axis", &resample_axis<double>, nb::arg("x"), nb::arg("index"), nb::arg("weight"),
+          nb::arg("threads") = 1);
     m.def("gather_points", &gather_points<float>, nb::arg("x"), nb::arg("index"), nb::arg("weight"));
     m.def("gather_points", &gather_points<double>, nb::arg("x"), nb::arg("index"), nb::arg("weight"));
 }

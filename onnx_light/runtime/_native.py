@@ -7,6 +7,7 @@ same signature and results, so the package works (and is tested) both ways.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import os
 from types import ModuleType
@@ -51,6 +52,28 @@ def _import_extension() -> ModuleType | None:
 EXTENSION = _import_extension()
 #: the extension when selected, else None (then every function runs its twin)
 NATIVE = None if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1" else EXTENSION
+
+
+#: the extension runs threaded kernels on a persistent pool of helper threads
+#: (``src/thread_pool.h``), stopped and joined at interpreter exit; its pooling, Sigmoid,
+#: Softmax and resampling loops take ``threads`` too
+THREAD_POOL = EXTENSION is not None and hasattr(EXTENSION, "thread_pool_shutdown")
+if THREAD_POOL and EXTENSION is not None:
+    atexit.register(EXTENSION.thread_pool_shutdown)
+#: the native kernels' thread count in this context (``InferenceSession``'s
+#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
+CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
+#: output elements below which a pooling, Sigmoid, Softmax or resampling call stays on one thread
+_THREADED_ELEMENTS = 1 << 16
+
+
+def _threads(size: int) -> dict[str, int]:
+    """``threads=`` for a native loop (other than the convolution) of ``size`` output elements:
+    the context's count when the pool runs it and the work is large enough, else nothing."""
+    threads = CONV_THREADS.get()
+    if threads > 1 and THREAD_POOL and NATIVE is not None and size >= _THREADED_ELEMENTS:
+        return {"threads": threads}
+    return {}
 
 
 def using_native() -> bool:
@@ -145,7 +168,10 @@ def max_pool2d_f32(
 ) -> np.ndarray:
     """:func:`max_pool2d_f32_twin`, natively when the extension is selected."""
     if NATIVE is not None and hasattr(NATIVE, "max_pool2d_f32"):
-        return NATIVE.max_pool2d_f32(np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+        extra = _threads(x.shape[0] * x.shape[1] * oh * ow)
+        return NATIVE.max_pool2d_f32(
+            np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, **extra
+        )
     return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
 
 
@@ -171,7 +197,7 @@ _ELEMENTWISE_MIN = 1024
 def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """:func:`sigmoid_f32_twin`, natively (``src/elementwise.cpp``) when selected and large enough."""
     if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "sigmoid_f32"):
-        NATIVE.sigmoid_f32(x, y)
+        NATIVE.sigmoid_f32(x, y, **_threads(x.size))
         return y
     return sigmoid_f32_twin(x, y)
 
@@ -179,7 +205,7 @@ def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def softmax_rows_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """:func:`softmax_rows_f32_twin`, natively when selected and large enough."""
     if NATIVE is not None and x.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "softmax_rows_f32"):
-        NATIVE.softmax_rows_f32(x, y)
+        NATIVE.softmax_rows_f32(x, y, **_threads(x.size))
         return y
     return softmax_rows_f32_twin(x, y)
 
@@ -197,13 +223,11 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 #: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
 #: ``avx2``; for tests and benchmarks on a machine that has both)
 CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
-#: the native convolution's thread count in this context (``InferenceSession``'s
-#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
-CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
-#: multiply-adds below which a convolution stays on one thread (starting one costs ~30 us)
-_THREADED_MACS = 1 << 21
+#: multiply-adds below which a convolution stays on one thread (~40 us of work: handing
+#: items to the pool's spinning helper costs about a microsecond, waking a sleeping one tens)
+_THREADED_MACS = 1 << 20
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
@@ -300,17 +324,17 @@ def conv2d_native(
         residual = None if residual is None else residual[:, :, None, :]
     if not _native_conv_pays(x.shape, w.shape, strides, dilations, begin, end, group):
         return None
+    out = tuple(
+        output_size(size, k, s, d, b, e)
+        for size, k, s, d, b, e in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    )
     if residual is not None:
-        out = tuple(
-            output_size(size, k, s, d, b, e)
-            for size, k, s, d, b, e in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
-        )
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
     threads = CONV_THREADS.get()
     extra: dict[str, int] = {}
-    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * x.shape[2] * x.shape[3] >= _THREADED_MACS:
+    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * out[0] * out[1] >= _THREADED_MACS:
         extra["threads"] = threads
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
@@ -369,6 +393,7 @@ def resample_axis(x: np.ndarray, index: np.ndarray, weight: np.ndarray) -> np.nd
             np.ascontiguousarray(x),
             np.ascontiguousarray(index, dtype=np.int64),
             np.ascontiguousarray(weight, dtype=x.dtype),
+            **_threads(x.shape[0] * index.shape[0] * x.shape[2]),
         )
     return resample_axis_twin(x, index, weight.astype(x.dtype, copy=False))
 

@@ -180,9 +180,10 @@ class InferenceSession:
         blas_threads: numpy's BLAS thread count while ``run`` runs (set by each run, left
             so after it; None: the last ``set_blas_threads(n)``, else ``ONNX_LIGHT_BLAS_THREADS``,
             else 1; 0: leave it as it is).
-        intra_op_num_threads: threads of the native convolution while ``run`` runs (None:
-            ``sess_options.intra_op_num_threads`` when that is set, as onnxruntime spells it,
-            else 1; the default stays 1 on small shared machines).
+        intra_op_num_threads: threads of the native convolution while ``run`` runs: the
+            calling thread and helpers of one persistent pool per process, parked between
+            calls (None: ``sess_options.intra_op_num_threads`` when that is set, as
+            onnxruntime spells it, else 1; the default stays 1 on small shared machines).
         buffer_pool: reuse the buffers of large intermediates across runs (``_pool.py``): the
             first run records the values' shapes, later runs write the large outputs of
             element-wise steps and of kernels that take ``out`` into buffers kept by the
