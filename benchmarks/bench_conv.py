@@ -203,6 +203,110 @@ def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int, threads
     )
 
 
+def model_convs(name: str) -> list[tuple[Any, ...]]:
+    """The distinct Conv geometries of a real model of ``bench_real_models.py`` (shapes by onnx's
+    shape inference), each with its count: ``(label, n, c, h, w, m, k, stride, pads, group, dilation, count)``."""
+    import onnx
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_real_models import real_model
+
+    model = onnx.shape_inference.infer_shapes(real_model(name)[0])
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
+    shapes.update({v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input})
+    inits = {t.name: list(t.dims) for t in model.graph.initializer}
+    found: dict[tuple[Any, ...], int] = {}
+    for node in model.graph.node:
+        if node.op_type != "Conv" or node.input[1] not in inits:
+            continue
+        a = {at.name: H.get_attribute_value(at) for at in node.attribute}
+        n, c, h, w = shapes.get(node.input[0], [0] * 4)
+        m, _, k, k2 = inits[node.input[1]]
+        if 0 in (n, c, h, w) or k != k2 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            continue
+        key = (
+            n,
+            c,
+            h,
+            w,
+            m,
+            k,
+            tuple(a.get("strides", [1, 1])),
+            tuple(a.get("pads", [0] * 4)),
+            a.get("group", 1),
+            tuple(a.get("dilations", [1, 1])),
+        )
+        found[key] = found.get(key, 0) + 1
+    out = []
+    for key, count in found.items():
+        n, c, h, w, m, k, st, pads, g, dil = key
+        label = f"{name} {c}->{m} {k}x{k}/{st[0]}" + (f" g{g}" if g > 1 else "") + (f" d{dil[0]}" if dil[0] > 1 else "")
+        out.append((f"{label} @{h}x{w}", *key, count))
+    return out
+
+
+def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -> tuple[float, float, float]:
+    """(ours, onnxruntime, MFLOP) of one real-model Conv geometry: the runtime's Conv kernel
+    (native or numpy, as the session picks), alternating with a one-node onnxruntime session."""
+    _, n, c, h, w_, m, k, st, pads, g, dil, _count = layer
+    x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+    w = (rng.standard_normal((m, c // g, k, k)) * 0.1).astype(np.float32)
+    w.flags.writeable = False  # like a session's initializer: the kernel may cache its packed form
+    b = rng.standard_normal(m).astype(np.float32)
+    attrs: dict[str, Any] = dict(pads=list(pads), strides=list(st), group=g, dilations=list(dil))
+    node = H.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
+    graph = H.make_graph(
+        [node],
+        "conv",
+        [H.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [H.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [NH.from_array(w, "w"), NH.from_array(b, "b")],
+    )
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 17)]).SerializeToString()
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    fns: dict[str, Callable[[], Any]] = {
+        "ours": lambda: conv(x, w, b, **attrs),
+        "ort": lambda: sess.run(None, {"x": x})[0],
+    }
+    want = fns["ort"]()
+    np.testing.assert_allclose(fns["ours"](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=layer[0])
+    times: dict[str, list[float]] = {key: [] for key in fns}
+    for r in range(runs):
+        for key in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+            start = CLOCK()
+            fns[key]()
+            times[key].append(CLOCK() - start)
+    oh = (h + pads[0] + pads[2] - dil[0] * (k - 1) - 1) // st[0] + 1
+    ow = (w_ + pads[1] + pads[3] - dil[1] * (k - 1) - 1) // st[1] + 1
+    mflop = 2 * n * m * (c // g) * k * k * oh * ow / 1e6
+    return statistics.median(times["ours"]) * 1e3, statistics.median(times["ort"]) * 1e3, mflop
+
+
+def models_table(names: list[str], runs: int, only: str) -> None:
+    """Per real model: every Conv geometry, ours vs onnxruntime, and the totals (count-weighted)."""
+    print("| layer | count | MFLOP | ours ms (GFLOP/s) | onnxruntime ms (GFLOP/s) | ours / ORT |")
+    print("|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for name in names:
+        total = [0.0, 0.0]
+        for layer in model_convs(name):
+            if only not in layer[0]:
+                continue
+            ours, theirs, mflop = measure_layer(layer, rng, runs)
+            count = layer[-1]
+            total[0] += count * ours
+            total[1] += count * theirs
+            print(
+                f"| {layer[0]} | {count} | {mflop:.1f} | {ours:.3f} ({mflop / ours:.0f}) "
+                f"| {theirs:.3f} ({mflop / theirs:.0f}) | {ours / theirs:.2f}x |",
+                flush=True,
+            )
+        if total[1]:
+            print(f"| **{name} all Conv** | | | {total[0]:.2f} | {total[1]:.2f} | **{total[0] / total[1]:.2f}x** |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -211,9 +315,15 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: this thread's CPU time")
     parser.add_argument("--only", default="", help="only the geometries whose name contains this")
     parser.add_argument("--transpose", action="store_true", help="MobileNetV3's backward ConvTransposes instead")
+    parser.add_argument("--model", default="", help="every Conv of these real models (comma list, or 'real')")
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
+    if args.model:
+        names = args.model.replace("real", "mobilenetv3,resnet18,crnn,dbnet,yolo").split(",")
+        print(f"# every Conv of {', '.join(names)}; native conv: {_native.CONV_ISA if _native.CONV2D else 'none'}")
+        models_table(names, args.runs, args.only)
+        return
     if args.transpose:
         print(f"# ConvTranspose, native conv: {_native.CONV_ISA if _native.CONV2D else 'none'}")
         print("| geometry | runtime | numpy path | onnxruntime | runtime / ORT | numpy / ORT |")

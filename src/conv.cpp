@@ -46,6 +46,8 @@ constexpr int64_t KC = 256;  // reduction block: 8 KiB of weights per row block,
 
 using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using Out3 = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
 
 #if ONNX_LIGHT_AVX512
@@ -313,7 +315,7 @@ AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int6
 }
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                       float *y, int threads) {
+                       float *y, int threads, const float *) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
@@ -322,7 +324,8 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
 }
 #else
 }  // namespace
-void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int) {}
+void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int,
+                const float *) {}
 void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
@@ -434,7 +437,7 @@ bool conv2d_supported() { return *best_isa() != 0; }
 
 Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
             int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
-            float act_b, std::optional<In4> residual, int threads) {
+            float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd) {
     const std::string use = isa.empty() ? best_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
@@ -456,6 +459,9 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     if (residual && (static_cast<int64_t>(residual->shape(0)) != s.n || static_cast<int64_t>(residual->shape(1)) != s.m ||
                      static_cast<int64_t>(residual->shape(2)) != s.oh || static_cast<int64_t>(residual->shape(3)) != s.ow))
         throw std::invalid_argument("conv2d: the residual's shape is not the output's");
+    if (winograd && (static_cast<int64_t>(winograd->shape(0)) != 16 || static_cast<int64_t>(winograd->shape(1)) != s.m ||
+                     static_cast<int64_t>(winograd->shape(2)) != s.c || s.group != 1))
+        throw std::invalid_argument("conv2d: the Winograd weights are not 16 x M x C (one group)");
     Epilogue ep;
     ep.act = relu && act == ACT_NONE ? ACT_RELU : act;
     ep.a = a, ep.b = act_b;
@@ -465,13 +471,43 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     const float *bias = b ? b->data() : nullptr;
     {
         nb::gil_scoped_release release;
-        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads);
+        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads,
+                                                  winograd ? winograd->data() : nullptr);
     }
     nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     float *data = y.release();
     return Out4(data, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
                        static_cast<size_t>(s.ow)},
                 owner);
+}
+
+// The Winograd transform of 3 x 3 weights w (M x C x 3 x 3): 16 x M x C floats (conv2d's
+// `winograd`, for a caller that keeps it with the weights)
+Out3 winograd_weights_py(In4 w) {
+    if (w.shape(2) != 3 || w.shape(3) != 3) throw std::invalid_argument("conv2d_winograd_weights: the kernel is not 3 x 3");
+    const int64_t M = w.shape(0), C = w.shape(1);
+    std::unique_ptr<float[]> u(new float[std::max<int64_t>(1, 16 * M * C)]);
+    {
+        nb::gil_scoped_release release;
+        winograd_weights(w.data(), M, C, u.get());
+    }
+    nb::capsule owner(u.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
+    float *data = u.release();
+    return Out3(data, {16, static_cast<size_t>(M), static_cast<size_t>(C)}, owner);
+}
+
+// Whether conv2d runs this geometry (input n c h w, weights m x c/group x kh x kw) by Winograd,
+// `cached`: with the weights' transform passed in
+bool winograd_applies_py(int64_t c, int64_t h, int64_t w, int64_t m, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                         int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t pb, int64_t pr, int64_t group,
+                         int64_t n, bool cached) {
+    if (best_isa() != std::string("avx2") || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0) return false;
+    Shape s{};
+    s.n = n, s.c = c, s.h = h, s.w = w, s.m = m, s.kh = kh, s.kw = kw, s.sh = sh, s.sw = sw, s.dh = dh, s.dw = dw;
+    s.pt = pt, s.pl = pl, s.group = group;
+    s.oh = (h + pt + pb - (kh - 1) * dh - 1) / sh + 1;
+    s.ow = (w + pl + pr - (kw - 1) * dw - 1) / sw + 1;
+    return s.oh > 0 && s.ow > 0 && winograd_applies(s, cached);
 }
 
 using InOut = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
@@ -503,7 +539,13 @@ void bind_conv(nb::module_ &m) {
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
           nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
-          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1);
+          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1, nb::arg("winograd").none() = nb::none());
+    m.def("conv2d_winograd_weights", &winograd_weights_py, nb::arg("w"),
+          "The Winograd F(2x2, 3x3) transform of 3 x 3 weights (M, C, 3, 3): float32 (16, M, C)");
+    m.def("conv2d_winograd_applies", &winograd_applies_py, nb::arg("c"), nb::arg("h"), nb::arg("w"), nb::arg("m"),
+          nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"), nb::arg("dh"), nb::arg("dw"), nb::arg("pt"),
+          nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"), nb::arg("n") = 1, nb::arg("cached") = true,
+          "Whether conv2d (isa avx2) runs this geometry by Winograd F(2x2, 3x3) (cached: given its weights)");
     m.def("conv_epilogue", &epilogue_inplace, nb::arg("y"), nb::arg("act"), nb::arg("a"), nb::arg("b"),
           nb::arg("residual").none(), nb::arg("isa") = "",
           "y = act(y + residual) in place (the activation codes of src/conv.h)");

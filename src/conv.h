@@ -203,10 +203,20 @@ void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const f
 
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
 // `threads` (>= 1) workers share the work.
+// `winograd`: the weights' Winograd transform (winograd_weights) when the caller keeps it, or
+// null (computed per call where the Winograd kernel runs; AVX-512 does not use it)
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                int threads);
+                int threads, const float *winograd = nullptr);
 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-              int threads);
+              int threads, const float *winograd = nullptr);
+
+// Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 takes it for this geometry
+// (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of
+// weights w (M x C x 3 x 3); the convolution by `t`'s tile (U null: transformed per call)
+bool winograd_applies(const Shape &s, bool cached);
+void winograd_weights(const float *w, int64_t M, int64_t C, float *U);
+void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *U,
+                       const float *bias, const Epilogue &ep, float *y, int threads);
 // y[i] = act(y[i] + res[i]) for i < n (res may be null)
 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n);
 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n);

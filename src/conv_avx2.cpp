@@ -330,15 +330,17 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
 AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }
 
 AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                   int threads) {
+                   int threads, const float *winograd) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y, threads);
     static const TileKernel kernel{MR, NR, KC, tile_6x16<false>, pack_cols, epilogue8, pack_padded, tile_6x16<true>};
+    if (winograd_applies(s, winograd)) return run_winograd_avx2(kernel, s, x, w, winograd, bias, ep, y, threads);
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
-void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int) {}
+void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int,
+              const float *) {}
 void epilogue_avx2(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 

@@ -1,0 +1,176 @@
+"""The native Winograd F(2x2, 3x3) convolution (src/conv_winograd.cpp) against the numpy twin
+in float64, and the runtime's cache of transformed weights (runtime/kernels/conv.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_light.runtime import _native
+from onnx_light.runtime.kernels import conv as K
+
+# n, c, h, w, m, pads (top, left, bottom, right): odd and even output sizes (a last tile of one
+# row or column), pads 0, 1, 2 and asymmetric, batches, channels no multiple of the 6 x 16 tile,
+# two reduction blocks (c > 256), several tile blocks per sample, the smallest 4 x 4 output
+WINOGRAD_CASES = [
+    (1, 16, 4, 4, 16, (1, 1, 1, 1)),
+    (2, 17, 9, 11, 19, (1, 1, 1, 1)),
+    (1, 32, 7, 7, 40, (0, 0, 0, 0)),
+    (3, 24, 13, 5, 30, (2, 2, 2, 2)),
+    (1, 20, 10, 23, 33, (0, 2, 1, 0)),
+    (1, 300, 6, 6, 24, (1, 1, 1, 1)),
+    (2, 16, 40, 37, 16, (1, 1, 1, 1)),
+    (1, 48, 30, 30, 70, (1, 0, 1, 0)),
+]
+
+
+def _ext():  # noqa: ANN202
+    ext = _native.EXTENSION
+    if ext is None or not hasattr(ext, "conv2d_winograd_weights"):
+        pytest.skip("the native extension (with the Winograd kernel) is not built")
+    if ext.conv2d_isa() != "avx2":
+        pytest.skip("the Winograd kernel runs on AVX2 machines only (not AVX-512, not others)")
+    return ext
+
+
+def _data(case: tuple, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n, c, h, w, m, _ = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    return x, wt, rng.standard_normal(m).astype(np.float32)
+
+
+def _want(x: np.ndarray, wt: np.ndarray, b: np.ndarray | None, pads: tuple) -> np.ndarray:
+    f64 = np.float64
+    bias = None if b is None else b.astype(f64)
+    return K._conv_im2col(x.astype(f64), wt.astype(f64), bias, [1, 1], [1, 1], list(pads[:2]), list(pads[2:]), 1)
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    # float32 rounding only: the direct float32 sum is off by the same order (about 1e-7 of the largest value)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=[str(i) for i in range(len(WINOGRAD_CASES))])
+def test_winograd_matches_float64_twin(case: tuple) -> None:
+    ext = _ext()
+    x, wt, b = _data(case, seed=sum(case[:5]))
+    pads = case[5]
+    assert ext.conv2d_winograd_applies(case[1], case[2], case[3], case[4], 3, 3, 1, 1, 1, 1, *pads, 1, case[0], True)
+    u = ext.conv2d_winograd_weights(wt)
+    assert u.shape == (16, case[4], case[1]) and u.dtype == np.float32
+    want = _want(x, wt, b, pads)
+    got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=u)
+    _close(got, want)
+    # transformed per call (or the tiled kernel, as the geometry decides): the same values
+    _close(ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2"), want)
+    two = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=u, threads=2)
+    np.testing.assert_array_equal(two, got)  # blocks are independent: threads change nothing
+
+
+# act codes of src/conv.h with numpy formulas
+ACTS = {
+    1: lambda v: np.maximum(v, 0),
+    2: lambda v: np.clip(v, -0.5, 0.7),
+    3: lambda v: v * np.clip(v / 6 + 0.5, 0, 1),
+    4: lambda v: np.clip(0.2 * v + 0.5, 0, 1),
+    5: lambda v: v / (1 + np.exp(-v)),
+    6: lambda v: 1 / (1 + np.exp(-v)),
+}
+ACT_ARGS = {1: (0.0, 0.0), 2: (-0.5, 0.7), 3: (0.0, 0.0), 4: (0.2, 0.5), 5: (0.0, 0.0), 6: (0.0, 0.0)}
+
+
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize("residual", [False, True])
+def test_winograd_epilogues(act: int, residual: bool) -> None:
+    ext = _ext()
+    case = WINOGRAD_CASES[1]
+    x, wt, b = _data(case, seed=act)
+    pads = case[5]
+    want = _want(x, wt, b, pads)
+    res = np.random.default_rng(act).standard_normal(want.shape).astype(np.float32) if residual else None
+    want = ACTS[act](want + (0 if res is None else res))
+    u = ext.conv2d_winograd_weights(wt)
+    got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", act, *ACT_ARGS[act], res, winograd=u)
+    _close(got, want)
+
+
+def test_winograd_rejects_mismatched_weights() -> None:
+    ext = _ext()
+    x, wt, b = _data(WINOGRAD_CASES[0], seed=0)
+    u = ext.conv2d_winograd_weights(wt)
+    with pytest.raises(ValueError, match="Winograd"):
+        ext.conv2d(x, wt, b, 1, 1, 1, 1, 1, 1, 1, 1, 1, False, "avx2", winograd=u[:, :8].copy())
+    with pytest.raises(ValueError, match="3 x 3"):
+        ext.conv2d_winograd_weights(np.zeros((4, 4, 5, 5), np.float32))
+
+
+def test_runtime_caches_immutable_weights_only() -> None:
+    _ext()
+    if not _native.CONV2D or _native.CONV_ISA != "avx2":
+        pytest.skip("the runtime does not run the AVX2 kernel here")
+    case = WINOGRAD_CASES[6]
+    x, wt, b = _data(case, seed=1)
+    pads = list(case[5])
+    # writeable weights: never cached, and a change between calls is seen
+    assert K.winograd_weights(x, wt, [1, 1], [1, 1], pads[:2], pads[2:], 1) is None
+    _close(K.conv(x, wt, b, pads=pads), _want(x, wt, b, case[5]))
+    wt *= 2
+    _close(K.conv(x, wt, b, pads=pads), _want(x, wt, b, case[5]))
+    view = wt.view()
+    view.flags.writeable = False  # read-only, but its base can change
+    assert K.winograd_weights(x, view, [1, 1], [1, 1], pads[:2], pads[2:], 1) is None
+    # read-only weights (a session's initializers): transformed once
+    frozen = wt.copy()
+    frozen.flags.writeable = False
+    u = K.winograd_weights(x, frozen, [1, 1], [1, 1], pads[:2], pads[2:], 1)
+    assert u is not None and K.winograd_weights(x, frozen, [1, 1], [1, 1], pads[:2], pads[2:], 1) is u
+    _close(K.conv(x, frozen, b, pads=pads), _want(x, frozen, b, case[5]))
+    _close(K.conv_relu(x, frozen, b, pads=pads), np.maximum(_want(x, frozen, b, case[5]), 0))
+    key = id(frozen)
+    del frozen
+    assert key not in K._WINOGRAD  # dropped with the weights
+    # float64 and other geometries: no transform (numpy, or the tiled kernel)
+    x64, w64 = x.astype(np.float64), wt.astype(np.float64)
+    w64.flags.writeable = False
+    assert K.winograd_weights(x64, w64, [1, 1], [1, 1], pads[:2], pads[2:], 1) is None
+    other = wt.copy()
+    other.flags.writeable = False
+    assert K.winograd_weights(x, other, [2, 2], [1, 1], pads[:2], pads[2:], 1) is None
+
+
+def test_session_matches_onnxruntime() -> None:
+    """A 3 x 3 Conv + Relu and a residual Conv + Add in our session (weights cached) and in onnxruntime."""
+    _ext()
+    ort = pytest.importorskip("onnxruntime")
+    helper = pytest.importorskip("onnx.helper")
+    numpy_helper = pytest.importorskip("onnx.numpy_helper")
+    from onnx import TensorProto
+
+    from onnx_light.runtime import InferenceSession
+
+    rng = np.random.default_rng(5)
+    w1 = (rng.standard_normal((24, 20, 3, 3)) / 13).astype(np.float32)
+    w2 = (rng.standard_normal((20, 24, 3, 3)) / 15).astype(np.float32)
+    b1, b2 = rng.standard_normal(24).astype(np.float32), rng.standard_normal(20).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "x"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"), (b2, "b2"))]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 20, 15, 18])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = rng.standard_normal((2, 20, 15, 18)).astype(np.float32)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    sess = InferenceSession(model)
+    for _ in range(2):  # the second run reads the cached transforms
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
