@@ -356,30 +356,35 @@ struct TiledPlan {
 // One work item of run_tiled: the pixels [p0, p0 + len) of sample n, group g, weight row
 // blocks [mb0, mb1); `cols` holds the block's packed panels.
 void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const Shape &gs, const float *x,
-                const PaddedPlanes *pad, const float *w, const float *bias, const Epilogue &ep, float *y,
-                int64_t item, float *cols) {
+                const PaddedPlanes *pad, const PhasePlanes *ph, const float *w, const float *bias, const Epilogue &ep,
+                float *y, int64_t item, float *cols) {
     const int64_t mc = item % q.mchunks, pb = item / q.mchunks % q.pblocks, rest = item / q.mchunks / q.pblocks;
     const int64_t g = rest % s.group, n = rest / s.group;
     const int64_t mb0 = mc * q.mblocks / q.mchunks, mb1 = (mc + 1) * q.mblocks / q.mchunks;
     const int64_t p0 = pb * q.nc, len = std::min(q.nc, q.P - p0), panels = (len + t.nr - 1) / t.nr;
     const float *xg = x + (n * s.c + g * q.cg) * s.h * s.w, *wg = w + g * q.mg * q.K;
     const float *xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
+    const float *xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
     const float *gbias = bias ? bias + g * q.mg : nullptr;
     float *yg = y + (n * s.m + g * q.mg) * q.P + p0;
     const bool relu = ep.tile_relu();
     // panels of nr pixels on one output row are read in place from the bordered input (stride
-    // 1): origin[j] is panel j's first cell, null for a packed panel
+    // 1) or its phase planes (strided): origin[j] is panel j's first cell, null for a packed panel
     const float *origin[MAX_PANELS];
     for (int64_t j = 0; j < panels; ++j) {
         const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
-        const bool in_place = t.direct && pad && s.sw == 1 && j0 + t.nr <= s.ow && p + t.nr <= q.P;
-        origin[j] = in_place ? xp + i * s.sh * pad->wp + j0 : nullptr;
+        const bool in_place = t.direct && ((pad && s.sw == 1) || ph) && j0 + t.nr <= s.ow && p + t.nr <= q.P;
+        origin[j] = !in_place ? nullptr : ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0;
     }
-    int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered planes
+    int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered or phase planes
     for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
         const int64_t kc = std::min(q.kc, q.K - k0);
         if (q.pointwise) {
             pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
+        } else if (ph) {
+            ph->tap_offsets(s, k0, kc, koff);
+            for (int64_t j = 0; j < panels; ++j)
+                if (!origin[j]) pack_phased(gs, xq, ph->wq, koff, kc, p0 + j * t.nr, t.nr, cols + j * kc * t.nr);
         } else {
             for (int64_t j = 0; j < panels; ++j)
                 if (pad && !origin[j])
@@ -420,12 +425,19 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
     std::unique_ptr<float[]> cols(new float[threads * per]);
     // the whole input zero-bordered once (all samples and channels), when the ISA packs from it
     std::unique_ptr<PaddedPlanes> pad;
-    if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
+    std::unique_ptr<PhasePlanes> ph;
+    if (t.direct && (s.sh > 1 || s.sw > 1) && s.kh * s.kw >= 49) {
+        // strided with a large window (a stem's 7 x 7 / 2), with an in-place tile: the phase
+        // planes, so that whole panels are read in place (bench_conv.py: ResNet-18's stem 60 vs
+        // 49 GFLOP/s packed; 3 x 3 / 2 and 1 x 1 / 2 lose: 38 vs 50 at 64 -> 128 @ 56, 11 vs 27)
+        ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
+        ph->fill(s, x, s.n * s.c);
+    } else if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
         pad->fill(s, x, s.n * s.c);
     }
     parallel_items(threads, q.items, [&](int worker, int64_t i) {
-        tiled_item(t, q, s, gs, x, pad.get(), w, bias, ep, y, i, cols.get() + worker * per);
+        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols.get() + worker * per);
     });
 }
 

@@ -113,6 +113,57 @@ inline int64_t panel_runs(const Shape &s, int64_t p0, int64_t nr, Run *runs) {
     return n;
 }
 
+// The zero-bordered input (as PaddedPlanes would hold it, at least `width` wide) split by the
+// strides into sh x sw phase planes per input plane: phase (r, q) of a plane holds its bordered
+// cells (u sh + r, v sw + q) at (u, v), hq x wq of them. A tap's cells for a run of output
+// pixels along a row are then consecutive (output pixel (i, j) and tap (a, b) read phase
+// (a dh % sh, b dw % sw) at (i + a dh / sh, j + b dw / sw)), so that strided convolutions
+// are read in place like stride-1 ones.
+struct PhasePlanes {
+    int64_t sh, sw, hq, wq;
+    std::unique_ptr<float[]> buf;
+    PhasePlanes(const Shape &s, int64_t planes, int64_t width)
+        : sh(s.sh), sw(s.sw),
+          hq((std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1) + s.sh - 1) / s.sh),
+          wq((std::max(s.pl + s.w, width) + s.sw - 1) / s.sw), buf(new float[planes * s.sh * s.sw * hq * wq]()) {}
+    int64_t plane_floats() const { return sh * sw * hq * wq; }  // the phases of one input plane
+    // the planes from x (planes x h x w)
+    void fill(const Shape &s, const float *x, int64_t planes) {
+        for (int64_t p = 0; p < planes; ++p)
+            for (int64_t i = 0; i < s.h; ++i) {
+                const int64_t r = i + s.pt;
+                const float *src = x + (p * s.h + i) * s.w;
+                for (int64_t q = 0; q < sw; ++q) {
+                    // input column j sits at bordered column j + pl: phase (j + pl) % sw, cell (j + pl) / sw
+                    float *dst = buf.get() + ((p * sh + r % sh) * sw + q) * hq * wq + r / sh * wq;
+                    for (int64_t j = ((q - s.pl) % sw + sw) % sw; j < s.w; j += sw) dst[(j + s.pl) / sw] = src[j];
+                }
+            }
+    }
+    // offsets (from a group's first plane) of weight rows k0 .. k0 + kc - 1 = (c, a, b) for output pixel (0, 0)
+    void tap_offsets(const Shape &s, int64_t k0, int64_t kc, int64_t *koff) const {
+        const int64_t kk = s.kh * s.kw;
+        for (int64_t k = k0; k < k0 + kc; ++k) {
+            const int64_t c = k / kk, ra = (k % kk) / s.kw * s.dh, cb = k % s.kw * s.dw;
+            koff[k - k0] = ((c * sh + ra % sh) * sw + cb % sw) * hq * wq + ra / sh * wq + cb / sw;
+        }
+    }
+};
+
+// Rows k < kc of the packed panel of the nr pixels from p0 read from phase planes (row k's
+// tap at xq + koff[k]; zeros past the last pixel).
+inline void pack_phased(const Shape &s, const float *xq, int64_t wq, const int64_t *koff, int64_t kc, int64_t p0,
+                        int64_t nr, float *cols) {
+    Run runs[64];
+    const int64_t nruns = panel_runs(s, p0, nr, runs), count = std::min(nr, s.oh * s.ow - p0);
+    for (int64_t k = 0; k < kc; ++k) {
+        float *dst = cols + k * nr;
+        for (int64_t q = 0; q < nruns; ++q)
+            std::memcpy(dst + runs[q].j, xq + koff[k] + runs[q].i * wq + runs[q].j0, sizeof(float) * runs[q].len);
+        for (int64_t t = count; t < nr; ++t) dst[t] = 0.0f;
+    }
+}
+
 // dst[t] = row[first + t * sw] for the t < len whose column lies in [0, w) (others untouched).
 inline void copy_strided(const float *row, int64_t first, int64_t len, int64_t sw, int64_t w, float *dst) {
     const int64_t lo = first >= 0 ? 0 : (-first + sw - 1) / sw;

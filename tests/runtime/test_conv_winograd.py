@@ -1,5 +1,6 @@
 """The native Winograd F(2x2, 3x3) convolution (src/conv_winograd.cpp) against the numpy twin
-in float64, and the runtime's cache of transformed weights (runtime/kernels/conv.py)."""
+in float64, the runtime's cache of transformed weights (runtime/kernels/conv.py), and the strided
+large-window convolutions read from phase planes (src/conv.h)."""
 
 from __future__ import annotations
 
@@ -174,3 +175,34 @@ def test_session_matches_onnxruntime() -> None:
     sess = InferenceSession(model)
     for _ in range(2):  # the second run reads the cached transforms
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+
+
+# The strided large-window convolutions read in place from phase planes (src/conv.h PhasePlanes):
+# n, c, h, w, m, kernel, strides, dilations, pads (top, left, bottom, right), group. Strides 2
+# and 3 per axis, dilation 2, asymmetric pads, groups, two reduction blocks (K = 392), output
+# rows longer and shorter than a panel, a batch.
+PHASE_CASES = [
+    (2, 3, 23, 29, 10, (7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1),
+    (1, 4, 30, 31, 6, (7, 7), (3, 2), (1, 1), (2, 3, 1, 0), 2),
+    (1, 2, 40, 40, 7, (7, 7), (2, 3), (2, 1), (0, 1, 2, 3), 1),
+    (1, 3, 50, 70, 64, (7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1),
+    (1, 8, 30, 30, 9, (7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1),
+    (2, 3, 37, 45, 13, (7, 9), (2, 2), (1, 1), (3, 4, 3, 4), 1),
+]
+
+
+@pytest.mark.parametrize("case", PHASE_CASES, ids=[str(i) for i in range(len(PHASE_CASES))])
+@pytest.mark.parametrize("relu", [False, True])
+def test_strided_large_windows_match_float64_twin(case: tuple, relu: bool) -> None:
+    ext = _ext()
+    n, c, h, w, m, k, s, d, p, g = case
+    rng = np.random.default_rng(h * w)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((m, c // g, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    f64 = np.float64
+    want = K._conv_im2col(x.astype(f64), wt.astype(f64), b.astype(f64), list(s), list(d), list(p[:2]), list(p[2:]), g)
+    if relu:
+        want = np.maximum(want, 0)
+    got = ext.conv2d(x, wt, b, *s, *d, *p, g, relu, "avx2")
+    _close(got, want)
