@@ -130,8 +130,9 @@ def conv(
     return y
 
 
-#: id(weights) -> (a weak reference to them, their Winograd transform): see winograd_weights
-_WINOGRAD: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+#: id(weights) -> (a weak reference to them, the input shape, their Winograd transform or None
+#: when that geometry does not take it): see winograd_weights
+_WINOGRAD: dict[int, tuple[weakref.ref[np.ndarray], tuple[int, ...], np.ndarray | None]] = {}
 _WINOGRAD_LIMIT = 256  # transforms kept at most (a session's 3 x 3 layers)
 
 
@@ -167,6 +168,8 @@ def winograd_weights(
     """The Winograd F(2x2, 3x3) transform of immutable float32 3 x 3 weights, computed once per
     weights array (``src/conv_winograd.cpp``: 16 x M x C floats), when the native kernel runs
     this geometry by Winograd; otherwise None (the kernel then transforms per call, or not at all).
+    The answer is kept per weights array and input shape, so that a session's later runs only
+    look it up.
 
     Weights that may change (writeable, or a view of something writeable) are never cached:
     a stale transform would be a silent wrong answer.
@@ -185,16 +188,16 @@ def winograd_weights(
         return None
     key = id(w)
     hit = _WINOGRAD.get(key)
-    if hit is not None and hit[0]() is w:
-        return hit[1]
+    if hit is not None and hit[0]() is w and hit[1] == x.shape:
+        return hit[2]  # the transform, or None: this geometry does not take Winograd
     c, h, wd = x.shape[1:]
     applies = ext.conv2d_winograd_applies(
         c, h, wd, w.shape[0], 3, 3, *strides, *dilations, begin[0], begin[1], end[0], end[1], group, x.shape[0], True
     )
-    if not applies:
-        return None
-    u: np.ndarray = ext.conv2d_winograd_weights(np.ascontiguousarray(w))
-    u.flags.writeable = False
+    u: np.ndarray | None = None
+    if applies:
+        u = ext.conv2d_winograd_weights(np.ascontiguousarray(w))
+        u.flags.writeable = False
     if len(_WINOGRAD) >= _WINOGRAD_LIMIT:
         _WINOGRAD.clear()
 
@@ -202,7 +205,7 @@ def winograd_weights(
         if _WINOGRAD.get(key, (None,))[0] is ref:
             del _WINOGRAD[key]
 
-    _WINOGRAD[key] = (weakref.ref(w, forget), u)
+    _WINOGRAD[key] = (weakref.ref(w, forget), x.shape, u)
     return u
 
 
