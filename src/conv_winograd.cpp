@@ -42,15 +42,18 @@ void winograd_weights(const float *w, int64_t M, int64_t C, float *U) {
 }
 
 bool winograd_applies(const Shape &s, bool cached) {
-    // 3 x 3, stride 1, no dilation, one group, at least 16 input and output channels (the
-    // transforms cost 16 values per tile and channel beside 16 M C products per tile), 4 x 4
-    // output pixels; when the weights' transform is not cached (16 M C values per call), at
-    // least twice as many tiles as channels (bench_conv.py: 64 -> 64 at 56 x 56 1.3x faster
-    // than the tiled GEMM, 128 -> 128 at 28 x 28 even, 256 -> 256 at 14 x 14 1.9x slower;
-    // cached: 1.1-1.9x faster on every layer of ResNet-18 and DBNet, even at 7 x 7)
+    // 3 x 3, stride 1, no dilation, one group, at least 64 input and output channels (the
+    // transforms cost 16 values per tile and channel beside 16 M C products per tile) and 49
+    // tiles; when the weights' transform is not cached (16 M C values per call), at least twice
+    // as many tiles as channels. Measured (bench_conv.py, one process, against onnxruntime),
+    // cached / tiled GEMM: 64 -> 64 at 56 x 56 1.12x / 1.60x, at 80 x 80 0.78x / 1.52x;
+    // 128 -> 128 at 28 x 28 1.38x / 1.47x, at 40 x 40 0.88x / 1.31x; 256 -> 256 at 14 x 14
+    // 1.24x / 1.35x, at 20 x 20 0.97x / 1.41x; but fewer tiles or channels lose: 512 -> 512 at
+    // 7 x 7 1.24x / 1.16x, 128 -> 128 at 10 x 10 1.32x / 1.23x, 32 -> 32 at 40 x 40 1.06x / 0.97x
     const bool geometry = s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.group == 1;
-    if (!geometry || s.c < 16 || s.m < 16 || s.oh < 4 || s.ow < 4) return false;
-    return cached || s.n * ((s.oh + 1) / 2) * ((s.ow + 1) / 2) >= 2 * std::max(s.c, s.m);
+    if (!geometry || s.c < 64 || s.m < 64) return false;
+    const int64_t tiles = s.n * ((s.oh + 1) / 2) * ((s.ow + 1) / 2);
+    return tiles >= 49 && (cached || tiles >= 2 * std::max(s.c, s.m));
 }
 
 #if ONNX_LIGHT_AVX512

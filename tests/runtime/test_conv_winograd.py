@@ -12,16 +12,16 @@ from onnx_light.runtime.kernels import conv as K
 
 # n, c, h, w, m, pads (top, left, bottom, right): odd and even output sizes (a last tile of one
 # row or column), pads 0, 1, 2 and asymmetric, batches, channels no multiple of the 6 x 16 tile,
-# two reduction blocks (c > 256), several tile blocks per sample, the smallest 4 x 4 output
+# two reduction blocks (c > 256), several tile blocks per sample, the fewest tiles taken (7 x 7)
 WINOGRAD_CASES = [
-    (1, 16, 4, 4, 16, (1, 1, 1, 1)),
-    (2, 17, 9, 11, 19, (1, 1, 1, 1)),
-    (1, 32, 7, 7, 40, (0, 0, 0, 0)),
-    (3, 24, 13, 5, 30, (2, 2, 2, 2)),
-    (1, 20, 10, 23, 33, (0, 2, 1, 0)),
-    (1, 300, 6, 6, 24, (1, 1, 1, 1)),
-    (2, 16, 40, 37, 16, (1, 1, 1, 1)),
-    (1, 48, 30, 30, 70, (1, 0, 1, 0)),
+    (1, 64, 13, 15, 64, (1, 1, 1, 1)),
+    (2, 65, 9, 11, 70, (1, 1, 1, 1)),
+    (1, 64, 16, 16, 67, (0, 0, 0, 0)),
+    (3, 64, 13, 5, 64, (2, 2, 2, 2)),
+    (1, 80, 16, 23, 66, (0, 2, 1, 0)),
+    (1, 300, 14, 14, 64, (1, 1, 1, 1)),
+    (2, 64, 40, 37, 64, (1, 1, 1, 1)),
+    (1, 64, 30, 30, 100, (1, 0, 1, 0)),
 ]
 
 
@@ -152,9 +152,9 @@ def test_session_matches_onnxruntime() -> None:
     from onnx_light.runtime import InferenceSession
 
     rng = np.random.default_rng(5)
-    w1 = (rng.standard_normal((24, 20, 3, 3)) / 13).astype(np.float32)
-    w2 = (rng.standard_normal((20, 24, 3, 3)) / 15).astype(np.float32)
-    b1, b2 = rng.standard_normal(24).astype(np.float32), rng.standard_normal(20).astype(np.float32)
+    w1 = (rng.standard_normal((72, 64, 3, 3)) / 24).astype(np.float32)
+    w2 = (rng.standard_normal((64, 72, 3, 3)) / 25).astype(np.float32)
+    b1, b2 = rng.standard_normal(72).astype(np.float32), rng.standard_normal(64).astype(np.float32)
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -165,16 +165,17 @@ def test_session_matches_onnxruntime() -> None:
     graph = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 20, 15, 18])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64, 15, 18])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    x = rng.standard_normal((2, 20, 15, 18)).astype(np.float32)
+    x = rng.standard_normal((2, 64, 15, 18)).astype(np.float32)
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     sess = InferenceSession(model)
     for _ in range(2):  # the second run reads the cached transforms
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+    assert sum(entry[2] is not None for entry in K._WINOGRAD.values()) >= 2  # both convolutions took Winograd
 
 
 # The strided large-window convolutions read in place from phase planes (src/conv.h PhasePlanes):
