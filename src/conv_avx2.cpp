@@ -207,19 +207,36 @@ AVX2 inline __m256 activate8(const Epilogue &ep, __m256 v) {
     }
 }
 
-// EpilogueFn of this ISA
-AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
+// y[i] = act(y[i] + res[i]) with the activation fixed (Act), so that the loop holds no branch
+// and consecutive vectors' exponentials overlap
+template <int Act>
+AVX2 void epilogue8_act(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    Epilogue fixed = ep;
+    fixed.act = Act;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(y + i);
         if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
-        _mm256_storeu_ps(y + i, activate8(ep, v));
+        _mm256_storeu_ps(y + i, activate8(fixed, v));
     }
     if (i < n) {
         const __m256i m = lanes(0, n - i);
         __m256 v = _mm256_maskload_ps(y + i, m);
         if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + i, m));
-        _mm256_maskstore_ps(y + i, m, activate8(ep, v));
+        _mm256_maskstore_ps(y + i, m, activate8(fixed, v));
+    }
+}
+
+// EpilogueFn of this ISA
+AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    switch (ep.act) {
+        case ACT_RELU: return epilogue8_act<ACT_RELU>(ep, y, res, n);
+        case ACT_CLIP: return epilogue8_act<ACT_CLIP>(ep, y, res, n);
+        case ACT_HARDSWISH: return epilogue8_act<ACT_HARDSWISH>(ep, y, res, n);
+        case ACT_HARDSIGMOID: return epilogue8_act<ACT_HARDSIGMOID>(ep, y, res, n);
+        case ACT_SILU: return epilogue8_act<ACT_SILU>(ep, y, res, n);
+        case ACT_SIGMOID: return epilogue8_act<ACT_SIGMOID>(ep, y, res, n);
+        default: return epilogue8_act<ACT_NONE>(ep, y, res, n);
     }
 }
 
