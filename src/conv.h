@@ -55,17 +55,32 @@ struct PaddedPlanes {
     int64_t hp, wp;
     bool copies;
     std::unique_ptr<float[]> buf;
+    int64_t bordered = 0;  // the first planes whose borders are zero
     PaddedPlanes(const Shape &s, int64_t planes, int64_t width, bool always = false)
         : hp(std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1)),
           wp(std::max(s.pl + s.w, width)),
           copies(always || hp != s.h || wp != s.w || s.pt || s.pl),
-          buf(copies ? new float[planes * hp * wp]() : nullptr) {}
-    // the planes from x (planes x h x w), as rows of wp floats
+          buf(copies ? new float[planes * hp * wp] : nullptr) {}
+    // the planes from x (planes x h x w), as rows of wp floats; the borders are written once
+    // per plane (not the whole buffer zeroed first: the copy rewrites the middle)
     const float *fill(const Shape &s, const float *x, int64_t planes) {
         if (!copies) return x;
-        for (int64_t c = 0; c < planes; ++c)
+        const int64_t right = wp - s.pl - s.w;
+        for (int64_t c = 0; c < planes; ++c) {
+            float *plane = buf.get() + c * hp * wp;
+            if (c >= bordered) {
+                std::fill(plane, plane + s.pt * wp, 0.0f);
+                std::fill(plane + (s.pt + s.h) * wp, plane + hp * wp, 0.0f);
+                for (int64_t i = 0; i < s.h; ++i) {
+                    float *row = plane + (i + s.pt) * wp;
+                    std::fill(row, row + s.pl, 0.0f);
+                    std::fill(row + s.pl + s.w, row + s.pl + s.w + right, 0.0f);
+                }
+            }
             for (int64_t i = 0; i < s.h; ++i)
-                std::memcpy(buf.get() + (c * hp + i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
+                std::memcpy(plane + (i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
+        }
+        bordered = std::max(bordered, planes);
         return buf.get();
     }
     // offsets in the filled planes of weight rows k0 .. k0 + kc - 1 = (c, a, b): tap (a, b) of plane c
