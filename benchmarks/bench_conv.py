@@ -14,6 +14,13 @@ against onnxruntime.
 
     PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15] [--clock cpu] [--shapes models] [--only r18]
 
+``--model real`` (or a comma list of ``bench_real_models.py`` names) times every Conv geometry of
+those models: the runtime's kernel with read-only weights (as a session's: the Winograd transform
+is cached) against a one-node onnxruntime session, and with ``--before`` another build of the
+extension (main's ``_native*.so``) in the same process:
+
+    PYTHONPATH=. python benchmarks/bench_conv.py --model real --clock cpu --before /work/main/onnx_light/_native*.so
+
 ``--transpose`` times the ConvTransposes of MobileNetV3's emitted backward (the data gradient of
 each Conv; ``TRANSPOSE_SHAPES``) instead: the runtime's ``ConvTranspose`` kernel, its numpy path
 (the twin: one batched matmul or one multiply-add per kernel tap, then a scatter-add per tap) and
@@ -34,6 +41,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -55,6 +63,8 @@ from onnx_light.runtime.kernels.conv import _conv_im2col, _conv_transpose_scatte
 #: the clock of a sample (``--clock``): wall time, or this thread's CPU time (steadier when the
 #: machine is shared; the multi-threaded column is then meaningless)
 CLOCK: Callable[[], float] = time.perf_counter
+#: ``--before``: another build of the extension (e.g. main's), timed beside ours in --model tables
+BEFORE: Any = None
 
 # name, batch, in channels, size, out channels, kernel, stride, pad, group
 SHAPES = [
@@ -245,9 +255,10 @@ def model_convs(name: str) -> list[tuple[Any, ...]]:
     return out
 
 
-def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -> tuple[float, float, float]:
-    """(ours, onnxruntime, MFLOP) of one real-model Conv geometry: the runtime's Conv kernel
-    (native or numpy, as the session picks), alternating with a one-node onnxruntime session."""
+def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -> tuple[float, float, float, float]:
+    """(ours, onnxruntime, MFLOP, before) of one real-model Conv geometry: the runtime's Conv kernel
+    (native or numpy, as the session picks; read-only weights, as a session's), alternating with a
+    one-node onnxruntime session and, with ``--before``, another build of the extension (NaN without)."""
     _, n, c, h, w_, m, k, st, pads, g, dil, _count = layer
     x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
     w = (rng.standard_normal((m, c // g, k, k)) * 0.1).astype(np.float32)
@@ -270,8 +281,18 @@ def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -
         "ours": lambda: conv(x, w, b, **attrs),
         "ort": lambda: sess.run(None, {"x": x})[0],
     }
+    if BEFORE is not None:
+        before = BEFORE
+        p4 = list(pads)
+        pays = _native._native_conv_pays(x.shape, w.shape, list(st), list(dil), p4[:2], p4[2:], g)
+        fns["before"] = (
+            (lambda: before.conv2d(x, w, b, *st, *dil, *p4, g, False, "avx2"))
+            if pays
+            else (lambda: _conv_im2col(x, w, b, list(st), list(dil), p4[:2], p4[2:], g))
+        )
     want = fns["ort"]()
-    np.testing.assert_allclose(fns["ours"](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=layer[0])
+    for key in [k for k in fns if k != "ort"]:
+        np.testing.assert_allclose(fns[key](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=layer[0])
     times: dict[str, list[float]] = {key: [] for key in fns}
     for r in range(runs):
         for key in list(fns) if r % 2 == 0 else list(fns)[::-1]:
@@ -281,30 +302,35 @@ def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -
     oh = (h + pads[0] + pads[2] - dil[0] * (k - 1) - 1) // st[0] + 1
     ow = (w_ + pads[1] + pads[3] - dil[1] * (k - 1) - 1) // st[1] + 1
     mflop = 2 * n * m * (c // g) * k * k * oh * ow / 1e6
-    return statistics.median(times["ours"]) * 1e3, statistics.median(times["ort"]) * 1e3, mflop
+    med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
+    return med["ours"], med["ort"], mflop, med.get("before", float("nan"))
 
 
 def models_table(names: list[str], runs: int, only: str) -> None:
     """Per real model: every Conv geometry, ours vs onnxruntime, and the totals (count-weighted)."""
-    print("| layer | count | MFLOP | ours ms (GFLOP/s) | onnxruntime ms (GFLOP/s) | ours / ORT |")
-    print("|---|---|---|---|---|---|")
+    print("| layer | count | MFLOP | ours ms (GFLOP/s) | onnxruntime ms (GFLOP/s) | before / ORT | ours / ORT |")
+    print("|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for name in names:
-        total = [0.0, 0.0]
+        total = [0.0, 0.0, 0.0]
         for layer in model_convs(name):
             if only not in layer[0]:
                 continue
-            ours, theirs, mflop = measure_layer(layer, rng, runs)
+            ours, theirs, mflop, before = measure_layer(layer, rng, runs)
             count = layer[-1]
             total[0] += count * ours
             total[1] += count * theirs
+            total[2] += count * before
             print(
                 f"| {layer[0]} | {count} | {mflop:.1f} | {ours:.3f} ({mflop / ours:.0f}) "
-                f"| {theirs:.3f} ({mflop / theirs:.0f}) | {ours / theirs:.2f}x |",
+                f"| {theirs:.3f} ({mflop / theirs:.0f}) | {before / theirs:.2f}x | {ours / theirs:.2f}x |",
                 flush=True,
             )
         if total[1]:
-            print(f"| **{name} all Conv** | | | {total[0]:.2f} | {total[1]:.2f} | **{total[0] / total[1]:.2f}x** |")
+            print(
+                f"| **{name} all Conv** | | | {total[0]:.2f} | {total[1]:.2f} | {total[2] / total[1]:.2f}x "
+                f"| **{total[0] / total[1]:.2f}x** |"
+            )
 
 
 def main() -> None:
@@ -316,8 +342,14 @@ def main() -> None:
     parser.add_argument("--only", default="", help="only the geometries whose name contains this")
     parser.add_argument("--transpose", action="store_true", help="MobileNetV3's backward ConvTransposes instead")
     parser.add_argument("--model", default="", help="every Conv of these real models (comma list, or 'real')")
+    parser.add_argument("--before", default="", help="with --model: another build of _native*.so to compare")
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, BEFORE
+    if args.before:
+        spec = importlib.util.spec_from_file_location("before._native", args.before)
+        assert spec is not None and spec.loader is not None
+        BEFORE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(BEFORE)
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
     if args.model:
         names = args.model.replace("real", "mobilenetv3,resnet18,crnn,dbnet,yolo").split(",")
