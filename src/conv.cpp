@@ -12,7 +12,10 @@
 // matmul kernel in onnx_light/runtime/kernels/conv.py; this one runs when the CPU has
 // AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
 // weights (one input channel per group) take their own loop (depthwise_run), one FMA per
-// tap per vector. Both split their work over `threads` std::threads when asked.
+// tap per vector. Both split their work over `threads` std::threads when asked. On AVX2,
+// 3x3 stride-1 convolutions with enough channels run as Winograd F(2x2, 3x3) instead
+// (src/conv_winograd.cpp), and strided ones with a 7x7 window read their panels in place
+// from the input split into phase planes (conv.h PhasePlanes).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>

@@ -175,7 +175,8 @@ def test_session_matches_onnxruntime() -> None:
     sess = InferenceSession(model)
     for _ in range(2):  # the second run reads the cached transforms
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
-    assert sum(entry[2] is not None for entry in K._WINOGRAD.values()) >= 2  # both convolutions took Winograd
+    if _native.CONV2D and _native.CONV_ISA == "avx2":  # not with ONNX_LIGHT_PURE_PYTHON=1
+        assert sum(entry[2] is not None for entry in K._WINOGRAD.values()) >= 2  # both took Winograd
 
 
 # The strided large-window convolutions read in place from phase planes (src/conv.h PhasePlanes):

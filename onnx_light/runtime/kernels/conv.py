@@ -7,6 +7,9 @@ where that was measured faster (``runtime/_native.py``; ``src/conv.cpp`` with AV
 ``src/conv_avx2.cpp`` with AVX2: GEMM-style blocking, the columns packed one block of
 register-tile panels at a time or read in place, never written out whole; optionally on
 several threads, ``InferenceSession(intra_op_num_threads=N)``); the numpy path is their twin.
+On AVX2, 3 x 3 stride-1 convolutions with at least 64 channels run as Winograd F(2x2, 3x3)
+(``src/conv_winograd.cpp``: the same sums up to float rounding); the weights' transform is
+computed once per immutable weights array (a session's initializers: ``winograd_weights``).
 ``conv_relu`` is Conv followed by Relu in one pass, which
 the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
 ConvTranspose is the adjoint. A stride-1 one runs as the Conv it equals (a 1 x 1 unpadded one
