@@ -59,6 +59,20 @@ bool winograd_applies(const Shape &s, bool cached) {
 #if ONNX_LIGHT_AVX512
 namespace {
 
+// whether p[0 .. n) holds no infinity and no NaN (v * 0 is NaN exactly for those)
+AVX2 bool all_finite(const float *p, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(p + i), zero));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    float rest = 0.0f;
+    for (; i < n; ++i) rest += p[i] * 0.0f;
+    for (float v : lanes) rest += v;
+    return rest == 0.0f;
+}
+
 // the even / odd lanes of (a, b): a0 a2 a4 a6 b0 b2 b4 b6 / a1 a3 a5 a7 b1 b3 b5 b7
 AVX2 inline __m256 evens8(__m256 a, __m256 b) {
     const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
@@ -233,6 +247,10 @@ void block_gemms(const TileKernel &t, const Shape &s, const Plan &q, const float
 
 AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *U_given,
                             const float *bias, const Epilogue &ep, float *y, int threads) {
+    // the transforms add and subtract neighbours: an infinity would become a NaN, and a NaN
+    // reach pixels of its tile that do not read it; such inputs take the direct sum instead
+    if (!all_finite(x, s.n * s.c * s.h * s.w) || !all_finite(w, s.m * s.c * 9))
+        return run_tiled(t, s, x, w, bias, ep, y, threads);
     Plan q{};
     q.th = (s.oh + 1) / 2, q.tw = (s.ow + 1) / 2, q.tiles = q.th * q.tw;
     // a block's V and GEMM outputs: 16 tbp (C + M) floats, about 512 KiB at most

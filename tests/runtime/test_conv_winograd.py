@@ -208,3 +208,32 @@ def test_strided_large_windows_match_float64_twin(case: tuple, relu: bool) -> No
         want = np.maximum(want, 0)
     got = ext.conv2d(x, wt, b, *s, *d, *p, g, relu, "avx2")
     _close(got, want)
+
+
+@pytest.mark.parametrize("where", ["input", "weights"])
+def test_non_finite_values_stay_where_the_direct_sum_puts_them(where: str) -> None:
+    """An infinity or NaN must not spread through the transforms' sums: such convolutions take
+    the direct sum (an infinity in a tile's window would become NaN, a NaN reach its neighbours)."""
+    ext = _ext()
+    case = WINOGRAD_CASES[0]
+    x, wt, b = _data(case, seed=7)
+    if where == "input":
+        x[0, 3, 5, 6], x[0, 10, 8, 2] = np.inf, np.nan
+    else:
+        wt[5, 3, 1, 1], wt[9, 2, 0, 2] = -np.inf, np.nan
+    pads = case[5]
+    f64 = np.float64
+    with np.errstate(invalid="ignore"):
+        want = K._conv_im2col(x.astype(f64), wt.astype(f64), b.astype(f64), [1, 1], [1, 1], [1, 1], [1, 1], 1)
+    for got in (
+        ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2"),
+        ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=ext.conv2d_winograd_weights(wt)),
+    ):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+    if where == "weights":  # the runtime keeps no transform of them
+        frozen = wt.copy()
+        frozen.flags.writeable = False
+        assert K.winograd_weights(x, frozen, [1, 1], [1, 1], [1, 1], [1, 1], 1) is None

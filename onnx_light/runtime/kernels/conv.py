@@ -175,7 +175,8 @@ def winograd_weights(
     look it up.
 
     Weights that may change (writeable, or a view of something writeable) are never cached:
-    a stale transform would be a silent wrong answer.
+    a stale transform would be a silent wrong answer; nor are weights holding an infinity or a
+    NaN transformed (the transform's sums would spread them: those convolutions stay direct).
     """
     ext = _native.NATIVE if _native.CONV2D and _native.CONV_ISA == "avx2" else None
     if (
@@ -198,7 +199,7 @@ def winograd_weights(
         c, h, wd, w.shape[0], 3, 3, *strides, *dilations, begin[0], begin[1], end[0], end[1], group, x.shape[0], True
     )
     u: np.ndarray | None = None
-    if applies:
+    if applies and np.isfinite(w).all():  # an infinity would turn into NaNs in the transform
         u = ext.conv2d_winograd_weights(np.ascontiguousarray(w))
         u.flags.writeable = False
     if len(_WINOGRAD) >= _WINOGRAD_LIMIT:
