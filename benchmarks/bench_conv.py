@@ -255,6 +255,17 @@ def model_convs(name: str) -> list[tuple[Any, ...]]:
     return out
 
 
+def _with_extension(ext: Any, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with the runtime calling ``ext`` (another build of the extension) for its native
+    kernels: the same Python path as ours, the other build's C++."""
+    saved = _native.NATIVE
+    _native.NATIVE = ext
+    try:
+        return fn()
+    finally:
+        _native.NATIVE = saved
+
+
 def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -> tuple[float, float, float, float]:
     """(ours, onnxruntime, MFLOP, before) of one real-model Conv geometry: the runtime's Conv kernel
     (native or numpy, as the session picks; read-only weights, as a session's), alternating with a
@@ -282,14 +293,7 @@ def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -
         "ort": lambda: sess.run(None, {"x": x})[0],
     }
     if BEFORE is not None:
-        before = BEFORE
-        p4 = list(pads)
-        pays = _native._native_conv_pays(x.shape, w.shape, list(st), list(dil), p4[:2], p4[2:], g)
-        fns["before"] = (
-            (lambda: before.conv2d(x, w, b, *st, *dil, *p4, g, False, "avx2"))
-            if pays
-            else (lambda: _conv_im2col(x, w, b, list(st), list(dil), p4[:2], p4[2:], g))
-        )
+        fns["before"] = lambda: _with_extension(BEFORE, lambda: conv(x, w, b, **attrs))
     want = fns["ort"]()
     for key in [k for k in fns if k != "ort"]:
         np.testing.assert_allclose(fns[key](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=layer[0])
