@@ -14,6 +14,7 @@
 // the output's tile rows), so that one block's V and GEMM outputs stay in L2.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -52,6 +53,8 @@ bool winograd_applies(const Shape &s, bool cached) {
     // 7 x 7 1.24x / 1.16x, 128 -> 128 at 10 x 10 1.32x / 1.23x, 32 -> 32 at 40 x 40 1.06x / 0.97x
     const bool geometry = s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.group == 1;
     if (!geometry || s.c < 64 || s.m < 64) return false;
+    // ONNX_LIGHT_CONV_WINOGRAD=0: never (the tiled GEMM alone; read per call, for comparisons)
+    if (const char *off = std::getenv("ONNX_LIGHT_CONV_WINOGRAD"); off && off[0] == '0') return false;
     const int64_t tiles = s.n * ((s.oh + 1) / 2) * ((s.ow + 1) / 2);
     return tiles >= 49 && (cached || tiles >= 2 * std::max(s.c, s.m));
 }

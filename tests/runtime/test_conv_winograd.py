@@ -237,3 +237,15 @@ def test_non_finite_values_stay_where_the_direct_sum_puts_them(where: str) -> No
         frozen = wt.copy()
         frozen.flags.writeable = False
         assert K.winograd_weights(x, frozen, [1, 1], [1, 1], [1, 1], [1, 1], 1) is None
+
+
+def test_winograd_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    ext = _ext()
+    case = WINOGRAD_CASES[0]
+    args = (case[1], case[2], case[3], case[4], 3, 3, 1, 1, 1, 1, *case[5], 1, case[0], True)
+    assert ext.conv2d_winograd_applies(*args)
+    monkeypatch.setenv("ONNX_LIGHT_CONV_WINOGRAD", "0")
+    assert not ext.conv2d_winograd_applies(*args)
+    x, wt, b = _data(case, seed=3)
+    got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *case[5], 1, False, "avx2", winograd=ext.conv2d_winograd_weights(wt))
+    _close(got, _want(x, wt, b, case[5]))

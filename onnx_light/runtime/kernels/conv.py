@@ -9,7 +9,8 @@ register-tile panels at a time or read in place, never written out whole; option
 several threads, ``InferenceSession(intra_op_num_threads=N)``); the numpy path is their twin.
 On AVX2, 3 x 3 stride-1 convolutions with at least 64 channels run as Winograd F(2x2, 3x3)
 (``src/conv_winograd.cpp``: the same sums up to float rounding); the weights' transform is
-computed once per immutable weights array (a session's initializers: ``winograd_weights``).
+computed once per immutable weights array (a session's initializers: ``winograd_weights``);
+``ONNX_LIGHT_CONV_WINOGRAD=0`` turns it off (the tiled GEMM alone, for comparisons).
 ``conv_relu`` is Conv followed by Relu in one pass, which
 the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
 ConvTranspose is the adjoint. A stride-1 one runs as the Conv it equals (a 1 x 1 unpadded one
