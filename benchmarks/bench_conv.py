@@ -14,6 +14,13 @@ against onnxruntime.
 
     PYTHONPATH=. python benchmarks/bench_conv.py [--runs 15] [--clock cpu] [--shapes models] [--only r18]
 
+``--model real`` (or a comma list of ``bench_real_models.py`` names) times every Conv geometry of
+those models: the runtime's kernel with read-only weights (as a session's: the Winograd transform
+is cached) against a one-node onnxruntime session, and with ``--before`` another build of the
+extension (main's ``_native*.so``) in the same process:
+
+    PYTHONPATH=. python benchmarks/bench_conv.py --model real --clock cpu --before /work/main/onnx_light/_native*.so
+
 ``--transpose`` times the ConvTransposes of MobileNetV3's emitted backward (the data gradient of
 each Conv; ``TRANSPOSE_SHAPES``) instead: the runtime's ``ConvTranspose`` kernel, its numpy path
 (the twin: one batched matmul or one multiply-add per kernel tap, then a scatter-add per tap) and
@@ -34,6 +41,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -55,6 +63,8 @@ from onnx_light.runtime.kernels.conv import _conv_im2col, _conv_transpose_scatte
 #: the clock of a sample (``--clock``): wall time, or this thread's CPU time (steadier when the
 #: machine is shared; the multi-threaded column is then meaningless)
 CLOCK: Callable[[], float] = time.perf_counter
+#: ``--before``: another build of the extension (e.g. main's), timed beside ours in --model tables
+BEFORE: Any = None
 
 # name, batch, in channels, size, out channels, kernel, stride, pad, group
 SHAPES = [
@@ -203,6 +213,130 @@ def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int, threads
     )
 
 
+def model_convs(name: str) -> list[tuple[Any, ...]]:
+    """The distinct Conv geometries of a real model of ``bench_real_models.py`` (shapes by onnx's
+    shape inference), each with its count: ``(label, n, c, h, w, m, k, stride, pads, group, dilation, count)``."""
+    import onnx
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_real_models import real_model
+
+    model = onnx.shape_inference.infer_shapes(real_model(name)[0])
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
+    shapes.update({v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input})
+    inits = {t.name: list(t.dims) for t in model.graph.initializer}
+    found: dict[tuple[Any, ...], int] = {}
+    for node in model.graph.node:
+        if node.op_type != "Conv" or node.input[1] not in inits:
+            continue
+        a = {at.name: H.get_attribute_value(at) for at in node.attribute}
+        n, c, h, w = shapes.get(node.input[0], [0] * 4)
+        m, _, k, k2 = inits[node.input[1]]
+        if 0 in (n, c, h, w) or k != k2 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            continue
+        key = (
+            n,
+            c,
+            h,
+            w,
+            m,
+            k,
+            tuple(a.get("strides", [1, 1])),
+            tuple(a.get("pads", [0] * 4)),
+            a.get("group", 1),
+            tuple(a.get("dilations", [1, 1])),
+        )
+        found[key] = found.get(key, 0) + 1
+    out = []
+    for key, count in found.items():
+        n, c, h, w, m, k, st, pads, g, dil = key
+        label = f"{name} {c}->{m} {k}x{k}/{st[0]}" + (f" g{g}" if g > 1 else "") + (f" d{dil[0]}" if dil[0] > 1 else "")
+        out.append((f"{label} @{h}x{w}", *key, count))
+    return out
+
+
+def _with_extension(ext: Any, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with the runtime calling ``ext`` (another build of the extension) for its native
+    kernels: the same Python path as ours, the other build's C++."""
+    saved = _native.NATIVE
+    _native.NATIVE = ext
+    try:
+        return fn()
+    finally:
+        _native.NATIVE = saved
+
+
+def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -> tuple[float, float, float, float]:
+    """(ours, onnxruntime, MFLOP, before) of one real-model Conv geometry: the runtime's Conv kernel
+    (native or numpy, as the session picks; read-only weights, as a session's), alternating with a
+    one-node onnxruntime session and, with ``--before``, another build of the extension (NaN without)."""
+    _, n, c, h, w_, m, k, st, pads, g, dil, _count = layer
+    x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+    w = (rng.standard_normal((m, c // g, k, k)) * 0.1).astype(np.float32)
+    w.flags.writeable = False  # like a session's initializer: the kernel may cache its packed form
+    b = rng.standard_normal(m).astype(np.float32)
+    attrs: dict[str, Any] = dict(pads=list(pads), strides=list(st), group=g, dilations=list(dil))
+    node = H.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
+    graph = H.make_graph(
+        [node],
+        "conv",
+        [H.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [H.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [NH.from_array(w, "w"), NH.from_array(b, "b")],
+    )
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 17)]).SerializeToString()
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    fns: dict[str, Callable[[], Any]] = {
+        "ours": lambda: conv(x, w, b, **attrs),
+        "ort": lambda: sess.run(None, {"x": x})[0],
+    }
+    if BEFORE is not None:
+        fns["before"] = lambda: _with_extension(BEFORE, lambda: conv(x, w, b, **attrs))
+    want = fns["ort"]()
+    for key in [k for k in fns if k != "ort"]:
+        np.testing.assert_allclose(fns[key](), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=layer[0])
+    times: dict[str, list[float]] = {key: [] for key in fns}
+    for r in range(runs):
+        for key in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+            start = CLOCK()
+            fns[key]()
+            times[key].append(CLOCK() - start)
+    oh = (h + pads[0] + pads[2] - dil[0] * (k - 1) - 1) // st[0] + 1
+    ow = (w_ + pads[1] + pads[3] - dil[1] * (k - 1) - 1) // st[1] + 1
+    mflop = 2 * n * m * (c // g) * k * k * oh * ow / 1e6
+    med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
+    return med["ours"], med["ort"], mflop, med.get("before", float("nan"))
+
+
+def models_table(names: list[str], runs: int, only: str) -> None:
+    """Per real model: every Conv geometry, ours vs onnxruntime, and the totals (count-weighted)."""
+    print("| layer | count | MFLOP | ours ms (GFLOP/s) | onnxruntime ms (GFLOP/s) | before / ORT | ours / ORT |")
+    print("|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for name in names:
+        total = [0.0, 0.0, 0.0]
+        for layer in model_convs(name):
+            if only not in layer[0]:
+                continue
+            ours, theirs, mflop, before = measure_layer(layer, rng, runs)
+            count = layer[-1]
+            total[0] += count * ours
+            total[1] += count * theirs
+            total[2] += count * before
+            print(
+                f"| {layer[0]} | {count} | {mflop:.1f} | {ours:.3f} ({mflop / ours:.0f}) "
+                f"| {theirs:.3f} ({mflop / theirs:.0f}) | {before / theirs:.2f}x | {ours / theirs:.2f}x |",
+                flush=True,
+            )
+        if total[1]:
+            print(
+                f"| **{name} all Conv** | | | {total[0]:.2f} | {total[1]:.2f} | {total[2] / total[1]:.2f}x "
+                f"| **{total[0] / total[1]:.2f}x** |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -211,9 +345,21 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: this thread's CPU time")
     parser.add_argument("--only", default="", help="only the geometries whose name contains this")
     parser.add_argument("--transpose", action="store_true", help="MobileNetV3's backward ConvTransposes instead")
+    parser.add_argument("--model", default="", help="every Conv of these real models (comma list, or 'real')")
+    parser.add_argument("--before", default="", help="with --model: another build of _native*.so to compare")
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, BEFORE
+    if args.before:
+        spec = importlib.util.spec_from_file_location("before._native", args.before)
+        assert spec is not None and spec.loader is not None
+        BEFORE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(BEFORE)
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
+    if args.model:
+        names = args.model.replace("real", "mobilenetv3,resnet18,crnn,dbnet,yolo").split(",")
+        print(f"# every Conv of {', '.join(names)}; native conv: {_native.CONV_ISA if _native.CONV2D else 'none'}")
+        models_table(names, args.runs, args.only)
+        return
     if args.transpose:
         print(f"# ConvTranspose, native conv: {_native.CONV_ISA if _native.CONV2D else 'none'}")
         print("| geometry | runtime | numpy path | onnxruntime | runtime / ORT | numpy / ORT |")

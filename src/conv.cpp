@@ -13,6 +13,9 @@
 // AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
 // weights (one input channel per group) take their own loop (depthwise_run), one FMA per
 // tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
+// On AVX2, 3x3 stride-1 convolutions with enough channels run as Winograd F(2x2, 3x3) instead
+// (src/conv_winograd.cpp), and strided ones with a 7x7 window read their panels in place
+// from the input split into phase planes (conv.h PhasePlanes).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -46,6 +49,8 @@ constexpr int64_t KC = 256;  // reduction block: 8 KiB of weights per row block,
 
 using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using Out3 = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
 
 #if ONNX_LIGHT_AVX512
@@ -313,7 +318,7 @@ AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int6
 }
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                       float *y, int threads) {
+                       float *y, int threads, const float *) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
@@ -322,7 +327,8 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
 }
 #else
 }  // namespace
-void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int) {}
+void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int,
+                const float *) {}
 void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
@@ -360,30 +366,35 @@ struct TiledPlan {
 // One work item of run_tiled: the pixels [p0, p0 + len) of sample n, group g, weight row
 // blocks [mb0, mb1); `cols` holds the block's packed panels.
 void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const Shape &gs, const float *x,
-                const PaddedPlanes *pad, const float *w, const float *bias, const Epilogue &ep, float *y,
-                int64_t item, float *cols) {
+                const PaddedPlanes *pad, const PhasePlanes *ph, const float *w, const float *bias, const Epilogue &ep,
+                float *y, int64_t item, float *cols) {
     const int64_t mc = item % q.mchunks, pb = item / q.mchunks % q.pblocks, rest = item / q.mchunks / q.pblocks;
     const int64_t g = rest % s.group, n = rest / s.group;
     const int64_t mb0 = mc * q.mblocks / q.mchunks, mb1 = (mc + 1) * q.mblocks / q.mchunks;
     const int64_t p0 = pb * q.nc, len = std::min(q.nc, q.P - p0), panels = (len + t.nr - 1) / t.nr;
     const float *xg = x + (n * s.c + g * q.cg) * s.h * s.w, *wg = w + g * q.mg * q.K;
     const float *xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
+    const float *xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
     const float *gbias = bias ? bias + g * q.mg : nullptr;
     float *yg = y + (n * s.m + g * q.mg) * q.P + p0;
     const bool relu = ep.tile_relu();
     // panels of nr pixels on one output row are read in place from the bordered input (stride
-    // 1): origin[j] is panel j's first cell, null for a packed panel
+    // 1) or its phase planes (strided): origin[j] is panel j's first cell, null for a packed panel
     const float *origin[MAX_PANELS];
     for (int64_t j = 0; j < panels; ++j) {
         const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
-        const bool in_place = t.direct && pad && s.sw == 1 && j0 + t.nr <= s.ow && p + t.nr <= q.P;
-        origin[j] = in_place ? xp + i * s.sh * pad->wp + j0 : nullptr;
+        const bool in_place = t.direct && ((pad && s.sw == 1) || ph) && j0 + t.nr <= s.ow && p + t.nr <= q.P;
+        origin[j] = !in_place ? nullptr : ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0;
     }
-    int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered planes
+    int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered or phase planes
     for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
         const int64_t kc = std::min(q.kc, q.K - k0);
         if (q.pointwise) {
             pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
+        } else if (ph) {
+            ph->tap_offsets(s, k0, kc, koff);
+            for (int64_t j = 0; j < panels; ++j)
+                if (!origin[j]) pack_phased(gs, xq, ph->wq, koff, kc, p0 + j * t.nr, t.nr, cols + j * kc * t.nr);
         } else {
             for (int64_t j = 0; j < panels; ++j)
                 if (pad && !origin[j])
@@ -424,12 +435,19 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
     std::unique_ptr<float[]> cols(new float[threads * per]);
     // the whole input zero-bordered once (all samples and channels), when the ISA packs from it
     std::unique_ptr<PaddedPlanes> pad;
-    if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
+    std::unique_ptr<PhasePlanes> ph;
+    if (t.direct && (s.sh > 1 || s.sw > 1) && s.kh * s.kw >= 49) {
+        // strided with a large window (a stem's 7 x 7 / 2), with an in-place tile: the phase
+        // planes, so that whole panels are read in place (bench_conv.py: ResNet-18's stem 60 vs
+        // 49 GFLOP/s packed; 3 x 3 / 2 and 1 x 1 / 2 lose: 38 vs 50 at 64 -> 128 @ 56, 11 vs 27)
+        ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
+        ph->fill(s, x, s.n * s.c);
+    } else if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
         pad->fill(s, x, s.n * s.c);
     }
     parallel_items(threads, q.items, [&](int worker, int64_t i) {
-        tiled_item(t, q, s, gs, x, pad.get(), w, bias, ep, y, i, cols.get() + worker * per);
+        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols.get() + worker * per);
     });
 }
 
@@ -441,7 +459,7 @@ bool conv2d_supported() { return *best_isa() != 0; }
 
 Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
             int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
-            float act_b, std::optional<In4> residual, int threads) {
+            float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd) {
     const std::string use = isa.empty() ? best_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
@@ -463,6 +481,9 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     if (residual && (static_cast<int64_t>(residual->shape(0)) != s.n || static_cast<int64_t>(residual->shape(1)) != s.m ||
                      static_cast<int64_t>(residual->shape(2)) != s.oh || static_cast<int64_t>(residual->shape(3)) != s.ow))
         throw std::invalid_argument("conv2d: the residual's shape is not the output's");
+    if (winograd && (static_cast<int64_t>(winograd->shape(0)) != 16 || static_cast<int64_t>(winograd->shape(1)) != s.m ||
+                     static_cast<int64_t>(winograd->shape(2)) != s.c || s.group != 1))
+        throw std::invalid_argument("conv2d: the Winograd weights are not 16 x M x C (one group)");
     Epilogue ep;
     ep.act = relu && act == ACT_NONE ? ACT_RELU : act;
     ep.a = a, ep.b = act_b;
@@ -472,13 +493,43 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     const float *bias = b ? b->data() : nullptr;
     {
         nb::gil_scoped_release release;
-        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads);
+        (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads,
+                                                  winograd ? winograd->data() : nullptr);
     }
     nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     float *data = y.release();
     return Out4(data, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
                        static_cast<size_t>(s.ow)},
                 owner);
+}
+
+// The Winograd transform of 3 x 3 weights w (M x C x 3 x 3): 16 x M x C floats (conv2d's
+// `winograd`, for a caller that keeps it with the weights)
+Out3 winograd_weights_py(In4 w) {
+    if (w.shape(2) != 3 || w.shape(3) != 3) throw std::invalid_argument("conv2d_winograd_weights: the kernel is not 3 x 3");
+    const int64_t M = w.shape(0), C = w.shape(1);
+    std::unique_ptr<float[]> u(new float[std::max<int64_t>(1, 16 * M * C)]);
+    {
+        nb::gil_scoped_release release;
+        winograd_weights(w.data(), M, C, u.get());
+    }
+    nb::capsule owner(u.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
+    float *data = u.release();
+    return Out3(data, {16, static_cast<size_t>(M), static_cast<size_t>(C)}, owner);
+}
+
+// Whether conv2d runs this geometry (input n c h w, weights m x c/group x kh x kw) by Winograd,
+// `cached`: with the weights' transform passed in
+bool winograd_applies_py(int64_t c, int64_t h, int64_t w, int64_t m, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                         int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t pb, int64_t pr, int64_t group,
+                         int64_t n, bool cached) {
+    if (best_isa() != std::string("avx2") || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0) return false;
+    Shape s{};
+    s.n = n, s.c = c, s.h = h, s.w = w, s.m = m, s.kh = kh, s.kw = kw, s.sh = sh, s.sw = sw, s.dh = dh, s.dw = dw;
+    s.pt = pt, s.pl = pl, s.group = group;
+    s.oh = (h + pt + pb - (kh - 1) * dh - 1) / sh + 1;
+    s.ow = (w + pl + pr - (kw - 1) * dw - 1) / sw + 1;
+    return s.oh > 0 && s.ow > 0 && winograd_applies(s, cached);
 }
 
 using InOut = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
@@ -510,7 +561,13 @@ void bind_conv(nb::module_ &m) {
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
           nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
-          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1);
+          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1, nb::arg("winograd").none() = nb::none());
+    m.def("conv2d_winograd_weights", &winograd_weights_py, nb::arg("w"),
+          "The Winograd F(2x2, 3x3) transform of 3 x 3 weights (M, C, 3, 3): float32 (16, M, C)");
+    m.def("conv2d_winograd_applies", &winograd_applies_py, nb::arg("c"), nb::arg("h"), nb::arg("w"), nb::arg("m"),
+          nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"), nb::arg("dh"), nb::arg("dw"), nb::arg("pt"),
+          nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"), nb::arg("n") = 1, nb::arg("cached") = true,
+          "Whether conv2d (isa avx2) runs this geometry by Winograd F(2x2, 3x3) (cached: given its weights)");
     m.def("conv_epilogue", &epilogue_inplace, nb::arg("y"), nb::arg("act"), nb::arg("a"), nb::arg("b"),
           nb::arg("residual").none(), nb::arg("isa") = "",
           "y = act(y + residual) in place (the activation codes of src/conv.h)");

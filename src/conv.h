@@ -52,17 +52,32 @@ struct PaddedPlanes {
     int64_t hp, wp;
     bool copies;
     std::unique_ptr<float[]> buf;
+    int64_t bordered = 0;  // the first planes whose borders are zero
     PaddedPlanes(const Shape &s, int64_t planes, int64_t width, bool always = false)
         : hp(std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1)),
           wp(std::max(s.pl + s.w, width)),
           copies(always || hp != s.h || wp != s.w || s.pt || s.pl),
-          buf(copies ? new float[planes * hp * wp]() : nullptr) {}
-    // the planes from x (planes x h x w), as rows of wp floats
+          buf(copies ? new float[planes * hp * wp] : nullptr) {}
+    // the planes from x (planes x h x w), as rows of wp floats; the borders are written once
+    // per plane (not the whole buffer zeroed first: the copy rewrites the middle)
     const float *fill(const Shape &s, const float *x, int64_t planes) {
         if (!copies) return x;
-        for (int64_t c = 0; c < planes; ++c)
+        const int64_t right = wp - s.pl - s.w;
+        for (int64_t c = 0; c < planes; ++c) {
+            float *plane = buf.get() + c * hp * wp;
+            if (c >= bordered) {
+                std::fill(plane, plane + s.pt * wp, 0.0f);
+                std::fill(plane + (s.pt + s.h) * wp, plane + hp * wp, 0.0f);
+                for (int64_t i = 0; i < s.h; ++i) {
+                    float *row = plane + (i + s.pt) * wp;
+                    std::fill(row, row + s.pl, 0.0f);
+                    std::fill(row + s.pl + s.w, row + s.pl + s.w + right, 0.0f);
+                }
+            }
             for (int64_t i = 0; i < s.h; ++i)
-                std::memcpy(buf.get() + (c * hp + i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
+                std::memcpy(plane + (i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
+        }
+        bordered = std::max(bordered, planes);
         return buf.get();
     }
     // offsets in the filled planes of weight rows k0 .. k0 + kc - 1 = (c, a, b): tap (a, b) of plane c
@@ -108,6 +123,57 @@ inline int64_t panel_runs(const Shape &s, int64_t p0, int64_t nr, Run *runs) {
         j += len;
     }
     return n;
+}
+
+// The zero-bordered input (as PaddedPlanes would hold it, at least `width` wide) split by the
+// strides into sh x sw phase planes per input plane: phase (r, q) of a plane holds its bordered
+// cells (u sh + r, v sw + q) at (u, v), hq x wq of them. A tap's cells for a run of output
+// pixels along a row are then consecutive (output pixel (i, j) and tap (a, b) read phase
+// (a dh % sh, b dw % sw) at (i + a dh / sh, j + b dw / sw)), so that strided convolutions
+// are read in place like stride-1 ones.
+struct PhasePlanes {
+    int64_t sh, sw, hq, wq;
+    std::unique_ptr<float[]> buf;
+    PhasePlanes(const Shape &s, int64_t planes, int64_t width)
+        : sh(s.sh), sw(s.sw),
+          hq((std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1) + s.sh - 1) / s.sh),
+          wq((std::max(s.pl + s.w, width) + s.sw - 1) / s.sw), buf(new float[planes * s.sh * s.sw * hq * wq]()) {}
+    int64_t plane_floats() const { return sh * sw * hq * wq; }  // the phases of one input plane
+    // the planes from x (planes x h x w)
+    void fill(const Shape &s, const float *x, int64_t planes) {
+        for (int64_t p = 0; p < planes; ++p)
+            for (int64_t i = 0; i < s.h; ++i) {
+                const int64_t r = i + s.pt;
+                const float *src = x + (p * s.h + i) * s.w;
+                for (int64_t q = 0; q < sw; ++q) {
+                    // input column j sits at bordered column j + pl: phase (j + pl) % sw, cell (j + pl) / sw
+                    float *dst = buf.get() + ((p * sh + r % sh) * sw + q) * hq * wq + r / sh * wq;
+                    for (int64_t j = ((q - s.pl) % sw + sw) % sw; j < s.w; j += sw) dst[(j + s.pl) / sw] = src[j];
+                }
+            }
+    }
+    // offsets (from a group's first plane) of weight rows k0 .. k0 + kc - 1 = (c, a, b) for output pixel (0, 0)
+    void tap_offsets(const Shape &s, int64_t k0, int64_t kc, int64_t *koff) const {
+        const int64_t kk = s.kh * s.kw;
+        for (int64_t k = k0; k < k0 + kc; ++k) {
+            const int64_t c = k / kk, ra = (k % kk) / s.kw * s.dh, cb = k % s.kw * s.dw;
+            koff[k - k0] = ((c * sh + ra % sh) * sw + cb % sw) * hq * wq + ra / sh * wq + cb / sw;
+        }
+    }
+};
+
+// Rows k < kc of the packed panel of the nr pixels from p0 read from phase planes (row k's
+// tap at xq + koff[k]; zeros past the last pixel).
+inline void pack_phased(const Shape &s, const float *xq, int64_t wq, const int64_t *koff, int64_t kc, int64_t p0,
+                        int64_t nr, float *cols) {
+    Run runs[64];
+    const int64_t nruns = panel_runs(s, p0, nr, runs), count = std::min(nr, s.oh * s.ow - p0);
+    for (int64_t k = 0; k < kc; ++k) {
+        float *dst = cols + k * nr;
+        for (int64_t q = 0; q < nruns; ++q)
+            std::memcpy(dst + runs[q].j, xq + koff[k] + runs[q].i * wq + runs[q].j0, sizeof(float) * runs[q].len);
+        for (int64_t t = count; t < nr; ++t) dst[t] = 0.0f;
+    }
 }
 
 // dst[t] = row[first + t * sw] for the t < len whose column lies in [0, w) (others untouched).
@@ -163,10 +229,20 @@ void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const f
 
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
 // `threads` (>= 1) workers share the work.
+// `winograd`: the weights' Winograd transform (winograd_weights) when the caller keeps it, or
+// null (computed per call where the Winograd kernel runs; AVX-512 does not use it)
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                int threads);
+                int threads, const float *winograd = nullptr);
 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-              int threads);
+              int threads, const float *winograd = nullptr);
+
+// Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 takes it for this geometry
+// (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of
+// weights w (M x C x 3 x 3); the convolution by `t`'s tile (U null: transformed per call)
+bool winograd_applies(const Shape &s, bool cached);
+void winograd_weights(const float *w, int64_t M, int64_t C, float *U);
+void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *U,
+                       const float *bias, const Epilogue &ep, float *y, int threads);
 // y[i] = act(y[i] + res[i]) for i < n (res may be null)
 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n);
 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n);

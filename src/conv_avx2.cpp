@@ -207,19 +207,36 @@ AVX2 inline __m256 activate8(const Epilogue &ep, __m256 v) {
     }
 }
 
-// EpilogueFn of this ISA
-AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
+// y[i] = act(y[i] + res[i]) with the activation fixed (Act), so that the loop holds no branch
+// and consecutive vectors' exponentials overlap
+template <int Act>
+AVX2 void epilogue8_act(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    Epilogue fixed = ep;
+    fixed.act = Act;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(y + i);
         if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
-        _mm256_storeu_ps(y + i, activate8(ep, v));
+        _mm256_storeu_ps(y + i, activate8(fixed, v));
     }
     if (i < n) {
         const __m256i m = lanes(0, n - i);
         __m256 v = _mm256_maskload_ps(y + i, m);
         if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + i, m));
-        _mm256_maskstore_ps(y + i, m, activate8(ep, v));
+        _mm256_maskstore_ps(y + i, m, activate8(fixed, v));
+    }
+}
+
+// EpilogueFn of this ISA
+AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
+    switch (ep.act) {
+        case ACT_RELU: return epilogue8_act<ACT_RELU>(ep, y, res, n);
+        case ACT_CLIP: return epilogue8_act<ACT_CLIP>(ep, y, res, n);
+        case ACT_HARDSWISH: return epilogue8_act<ACT_HARDSWISH>(ep, y, res, n);
+        case ACT_HARDSIGMOID: return epilogue8_act<ACT_HARDSIGMOID>(ep, y, res, n);
+        case ACT_SILU: return epilogue8_act<ACT_SILU>(ep, y, res, n);
+        case ACT_SIGMOID: return epilogue8_act<ACT_SIGMOID>(ep, y, res, n);
+        default: return epilogue8_act<ACT_NONE>(ep, y, res, n);
     }
 }
 
@@ -330,15 +347,17 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
 AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }
 
 AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                   int threads) {
+                   int threads, const float *winograd) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y, threads);
     static const TileKernel kernel{MR, NR, KC, tile_6x16<false>, pack_cols, epilogue8, pack_padded, tile_6x16<true>};
+    if (winograd_applies(s, winograd)) return run_winograd_avx2(kernel, s, x, w, winograd, bias, ep, y, threads);
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
-void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int) {}
+void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int,
+              const float *) {}
 void epilogue_avx2(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 

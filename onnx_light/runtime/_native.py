@@ -298,11 +298,13 @@ def conv2d_native(
     a: float = 0.0,
     b_act: float = 0.0,
     residual: np.ndarray | None = None,
+    winograd: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A float32 1-D or 2-D convolution (+ ReLU) by the extension, or None when it does not apply.
 
     ``act`` (with its parameters ``a``, ``b_act``) and ``residual`` are the epilogue of
     ``src/conv.h``: ``act(conv + residual)``, the residual a float32 array of the output's shape.
+    ``winograd``: the weights' Winograd transform kept by the caller (``kernels/conv.py``), or None.
     The twin is the numpy im2col convolution in ``runtime/kernels/conv.py``, which runs
     whenever this returns None.
     """
@@ -333,9 +335,11 @@ def conv2d_native(
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
     threads = CONV_THREADS.get()
-    extra: dict[str, int] = {}
+    extra: dict[str, Any] = {}
     if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * out[0] * out[1] >= _THREADED_MACS:
         extra["threads"] = threads
+    if winograd is not None and nd == 2:
+        extra["winograd"] = winograd
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
         np.ascontiguousarray(w),

@@ -7,6 +7,10 @@ where that was measured faster (``runtime/_native.py``; ``src/conv.cpp`` with AV
 ``src/conv_avx2.cpp`` with AVX2: GEMM-style blocking, the columns packed one block of
 register-tile panels at a time or read in place, never written out whole; optionally on
 several threads, ``InferenceSession(intra_op_num_threads=N)``); the numpy path is their twin.
+On AVX2, 3 x 3 stride-1 convolutions with at least 64 channels run as Winograd F(2x2, 3x3)
+(``src/conv_winograd.cpp``: the same sums up to float rounding); the weights' transform is
+computed once per immutable weights array (a session's initializers: ``winograd_weights``);
+``ONNX_LIGHT_CONV_WINOGRAD=0`` turns it off (the tiled GEMM alone, for comparisons).
 ``conv_relu`` is Conv followed by Relu in one pass, which
 the plan uses when a Conv's only reader is a Relu (``runtime/_plan.py``).
 ConvTranspose is the adjoint. A stride-1 one runs as the Conv it equals (a 1 x 1 unpadded one
@@ -20,12 +24,14 @@ The spatial helpers here are shared with ``pool.py``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolve_pads, transpose_window
+from onnx_light.runtime import _native
 from onnx_light.runtime._native import CONV2D as USING_NATIVE
 from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
@@ -118,13 +124,94 @@ def conv(
         y = _im2col_as_copies(x, w, strides, dilations, begin, end, group)
         if y is not None:
             return y
-    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, relu=_relu)
+    u = winograd_weights(x, w, strides, dilations, begin, end, group)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, _relu, winograd=u)
     if y is not None:
         return y
     y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
     if _relu:
         np.maximum(y, np.zeros((), y.dtype), out=y)
     return y
+
+
+#: id(weights) -> (a weak reference to them, the input shape, their Winograd transform or None
+#: when that geometry does not take it): see winograd_weights
+_WINOGRAD: dict[int, tuple[weakref.ref[np.ndarray], tuple[int, ...], np.ndarray | None]] = {}
+_WINOGRAD_LIMIT = 256  # transforms kept at most (a session's 3 x 3 layers)
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Whether nothing can write ``a``'s values: read-only, and so is every array or buffer under it
+    (a session's initializers and folded constants; not feeds, nor views of writeable arrays)."""
+    base: object = a
+    while base is not None:
+        if isinstance(base, np.ndarray):
+            if base.flags.writeable:
+                return False
+            base = base.base
+        elif isinstance(base, bytes):
+            return True
+        elif isinstance(base, memoryview):
+            if not base.readonly:
+                return False
+            base = base.obj
+        else:
+            return False  # a buffer of unknown kind (mmap, bytearray, ...): it may change
+    return True
+
+
+def winograd_weights(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    group: int,
+) -> np.ndarray | None:
+    """The Winograd F(2x2, 3x3) transform of immutable float32 3 x 3 weights, computed once per
+    weights array (``src/conv_winograd.cpp``: 16 x M x C floats), when the native kernel runs
+    this geometry by Winograd; otherwise None (the kernel then transforms per call, or not at all).
+    The answer is kept per weights array and input shape, so that a session's later runs only
+    look it up.
+
+    Weights that may change (writeable, or a view of something writeable) are never cached:
+    a stale transform would be a silent wrong answer; nor are weights holding an infinity or a
+    NaN transformed (the transform's sums would spread them: those convolutions stay direct).
+    """
+    ext = _native.NATIVE if _native.CONV2D and _native.CONV_ISA == "avx2" else None
+    if (
+        ext is None
+        or not hasattr(ext, "conv2d_winograd_weights")
+        or x.ndim != 4
+        or w.ndim != 4
+        or w.shape[2:] != (3, 3)
+        or x.dtype != np.float32
+        or w.dtype != np.float32
+        or not _immutable(w)
+    ):
+        return None
+    key = id(w)
+    hit = _WINOGRAD.get(key)
+    if hit is not None and hit[0]() is w and hit[1] == x.shape:
+        return hit[2]  # the transform, or None: this geometry does not take Winograd
+    c, h, wd = x.shape[1:]
+    applies = ext.conv2d_winograd_applies(
+        c, h, wd, w.shape[0], 3, 3, *strides, *dilations, begin[0], begin[1], end[0], end[1], group, x.shape[0], True
+    )
+    u: np.ndarray | None = None
+    if applies and np.isfinite(w).all():  # an infinity would turn into NaNs in the transform
+        u = ext.conv2d_winograd_weights(np.ascontiguousarray(w))
+        u.flags.writeable = False
+    if len(_WINOGRAD) >= _WINOGRAD_LIMIT:
+        _WINOGRAD.clear()
+
+    def forget(ref: weakref.ref[np.ndarray], key: int = key) -> None:
+        if _WINOGRAD.get(key, (None,))[0] is ref:
+            del _WINOGRAD[key]
+
+    _WINOGRAD[key] = (weakref.ref(w, forget), x.shape, u)
+    return u
 
 
 def _im2col_as_copies(
@@ -180,7 +267,8 @@ def conv_epilogue(
     nd = x.ndim - 2
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
-    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual)
+    u = winograd_weights(x, w, strides, dilations, begin, end, group)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual, u)
     if y is not None:
         return y
     # the convolution by numpy / BLAS, the epilogue natively in place
