@@ -47,7 +47,7 @@ __version__ = "0.1.0"
 
 
 def GradientOfFunction(  # noqa: N802
-    fn, xs, y, zs=None, registry=None, *, allow_unused=False, pause_gc=True, optimize=False
+    fn, xs, y, zs=None, registry=None, *, allow_unused=False, pause_gc=True, optimize=True
 ):
     """Differentiates a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
 
@@ -115,7 +115,7 @@ def gradient_model(
     )
 
 
-def TangentOfFunction(fn, xs=None, ys=None, zs=None, registry=None, *, seeds=None, allow_unused=False, optimize=False):  # noqa: N802
+def TangentOfFunction(fn, xs=None, ys=None, zs=None, registry=None, *, seeds=None, allow_unused=False, optimize=True):  # noqa: N802
     """Forward mode (JVP) of a FunctionProto, GraphProto or ModelProto (default rules unless ``registry``).
 
     See :func:`onnx_light.onnx_core.gradient.TangentOfFunction`.
