@@ -41,7 +41,9 @@ rounds (the order flips every round):
 
 Times are CPU seconds of this process (``time.process_time``): every measured thing
 runs single-threaded here, and the machine may be shared. ``--wall`` uses
-``time.perf_counter`` instead. Writes nothing; the numbers go into
+``time.perf_counter`` instead. Each timed call follows a full ``gc.collect()``; ``--warm``
+collects only the young generations and pauses the collector during the call, for both
+sides (the full collection evicts the CPU caches: a fixed cost on small transforms). Writes nothing; the numbers go into
 ``benchmarks/RESULTS.md`` by hand.
 """
 
@@ -76,6 +78,8 @@ FLOATS = (TP.FLOAT, TP.DOUBLE, TP.FLOAT16)
 #: CPU time of this process: both transforms and onnxruntime (1 thread) run on this
 #: thread only, so other processes on the machine do not inflate either side
 CLOCK = time.process_time
+#: --warm: time each call without a full collection before it (see ``_time``)
+WARM = False
 
 
 # ----------------------------------------------------------------------------
@@ -297,10 +301,22 @@ def theirs_transform(model: onnx.ModelProto, xs: list[str], y: str) -> onnx.Mode
 
 
 def _time(fn: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    t0 = CLOCK()
-    out = fn()
-    return CLOCK() - t0, out
+    if not WARM:
+        gc.collect()
+        t0 = CLOCK()
+        out = fn()
+        return CLOCK() - t0, out
+    # --warm: a full collection walks the whole heap (torch, onnx, onnxruntime loaded) and
+    # evicts the CPU caches, which costs a fixed ~0.4 ms on the next small transform; the
+    # young generations only, and no collection during the call, for both sides alike
+    gc.collect(1)
+    gc.disable()
+    try:
+        t0 = CLOCK()
+        out = fn()
+        return CLOCK() - t0, out
+    finally:
+        gc.enable()
 
 
 def alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[str, float], dict[str, Any]]:
@@ -419,10 +435,14 @@ def main() -> None:
     parser.add_argument("--no-big-chain", action="store_true", help="skip the 10,000-node chain")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
     parser.add_argument("--optimize", choices=["on", "off"], help="optimize= for GradientOfFunction")
+    parser.add_argument(
+        "--warm", action="store_true", help="no full gc.collect() before each timed call (it evicts the caches)"
+    )
     parser.add_argument("--sizes", default="", help="chain sizes to sweep, e.g. 10,100,1000,10000,100000")
     parser.add_argument("--peer-max", type=int, default=20_000, help="largest chain onnx-ad transforms in --sizes")
     args = parser.parse_args()
-    global CLOCK, OPTIMIZE
+    global CLOCK, OPTIMIZE, WARM
+    WARM = args.warm
     if args.wall:
         CLOCK = time.perf_counter
     if args.optimize:
@@ -437,6 +457,7 @@ def main() -> None:
     print(
         f"# clock: {'wall (perf_counter)' if args.wall else 'process CPU time'}, rounds {args.rounds}, runs {args.runs}"
         f", optimize={'default' if OPTIMIZE is None else OPTIMIZE}"
+        f"{', warm (no full collection per call)' if WARM else ''}"
     )
     builders: dict[str, Callable[[], tuple[onnx.ModelProto, list[str], str]]] = {
         "chain": lambda: chain_model(2000),
