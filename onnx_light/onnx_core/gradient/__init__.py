@@ -10,6 +10,7 @@ from ..ops import upgrade_nodes
 from ._api import GradientOfFunction, GradientOfNodes
 from ._context import FLOAT_TYPES, GradContext, OpBuilder
 from ._export import backward_model, function_to_model, gradient_model, input_types
+from ._fastpath import value_type
 from ._forward import TangentContext, TangentOfFunction, TangentOfNodes, diff_prefix
 from ._names import DY, EMITTED_OPSET, AccumulateGrad, GradCounter, NewGradName
 from ._registry import (
@@ -24,7 +25,8 @@ from ._registry import (
     Tangents,
 )
 from ._rules import elementwise, jvp_rule, linear, no_grad, rule, same_op
-from ._types import UNKNOWN, ValueType
+from ._sequences import sum_body
+from ._types import UNKNOWN, ValueType, infer_types
 
 __all__ = [
     "GradientOfNodes",
@@ -63,4 +65,7 @@ __all__ = [
     "gradient_model",
     "input_types",
     "upgrade_nodes",
+    "value_type",
+    "infer_types",
+    "sum_body",
 ]

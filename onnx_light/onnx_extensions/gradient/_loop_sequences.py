@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper, numpy_helper
-from ...onnx_core.gradient import GradContext, ValueType
-from ...onnx_core.gradient._sequences import sum_body
+from ...onnx_core.gradient import GradContext, ValueType, sum_body
 from ._subgraph import seq_elem_type
 
 __all__ = [

@@ -18,10 +18,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto, helper
-from ...onnx_core.gradient import FLOAT_TYPES, GradContext, Grads, TangentContext, Tangents, ValueType
-from ...onnx_core.gradient._fastpath import value_type
-from ...onnx_core.gradient._sequences import sum_body
-from ...onnx_core.gradient._types import infer_types
+from ...onnx_core.gradient import (
+    FLOAT_TYPES,
+    GradContext,
+    Grads,
+    TangentContext,
+    Tangents,
+    ValueType,
+    infer_types,
+    sum_body,
+    value_type,
+)
 from ._forward_subgraph import jvp_nodes, pruned
 from ._loop_sequences import (
     Step,
