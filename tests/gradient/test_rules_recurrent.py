@@ -12,8 +12,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gradcheck import Case, check_gradient, check_in_onnxruntime, check_second_order, check_tangent, gradient
+from gradcheck import (
+    Case,
+    backward_feeds,
+    check_gradient,
+    check_in_onnxruntime,
+    check_second_order,
+    check_tangent,
+    gradient,
+    run_forward,
+)
 from onnx import helper as oh
+
+import onnx_light as ol
 
 _rng = np.random.default_rng(12)
 T, B, I, H = 3, 2, 3, 2
@@ -245,3 +256,21 @@ def test_input_of_unknown_rank() -> None:
 
 def test_input_of_unknown_rank_forward_mode() -> None:
     check_tangent(_lstm_of_unknown_rank())
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_direct_form_runs_zero_steps(op: str) -> None:
+    """T = 0 at run time (symbolic steps): Y is empty, Y_h (and Y_c) are the initial states,
+    so the states' gradients are the loss's ones and every other gradient is zero (the
+    direct form's h_{s-1} tape once had one step against X's none)."""
+    case = replace(_case(f"{op}_zero_steps", op, **({"peepholes": False} if op == "LSTM" else {})), dynamic=["X"])
+    model, bwd = gradient(case)
+    feeds = {k: np.asarray(v, np.float64) for k, v in case.inputs.items()}
+    feeds["X"] = np.zeros((0, B, I))
+    y = run_forward(model, feeds, "loss")
+    grads = dict(
+        zip(case.xs, ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, feeds, np.ones_like(y), model)))
+    )
+    for x, g in grads.items():
+        want = np.ones_like(feeds[x]) if x in ("h0", "c0") else np.zeros_like(feeds[x])
+        np.testing.assert_array_equal(g, want, err_msg=f"grad_{x}")

@@ -426,6 +426,29 @@ def test_max_pool_indices_of_ties_vs_ort(spec: dict, order: int) -> None:
     _compare("MaxPool", [x], {**spec, "storage_order": order}, n_out=2)
 
 
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+        {"kernel_shape": [3], "strides": [2], "pads": [2, 1]},
+        {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]},
+    ],
+    ids=["2d-ceil", "1d", "3d"],
+)
+def test_max_pool_indices_of_lowest_windows_with_pads_vs_ort(spec: dict, order: int) -> None:
+    # a window whose cells are all the pad value (-inf) reports its first cell INSIDE the input,
+    # never a padding cell (a negative or aliased flat index the MaxPool gradient scatters to)
+    nd = len(spec["kernel_shape"])
+    x = _pool_input(spec)
+    x[x < 0.3] = -np.inf
+    _compare("MaxPool", [x], {**spec, "storage_order": order}, n_out=2)
+    if nd == 2:
+        _compare("MaxPool", [x.astype(np.float64)], {**spec, "storage_order": order}, n_out=2)
+    low = (x * 40).clip(-128, 127).astype(np.int8)  # the int8 pad value is -128
+    _compare("MaxPool", [low], {**spec, "storage_order": order}, n_out=2)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])
 def test_max_pool_dtypes_vs_ort(dtype: Any) -> None:
     x = (_pool_input({"kernel_shape": [2, 2]}) * 40).astype(dtype)

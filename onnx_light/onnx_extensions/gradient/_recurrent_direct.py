@@ -177,8 +177,10 @@ class _Direct:
 
     def prev(self, seq4: str, init: str) -> str:
         """The state entering each step: ``init`` [D, B, H], then ``seq4`` [D, T, B, H] but its last."""
-        last = self.op.Slice(seq4, self.ctx.ints([0]), self.ctx.ints([-1]), self.ctx.ints([1]))
-        return self.op.Concat(self.op.Unsqueeze(init, self.ctx.ints([1])), last, axis=1)
+        # init joined first and the last step cut after: T steps also when T is 0 (a cut first
+        # would leave init alone, one step against X's none)
+        joined = self.op.Concat(self.op.Unsqueeze(init, self.ctx.ints([1])), seq4, axis=1)
+        return self.op.Slice(joined, self.ctx.ints([0]), self.ctx.ints([-1]), self.ctx.ints([1]))
 
     def seed(self, j: int) -> str:
         """The gradient of output ``j`` ("" when it has none)."""

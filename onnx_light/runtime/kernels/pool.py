@@ -78,8 +78,12 @@ def _max_pool(
         # per output instead of kh * kw (3x3/2 on 64x112x112: 0.6 ms instead of 6 ms natively)
         (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
         return max_pool2d_f32(x, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1])
-    xp = geo.padded(x, _lowest(x.dtype))
-    if x.ndim == 4 and x.dtype in (np.float32, np.float64) and (with_indices or geo.strides[1] > 1):
+    low = _lowest(x.dtype)
+    xp = geo.padded(x, low)
+    # a window whose input cells all equal the pad value ties with its pads: only the loop
+    # below keeps its index inside the input (ORT: the first such cell), so it takes that case
+    reads_pads = with_indices and xp.shape != x.shape and bool((x == low).any())
+    if x.ndim == 4 and x.dtype in (np.float32, np.float64) and (with_indices or geo.strides[1] > 1) and not reads_pads:
         # native when built (a numpy twin otherwise): the index bookkeeping is a byte loop, and
         # column-strided windows read poorly as numpy views (2-wide stride-2 ones are vectorised:
         # 0.48 vs 2.9 ms on 16x64x64x64 float32). Column stride 1 stays with numpy's maximum over
@@ -94,6 +98,7 @@ def _max_pool(
     lead = (slice(None), slice(None))
     y: np.ndarray | None = None
     idx: np.ndarray | None = None
+    inside: np.ndarray | None = None  # whether idx is a cell of the input (not a pad)
     for k, sl in geo.offsets():
         tap = xp[(*lead, *sl)]
         if y is None:
@@ -101,9 +106,14 @@ def _max_pool(
             if with_indices:
                 idx = np.empty(y.shape, dtype=np.int64)
                 idx[...] = _spatial_index(geo, k, x.shape[2:], storage_order)
+                inside = np.broadcast_to(_in_input(geo, k, x.shape[2:]), y.shape).copy() if reads_pads else None
             continue
         if idx is not None:  # the first maximum in kernel order wins ties
-            np.copyto(idx, _spatial_index(geo, k, x.shape[2:], storage_order), where=tap > y)
+            take = tap > y
+            if inside is not None:  # a pad (the lowest value) gives way to the first input cell
+                take |= ~inside & _in_input(geo, k, x.shape[2:])
+                inside |= take
+            np.copyto(idx, _spatial_index(geo, k, x.shape[2:], storage_order), where=take)
         np.maximum(y, tap, out=y)
     assert y is not None
     if idx is None:
@@ -112,6 +122,16 @@ def _max_pool(
     planes = np.arange(n * c, dtype=np.int64).reshape((n, c) + (1,) * (x.ndim - 2))
     idx += planes * int(np.prod(x.shape[2:]))
     return y, idx
+
+
+def _in_input(geo: _Geometry, k: Sequence[int], spatial: Sequence[int]) -> np.ndarray:
+    """Per output, whether the cell kernel offset ``k`` reads is inside the input (not a pad)."""
+    nd = len(spatial)
+    inside = np.ones((1,) * nd, dtype=bool)
+    for i in range(nd):
+        pos = np.arange(geo.out[i]) * geo.strides[i] + k[i] * geo.dilations[i] - geo.begin[i]
+        inside = inside & ((pos >= 0) & (pos < spatial[i])).reshape((1,) * i + (-1,) + (1,) * (nd - 1 - i))
+    return inside
 
 
 def _spatial_index(geo: _Geometry, k: Sequence[int], spatial: Sequence[int], storage_order: int) -> np.ndarray:
