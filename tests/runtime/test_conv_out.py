@@ -72,6 +72,7 @@ def test_a_conv_writes_into_a_lent_array_of_its_exact_type_only(fn, args, kwargs
 @pytest.mark.skipif(not _native.CONV2D, reason="no native conv2d on this machine")
 def test_native_conv2d_ignores_an_out_that_overlaps_an_input() -> None:
     ext = _native.NATIVE
+    assert ext is not None
     x = _f32(1, 4, 10, 10)
     w = _f32(4, 4, 1, 1)
     args = (0, 0, 0, 0, 1, False)  # pads, group, relu
@@ -92,14 +93,14 @@ def _conv_net() -> Any:
     c = 16
     weights = {n: _f32(c, c, 3, 3) * 0.2 for n in ("w1", "w2", "w3")}
     init = [helper.make_tensor(n, TensorProto.FLOAT, list(v.shape), v.ravel()) for n, v in weights.items()]
-    pads = {"pads": [1, 1, 1, 1]}
+    pads = [1, 1, 1, 1]
     nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], **pads),
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=pads),
         helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], **pads),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=pads),
         helper.make_node("Add", ["c2", "x"], ["s"]),
         helper.make_node("Relu", ["s"], ["r2"]),
-        helper.make_node("ConvTranspose", ["r2", "w3"], ["t"], **pads),
+        helper.make_node("ConvTranspose", ["r2", "w3"], ["t"], pads=pads),
         helper.make_node("Mul", ["t", "r1"], ["m"]),
         helper.make_node("ReduceSum", ["m"], ["out"], keepdims=0),
     ]
