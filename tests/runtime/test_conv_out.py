@@ -29,9 +29,12 @@ def _one_hot(c: int) -> np.ndarray:
 
 
 _X = _f32(2, 8, 20, 20)
+_W64 = _f32(64, 64, 3, 3)
+_W64.flags.writeable = False  # read-only weights keep their Winograd transform (kernels/conv.py)
 _CASES: list[tuple[str, Any, tuple[Any, ...], dict[str, Any], bool]] = [
     # id, kernel, args, attributes, whether the native kernel (else numpy copies) writes out
     ("3x3", conv, (_X, _f32(16, 8, 3, 3), _f32(16)), {"pads": [1, 1, 1, 1]}, True),
+    ("winograd", conv, (_f32(1, 64, 28, 28), _W64, None), {"pads": [1, 1, 1, 1]}, True),
     ("5x5-stride2", conv, (_X, _f32(16, 8, 5, 5), None), {"strides": [2, 2]}, True),
     ("1-D", conv, (_f32(2, 8, 50), _f32(16, 8, 3), _f32(16)), {"pads": [1, 1]}, True),
     ("relu", conv_relu, (_X, _f32(16, 4, 3, 3), _f32(16)), {"group": 2, "pads": [1, 1, 1, 1]}, True),
