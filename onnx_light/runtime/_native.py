@@ -286,6 +286,17 @@ def _native_conv_pays(
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
+def _conv2d_options(macs: int, winograd: np.ndarray | None) -> dict[str, Any]:
+    """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``."""
+    extra: dict[str, Any] = {}
+    threads = CONV_THREADS.get()
+    if threads > 1 and _CONV_TAKES_THREADS and macs >= _THREADED_MACS:
+        extra["threads"] = threads
+    if winograd is not None:
+        extra["winograd"] = winograd
+    return extra
+
+
 def conv2d_native(
     x: np.ndarray,
     w: np.ndarray,
@@ -340,12 +351,7 @@ def conv2d_native(
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
-    threads = CONV_THREADS.get()
-    extra: dict[str, Any] = {}
-    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * out[0] * out[1] >= _THREADED_MACS:
-        extra["threads"] = threads
-    if winograd is not None and nd == 2:
-        extra["winograd"] = winograd
+    extra = _conv2d_options(x.shape[0] * w.size * out[0] * out[1], winograd if nd == 2 else None)
     if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
         if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):
             extra["out"] = into.reshape(x.shape[0], w.shape[0], *out)  # 1-D: a 4-D view of it
