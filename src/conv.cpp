@@ -457,9 +457,28 @@ namespace {
 const char *best_isa() { return has_avx512f() ? "avx512" : has_avx2_fma() ? "avx2" : ""; }
 bool conv2d_supported() { return *best_isa() != 0; }
 
-Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
+using OutBuf = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+
+// Whether `out` (conv2d's optional argument: a buffer of the runtime's pool) is a writeable
+// C-contiguous float32 array of exactly the output's shape (taken as `lent`, no conversion);
+// anything else (None, another dtype, shape or layout, read-only) is ignored: conv2d allocates
+// and so is one that overlaps an input (`ins`: 4 arrays of `ins_size` floats, null when absent)
+bool takes_out(nb::handle out, const Shape &s, OutBuf &lent, const float *const *ins, const size_t *ins_size) {
+    if (!out.is_valid() || out.is_none() || !nb::try_cast(out, lent, false)) return false;
+    if (static_cast<int64_t>(lent.shape(0)) != s.n || static_cast<int64_t>(lent.shape(1)) != s.m ||
+        static_cast<int64_t>(lent.shape(2)) != s.oh || static_cast<int64_t>(lent.shape(3)) != s.ow)
+        return false;
+    const auto lo = reinterpret_cast<uintptr_t>(lent.data()), hi = lo + lent.size() * sizeof(float);
+    for (int i = 0; i < 4; ++i) {
+        const auto a = reinterpret_cast<uintptr_t>(ins[i]), e = a + ins_size[i] * sizeof(float);
+        if (ins[i] && ins_size[i] && a < hi && lo < e) return false;
+    }
+    return true;
+}
+
+nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
             int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
-            float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd) {
+            float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd, nb::handle out) {
     const std::string use = isa.empty() ? best_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
@@ -489,8 +508,20 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     ep.a = a, ep.b = act_b;
     ep.residual = residual ? residual->data() : nullptr;
     const size_t size = static_cast<size_t>(s.n * s.m * s.oh * s.ow);
-    std::unique_ptr<float[]> y(new float[size ? size : 1]);
     const float *bias = b ? b->data() : nullptr;
+    OutBuf lent;
+    const float *ins[] = {x.data(), w.data(), bias, residual ? residual->data() : nullptr};
+    const size_t ins_size[] = {x.size(), w.size(), b ? b->size() : 0, residual ? residual->size() : 0};
+    if (takes_out(out, s, lent, ins, ins_size)) {  // the buffer pool's array: written and returned as it is
+        float *y = lent.data();
+        {
+            nb::gil_scoped_release release;
+            (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y, threads,
+                                                      winograd ? winograd->data() : nullptr);
+        }
+        return nb::borrow(out);
+    }
+    std::unique_ptr<float[]> y(new float[size ? size : 1]);
     {
         nb::gil_scoped_release release;
         (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads,
@@ -498,9 +529,10 @@ Out4 conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t 
     }
     nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     float *data = y.release();
-    return Out4(data, {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
-                       static_cast<size_t>(s.ow)},
-                owner);
+    return nb::cast(Out4(data,
+                         {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
+                          static_cast<size_t>(s.ow)},
+                         owner));
 }
 
 // The Winograd transform of 3 x 3 weights w (M x C x 3 x 3): 16 x M x C floats (conv2d's
@@ -561,7 +593,10 @@ void bind_conv(nb::module_ &m) {
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
           nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
-          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1, nb::arg("winograd").none() = nb::none());
+          nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1, nb::arg("winograd").none() = nb::none(),
+          nb::arg("out").none() = nb::none(),
+          "The convolution (+ epilogue), float32 (N, M, OH, OW); written into `out` (and `out` returned) when it is a "
+          "writeable C-contiguous float32 array of that shape, else a new array");
     m.def("conv2d_winograd_weights", &winograd_weights_py, nb::arg("w"),
           "The Winograd F(2x2, 3x3) transform of 3 x 3 weights (M, C, 3, 3): float32 (16, M, C)");
     m.def("conv2d_winograd_applies", &winograd_applies_py, nb::arg("c"), nb::arg("h"), nb::arg("w"), nb::arg("m"),

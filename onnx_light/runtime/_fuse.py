@@ -155,13 +155,14 @@ def _merged_step(step: Step, chain: _Chain, extras: list[int]) -> Step:
     code, a, b = chain.act
     has_residual, links = bool(chain.residual), chain.links
 
-    def fused(*args: Any) -> Any:
+    def fused(*args: Any, out: Any = None) -> Any:  # out: the pool's buffer (writes_out), for the variant
         own, more = args[:n_in], args[n_in:]
         x, w = own[0], own[1]
         bias = own[2] if n_in > 2 else None
-        out = variant(x, w, bias, more[0] if has_residual else None, code, a, b, **kwargs)
-        if out is not None:
-            return out
+        lent = {} if out is None else {"out": out}
+        y = variant(x, w, bias, more[0] if has_residual else None, code, a, b, **kwargs, **lent)
+        if y is not None:
+            return y
         c = conv(*own, **kwargs)
         value = c
         for fn, kw, spec in links:

@@ -225,6 +225,8 @@ CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
 CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
+#: the extension's conv2d takes ``out`` (the buffer pool's array; an older extension does not)
+_CONV_TAKES_OUT = CONV2D and NATIVE is not None and "out: object" in (NATIVE.conv2d.__doc__ or "")
 #: multiply-adds below which a convolution stays on one thread (~40 us of work: handing
 #: items to the pool's spinning helper costs about a microsecond, waking a sleeping one tens)
 _THREADED_MACS = 1 << 20
@@ -284,6 +286,17 @@ def _native_conv_pays(
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
+def _conv2d_options(macs: int, winograd: np.ndarray | None) -> dict[str, Any]:
+    """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``."""
+    extra: dict[str, Any] = {}
+    threads = CONV_THREADS.get()
+    if threads > 1 and _CONV_TAKES_THREADS and macs >= _THREADED_MACS:
+        extra["threads"] = threads
+    if winograd is not None:
+        extra["winograd"] = winograd
+    return extra
+
+
 def conv2d_native(
     x: np.ndarray,
     w: np.ndarray,
@@ -299,12 +312,16 @@ def conv2d_native(
     b_act: float = 0.0,
     residual: np.ndarray | None = None,
     winograd: np.ndarray | None = None,
+    into: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A float32 1-D or 2-D convolution (+ ReLU) by the extension, or None when it does not apply.
 
     ``act`` (with its parameters ``a``, ``b_act``) and ``residual`` are the epilogue of
     ``src/conv.h``: ``act(conv + residual)``, the residual a float32 array of the output's shape.
     ``winograd``: the weights' Winograd transform kept by the caller (``kernels/conv.py``), or None.
+    ``into``: a buffer of the plan's pool (``KernelOptions.writes_out``): a writeable C-contiguous
+    float32 array of exactly the result's shape that overlaps no input gets the result and is
+    returned; any other array is ignored (a new array, as without it).
     The twin is the numpy im2col convolution in ``runtime/kernels/conv.py``, which runs
     whenever this returns None.
     """
@@ -334,12 +351,10 @@ def conv2d_native(
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
-    threads = CONV_THREADS.get()
-    extra: dict[str, Any] = {}
-    if threads > 1 and _CONV_TAKES_THREADS and x.shape[0] * w.size * out[0] * out[1] >= _THREADED_MACS:
-        extra["threads"] = threads
-    if winograd is not None and nd == 2:
-        extra["winograd"] = winograd
+    extra = _conv2d_options(x.shape[0] * w.size * out[0] * out[1], winograd if nd == 2 else None)
+    if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
+        if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):
+            extra["out"] = into.reshape(x.shape[0], w.shape[0], *out)  # 1-D: a 4-D view of it
     y = NATIVE.conv2d(
         np.ascontiguousarray(x),
         np.ascontiguousarray(w),
@@ -359,6 +374,8 @@ def conv2d_native(
         None if residual is None else np.ascontiguousarray(residual),
         **extra,
     )
+    if "out" in extra and y is extra["out"]:
+        return into
     return y[:, :, 0, :] if nd == 1 else y
 
 

@@ -112,20 +112,24 @@ def conv(
     pads: list[int] | None = None,
     strides: list[int] | None = None,
     _relu: bool = False,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """N-D grouped convolution; ``w`` is ``(M, C / group, *kernel)``.
 
     ``kernel_shape`` is always ``w.shape[2:]``, so the attribute is accepted and unused.
+    ``out``: a buffer of the plan's pool (``KernelOptions.writes_out``), written and returned
+    when it has the result's dtype and shape and the native kernel or the one-hot copies run
+    (the numpy im2col path allocates).
     """
     nd = x.ndim - 2
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     if b is None and not _relu and x.ndim == w.ndim and x.shape[1] == group and w.shape[0] > group:
-        y = _im2col_as_copies(x, w, strides, dilations, begin, end, group)
+        y = _im2col_as_copies(x, w, strides, dilations, begin, end, group, out)
         if y is not None:
             return y
     u = winograd_weights(x, w, strides, dilations, begin, end, group)
-    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, _relu, winograd=u)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, _relu, winograd=u, into=out)
     if y is not None:
         return y
     y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
@@ -222,14 +226,15 @@ def _im2col_as_copies(
     begin: list[int],
     end: list[int],
     group: int,
+    into: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A Conv whose weight is one-hot kernels (the Conv gradient's im2col) as strided copies,
-    or None (another weight, a non-finite input, an empty output)."""
+    or None (another weight, a non-finite input, an empty output); ``into``: the pool's buffer."""
     out = [output_size(*g) for g in zip(x.shape[2:], w.shape[2:], strides, dilations, begin, end)]
     if min(out) <= 0 or x.dtype != w.dtype or not x.size:
         return None
     offsets = one_hot_offsets(w, group)
-    return None if offsets is None else one_hot_conv(x, offsets, strides, dilations, begin, end, out)
+    return None if offsets is None else one_hot_conv(x, offsets, strides, dilations, begin, end, out, into)
 
 
 def conv_relu(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, **attributes: Any) -> np.ndarray:
@@ -252,6 +257,7 @@ def conv_epilogue(
     kernel_shape: list[int] | None = None,
     pads: list[int] | None = None,
     strides: list[int] | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """``act(Conv(x, w, b) + residual)`` by the native kernel (``act`` a code of ``src/conv.h``:
     1 Relu, 2 Clip [a, b_act], 3 HardSwish, 4 HardSigmoid (alpha a, beta b_act), 5 x * Sigmoid(x),
@@ -268,7 +274,7 @@ def conv_epilogue(
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     u = winograd_weights(x, w, strides, dilations, begin, end, group)
-    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual, u)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual, u, out)
     if y is not None:
         return y
     # the convolution by numpy / BLAS, the epilogue natively in place
@@ -331,6 +337,7 @@ kernel(
     with_relu=conv_relu,
     absorb_affine=_conv_absorb,
     with_epilogue=conv_epilogue,
+    writes_out=True,
 )(conv)
 
 
@@ -362,7 +369,9 @@ def _conv_transpose(
     pads: list[int] | None,
     strides: list[int] | None,
     legacy: bool,
+    into: np.ndarray | None = None,
 ) -> np.ndarray:
+    """The transposed convolution (``into``: the pool's buffer, taken when the native conv runs it)."""
     nd = x.ndim - 2
     ksize = list(w.shape[2:])
     in_shape = list(x.shape[2:])
@@ -376,7 +385,7 @@ def _conv_transpose(
         y = _conv_transpose_pointwise(x, w, group)
     elif x.size and (stride_1 or (x.dtype == np.float32 and USING_NATIVE and nd <= 2 and w.shape[0] == group)):
         # stride 1, or a depthwise float32 one that the native conv takes over the dilated input
-        y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size)
+        y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size, into)
         if y is not None:
             return y
     if y is None:
@@ -449,9 +458,10 @@ def _conv_transpose_as_conv(
     group: int,
     begin: list[int],
     size: list[int],
+    into: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A stride-1 transposed convolution as the convolution it is (None when an input
-    or output is empty: the general path handles those).
+    or output is empty: the general path handles those); ``into``: the pool's buffer.
 
     Output cell t (after cropping ``begin``) is ``sum_k x[begin + t - k*d] w[k]``; with
     ``k' = K-1-k`` that is ``sum_k' x[t + k'*d - P] w[K-1-k']``, a convolution of x with
@@ -483,10 +493,11 @@ def _conv_transpose_as_conv(
         dilations=dilations,
         group=group,
         pads=pad_begin + pad_end,
+        out=into,
     )
 
 
-@kernel("", "ConvTranspose", since=1)
+@kernel("", "ConvTranspose", since=1, writes_out=True)
 def conv_transpose_1(
     x: np.ndarray,
     w: np.ndarray,
@@ -500,15 +511,16 @@ def conv_transpose_1(
     output_shape: list[int] | None = None,
     pads: list[int] | None = None,
     strides: list[int] | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Transposed convolution, opset-1 split of imposed padding (extra cell at the start
-    only for SAME_UPPER)."""
+    only for SAME_UPPER; ``out``: the pool's buffer, as in ``conv_transpose``)."""
     return _conv_transpose(
-        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, legacy_transpose_split(1)
+        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, legacy_transpose_split(1), out
     )
 
 
-@kernel("", "ConvTranspose", since=(11, 22))
+@kernel("", "ConvTranspose", since=(11, 22), writes_out=True)
 def conv_transpose(
     x: np.ndarray,
     w: np.ndarray,
@@ -522,8 +534,21 @@ def conv_transpose(
     output_shape: list[int] | None = None,
     pads: list[int] | None = None,
     strides: list[int] | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Transposed convolution; ``w`` is ``(C, M / group, *kernel)``."""
+    """Transposed convolution; ``w`` is ``(C, M / group, *kernel)``. ``out``: a buffer of the
+    plan's pool (``KernelOptions.writes_out``), taken when the native conv runs it."""
     return _conv_transpose(
-        x, w, b, auto_pad, dilations, group, output_padding, output_shape, pads, strides, legacy_transpose_split(11)
+        x,
+        w,
+        b,
+        auto_pad,
+        dilations,
+        group,
+        output_padding,
+        output_shape,
+        pads,
+        strides,
+        legacy_transpose_split(11),
+        out,
     )
