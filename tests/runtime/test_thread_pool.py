@@ -17,10 +17,10 @@ import pytest
 from test_conv_threads import _conv_model
 from test_native import _require_conv2d
 
+import onnx_light
 from onnx_light.runtime import InferenceSession, _native
 
 pytestmark = pytest.mark.skipif(not _native.THREAD_POOL, reason="the native extension (with its pool) is not built")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _pool() -> Any:
@@ -90,9 +90,13 @@ def test_concurrent_callers_do_not_deadlock() -> None:
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    """Runs ``code`` in a fresh interpreter that imports the onnx_light this process imported
+    (an installed one in CI, whose checkout has no built extension): from its parent folder,
+    which also comes first on the path (``-c`` puts the working folder there)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(onnx_light.__file__)))
+    env = {**os.environ, "PYTHONPATH": here}
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=here, capture_output=True, text=True, timeout=120
     )
 
 
