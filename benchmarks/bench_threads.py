@@ -6,6 +6,7 @@ faster with 2 threads than with 1; one thread stays the default.
 
     PYTHONPATH=. python benchmarks/bench_threads.py [--models resnet18,dbnet,yolo] [--rounds 9]
     PYTHONPATH=. python benchmarks/bench_threads.py --profile --models yolo   # per-op, 1 vs 2 threads
+    PYTHONPATH=. python benchmarks/bench_threads.py --layers --models resnet18  # per conv layer, 1 vs 2
 
 Measure on a quiet machine: with other jobs on the cores, the second thread is rarely scheduled
 (the load is printed with the table, and "CPU/wall" is the process CPU time over the wall time
@@ -114,6 +115,139 @@ def _profile(name: str, rounds: int) -> None:
         )
 
 
+class _Recorder:
+    """Stands in for the extension while a model runs once: keeps every conv2d call's arguments."""
+
+    def __init__(self, native: Any) -> None:
+        self.native, self.calls = native, []  # type: ignore[var-annotated]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.native, name)
+
+    def conv2d(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("out", None)
+        kwargs.pop("threads", None)
+        self.calls.append(([np.array(a) if isinstance(a, np.ndarray) else a for a in args], kwargs))
+        return self.native.conv2d(*args, **kwargs)
+
+
+def _conv_calls(name: str) -> list[tuple[list[Any], dict[str, Any]]]:
+    """The arguments of every native conv2d call of one run of ``name`` (1 thread)."""
+    import onnx_light as ol
+    from onnx_light.runtime import _native
+
+    path = real_model_path(name)
+    feeds = {"input": np.random.default_rng(0).standard_normal(SHAPES[name]).astype(np.float32)}
+    sess = ol.runtime.InferenceSession(ol.load(path))
+    sess.run(None, feeds)
+    recorder, native = _Recorder(_native.NATIVE), _native.NATIVE
+    _native.NATIVE = recorder
+    try:
+        sess.run(None, feeds)
+    finally:
+        _native.NATIVE = native
+    return recorder.calls
+
+
+def _layer_class(args: list[Any], kwargs: dict[str, Any]) -> str:
+    """The path the native conv takes: depthwise, winograd, 1x1, 3x3/2, 7x7/2 stem ..."""
+    from onnx_light.runtime import _native
+
+    x, w, group = args[0], args[1], args[11]
+    sh, sw, dh, dw, pt, pl, pb, pr = args[3:11]
+    if w.shape[1] == 1 and group > 1:
+        return f"depthwise {w.shape[2]}x{w.shape[3]}/{sh}"
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    cached = kwargs.get("winograd") is not None
+    if _native.NATIVE.conv2d_winograd_applies(c, h, wd, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group, n, cached):
+        return "winograd 3x3/1"
+    return f"{kh}x{kw}/{sh}"
+
+
+def _makespan(costs: list[int], workers: int) -> int:
+    """The end of the last item when ``workers`` take the items in order as each gets free."""
+    free = [0] * workers
+    for c in costs:
+        k = free.index(min(free))
+        free[k] += c
+    return max(free)
+
+
+def _modelled(args: list[Any], kwargs: dict[str, Any], reps: int) -> tuple[float, float, float, int]:
+    """From thread CPU time (valid under load): the 1-thread call, and the 2-thread call's serial
+    part (caller CPU outside the pool's items) and modelled wall on 2 free cores; best of ``reps``."""
+    from onnx_light.runtime import _native
+
+    ext = _native.NATIVE
+    one = min(_cpu(lambda: ext.conv2d(*args, **kwargs, threads=1)) for _ in range(reps))
+    best = (float("inf"), 0.0, 0)
+    ext.thread_pool_set_stats(True)
+    try:
+        for _ in range(reps):
+            ext.thread_pool_stats()
+            total = _cpu(lambda: ext.conv2d(*args, **kwargs, threads=2))
+            items, _, _, _, caller = ext.thread_pool_stats()
+            serial = total - caller  # outside the pool's run: what a second core cannot share
+            model = serial + _makespan(items, 2) if items else total
+            if model < best[0]:
+                best = (model, serial, len(items))
+    finally:
+        ext.thread_pool_set_stats(False)
+    return one, best[0], best[1], best[2]
+
+
+def _cpu(fn: Callable[[], Any]) -> int:
+    t = time.thread_time_ns()
+    fn()
+    return time.thread_time_ns() - t
+
+
+def _layers(name: str, rounds: int) -> None:
+    """Every conv layer of ``name`` alone, 1 and 2 threads alternating: its scaling and CPU/wall,
+    and the scaling modelled from thread CPU times (serial part + items on 2 free workers)."""
+    from onnx_light.runtime import _native
+
+    calls = _conv_calls(name)
+    print(f"\n{name}: {len(calls)} native convs, median of {rounds} (each run repeats the call until >= 2 ms)")
+    head = "| layer | class | in | out | items | 1 thread | 2 threads | 1/2 | CPU/wall (2) |"
+    print(head + " model: serial | model 1/2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    totals: dict[str, list[float]] = {}
+    for k, (args, kwargs) in enumerate(calls):
+        one = _native.NATIVE.conv2d(*args, **kwargs, threads=1)
+        two = _native.NATIVE.conv2d(*args, **kwargs, threads=2)
+        np.testing.assert_array_equal(one, two)  # a fixed split: the same bits
+        t0 = time.perf_counter()
+        _native.NATIVE.conv2d(*args, **kwargs, threads=1)
+        reps = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-6)))
+        fns = {
+            t: (lambda t=t: [_native.NATIVE.conv2d(*args, **kwargs, threads=t) for _ in range(reps)]) for t in (1, 2)
+        }
+        _alternate(fns, 1)
+        s = _alternate(fns, rounds)
+        (m1, _, _), (m2, _, cpu2) = _stats(s[1]), _stats(s[2])
+        c1, model, serial, items = _modelled(args, kwargs, rounds)
+        cls = _layer_class(args, kwargs)
+        acc = totals.setdefault(cls, [0.0, 0.0, 0.0, 0.0, 0.0])
+        for j, v in enumerate((m1 / reps, m2 / reps, 1, c1 * 1e-9, model * 1e-9)):
+            acc[j] += v
+        x, w = args[0], args[1]
+        print(
+            f"| {k} | {cls} | {'x'.join(map(str, x.shape[1:]))} | {w.shape[0]}x{'x'.join(map(str, one.shape[2:]))}"
+            f" | {items} | {m1 / reps * 1e6:.0f} us | {m2 / reps * 1e6:.0f} us | {m1 / m2:.2f}x | {cpu2:.2f}"
+            f" | {serial / c1:.1%} | {c1 / model:.2f}x |",
+            flush=True,
+        )
+    print(f"\n{name} by class: | class | layers | 1 thread | 2 threads | 1/2 | CPU 1 thread | model 2 | model 1/2 |")
+    for cls, (a, b, n, c, m) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
+        print(f"| {cls} | {n:.0f} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x | {c * 1e3:.2f} ms"
+              f" | {m * 1e3:.2f} ms | {c / m:.2f}x |")
+    a, b, c, m = (sum(v[j] for v in totals.values()) for j in (0, 1, 3, 4))
+    print(f"| all | {len(calls)} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x | {c * 1e3:.2f} ms"
+          f" | {m * 1e3:.2f} ms | {c / m:.2f}x |")
+
+
 def _stats(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
     """(median wall, best wall, median CPU / wall) of the runs."""
     walls = [w for w, _ in runs]
@@ -125,14 +259,16 @@ def main() -> None:
     p.add_argument("--models", default="resnet18,dbnet,yolo,mobilenetv3,crnn")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--profile", action="store_true", help="per-op time with 1 and 2 threads instead")
+    p.add_argument("--layers", action="store_true", help="every conv layer alone, 1 and 2 threads, instead")
     args = p.parse_args()
     print(
         f"# {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}"
         f" (1/5 min), nproc={os.cpu_count()}"
     )
-    if args.profile:
+    if args.profile or args.layers:
         for name in args.models.split(","):
-            _profile(name, args.rounds)
+            (_layers if args.layers else _profile)(name, args.rounds)
+        print(f"# load after: {os.getloadavg()[0]:.2f}")
         return
     head = ["model", "ours 1 thread", "ours 2 threads", "ours 1/2 median (>= 1.6x)", "best / best", "CPU/wall (2)"]
     head += ["ORT 1 thread", "ORT 2", "ORT 1/2 median", "best / best"]

@@ -35,6 +35,7 @@
 #endif
 #ifndef _WIN32
 #include <pthread.h>
+#include <time.h>
 #endif
 
 namespace nb = nanobind;
@@ -44,6 +45,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int MAX_HELPERS = 63;  // conv2d takes at most 64 threads
+
+// the statistics of set_stats: item i of the recorded runs took item_ns[i] of thread CPU on
+// worker item_worker[i]; worker w spent worker_ns[w] inside runs, from its first claim to
+// its last item's end; reset by stats_take()
+struct Stats {
+    std::atomic<bool> on{false};
+    std::mutex mutex;  // guards the vectors against a concurrent stats_take
+    std::vector<int64_t> item_ns, worker_ns;
+    std::vector<int32_t> item_worker;
+    int64_t runs = 0;
+    int64_t caller_ns = 0;  // the callers' thread CPU time inside run() (items, publishing, waiting)
+};
+Stats g_stats;
+
+int64_t thread_cpu_ns() {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+#else
+    return 0;
+#endif
+}
 
 struct Job {
     ItemFn fn;
@@ -56,14 +80,53 @@ struct Job {
     std::atomic<bool> failed{false};
     std::exception_ptr error;  // the first exception; written by the one worker that set `failed`
 
+    int64_t *item_ns = nullptr;  // set_stats: this run's slice of Stats::item_ns (and worker ids)
+    int32_t *item_worker = nullptr;
+    int64_t worker_ns[64] = {};
+
     Job(ItemFn f, const void *c, int64_t n, int w) : fn(f), ctx(c), items(n), wanted(w) {}
     void work(int worker) {
         try {
+            if (item_ns) return timed_work(worker);
             for (int64_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < items;)
                 fn(ctx, worker, i);
         } catch (...) {
             if (!failed.exchange(true)) error = std::current_exception();
         }
+    }
+    void timed_work(int worker) {
+        const int64_t start = thread_cpu_ns();
+        for (int64_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < items;) {
+            const int64_t t = thread_cpu_ns();
+            fn(ctx, worker, i);
+            item_ns[i] = thread_cpu_ns() - t, item_worker[i] = worker;
+        }
+        worker_ns[worker] = thread_cpu_ns() - start;
+    }
+};
+
+// the run's Job records its items into g_stats (when on) from construction to destruction
+struct Recording {
+    Job &job;
+    size_t first = 0;
+    bool on;
+    int64_t start = 0;
+    explicit Recording(Job &j) : job(j), on(g_stats.on.load(std::memory_order_relaxed)) {
+        if (!on) return;
+        start = thread_cpu_ns();
+        std::lock_guard<std::mutex> lock(g_stats.mutex);
+        first = g_stats.item_ns.size();
+        g_stats.item_ns.resize(first + job.items, 0);
+        g_stats.item_worker.resize(first + job.items, -1);
+        job.item_ns = g_stats.item_ns.data() + first, job.item_worker = g_stats.item_worker.data() + first;
+    }
+    ~Recording() {
+        if (!on) return;
+        std::lock_guard<std::mutex> lock(g_stats.mutex);
+        if (g_stats.worker_ns.size() < 64) g_stats.worker_ns.resize(64, 0);
+        for (int w = 0; w < 64; ++w) g_stats.worker_ns[w] += job.worker_ns[w];
+        ++g_stats.runs;
+        g_stats.caller_ns += thread_cpu_ns() - start;
     }
 };
 
@@ -151,6 +214,13 @@ Pool *pool_with(int want) {
 }
 
 void serial(int64_t items, ItemFn fn, const void *ctx) {
+    if (g_stats.on.load(std::memory_order_relaxed) && !g_busy.load()) {  // recorded like one worker's run
+        Job job(fn, ctx, items, 0);
+        const Recording rec(job);
+        job.work(0);
+        if (job.error) std::rethrow_exception(job.error);
+        return;
+    }
     for (int64_t i = 0; i < items; ++i) fn(ctx, 0, i);
 }
 
@@ -187,6 +257,7 @@ void run(int threads, int64_t items, ItemFn fn, const void *ctx) {
     Pool *p = pool_with(want);
     Job job(fn, ctx, items, std::min(want, static_cast<int>(p->threads.size())));
     if (job.wanted == 0) return serial(items, fn, ctx);
+    const Recording rec(job);
     {
         std::lock_guard<std::mutex> lock(p->mutex);
         p->job = &job;
@@ -226,6 +297,8 @@ void shutdown() {
     delete p;
 }
 
+void set_stats(bool on) { g_stats.on.store(on); }
+
 void set_spin_us(int us) { g_spin_us.store(std::max(0, us)); }
 int spin_us() { return spin_setting(); }
 
@@ -264,6 +337,25 @@ WorkerIds selftest(int threads, int64_t items, int64_t throw_at, int64_t work_ns
     return WorkerIds(data, {static_cast<size_t>(items)}, owner);
 }
 
+// the statistics recorded since the last call (and forgets them): item CPU times and workers
+// as numpy arrays, the workers' CPU time inside runs, and the number of runs
+nb::tuple stats_take() {
+    std::vector<int64_t> ns, wns;
+    std::vector<int32_t> wk;
+    int64_t runs, caller;
+    {
+        std::lock_guard<std::mutex> lock(g_stats.mutex);
+        ns.swap(g_stats.item_ns), wk.swap(g_stats.item_worker), wns.swap(g_stats.worker_ns);
+        runs = g_stats.runs, g_stats.runs = 0;
+        caller = g_stats.caller_ns, g_stats.caller_ns = 0;
+    }
+    nb::list items, workers, inside;
+    for (int64_t v : ns) items.append(v);
+    for (int32_t v : wk) workers.append(v);
+    for (int64_t v : wns) inside.append(v);
+    return nb::make_tuple(items, workers, inside, runs, caller);
+}
+
 void shutdown_released() {
     nb::gil_scoped_release release;
     shutdown();
@@ -279,6 +371,11 @@ void bind_thread_pool(nb::module_ &m) {
           "Stops and joins the native thread pool's helpers (a later threaded call starts them again)");
     m.def("thread_pool_spin_us", &spin_us, "How long (us) an idle helper polls for work before it sleeps");
     m.def("thread_pool_set_spin_us", &set_spin_us, nb::arg("us"), "Sets thread_pool_spin_us");
+    m.def("thread_pool_set_stats", &set_stats, nb::arg("on"),
+          "Records every pool run's item CPU times (benchmarks; one caller at a time)");
+    m.def("thread_pool_stats", &stats_take,
+          "(item CPU ns, item worker, per-worker CPU ns inside runs, runs, callers' CPU ns inside runs) recorded "
+          "since the last call; resets");
     m.def("thread_pool_selftest", &selftest, nb::arg("threads"), nb::arg("items"), nb::arg("throw_at") = -1,
           nb::arg("work_ns") = 0, "The worker that ran each item of a pool call (tests)");
 }

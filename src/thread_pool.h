@@ -40,6 +40,11 @@ int helpers();
 // stops and joins every helper (waiting for a call in progress); a later threaded call starts new ones
 void shutdown();
 
+// Measurement (benchmarks/bench_threads.py --layers): while on, every run() (threaded or
+// not) records each item's thread CPU time, which worker ran it, and each worker's CPU
+// time inside the run; one caller at a time (a concurrent call's items are not recorded).
+void set_stats(bool on);
+
 // how long an idle helper polls for the next call before it sleeps (microseconds, >= 0)
 void set_spin_us(int us);
 int spin_us();
