@@ -174,24 +174,29 @@ def _makespan(costs: list[int], workers: int) -> int:
     return max(free)
 
 
-def _modelled(args: list[Any], kwargs: dict[str, Any], reps: int) -> tuple[float, float, float, int]:
-    """From thread CPU time (valid under load): the 1-thread call, and the 2-thread call's serial
-    part (caller CPU outside the pool's items) and modelled wall on 2 free cores; best of ``reps``."""
-    from onnx_light.runtime import _native
+#: ``--before``: another build of the extension (with the pool's statistics), modelled beside ours
+BEFORE: Any = None
 
-    ext = _native.NATIVE
+
+def _modelled(args: list[Any], kwargs: dict[str, Any], reps: int, ext: Any) -> tuple[float, float, float, str]:
+    """From thread CPU time (valid under load): the 1-thread call, and the 2-thread call's serial
+    part (caller CPU outside the pool's runs) and modelled wall on 2 free cores (each run's items
+    taken in order by 2 workers); best of ``reps``, by extension ``ext``."""
     one = min(_cpu(lambda: ext.conv2d(*args, **kwargs, threads=1)) for _ in range(reps))
-    best = (float("inf"), 0.0, 0)
+    best: tuple[float, float, str] = (float("inf"), 0.0, "")
     ext.thread_pool_set_stats(True)
     try:
         for _ in range(reps):
             ext.thread_pool_stats()
             total = _cpu(lambda: ext.conv2d(*args, **kwargs, threads=2))
-            items, _, _, _, caller = ext.thread_pool_stats()
-            serial = total - caller  # outside the pool's run: what a second core cannot share
-            model = serial + _makespan(items, 2) if items else total
+            items, _, _, runs, caller = ext.thread_pool_stats()
+            serial = total - caller  # outside the pool's runs: what a second core cannot share
+            model, first = serial, 0
+            for size in runs:  # each run ends when its last item does
+                model += _makespan(items[first : first + size], 2)
+                first += size
             if model < best[0]:
-                best = (model, serial, len(items))
+                best = (model, serial, "+".join(map(str, runs)))
     finally:
         ext.thread_pool_set_stats(False)
     return one, best[0], best[1], best[2]
@@ -211,8 +216,8 @@ def _layers(name: str, rounds: int) -> None:
     calls = _conv_calls(name)
     print(f"\n{name}: {len(calls)} native convs, median of {rounds} (each run repeats the call until >= 2 ms)")
     head = "| layer | class | in | out | items | 1 thread | 2 threads | 1/2 | CPU/wall (2) |"
-    print(head + " model: serial | model 1/2 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(head + " model: serial | model 1/2 |" + (" before: serial | before model 1/2 |" if BEFORE else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BEFORE else ""))
     totals: dict[str, list[float]] = {}
     for k, (args, kwargs) in enumerate(calls):
         one = _native.NATIVE.conv2d(*args, **kwargs, threads=1)
@@ -227,7 +232,15 @@ def _layers(name: str, rounds: int) -> None:
         _alternate(fns, 1)
         s = _alternate(fns, rounds)
         (m1, _, _), (m2, _, cpu2) = _stats(s[1]), _stats(s[2])
-        c1, model, serial, items = _modelled(args, kwargs, rounds)
+        c1, model, serial, items = _modelled(args, kwargs, rounds, _native.NATIVE)
+        was = ""
+        if BEFORE is not None:
+            b1, bmodel, bserial, _ = _modelled(args, kwargs, rounds, BEFORE)
+            was = f" {bserial / b1:.1%} | {b1 / bmodel:.2f}x |"
+            acc_b = totals.setdefault("before: " + _layer_class(args, kwargs), [0.0] * 5)
+            acc_b[2] += 1
+            acc_b[3] += b1 * 1e-9
+            acc_b[4] += bmodel * 1e-9
         cls = _layer_class(args, kwargs)
         acc = totals.setdefault(cls, [0.0, 0.0, 0.0, 0.0, 0.0])
         for j, v in enumerate((m1 / reps, m2 / reps, 1, c1 * 1e-9, model * 1e-9)):
@@ -236,16 +249,20 @@ def _layers(name: str, rounds: int) -> None:
         print(
             f"| {k} | {cls} | {'x'.join(map(str, x.shape[1:]))} | {w.shape[0]}x{'x'.join(map(str, one.shape[2:]))}"
             f" | {items} | {m1 / reps * 1e6:.0f} us | {m2 / reps * 1e6:.0f} us | {m1 / m2:.2f}x | {cpu2:.2f}"
-            f" | {serial / c1:.1%} | {c1 / model:.2f}x |",
+            f" | {serial / c1:.1%} | {c1 / model:.2f}x |{was}",
             flush=True,
         )
     print(f"\n{name} by class: | class | layers | 1 thread | 2 threads | 1/2 | CPU 1 thread | model 2 | model 1/2 |")
     for cls, (a, b, n, c, m) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
         print(f"| {cls} | {n:.0f} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x | {c * 1e3:.2f} ms"
               f" | {m * 1e3:.2f} ms | {c / m:.2f}x |")
-    a, b, c, m = (sum(v[j] for v in totals.values()) for j in (0, 1, 3, 4))
+    ours = [v for k, v in totals.items() if not k.startswith("before")]
+    a, b, c, m = (sum(v[j] for v in ours) for j in (0, 1, 3, 4))
     print(f"| all | {len(calls)} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x | {c * 1e3:.2f} ms"
           f" | {m * 1e3:.2f} ms | {c / m:.2f}x |")
+    if BEFORE is not None:
+        c, m = (sum(v[j] for k, v in totals.items() if k.startswith("before")) for j in (3, 4))
+        print(f"| before: all | {len(calls)} | | | | {c * 1e3:.2f} ms | {m * 1e3:.2f} ms | {c / m:.2f}x |")
 
 
 def _stats(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
@@ -260,11 +277,20 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--profile", action="store_true", help="per-op time with 1 and 2 threads instead")
     p.add_argument("--layers", action="store_true", help="every conv layer alone, 1 and 2 threads, instead")
+    p.add_argument("--before", default="", help="with --layers: another build of _native*.so, modelled beside ours")
     args = p.parse_args()
     print(
         f"# {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}"
         f" (1/5 min), nproc={os.cpu_count()}"
     )
+    if args.before:
+        import importlib.util
+
+        global BEFORE
+        spec = importlib.util.spec_from_file_location("_native", args.before)
+        assert spec is not None and spec.loader is not None
+        BEFORE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(BEFORE)
     if args.profile or args.layers:
         for name in args.models.split(","):
             (_layers if args.layers else _profile)(name, args.rounds)

@@ -441,10 +441,10 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         // planes, so that whole panels are read in place (bench_conv.py: ResNet-18's stem 60 vs
         // 49 GFLOP/s packed; 3 x 3 / 2 and 1 x 1 / 2 lose: 38 vs 50 at 64 -> 128 @ 56, 11 vs 27)
         ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
-        ph->fill(s, x, s.n * s.c);
+        fill_phases(*ph, s, x, s.n * s.c, threads);
     } else if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
-        pad->fill(s, x, s.n * s.c);
+        fill_planes(*pad, s, x, s.n * s.c, threads);
     }
     parallel_items(threads, q.items, [&](int worker, int64_t i) {
         tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols.get() + worker * per);

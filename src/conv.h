@@ -62,23 +62,26 @@ struct PaddedPlanes {
     // per plane (not the whole buffer zeroed first: the copy rewrites the middle)
     const float *fill(const Shape &s, const float *x, int64_t planes) {
         if (!copies) return x;
-        const int64_t right = wp - s.pl - s.w;
-        for (int64_t c = 0; c < planes; ++c) {
-            float *plane = buf.get() + c * hp * wp;
-            if (c >= bordered) {
-                std::fill(plane, plane + s.pt * wp, 0.0f);
-                std::fill(plane + (s.pt + s.h) * wp, plane + hp * wp, 0.0f);
-                for (int64_t i = 0; i < s.h; ++i) {
-                    float *row = plane + (i + s.pt) * wp;
-                    std::fill(row, row + s.pl, 0.0f);
-                    std::fill(row + s.pl + s.w, row + s.pl + s.w + right, 0.0f);
-                }
-            }
-            for (int64_t i = 0; i < s.h; ++i)
-                std::memcpy(plane + (i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
-        }
+        for (int64_t c = 0; c < planes; ++c) fill_plane(s, x, c, c >= bordered);
         bordered = std::max(bordered, planes);
         return buf.get();
+    }
+    // plane c from x's plane c (with its borders when `borders`); planes are independent, so
+    // that workers can fill them at once (fill_planes)
+    void fill_plane(const Shape &s, const float *x, int64_t c, bool borders = true) {
+        const int64_t right = wp - s.pl - s.w;
+        float *plane = buf.get() + c * hp * wp;
+        if (borders) {
+            std::fill(plane, plane + s.pt * wp, 0.0f);
+            std::fill(plane + (s.pt + s.h) * wp, plane + hp * wp, 0.0f);
+            for (int64_t i = 0; i < s.h; ++i) {
+                float *row = plane + (i + s.pt) * wp;
+                std::fill(row, row + s.pl, 0.0f);
+                std::fill(row + s.pl + s.w, row + s.pl + s.w + right, 0.0f);
+            }
+        }
+        for (int64_t i = 0; i < s.h; ++i)
+            std::memcpy(plane + (i + s.pt) * wp + s.pl, x + (c * s.h + i) * s.w, sizeof(float) * s.w);
     }
     // offsets in the filled planes of weight rows k0 .. k0 + kc - 1 = (c, a, b): tap (a, b) of plane c
     void tap_offsets(const Shape &s, int64_t k0, int64_t kc, int64_t *koff) const {
@@ -137,20 +140,27 @@ struct PhasePlanes {
     PhasePlanes(const Shape &s, int64_t planes, int64_t width)
         : sh(s.sh), sw(s.sw),
           hq((std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1) + s.sh - 1) / s.sh),
-          wq((std::max(s.pl + s.w, width) + s.sw - 1) / s.sw), buf(new float[planes * s.sh * s.sw * hq * wq]()) {}
+          wq((std::max(s.pl + s.w, width) + s.sw - 1) / s.sw), buf(new float[planes * s.sh * s.sw * hq * wq]) {}
     int64_t plane_floats() const { return sh * sw * hq * wq; }  // the phases of one input plane
+    int64_t rows() const { return sh * hq; }                    // bordered rows per plane
     // the planes from x (planes x h x w)
     void fill(const Shape &s, const float *x, int64_t planes) {
-        for (int64_t p = 0; p < planes; ++p)
-            for (int64_t i = 0; i < s.h; ++i) {
-                const int64_t r = i + s.pt;
-                const float *src = x + (p * s.h + i) * s.w;
-                for (int64_t q = 0; q < sw; ++q) {
-                    // input column j sits at bordered column j + pl: phase (j + pl) % sw, cell (j + pl) / sw
-                    float *dst = buf.get() + ((p * sh + r % sh) * sw + q) * hq * wq + r / sh * wq;
-                    for (int64_t j = ((q - s.pl) % sw + sw) % sw; j < s.w; j += sw) dst[(j + s.pl) / sw] = src[j];
-                }
+        for (int64_t p = 0; p < planes; ++p) fill_rows(s, x, p, 0, rows());
+    }
+    // bordered rows [r0, r1) of plane p (each row's sw phase rows, zeros where no input is):
+    // disjoint row ranges write disjoint cells, so that workers can fill them at once
+    void fill_rows(const Shape &s, const float *x, int64_t p, int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i = r - s.pt;
+            const float *src = i >= 0 && i < s.h ? x + (p * s.h + i) * s.w : nullptr;
+            for (int64_t q = 0; q < sw; ++q) {
+                // input column j sits at bordered column j + pl: phase (j + pl) % sw, cell (j + pl) / sw
+                float *dst = buf.get() + ((p * sh + r % sh) * sw + q) * hq * wq + r / sh * wq;
+                std::fill(dst, dst + wq, 0.0f);
+                if (!src) continue;
+                for (int64_t j = ((q - s.pl) % sw + sw) % sw; j < s.w; j += sw) dst[(j + s.pl) / sw] = src[j];
             }
+        }
     }
     // offsets (from a group's first plane) of weight rows k0 .. k0 + kc - 1 = (c, a, b) for output pixel (0, 0)
     void tap_offsets(const Shape &s, int64_t k0, int64_t kc, int64_t *koff) const {
@@ -217,6 +227,24 @@ struct TileKernel {
 template <class Fn>
 void parallel_items(int threads, int64_t items, const Fn &fn) {
     onnx_light_pool::parallel_items(threads, items, fn);
+}
+
+// pad.fill(s, x, planes) by `threads` workers (a plane per item: the copy is not a serial
+// part of a threaded convolution)
+inline const float *fill_planes(PaddedPlanes &pad, const Shape &s, const float *x, int64_t planes, int threads) {
+    if (!pad.copies) return x;
+    parallel_items(threads, planes, [&](int, int64_t c) { pad.fill_plane(s, x, c, c >= pad.bordered); });
+    pad.bordered = std::max(pad.bordered, planes);
+    return pad.buf.get();
+}
+
+// ph.fill(s, x, planes) by `threads` workers (16 bordered rows of one plane per item)
+inline void fill_phases(PhasePlanes &ph, const Shape &s, const float *x, int64_t planes, int threads) {
+    const int64_t chunks = (ph.rows() + 15) / 16;
+    parallel_items(threads, planes * chunks, [&](int, int64_t i) {
+        const int64_t r0 = i % chunks * 16;
+        ph.fill_rows(s, x, i / chunks, r0, std::min(ph.rows(), r0 + 16));
+    });
 }
 
 // Conv(x, w, bias) + epilogue with `kernel`'s register tile (BLIS-style blocking): for each

@@ -13,6 +13,7 @@
 // tests/runtime/test_conv_winograd.py). Tiles go in blocks of consecutive tiles (flat over
 // the output's tile rows), so that one block's V and GEMM outputs stay in L2.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -131,6 +132,9 @@ AVX2 inline void output_transform(const T m[4][4], T y[2][2], Sub sub, Add add) 
 
 struct Plan {
     int64_t th, tw, tiles, tb, tbp, blocks, kc;
+    int64_t mchunks = 1, mblocks = 1;  // output channels in mchunks ranges of whole mr-row blocks
+    // output channels [m0, m1) of chunk mc
+    int64_t m0(int64_t mc, int64_t mr, int64_t M) const { return std::min(M, mc * mblocks / mchunks * mr); }
 };
 
 // V[xi][c][f - f0] for the tiles f in [f0, f1) of sample n: plane c of the bordered input
@@ -174,14 +178,14 @@ AVX2 void transform_input(const Shape &s, const Plan &q, const float *xp, int64_
 // the output pixels of tiles [f0, f1) of sample n from the GEMM outputs Mo[xi][m][f - f0],
 // plus the bias, then the epilogue over each written run of output pixels
 AVX2 void transform_output(const TileKernel &t, const Shape &s, const Plan &q, const float *Mo, const float *bias,
-                           const Epilogue &ep, float *y, int64_t n, int64_t f0, int64_t f1) {
+                           const Epilogue &ep, float *y, int64_t n, int64_t f0, int64_t f1, int64_t mlo, int64_t mhi) {
     const VSub vsub;
     const VAdd vadd;
     const FSub fsub;
     const FAdd fadd;
     const int64_t stride = s.m * q.tbp;
     const bool post = ep.act != ACT_NONE || ep.residual;
-    for (int64_t m = 0; m < s.m; ++m) {
+    for (int64_t m = mlo; m < mhi; ++m) {
         const float *mm = Mo + m * q.tbp - f0;
         const float b0 = bias ? bias[m] : 0.0f;
         const __m256 vb = _mm256_set1_ps(b0);
@@ -225,10 +229,10 @@ AVX2 void transform_output(const TileKernel &t, const Shape &s, const Plan &q, c
     }
 }
 
-// The 16 GEMMs of one block: Mo[xi] (M x tbp) = U[xi] (M x C) V[xi] (C x tbp), by the tile
-// reading V's rows in place (row k of a panel at koff[k] = k tbp)
+// The 16 GEMMs of one block: Mo[xi] (rows [mlo, mhi) of M x tbp) = U[xi] (M x C) V[xi] (C x tbp),
+// by the tile reading V's rows in place (row k of a panel at koff[k] = k tbp)
 void block_gemms(const TileKernel &t, const Shape &s, const Plan &q, const float *U, const float *V, float *Mo,
-                 int64_t tiles) {
+                 int64_t tiles, int64_t mlo, int64_t mhi) {
     int64_t koff[512];
     for (int64_t k = 0; k < q.kc; ++k) koff[k] = k * q.tbp;
     const int64_t panels = (tiles + t.nr - 1) / t.nr;
@@ -238,24 +242,43 @@ void block_gemms(const TileKernel &t, const Shape &s, const Plan &q, const float
         for (int64_t c0 = 0; c0 < s.c; c0 += q.kc) {
             const int64_t kc = std::min(q.kc, s.c - c0);
             // each row block of U[xi] (in L1) over all the block's panels: U read once per block
-            for (int64_t m0 = 0; m0 < s.m; m0 += t.mr)
+            for (int64_t m0 = mlo; m0 < mhi; m0 += t.mr)
                 for (int64_t j = 0; j < panels; ++j)
                     t.direct(kc, u + m0 * s.c + c0, s.c, v + c0 * q.tbp + j * t.nr, koff, mo + m0 * q.tbp + j * t.nr,
-                             q.tbp, std::min(t.mr, s.m - m0), std::min(t.nr, tiles - j * t.nr), nullptr, c0 == 0, false);
+                             q.tbp, std::min(t.mr, mhi - m0), std::min(t.nr, tiles - j * t.nr), nullptr, c0 == 0, false);
         }
     }
 }
 
 }  // namespace
 
+// x's planes bordered into `pad` by the workers, each also checking its plane (and the items
+// past them a chunk of w) for infinities and NaNs: false when any is found
+AVX2 bool fill_checked(PaddedPlanes &pad, const Shape &s, const float *x, const float *w, int threads) {
+    constexpr int64_t CHUNK = 1 << 16;
+    const int64_t planes = s.n * s.c, wsize = s.m * s.c * 9, wchunks = (wsize + CHUNK - 1) / CHUNK;
+    std::atomic<bool> finite{true};
+    parallel_items(threads, planes + wchunks, [&](int, int64_t i) {
+        const bool ok = i < planes ? all_finite(x + i * s.h * s.w, s.h * s.w)
+                                   : all_finite(w + (i - planes) * CHUNK, std::min(CHUNK, wsize - (i - planes) * CHUNK));
+        if (!ok) finite.store(false, std::memory_order_relaxed);
+        if (i < planes) pad.fill_plane(s, x, i);
+    });
+    pad.bordered = planes;
+    return finite.load();
+}
+
 AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *U_given,
                             const float *bias, const Epilogue &ep, float *y, int threads) {
-    // the transforms add and subtract neighbours: an infinity would become a NaN, and a NaN
-    // reach pixels of its tile that do not read it; such inputs take the direct sum instead
-    if (!all_finite(x, s.n * s.c * s.h * s.w) || !all_finite(w, s.m * s.c * 9))
-        return run_tiled(t, s, x, w, bias, ep, y, threads);
     Plan q{};
     q.th = (s.oh + 1) / 2, q.tw = (s.ow + 1) / 2, q.tiles = q.th * q.tw;
+    // the input zero-bordered: 2 th + 2 rows and 2 tw + 2 columns cover every tile's window
+    Shape tiled = s;
+    tiled.oh = 2 * q.th, tiled.ow = 2 * q.tw;
+    PaddedPlanes pad(tiled, s.n * s.c, 2 * q.tw + 2, true);
+    // the transforms add and subtract neighbours: an infinity would become a NaN, and a NaN
+    // reach pixels of its tile that do not read it; such inputs take the direct sum instead
+    if (!fill_checked(pad, s, x, w, threads)) return run_tiled(t, s, x, w, bias, ep, y, threads);
     // a block's V and GEMM outputs: 16 tbp (C + M) floats, about 512 KiB at most
     q.tb = std::clamp<int64_t>((128 * 1024 / (16 * (s.c + s.m))) / t.nr * t.nr, 4 * t.nr, 8 * t.nr);
     q.tb = std::min(q.tb, (q.tiles + t.nr - 1) / t.nr * t.nr);
@@ -263,6 +286,12 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
     q.blocks = (q.tiles + q.tb - 1) / q.tb;
     const int64_t kblocks = (s.c + t.kc - 1) / t.kc;
     q.kc = (s.c + kblocks - 1) / kblocks;
+    // threaded with fewer than 3 blocks per worker (14 x 14: one block, 28 x 28: three and a
+    // sliver): the output channels are split too; each chunk transforms its block's input
+    // again (16 C tb values beside 16 M C tb / mchunks multiply-adds) and reads its rows of U
+    q.mblocks = (s.m + t.mr - 1) / t.mr;
+    if (threads > 1 && s.n * q.blocks < 3 * threads)
+        q.mchunks = std::min(q.mblocks, (3 * threads + s.n * q.blocks - 1) / (s.n * q.blocks));
     std::unique_ptr<float[]> owned;
     const float *U = U_given;
     if (!U) {
@@ -270,22 +299,19 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
         winograd_weights(w, s.m, s.c, owned.get());
         U = owned.get();
     }
-    // the input zero-bordered: 2 th + 2 rows and 2 tw + 2 columns cover every tile's window
-    Shape tiled = s;
-    tiled.oh = 2 * q.th, tiled.ow = 2 * q.tw;
-    PaddedPlanes pad(tiled, s.n * s.c, 2 * q.tw + 2, true);
-    pad.fill(s, x, s.n * s.c);
-    const int64_t items = s.n * q.blocks;
+    const int64_t items = s.n * q.blocks * q.mchunks;
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
     const int64_t per = 16 * q.tbp * (s.c + s.m) + 64;  // one worker's V and Mo
     std::unique_ptr<float[]> buf(new float[threads * per + 16]);
     float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t(63));
     parallel_items(threads, items, [&](int worker, int64_t i) {
-        const int64_t n = i / q.blocks, f0 = i % q.blocks * q.tb, f1 = std::min(q.tiles, f0 + q.tb);
+        const int64_t mc = i % q.mchunks, b = i / q.mchunks;
+        const int64_t n = b / q.blocks, f0 = b % q.blocks * q.tb, f1 = std::min(q.tiles, f0 + q.tb);
+        const int64_t mlo = q.m0(mc, t.mr, s.m), mhi = q.m0(mc + 1, t.mr, s.m);
         float *V = base + worker * per, *Mo = V + 16 * q.tbp * s.c;
         transform_input(s, q, pad.buf.get() + n * s.c * pad.hp * pad.wp, pad.hp, pad.wp, f0, f1, V);
-        block_gemms(t, s, q, U, V, Mo, f1 - f0);
-        transform_output(t, s, q, Mo, bias, ep, y, n, f0, f1);
+        block_gemms(t, s, q, U, V, Mo, f1 - f0, mlo, mhi);
+        transform_output(t, s, q, Mo, bias, ep, y, n, f0, f1, mlo, mhi);
     });
 }
 #else

@@ -54,7 +54,7 @@ struct Stats {
     std::mutex mutex;  // guards the vectors against a concurrent stats_take
     std::vector<int64_t> item_ns, worker_ns;
     std::vector<int32_t> item_worker;
-    int64_t runs = 0;
+    std::vector<int64_t> run_items;  // the items of each recorded run, in order
     int64_t caller_ns = 0;  // the callers' thread CPU time inside run() (items, publishing, waiting)
 };
 Stats g_stats;
@@ -125,7 +125,7 @@ struct Recording {
         std::lock_guard<std::mutex> lock(g_stats.mutex);
         if (g_stats.worker_ns.size() < 64) g_stats.worker_ns.resize(64, 0);
         for (int w = 0; w < 64; ++w) g_stats.worker_ns[w] += job.worker_ns[w];
-        ++g_stats.runs;
+        g_stats.run_items.push_back(job.items);
         g_stats.caller_ns += thread_cpu_ns() - start;
     }
 };
@@ -337,23 +337,24 @@ WorkerIds selftest(int threads, int64_t items, int64_t throw_at, int64_t work_ns
     return WorkerIds(data, {static_cast<size_t>(items)}, owner);
 }
 
-// the statistics recorded since the last call (and forgets them): item CPU times and workers
-// as numpy arrays, the workers' CPU time inside runs, and the number of runs
+// the statistics recorded since the last call (and forgets them): item CPU times and workers,
+// the workers' CPU time inside runs, the items of each run, the callers' CPU time inside runs
 nb::tuple stats_take() {
-    std::vector<int64_t> ns, wns;
+    std::vector<int64_t> ns, wns, runs;
     std::vector<int32_t> wk;
-    int64_t runs, caller;
+    int64_t caller;
     {
         std::lock_guard<std::mutex> lock(g_stats.mutex);
         ns.swap(g_stats.item_ns), wk.swap(g_stats.item_worker), wns.swap(g_stats.worker_ns);
-        runs = g_stats.runs, g_stats.runs = 0;
+        runs.swap(g_stats.run_items);
         caller = g_stats.caller_ns, g_stats.caller_ns = 0;
     }
-    nb::list items, workers, inside;
+    nb::list items, workers, inside, sizes;
+    for (int64_t v : runs) sizes.append(v);
     for (int64_t v : ns) items.append(v);
     for (int32_t v : wk) workers.append(v);
     for (int64_t v : wns) inside.append(v);
-    return nb::make_tuple(items, workers, inside, runs, caller);
+    return nb::make_tuple(items, workers, inside, sizes, caller);
 }
 
 void shutdown_released() {
@@ -374,7 +375,7 @@ void bind_thread_pool(nb::module_ &m) {
     m.def("thread_pool_set_stats", &set_stats, nb::arg("on"),
           "Records every pool run's item CPU times (benchmarks; one caller at a time)");
     m.def("thread_pool_stats", &stats_take,
-          "(item CPU ns, item worker, per-worker CPU ns inside runs, runs, callers' CPU ns inside runs) recorded "
+          "(item CPU ns, item worker, per-worker CPU ns inside runs, items per run, callers' CPU ns inside runs) recorded "
           "since the last call; resets");
     m.def("thread_pool_selftest", &selftest, nb::arg("threads"), nb::arg("items"), nb::arg("throw_at") = -1,
           nb::arg("work_ns") = 0, "The worker that ran each item of a pool call (tests)");

@@ -107,3 +107,55 @@ def test_session_threads_reach_the_kernel(monkeypatch: pytest.MonkeyPatch) -> No
     x = np.random.default_rng(1).standard_normal((2, 8, 40, 40)).astype(np.float32)
     InferenceSession(_conv_model(), intra_op_num_threads=2).run(None, {"x": x})
     assert seen and seen[0] == 2  # the 2 x 24 x 72 x 1600 multiply-adds of the first Conv
+
+
+def _winograd_ext() -> Any:
+    ext = _native.EXTENSION
+    if ext is None or not hasattr(ext, "conv2d_winograd_weights") or ext.conv2d_isa() != "avx2":
+        pytest.skip("the native Winograd kernel runs on AVX2 machines only")
+    return ext
+
+
+# n, c, h, m: one tile block (14 x 14, the output channels split over the threads), three
+# blocks and a sliver (28 x 28 at 128 -> 128), a batch of two, channels no multiple of 6
+WINOGRAD_SPLITS = [(1, 256, 14, 256), (1, 128, 28, 128), (2, 64, 14, 70), (1, 96, 13, 100)]
+
+
+@pytest.mark.parametrize("case", WINOGRAD_SPLITS, ids=[str(c) for c in WINOGRAD_SPLITS])
+def test_winograd_threads_give_the_bits_of_one_thread(case: tuple) -> None:
+    """Winograd blocks split by output channels when there are few: each channel's sums are
+    the same operations whichever worker (and chunk) computes them; with the fused epilogue."""
+    ext = _winograd_ext()
+    n, c, h, m = case
+    rng = np.random.default_rng(c + m)
+    x = rng.standard_normal((n, c, h, h)).astype(np.float32)
+    wt = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    res = rng.standard_normal((n, m, h, h)).astype(np.float32)
+    u = ext.conv2d_winograd_weights(wt)
+    assert ext.conv2d_winograd_applies(c, h, h, m, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, n, True)
+    args = (x, wt, b, 1, 1, 1, 1, 1, 1, 1, 1, 1, False, "avx2", 5, 0.0, 0.0, res)
+    one = ext.conv2d(*args, winograd=u, threads=1)
+    for threads in (2, 3, 5):
+        np.testing.assert_array_equal(ext.conv2d(*args, winograd=u, threads=threads), one)
+
+
+@pytest.mark.parametrize("where", ["first plane", "last plane", "last weights"])
+def test_winograd_threads_find_non_finite_values(where: str) -> None:
+    """The threaded check for infinities (each worker its planes and weight chunks) sends the
+    convolution to the direct sum as the one-thread check does: the same NaNs, the same bits."""
+    ext = _winograd_ext()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 100, 14, 14)).astype(np.float32)
+    wt = (rng.standard_normal((90, 100, 3, 3)) / 30).astype(np.float32)  # 81,000 weights: two chunks
+    if where == "first plane":
+        x[0, 0, 0, 0] = np.inf
+    elif where == "last plane":
+        x[0, -1, -1, -1] = np.nan
+    else:
+        wt[-1, -1, -1, -1] = -np.inf
+    args = (x, wt, None, 1, 1, 1, 1, 1, 1, 1, 1, 1, False, "avx2")
+    one = ext.conv2d(*args, threads=1)
+    assert np.isnan(one).any() or np.isinf(one).any()
+    for threads in (2, 3):
+        np.testing.assert_array_equal(ext.conv2d(*args, threads=threads), one)
