@@ -179,33 +179,58 @@ BEFORE: Any = None
 
 
 def _modelled(args: list[Any], kwargs: dict[str, Any], reps: int, ext: Any) -> tuple[float, float, float, str]:
-    """From thread CPU time (valid under load): the 1-thread call, and the 2-thread call's serial
+    """From thread CPU time (robust to load): the 1-thread call, and the 2-thread call's serial
     part (caller CPU outside the pool's runs) and modelled wall on 2 free cores (each run's items
-    taken in order by 2 workers); best of ``reps``, by extension ``ext``."""
+    taken in order by 2 workers as each gets free). Each item's time, the serial part and the
+    1-thread time are their minimum over ``reps`` calls (another process on the core only adds)."""
     one = min(_cpu(lambda: ext.conv2d(*args, **kwargs, threads=1)) for _ in range(reps))
-    best: tuple[float, float, str] = (float("inf"), 0.0, "")
+    serial, items, runs = float("inf"), None, []
     ext.thread_pool_set_stats(True)
     try:
         for _ in range(reps):
             ext.thread_pool_stats()
             total = _cpu(lambda: ext.conv2d(*args, **kwargs, threads=2))
-            items, _, _, runs, caller = ext.thread_pool_stats()
-            serial = total - caller  # outside the pool's runs: what a second core cannot share
-            model, first = serial, 0
-            for size in runs:  # each run ends when its last item does
-                model += _makespan(items[first : first + size], 2)
-                first += size
-            if model < best[0]:
-                best = (model, serial, "+".join(map(str, runs)))
+            got, _, _, runs, caller = ext.thread_pool_stats()
+            serial = min(serial, total - caller)  # outside the pool's runs: what a second core cannot share
+            items = got if items is None else [min(p, q) for p, q in zip(items, got)]
     finally:
         ext.thread_pool_set_stats(False)
-    return one, best[0], best[1], best[2]
+    model, first = serial, 0
+    for size in runs:  # each run ends when its last item does
+        model += _makespan((items or [])[first : first + size], 2)
+        first += size
+    return one, model, serial, "+".join(map(str, runs)) or "0"
 
 
 def _cpu(fn: Callable[[], Any]) -> int:
     t = time.thread_time_ns()
     fn()
     return time.thread_time_ns() - t
+
+
+def _wall(args: list[Any], kwargs: dict[str, Any], rounds: int) -> tuple[float, float, float]:
+    """(1-thread, 2-thread median wall seconds per call, 2-thread CPU/wall) of one conv, alternating."""
+    from onnx_light.runtime import _native
+
+    ext = _native.NATIVE
+    t0 = time.perf_counter()
+    ext.conv2d(*args, **kwargs, threads=1)
+    reps = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-6)))
+
+    def calls(threads: int) -> Callable[[], Any]:
+        return lambda: [ext.conv2d(*args, **kwargs, threads=threads) for _ in range(reps)]
+
+    fns = {1: calls(1), 2: calls(2)}
+    _alternate(fns, 1)
+    s = _alternate(fns, rounds)
+    (m1, _, _), (m2, _, cpu2) = _stats(s[1]), _stats(s[2])
+    return m1 / reps, m2 / reps, cpu2
+
+
+def _add(totals: dict[str, list[float]], cls: str, values: tuple[float, ...]) -> None:
+    acc = totals.setdefault(cls, [0.0] * len(values))
+    for j, v in enumerate(values):
+        acc[j] += v
 
 
 def _layers(name: str, rounds: int) -> None:
@@ -221,48 +246,32 @@ def _layers(name: str, rounds: int) -> None:
     totals: dict[str, list[float]] = {}
     for k, (args, kwargs) in enumerate(calls):
         one = _native.NATIVE.conv2d(*args, **kwargs, threads=1)
-        two = _native.NATIVE.conv2d(*args, **kwargs, threads=2)
-        np.testing.assert_array_equal(one, two)  # a fixed split: the same bits
-        t0 = time.perf_counter()
-        _native.NATIVE.conv2d(*args, **kwargs, threads=1)
-        reps = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-6)))
-        fns = {
-            t: (lambda t=t: [_native.NATIVE.conv2d(*args, **kwargs, threads=t) for _ in range(reps)]) for t in (1, 2)
-        }
-        _alternate(fns, 1)
-        s = _alternate(fns, rounds)
-        (m1, _, _), (m2, _, cpu2) = _stats(s[1]), _stats(s[2])
+        np.testing.assert_array_equal(one, _native.NATIVE.conv2d(*args, **kwargs, threads=2))  # the same bits
+        m1, m2, cpu2 = _wall(args, kwargs, rounds)
         c1, model, serial, items = _modelled(args, kwargs, rounds, _native.NATIVE)
-        was = ""
+        cls, was = _layer_class(args, kwargs), ""
         if BEFORE is not None:
             b1, bmodel, bserial, _ = _modelled(args, kwargs, rounds, BEFORE)
             was = f" {bserial / b1:.1%} | {b1 / bmodel:.2f}x |"
-            acc_b = totals.setdefault("before: " + _layer_class(args, kwargs), [0.0] * 5)
-            acc_b[2] += 1
-            acc_b[3] += b1 * 1e-9
-            acc_b[4] += bmodel * 1e-9
-        cls = _layer_class(args, kwargs)
-        acc = totals.setdefault(cls, [0.0, 0.0, 0.0, 0.0, 0.0])
-        for j, v in enumerate((m1 / reps, m2 / reps, 1, c1 * 1e-9, model * 1e-9)):
-            acc[j] += v
+            _add(totals, "before: " + cls, (0, 0, 1, b1 * 1e-9, bmodel * 1e-9))
+        _add(totals, cls, (m1, m2, 1, c1 * 1e-9, model * 1e-9))
         x, w = args[0], args[1]
         print(
             f"| {k} | {cls} | {'x'.join(map(str, x.shape[1:]))} | {w.shape[0]}x{'x'.join(map(str, one.shape[2:]))}"
-            f" | {items} | {m1 / reps * 1e6:.0f} us | {m2 / reps * 1e6:.0f} us | {m1 / m2:.2f}x | {cpu2:.2f}"
+            f" | {items} | {m1 * 1e6:.0f} us | {m2 * 1e6:.0f} us | {m1 / m2:.2f}x | {cpu2:.2f}"
             f" | {serial / c1:.1%} | {c1 / model:.2f}x |{was}",
             flush=True,
         )
     print(f"\n{name} by class: | class | layers | 1 thread | 2 threads | 1/2 | CPU 1 thread | model 2 | model 1/2 |")
-    for cls, (a, b, n, c, m) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
-        print(f"| {cls} | {n:.0f} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x | {c * 1e3:.2f} ms"
-              f" | {m * 1e3:.2f} ms | {c / m:.2f}x |")
-    ours = [v for k, v in totals.items() if not k.startswith("before")]
-    a, b, c, m = (sum(v[j] for v in ours) for j in (0, 1, 3, 4))
-    print(f"| all | {len(calls)} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x | {c * 1e3:.2f} ms"
-          f" | {m * 1e3:.2f} ms | {c / m:.2f}x |")
-    if BEFORE is not None:
-        c, m = (sum(v[j] for k, v in totals.items() if k.startswith("before")) for j in (3, 4))
-        print(f"| before: all | {len(calls)} | | | | {c * 1e3:.2f} ms | {m * 1e3:.2f} ms | {c / m:.2f}x |")
+    for cls, (a, b, n, c, m) in sorted(totals.items(), key=lambda kv: (kv[0].startswith("before"), -kv[1][3])):
+        wall = f"{a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x" if b else " | | "
+        print(f"| {cls} | {n:.0f} | {wall} | {c * 1e3:.2f} ms | {m * 1e3:.2f} ms | {c / m:.2f}x |")
+    for tag in ("", "before: "):
+        rows = [v for k, v in totals.items() if k.startswith("before") == bool(tag)]
+        a, b, c, m = (sum(v[j] for v in rows) for j in (0, 1, 3, 4))
+        if rows:
+            wall = f"{a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {a / b:.2f}x" if b else " | | "
+            print(f"| {tag}all | {len(calls)} | {wall} | {c * 1e3:.2f} ms | {m * 1e3:.2f} ms | {c / m:.2f}x |")
 
 
 def _stats(runs: list[tuple[float, float]]) -> tuple[float, float, float]:

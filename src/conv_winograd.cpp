@@ -137,16 +137,17 @@ struct Plan {
     int64_t m0(int64_t mc, int64_t mr, int64_t M) const { return std::min(M, mc * mblocks / mchunks * mr); }
 };
 
-// V[xi][c][f - f0] for the tiles f in [f0, f1) of sample n: plane c of the bordered input
-// `xp` (planes of hp x wp), 8 tiles of one tile row at a time where they fit, else one
+// V[xi][c][f - f0] for the tiles f in [f0, f1) of sample n and channels c in [c0, c1) (c1 < 0:
+// all): plane c of the bordered input `xp` (planes of hp x wp), 8 tiles of one tile row at a
+// time where they fit, else one
 AVX2 void transform_input(const Shape &s, const Plan &q, const float *xp, int64_t hp, int64_t wp, int64_t f0,
-                          int64_t f1, float *V) {
+                          int64_t f1, float *V, int64_t c0 = 0, int64_t c1 = -1) {
     const VSub vsub;
     const VAdd vadd;
     const FSub fsub;
     const FAdd fadd;
     const int64_t stride = s.c * q.tbp;  // between cells xi of V
-    for (int64_t c = 0; c < s.c; ++c) {
+    for (int64_t c = c0; c < (c1 < 0 ? s.c : c1); ++c) {
         const float *plane = xp + c * hp * wp;
         float *vc = V + c * q.tbp - f0;
         for (int64_t f = f0; f < f1;) {
@@ -253,8 +254,11 @@ void block_gemms(const TileKernel &t, const Shape &s, const Plan &q, const float
 }  // namespace
 
 // x's planes bordered into `pad` by the workers, each also checking its plane (and the items
-// past them a chunk of w) for infinities and NaNs: false when any is found
-AVX2 bool fill_checked(PaddedPlanes &pad, const Shape &s, const float *x, const float *w, int threads) {
+// past them a chunk of w) for infinities and NaNs, then calling plane(n, c) for the plane it
+// filled: false when any infinity or NaN is found
+template <class Plane>
+AVX2 bool fill_checked(PaddedPlanes &pad, const Shape &s, const float *x, const float *w, int threads,
+                       const Plane &plane) {
     constexpr int64_t CHUNK = 1 << 16;
     const int64_t planes = s.n * s.c, wsize = s.m * s.c * 9, wchunks = (wsize + CHUNK - 1) / CHUNK;
     std::atomic<bool> finite{true};
@@ -262,23 +266,22 @@ AVX2 bool fill_checked(PaddedPlanes &pad, const Shape &s, const float *x, const 
         const bool ok = i < planes ? all_finite(x + i * s.h * s.w, s.h * s.w)
                                    : all_finite(w + (i - planes) * CHUNK, std::min(CHUNK, wsize - (i - planes) * CHUNK));
         if (!ok) finite.store(false, std::memory_order_relaxed);
-        if (i < planes) pad.fill_plane(s, x, i);
+        if (i >= planes) return;
+        pad.fill_plane(s, x, i);
+        plane(i / s.c, i % s.c);
     });
     pad.bordered = planes;
     return finite.load();
 }
 
+struct NoPlane {
+    void operator()(int64_t, int64_t) const {}
+};
+
 AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *U_given,
                             const float *bias, const Epilogue &ep, float *y, int threads) {
     Plan q{};
     q.th = (s.oh + 1) / 2, q.tw = (s.ow + 1) / 2, q.tiles = q.th * q.tw;
-    // the input zero-bordered: 2 th + 2 rows and 2 tw + 2 columns cover every tile's window
-    Shape tiled = s;
-    tiled.oh = 2 * q.th, tiled.ow = 2 * q.tw;
-    PaddedPlanes pad(tiled, s.n * s.c, 2 * q.tw + 2, true);
-    // the transforms add and subtract neighbours: an infinity would become a NaN, and a NaN
-    // reach pixels of its tile that do not read it; such inputs take the direct sum instead
-    if (!fill_checked(pad, s, x, w, threads)) return run_tiled(t, s, x, w, bias, ep, y, threads);
     // a block's V and GEMM outputs: 16 tbp (C + M) floats, about 512 KiB at most
     q.tb = std::clamp<int64_t>((128 * 1024 / (16 * (s.c + s.m))) / t.nr * t.nr, 4 * t.nr, 8 * t.nr);
     q.tb = std::min(q.tb, (q.tiles + t.nr - 1) / t.nr * t.nr);
@@ -287,11 +290,30 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
     const int64_t kblocks = (s.c + t.kc - 1) / t.kc;
     q.kc = (s.c + kblocks - 1) / kblocks;
     // threaded with fewer than 3 blocks per worker (14 x 14: one block, 28 x 28: three and a
-    // sliver): the output channels are split too; each chunk transforms its block's input
-    // again (16 C tb values beside 16 M C tb / mchunks multiply-adds) and reads its rows of U
+    // sliver): the output channels are split too, and every block's V is transformed once
+    // beforehand, plane by plane as the workers border the input (V of all blocks then stays in
+    // memory: a few blocks only), instead of by each block's item
     q.mblocks = (s.m + t.mr - 1) / t.mr;
     if (threads > 1 && s.n * q.blocks < 3 * threads)
         q.mchunks = std::min(q.mblocks, (3 * threads + s.n * q.blocks - 1) / (s.n * q.blocks));
+    const bool shared = q.mchunks > 1;
+    // the input zero-bordered: 2 th + 2 rows and 2 tw + 2 columns cover every tile's window
+    Shape tiled = s;
+    tiled.oh = 2 * q.th, tiled.ow = 2 * q.tw;
+    PaddedPlanes pad(tiled, s.n * s.c, 2 * q.tw + 2, true);
+    const int64_t vsize = 16 * q.tbp * s.c;  // one block's V
+    std::unique_ptr<float[]> vall(shared ? new float[s.n * q.blocks * vsize] : nullptr);
+    const auto transform_plane = [&](int64_t n, int64_t c) {
+        const float *xp = pad.buf.get() + n * s.c * pad.hp * pad.wp;
+        for (int64_t b = 0; b < q.blocks; ++b)
+            transform_input(s, q, xp, pad.hp, pad.wp, b * q.tb, std::min(q.tiles, (b + 1) * q.tb),
+                            vall.get() + (n * q.blocks + b) * vsize, c, c + 1);
+    };
+    // the transforms add and subtract neighbours: an infinity would become a NaN, and a NaN
+    // reach pixels of its tile that do not read it; such inputs take the direct sum instead
+    const bool finite = shared ? fill_checked(pad, s, x, w, threads, transform_plane)
+                               : fill_checked(pad, s, x, w, threads, NoPlane{});
+    if (!finite) return run_tiled(t, s, x, w, bias, ep, y, threads);
     std::unique_ptr<float[]> owned;
     const float *U = U_given;
     if (!U) {
@@ -301,15 +323,15 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
     }
     const int64_t items = s.n * q.blocks * q.mchunks;
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
-    const int64_t per = 16 * q.tbp * (s.c + s.m) + 64;  // one worker's V and Mo
+    const int64_t per = (shared ? 0 : vsize) + 16 * q.tbp * s.m + 64;  // one worker's V and Mo
     std::unique_ptr<float[]> buf(new float[threads * per + 16]);
     float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t(63));
     parallel_items(threads, items, [&](int worker, int64_t i) {
         const int64_t mc = i % q.mchunks, b = i / q.mchunks;
         const int64_t n = b / q.blocks, f0 = b % q.blocks * q.tb, f1 = std::min(q.tiles, f0 + q.tb);
         const int64_t mlo = q.m0(mc, t.mr, s.m), mhi = q.m0(mc + 1, t.mr, s.m);
-        float *V = base + worker * per, *Mo = V + 16 * q.tbp * s.c;
-        transform_input(s, q, pad.buf.get() + n * s.c * pad.hp * pad.wp, pad.hp, pad.wp, f0, f1, V);
+        float *V = shared ? vall.get() + b * vsize : base + worker * per, *Mo = base + worker * per + (shared ? 0 : vsize);
+        if (!shared) transform_input(s, q, pad.buf.get() + n * s.c * pad.hp * pad.wp, pad.hp, pad.wp, f0, f1, V);
         block_gemms(t, s, q, U, V, Mo, f1 - f0, mlo, mhi);
         transform_output(t, s, q, Mo, bias, ep, y, n, f0, f1, mlo, mhi);
     });
