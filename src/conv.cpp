@@ -342,85 +342,108 @@ constexpr int64_t MAX_KC = 512, MAX_PANELS = BLOCK_FLOATS / 16 + 1;  // bounds o
 struct TiledPlan {
     bool pointwise;  // 1x1, stride 1, no pads: the panels are plain copies of the input
     int64_t cg, mg, K, P, mblocks, kc, nc, pblocks, mchunks, items;
+    // weight rows split (threads > 1 only): the pixel blocks' panels are packed once, by a first
+    // pass of the workers, into one buffer that every chunk reads (instead of each chunk packing)
+    bool shared = false;
     TiledPlan(const TileKernel &t, const Shape &s, int threads)
         : pointwise(s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.oh == s.h && s.ow == s.w && !s.pt && !s.pl),
           cg(s.c / s.group), mg(s.m / s.group), K(cg * s.kh * s.kw), P(s.oh * s.ow),
           mblocks((mg + t.mr - 1) / t.mr), kc((K + (K + t.kc - 1) / t.kc - 1) / ((K + t.kc - 1) / t.kc)),
           nc(std::min(std::max<int64_t>(1, BLOCK_FLOATS / kc / t.nr), (P + t.nr - 1) / t.nr) * t.nr),
           pblocks((P + nc - 1) / nc), mchunks(1) {
-        // fewer than 4 items per thread: smaller pixel blocks (whole panels: the same panels,
-        // so the same bits), and if that is not enough the weight rows are split too (each
-        // chunk packs its panels); a 1600-pixel 1x1 was 4 items of 1536 pixels and 4 of 64
-        if (threads > 1 && s.n * s.group * pblocks < 4 * threads) {
-            const int64_t want = (4 * threads + s.n * s.group - 1) / (s.n * s.group);
-            nc = std::max(t.nr, ((P + want - 1) / want + t.nr - 1) / t.nr * t.nr);
+        // threaded, fewer than 8 items per thread: smaller pixel blocks (whole panels: the same
+        // panels, so the same bits), but of at least 4 panels (each weight block in L1 serves 4
+        // panels: blocks of one panel read the weights 4 times as often, and a 512 -> 512 3 x 3
+        // at 7 x 7 in 4 one-panel blocks summed 2x the one-thread time); then, with fewer than 6
+        // blocks per thread, the weight rows are split too
+        if (threads > 1 && s.n * s.group * pblocks < 8 * threads) {
+            const int64_t want = (8 * threads + s.n * s.group - 1) / (s.n * s.group);
+            const int64_t least = std::min(nc, 4 * t.nr);
+            nc = std::max(least, ((P + want - 1) / want + t.nr - 1) / t.nr * t.nr);
             pblocks = (P + nc - 1) / nc;
         }
         const int64_t blocks = s.n * s.group * pblocks;
-        if (threads > 1 && blocks < 4 * threads)
-            mchunks = std::min(mblocks, (4 * threads + blocks - 1) / blocks);
+        if (threads > 1 && blocks < 6 * threads)
+            mchunks = std::min(mblocks, (6 * threads + blocks - 1) / blocks);
+        shared = mchunks > 1;
         items = blocks * mchunks;
+    }
+    int64_t kblocks() const { return (K + kc - 1) / kc; }
+};
+
+// Where the pixel block of item `item` lies: sample n, group g, pixels [p0, p0 + len) in
+// `panels` panels (origin[j]: panel j's first cell read in place from the bordered input (stride
+// 1) or its phase planes (strided), null for a packed panel), weight row blocks [mb0, mb1)
+struct TiledBlock {
+    int64_t block, n, g, mb0, mb1, p0, len, panels;
+    const float *xg, *xp, *xq;
+    const float *origin[MAX_PANELS];
+    TiledBlock(const TileKernel &t, const TiledPlan &q, const Shape &s, const float *x, const PaddedPlanes *pad,
+               const PhasePlanes *ph, int64_t item) {
+        const int64_t mc = item % q.mchunks, pb = item / q.mchunks % q.pblocks;
+        block = item / q.mchunks, g = block / q.pblocks % s.group, n = block / q.pblocks / s.group;
+        mb0 = mc * q.mblocks / q.mchunks, mb1 = (mc + 1) * q.mblocks / q.mchunks;
+        p0 = pb * q.nc, len = std::min(q.nc, q.P - p0), panels = (len + t.nr - 1) / t.nr;
+        xg = x + (n * s.c + g * q.cg) * s.h * s.w;
+        xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
+        xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
+        for (int64_t j = 0; j < panels; ++j) {
+            const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
+            const bool in_place = t.direct && ((pad && s.sw == 1) || ph) && j0 + t.nr <= s.ow && p + t.nr <= q.P;
+            origin[j] = !in_place ? nullptr : ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0;
+        }
+    }
+    // rows [k0, k0 + kc) of the block's panels not read in place, into cols (kc x nr per panel)
+    void pack(const TileKernel &t, const TiledPlan &q, const Shape &gs, const PaddedPlanes *pad,
+              const PhasePlanes *ph, int64_t k0, int64_t kc, float *cols) const {
+        if (q.pointwise) return pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
+        int64_t koff[MAX_KC];
+        if (ph) ph->tap_offsets(gs, k0, kc, koff);
+        for (int64_t j = 0; j < panels; ++j)
+            if (ph && !origin[j])
+                pack_phased(gs, xq, ph->wq, koff, kc, p0 + j * t.nr, t.nr, cols + j * kc * t.nr);
+            else if (pad && !origin[j])
+                t.pack_padded(gs, xp, pad->hp, pad->wp, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
+            else if (!pad && !ph)
+                t.pack(gs, xg, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
     }
 };
 
-// One work item of run_tiled: the pixels [p0, p0 + len) of sample n, group g, weight row
-// blocks [mb0, mb1); `cols` holds the block's packed panels.
+// One work item of run_tiled: the block's pixels times weight row blocks [mb0, mb1); `cols`
+// holds the block's packed panels of one kc block (packed here), or `packed` all of them (K nc
+// floats, rows [k0, k0 + kc) at packed + k0 nc: TiledPlan::shared)
 void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const Shape &gs, const float *x,
                 const PaddedPlanes *pad, const PhasePlanes *ph, const float *w, const float *bias, const Epilogue &ep,
-                float *y, int64_t item, float *cols) {
-    const int64_t mc = item % q.mchunks, pb = item / q.mchunks % q.pblocks, rest = item / q.mchunks / q.pblocks;
-    const int64_t g = rest % s.group, n = rest / s.group;
-    const int64_t mb0 = mc * q.mblocks / q.mchunks, mb1 = (mc + 1) * q.mblocks / q.mchunks;
-    const int64_t p0 = pb * q.nc, len = std::min(q.nc, q.P - p0), panels = (len + t.nr - 1) / t.nr;
-    const float *xg = x + (n * s.c + g * q.cg) * s.h * s.w, *wg = w + g * q.mg * q.K;
-    const float *xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
-    const float *xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
-    const float *gbias = bias ? bias + g * q.mg : nullptr;
-    float *yg = y + (n * s.m + g * q.mg) * q.P + p0;
+                float *y, int64_t item, float *cols, const float *packed) {
+    const TiledBlock b(t, q, s, x, pad, ph, item);
+    const float *wg = w + b.g * q.mg * q.K, *gbias = bias ? bias + b.g * q.mg : nullptr;
+    float *yg = y + (b.n * s.m + b.g * q.mg) * q.P + b.p0;
     const bool relu = ep.tile_relu();
-    // panels of nr pixels on one output row are read in place from the bordered input (stride
-    // 1) or its phase planes (strided): origin[j] is panel j's first cell, null for a packed panel
-    const float *origin[MAX_PANELS];
-    for (int64_t j = 0; j < panels; ++j) {
-        const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
-        const bool in_place = t.direct && ((pad && s.sw == 1) || ph) && j0 + t.nr <= s.ow && p + t.nr <= q.P;
-        origin[j] = !in_place ? nullptr : ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0;
-    }
     int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered or phase planes
     for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
         const int64_t kc = std::min(q.kc, q.K - k0);
-        if (q.pointwise) {
-            pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
-        } else if (ph) {
-            ph->tap_offsets(s, k0, kc, koff);
-            for (int64_t j = 0; j < panels; ++j)
-                if (!origin[j]) pack_phased(gs, xq, ph->wq, koff, kc, p0 + j * t.nr, t.nr, cols + j * kc * t.nr);
-        } else {
-            for (int64_t j = 0; j < panels; ++j)
-                if (pad && !origin[j])
-                    t.pack_padded(gs, xp, pad->hp, pad->wp, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
-                else if (!pad)
-                    t.pack(gs, xg, k0, kc, p0 + j * t.nr, cols + j * kc * t.nr);
-            if (pad) pad->tap_offsets(s, k0, kc, koff);
-        }
+        const float *panel = packed ? packed + k0 * q.nc : cols;
+        if (!packed) b.pack(t, q, gs, pad, ph, k0, kc, cols);
+        if (ph) ph->tap_offsets(s, k0, kc, koff);
+        else if (pad) pad->tap_offsets(s, k0, kc, koff);
         const bool first = k0 == 0, last = k0 + kc == q.K;
-        for (int64_t mb = mb0; mb < mb1; ++mb) {
+        for (int64_t mb = b.mb0; mb < b.mb1; ++mb) {
             const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
             const float *A = wg + mb * t.mr * q.K + k0, *mbias = gbias ? gbias + mb * t.mr : nullptr;
-            for (int64_t j = 0; j < panels; ++j) {
+            for (int64_t j = 0; j < b.panels; ++j) {
                 float *C = yg + mb * t.mr * q.P + j * t.nr;
-                const int64_t ncols = std::min(t.nr, len - j * t.nr);
-                if (origin[j])
-                    t.direct(kc, A, q.K, origin[j], koff, C, q.P, rows, ncols, mbias, first, relu && last);
+                const int64_t ncols = std::min(t.nr, b.len - j * t.nr);
+                if (b.origin[j])
+                    t.direct(kc, A, q.K, b.origin[j], koff, C, q.P, rows, ncols, mbias, first, relu && last);
                 else
-                    t.tile(kc, A, q.K, cols + j * kc * t.nr, nullptr, C, q.P, rows, ncols, mbias, first, relu && last);
+                    t.tile(kc, A, q.K, panel + j * kc * t.nr, nullptr, C, q.P, rows, ncols, mbias, first, relu && last);
             }
         }
     }
     if (ep.post())  // the residual and activation while the block's rows are still in cache
-        for (int64_t r = mb0 * t.mr; r < std::min(mb1 * t.mr, q.mg); ++r) {
+        for (int64_t r = b.mb0 * t.mr; r < std::min(b.mb1 * t.mr, q.mg); ++r) {
             float *c = yg + r * q.P;
-            t.epilogue(ep, c, ep.residual ? ep.residual + (c - y) : nullptr, len);
+            t.epilogue(ep, c, ep.residual ? ep.residual + (c - y) : nullptr, b.len);
         }
 }
 
@@ -446,8 +469,19 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
         fill_planes(*pad, s, x, s.n * s.c, threads);
     }
+    std::unique_ptr<float[]> packed;  // TiledPlan::shared: every block's panels, K nc floats each
+    if (q.shared) {
+        const int64_t blocks = q.items / q.mchunks, kb = q.kblocks();
+        packed.reset(new float[blocks * q.K * q.nc]);
+        parallel_items(threads, blocks * kb, [&](int, int64_t i) {
+            const int64_t block = i / kb, k0 = i % kb * q.kc;
+            const TiledBlock b(t, q, s, x, pad.get(), ph.get(), block * q.mchunks);
+            b.pack(t, q, gs, pad.get(), ph.get(), k0, std::min(q.kc, q.K - k0), packed.get() + (block * q.K + k0) * q.nc);
+        });
+    }
     parallel_items(threads, q.items, [&](int worker, int64_t i) {
-        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols.get() + worker * per);
+        const float *shared = packed ? packed.get() + i / q.mchunks * q.K * q.nc : nullptr;
+        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols.get() + worker * per, shared);
     });
 }
 

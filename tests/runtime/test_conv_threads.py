@@ -159,3 +159,23 @@ def test_winograd_threads_find_non_finite_values(where: str) -> None:
     assert np.isnan(one).any() or np.isinf(one).any()
     for threads in (2, 3):
         np.testing.assert_array_equal(ext.conv2d(*args, threads=threads), one)
+
+
+# small maps with many weight rows (ResNet's 7 x 7 and 14 x 14 stages): the weight rows split
+# over the threads, the panels packed once by a first pass and shared (TiledPlan::shared);
+# n, c, h, w, m, kernel, strides, dilations, pads, group, like CONV_CASES
+SHARED_PACK_CASES = [
+    (1, 256, 7, 7, 128, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    (1, 64, 14, 14, 96, (1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1),
+    (2, 32, 9, 9, 50, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1),
+    (1, 300, 6, 6, 40, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    (1, 3, 16, 16, 64, (7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1),
+]
+
+
+@pytest.mark.parametrize("case", SHARED_PACK_CASES, ids=[str(i) for i in range(len(SHARED_PACK_CASES))])
+def test_shared_panels_give_the_bits_of_one_thread(case: tuple) -> None:
+    _require_conv2d("avx2")
+    one = _conv(case, "", 1, 1, residual=True)
+    for threads in (2, 3, 4):
+        np.testing.assert_array_equal(_conv(case, "", threads, 1, residual=True), one)
