@@ -337,7 +337,9 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
     std::vector<PaddedPlanes> pads;  // one bordered buffer per worker
     for (int t = 0; t < threads; ++t) pads.emplace_back(s, 1, vr * 8 * s.sw + (s.kw - 1) * s.dw + 8, true);
-    parallel_items(threads, planes, [&](int worker, int64_t i) {
+    // runs of planes of at least ~16k multiply-adds
+    const int64_t least = 16384 / std::max<int64_t>(1, s.oh * s.ow * s.kh * s.kw * (s.m / s.group));
+    parallel_runs(threads, planes, least, [&](int worker, int64_t i) {
         depthwise_plane(s, pads[worker], x, w, bias, ep, y, i / s.c, i % s.c);
     });
 }
