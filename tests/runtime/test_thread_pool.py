@@ -229,3 +229,25 @@ def test_other_kernels_check_threads() -> None:
         _pool().max_pool2d_f32(x, 2, 2, 2, 2, 1, 1, 2, 2, 0, 0, 0)
     with pytest.raises(ValueError, match="threads"):
         _pool().sigmoid_f32(x.ravel(), x.ravel(), 65)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stats_record_every_item_of_every_run(threads: int) -> None:
+    """``thread_pool_set_stats`` (bench_threads.py --layers): each run's items, their CPU times
+    and workers, the callers' time in the runs; taking them resets them; off records nothing."""
+    pool = _pool()
+    pool.thread_pool_set_stats(True)
+    try:
+        pool.thread_pool_stats()
+        pool.thread_pool_selftest(threads, 5, -1, 200_000)
+        pool.thread_pool_selftest(threads, 3, -1, 200_000)
+        items, workers, inside, runs, caller = pool.thread_pool_stats()
+    finally:
+        pool.thread_pool_set_stats(False)
+    assert runs == [5, 3] and len(items) == len(workers) == 8
+    assert all(100_000 <= t < 1e9 for t in items)  # 0.2 ms of spinning each, in thread CPU time
+    assert set(workers) <= set(range(threads))
+    assert sum(inside) >= sum(items) and caller >= inside[0]
+    assert pool.thread_pool_stats()[3] == []  # taken: reset
+    pool.thread_pool_selftest(threads, 4, -1, 0)
+    assert pool.thread_pool_stats()[3] == []  # off: nothing recorded
