@@ -141,7 +141,7 @@ def _conv_calls(name: str) -> list[tuple[list[Any], dict[str, Any]]]:
     sess = ol.runtime.InferenceSession(ol.load(path))
     sess.run(None, feeds)
     recorder, native = _Recorder(_native.NATIVE), _native.NATIVE
-    _native.NATIVE = recorder
+    setattr(_native, "NATIVE", recorder)  # noqa: B010 (the module global conv2d_native reads)
     try:
         sess.run(None, feeds)
     finally:
@@ -160,7 +160,8 @@ def _layer_class(args: list[Any], kwargs: dict[str, Any]) -> str:
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
     cached = kwargs.get("winograd") is not None
-    if _native.NATIVE.conv2d_winograd_applies(c, h, wd, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group, n, cached):
+    ext: Any = _native.NATIVE
+    if ext.conv2d_winograd_applies(c, h, wd, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group, n, cached):
         return "winograd 3x3/1"
     return f"{kh}x{kw}/{sh}"
 
@@ -212,7 +213,7 @@ def _wall(args: list[Any], kwargs: dict[str, Any], rounds: int) -> tuple[float, 
     """(1-thread, 2-thread median wall seconds per call, 2-thread CPU/wall) of one conv, alternating."""
     from onnx_light.runtime import _native
 
-    ext = _native.NATIVE
+    ext: Any = _native.NATIVE
     t0 = time.perf_counter()
     ext.conv2d(*args, **kwargs, threads=1)
     reps = max(1, int(2e-3 / max(time.perf_counter() - t0, 1e-6)))
@@ -220,10 +221,10 @@ def _wall(args: list[Any], kwargs: dict[str, Any], rounds: int) -> tuple[float, 
     def calls(threads: int) -> Callable[[], Any]:
         return lambda: [ext.conv2d(*args, **kwargs, threads=threads) for _ in range(reps)]
 
-    fns = {1: calls(1), 2: calls(2)}
+    fns = {"1": calls(1), "2": calls(2)}
     _alternate(fns, 1)
     s = _alternate(fns, rounds)
-    (m1, _, _), (m2, _, cpu2) = _stats(s[1]), _stats(s[2])
+    (m1, _, _), (m2, _, cpu2) = _stats(s["1"]), _stats(s["2"])
     return m1 / reps, m2 / reps, cpu2
 
 
@@ -238,6 +239,7 @@ def _layers(name: str, rounds: int) -> None:
     and the scaling modelled from thread CPU times (serial part + items on 2 free workers)."""
     from onnx_light.runtime import _native
 
+    ext: Any = _native.NATIVE
     calls = _conv_calls(name)
     print(f"\n{name}: {len(calls)} native convs, median of {rounds} (each run repeats the call until >= 2 ms)")
     head = "| layer | class | in | out | items | 1 thread | 2 threads | 1/2 | CPU/wall (2) |"
@@ -245,10 +247,10 @@ def _layers(name: str, rounds: int) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if BEFORE else ""))
     totals: dict[str, list[float]] = {}
     for k, (args, kwargs) in enumerate(calls):
-        one = _native.NATIVE.conv2d(*args, **kwargs, threads=1)
-        np.testing.assert_array_equal(one, _native.NATIVE.conv2d(*args, **kwargs, threads=2))  # the same bits
+        one = ext.conv2d(*args, **kwargs, threads=1)
+        np.testing.assert_array_equal(one, ext.conv2d(*args, **kwargs, threads=2))  # the same bits
         m1, m2, cpu2 = _wall(args, kwargs, rounds)
-        c1, model, serial, items = _modelled(args, kwargs, rounds, _native.NATIVE)
+        c1, model, serial, items = _modelled(args, kwargs, rounds, ext)
         cls, was = _layer_class(args, kwargs), ""
         if BEFORE is not None:
             b1, bmodel, bserial, _ = _modelled(args, kwargs, rounds, BEFORE)
