@@ -170,11 +170,13 @@ def _cell(c: np.ndarray, f: np.ndarray, ig: np.ndarray) -> tuple[np.ndarray, ...
         return None
     cs = np.empty(f.shape, dtype=c.dtype)
     cps = np.empty(f.shape, dtype=c.dtype)
+    cps[:, 0] = c
     for t in range(f.shape[1]):
-        cps[:, t] = c
-        c = cs[:, t]
-        np.multiply(f[:, t], cps[:, t], out=c)
-        np.add(c, ig[:, t], out=c)
+        out = cs[:, t]
+        np.multiply(f[:, t], c, out=out)
+        np.add(out, ig[:, t], out=out)
+        c = out
+    cps[:, 1:] = cs[:, :-1]
     return c.copy(), cs, cps
 
 
