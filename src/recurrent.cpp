@@ -479,7 +479,10 @@ void sweep_rows(int64_t N, int64_t H, float *dh, float *dc, const float *dy, con
 // (dh, dc, dpre [D, T, N, 4H]) of the reverse sweep from dh0, dc0 [D, N, H]: steps T-1 .. 0 of
 // dY [D, T, N, H] (or none), s = sigmoid(i, o, f) [D, T, N, 3H], g = tanh(c gate) [D, T, N, H],
 // the cell states c_s and c_{s-1} [D, T, N, H], and R [D, 4H, H]; dh = dpre_s R per step.
-nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 c, In4 cp, In3 r) {
+using Buf4 = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+
+nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 c, In4 cp, In3 r,
+                     std::optional<Buf4> out) {
     auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
     const int64_t D = dim(c, 0), T = dim(c, 1), N = dim(c, 2), H = dim(c, 3);
     auto same = [&](const auto &a, int64_t last) {
@@ -489,9 +492,11 @@ nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 
         dim(r, 1) != 4 * H || dim(r, 2) != H || dim(dh0, 0) != D || dim(dh0, 1) != N || dim(dh0, 2) != H ||
         dim(dc0, 0) != D || dim(dc0, 1) != N || dim(dc0, 2) != H)
         throw std::invalid_argument("lstm_sweep: inconsistent shapes");
+    if (out && !same(*out, 4 * H)) throw std::invalid_argument("lstm_sweep: out must be [D, T, N, 4H]");
     const size_t state = static_cast<size_t>(D * N * H), rows = static_cast<size_t>(N * H);
     float *dh = new float[std::max<size_t>(1, state)], *dc = new float[std::max<size_t>(1, state)];
-    float *dpre = new float[std::max<size_t>(1, static_cast<size_t>(T) * state * 4)];
+    // dpre: into `out` when given (a buffer the caller reuses: no fresh pages), else a new array
+    float *dpre = out ? out->data() : new float[std::max<size_t>(1, static_cast<size_t>(T) * state * 4)];
     std::memcpy(dh, dh0.data(), sizeof(float) * state);
     std::memcpy(dc, dc0.data(), sizeof(float) * state);
     {
@@ -519,8 +524,9 @@ nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 
     auto owner = [](float *ptr) { return nb::capsule(ptr, [](void *q) noexcept { delete[] static_cast<float *>(q); }); };
     const size_t t_ = static_cast<size_t>(T), d_ = static_cast<size_t>(D), n_ = static_cast<size_t>(N),
                  h_ = static_cast<size_t>(H);
-    return nb::make_tuple(Out3(dh, {d_, n_, h_}, owner(dh)), Out3(dc, {d_, n_, h_}, owner(dc)),
-                          Out4(dpre, {d_, t_, n_, 4 * h_}, owner(dpre)));
+    Out3 dh_arr(dh, {d_, n_, h_}, owner(dh)), dc_arr(dc, {d_, n_, h_}, owner(dc));
+    if (out) return nb::make_tuple(dh_arr, dc_arr, nb::none());
+    return nb::make_tuple(dh_arr, dc_arr, Out4(dpre, {d_, t_, n_, 4 * h_}, owner(dpre)));
 }
 
 }  // namespace
@@ -535,7 +541,7 @@ void bind_recurrent(nb::module_ &m) {
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
     m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
-          nb::arg("c"), nb::arg("cp"), nb::arg("r"),
+          nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
           "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "
-          "dpre [D, T, N, 4H])");
+          "dpre [D, T, N, 4H], or None when written into out)");
 }

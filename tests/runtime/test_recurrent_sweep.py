@@ -168,3 +168,41 @@ def test_native_sweep_rejects_inconsistent_shapes() -> None:
     assert _native.EXTENSION is not None
     with pytest.raises(ValueError):
         _native.EXTENSION.lstm_sweep(z[0], z[0], None, z, z, z, z, np.zeros((1, 16, 4), np.float32))
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "twin_and_cell"])
+def test_a_buffer_is_reused_only_when_nothing_else_holds_it(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep writes into the arrays it returned last run only when no one (nor a view) holds them."""
+    if not native:
+        monkeypatch.setattr(_native, "NATIVE", None)
+        monkeypatch.setattr(_native, "RECURRENT", False)
+    elif not NATIVE:
+        pytest.skip("native extension without lstm_sweep")
+    bwd = _model(TensorProto.FLOAT, True)
+    feeds = _feeds(bwd, np.float32)
+    sess = InferenceSession(bwd)
+    seen: list[np.ndarray] = []
+    real = recurrent_sweep._kept
+
+    def spy(body: Any, key: str, value: np.ndarray) -> np.ndarray:
+        seen.append(value)
+        return real(body, key, value)
+
+    monkeypatch.setattr(recurrent_sweep, "_kept", spy)
+    want = sess.run(None, feeds)
+    first = list(seen)
+    copies = [a.copy() for a in first]
+    again = sess.run(None, feeds)
+    assert first, "nothing went through the sweep's buffers"
+    # held (by ``first``): new arrays, the held ones untouched
+    assert all(a is not b for a, b in zip(first, seen[len(first) :]))
+    for a, b in zip(first, copies):
+        np.testing.assert_array_equal(a, b)
+    second = seen[len(first) :]
+    ids = [id(a) for a in second]
+    del first, copies, second, seen[:]
+    third = sess.run(None, feeds)
+    assert [id(a) for a in seen] == ids  # released: the same buffers again
+    for a, b, c in zip(want, again, third):
+        np.testing.assert_array_equal(b, a)
+        np.testing.assert_array_equal(c, a)

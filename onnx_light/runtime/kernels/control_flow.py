@@ -101,7 +101,11 @@ def scan(
     scan_output_directions: list[int] | None = None,
     _captured: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
-    """Iterates ``body`` over slices of the scan inputs, carrying state."""
+    """Iterates ``body`` over slices of the scan inputs, carrying state.
+
+    The two Scans of the direct LSTM backward (its cell state and its reverse sweep, recognised
+    node by node by ``recurrent_sweep``) run in one call each; every other body step by step.
+    """
     own, scope = _split_scope(args, _captured)
     n_state = len(own) - num_scan_inputs
     state, xs = [_builtin_dtype(v) for v in own[:n_state]], [_builtin_dtype(x) for x in own[n_state:]]

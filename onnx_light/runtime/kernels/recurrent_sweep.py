@@ -19,6 +19,7 @@ The body, with state dh, dc, scanned [dY_s], s = σ(i, o, f), g = tanh(c gate), 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -158,18 +159,34 @@ def run(body: Any, state: list[Any], xs: list[Any], scope: dict[str, Any], layou
     if kind == "cell":
         if len(state) != 1 or layout != ([1, 1], [0, 0], [1, 1], [0, 0]):
             return None
-        return _cell(*arrays)
+        return _cell(body, *arrays)
     if len(state) != 2 or layout != ([1] * n_x, [1] * n_x, [1], [1]):
         return None
     return _reverse(body, kind, consts, arrays, scope)
 
 
-def _cell(c: np.ndarray, f: np.ndarray, ig: np.ndarray) -> tuple[np.ndarray, ...] | None:
+def _buffer(body: Any, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array for scan output ``key``: the one this body returned last time when
+    nothing else references it any more (nor a view of it: views hold a reference), else a new
+    one. Fresh pages of a megabyte cost ~0.5-1 ms of page faults per run on this machine."""
+    kept = body.__dict__.setdefault("lstm_sweep_buffers", {}).pop(key, None)  # one taker at a time
+    # 2 references: ``kept`` and getrefcount's argument, so no one else holds it
+    if kept is not None and sys.getrefcount(kept) == 2 and kept.shape == shape and kept.dtype == dtype:
+        return kept
+    return np.empty(shape, dtype=dtype)
+
+
+def _kept(body: Any, key: str, value: np.ndarray) -> np.ndarray:
+    """``value``, remembered as the buffer of ``key`` for the next run (see :func:`_buffer`)."""
+    body.__dict__["lstm_sweep_buffers"][key] = value
+    return value
+
+
+def _cell(body: Any, c: np.ndarray, f: np.ndarray, ig: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """c_s = f_s c_{s-1} + (i g)_s for every step, as the body computes it."""
     if f.ndim != 4 or f.shape[1] == 0 or ig.shape != f.shape or c.shape != (f.shape[0], *f.shape[2:]):
         return None
-    cs = np.empty(f.shape, dtype=c.dtype)
-    cps = np.empty(f.shape, dtype=c.dtype)
+    cs, cps = _buffer(body, "c", f.shape, c.dtype), _buffer(body, "c_prev", f.shape, c.dtype)
     cps[:, 0] = c
     for t in range(f.shape[1]):
         out = cs[:, t]
@@ -177,7 +194,7 @@ def _cell(c: np.ndarray, f: np.ndarray, ig: np.ndarray) -> tuple[np.ndarray, ...
         np.add(out, ig[:, t], out=out)
         c = out
     cps[:, 1:] = cs[:, :-1]
-    return c.copy(), cs, cps
+    return c.copy(), _kept(body, "c", cs), _kept(body, "c_prev", cps)
 
 
 def _reverse(body: Any, kind: str, consts: dict[str, int], arrays: list[np.ndarray], scope: dict[str, Any]) -> Any:
@@ -198,7 +215,9 @@ def _reverse(body: Any, kind: str, consts: dict[str, int], arrays: list[np.ndarr
     native = _native.NATIVE
     if c.dtype == np.float32 and native is not None and hasattr(native, "lstm_sweep"):
         flat = [None if v is None else np.ascontiguousarray(v) for v in (dh, dc, dy, s, g, c, cp, r)]
-        return tuple(native.lstm_sweep(*flat))
+        dpre = _buffer(body, "dpre", (d, t, n, 4 * hid), c.dtype)
+        dh, dc, _ = native.lstm_sweep(*flat, out=dpre)
+        return dh, dc, _kept(body, "dpre", dpre)
     return sweep_twin(dh, dc, dy, s, g, c, cp, r)
 
 
