@@ -30,6 +30,12 @@ clock starts, the first call's CPU time is what is printed (issue 10: >= 10x onn
 both built and run alternating in one process (the machine's load moves both alike).
 
     PYTHONPATH=. python benchmarks/bench_recurrent.py --direct-ab [--rounds 9]
+
+``--sweep-ab``: the LSTM model's backward in our runtime with the reverse sweep and the cell-state
+Scan run in one call each (``runtime/kernels/recurrent_sweep.py``) against the generic Scan running
+the same graph, alternating in one process.
+
+    PYTHONPATH=. python benchmarks/bench_recurrent.py --sweep-ab [--rounds 9]
 """
 
 from __future__ import annotations
@@ -293,6 +299,45 @@ def direct_ab(rounds: int) -> None:
         )
 
 
+def sweep_ab(rounds: int) -> None:
+    """The LSTM backward in our runtime with the one-call reverse sweep (``recurrent_sweep``) on
+    and off (the generic Scan running the same graph), alternating in one process (CPU time)."""
+    from bench_gradient import recurrent_model
+
+    from onnx_light.runtime.kernels import recurrent_sweep
+
+    print("| model | fwd | bwd sweep on | bwd sweep off | on / off | bwd/fwd on | bwd/fwd off |")
+    print("|---|---|---|---|---|---|---|")
+    model, xs, y = recurrent_model("LSTM")
+    ours_model = onnx_light.load_from_string(model.SerializeToString())
+    bwd = onnx_light.gradient_model(ours_model, xs=xs, y=y, registry=onnx_light.DefaultGradRegistry())
+    ffeeds, bfeeds = _gradient_feeds(model, bwd.graph)
+    fwd, back = InferenceSession(ours_model), InferenceSession(bwd)
+
+    def backward(on: bool) -> None:
+        recurrent_sweep.ENABLED = on
+        try:
+            back.run(None, bfeeds)
+        finally:
+            recurrent_sweep.ENABLED = True
+
+    runs: dict[str, Callable[[], Any]] = {
+        "fwd": lambda: fwd.run(None, ffeeds),
+        "on": lambda: backward(True),
+        "off": lambda: backward(False),
+    }
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for r in range(rounds):
+        for k, run in runs.items() if r % 2 == 0 else reversed(runs.items()):
+            times[k].append(measure(run, 5)[0])
+    t = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    print(
+        f"| lstm | {t['fwd']:.2f} ms | {t['on']:.2f} ms | {t['off']:.2f} ms | {t['on'] / t['off']:.2f} | "
+        f"{t['on'] / t['fwd']:.2f} | {t['off'] / t['fwd']:.2f} |",
+        flush=True,
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=9)
@@ -300,11 +345,15 @@ def main() -> None:
     p.add_argument("--gradient", action="store_true", help="backward/forward ratios of the gradient models")
     p.add_argument("--first-call", action="store_true", help="first transform in a fresh process, vs onnx-ad")
     p.add_argument("--direct-ab", action="store_true", help="backward run time, direct form vs lowering")
+    p.add_argument("--sweep-ab", action="store_true", help="LSTM backward run time, one-call sweep on vs off")
     args = p.parse_args()
     import onnxruntime as ort
 
     if args.direct_ab:
         direct_ab(args.rounds)
+        return
+    if args.sweep_ab:
+        sweep_ab(args.rounds)
         return
     if args.first_call:
         first_calls(args.rounds)

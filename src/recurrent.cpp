@@ -226,6 +226,21 @@ struct Packed {
     }
 };
 
+// B [K, cols] (row-major, row stride ldb) packed as the GEMM's right operand: panel p, row k
+// holds B[k, p*24 + j] for j < 24 (zero past cols).
+Packed packed_rows(const float *b, int64_t K, int64_t cols, int64_t ldb) {
+    Packed pk;
+    pk.cols = cols;
+    pk.K = K;
+    pk.panels = (cols + NR - 1) / NR;
+    pk.width = pk.panels * NR;
+    pk.data.reset(new float[pk.panels * K * NR]());
+    for (int64_t p = 0; p < pk.panels; ++p)
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t j = 0; j < NR && p * NR + j < cols; ++j) pk.data[(p * K + k) * NR + j] = b[k * ldb + p * NR + j];
+    return pk;
+}
+
 struct Kernels {
     bool avx2;
     void gemm(int64_t M, const Packed &b, const float *A, int64_t lda, float *C, int64_t ldc) const {
@@ -434,6 +449,86 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     return nb::make_tuple(y_arr, h_arr, Out3(c, {d_, n_, h_}, owner(c)));
 }
 
+// ---------------------------------------------------------------------------
+// the reverse sweep of the direct LSTM backward (the Scan body of
+// onnx_light/onnx_extensions/gradient/_recurrent_direct.py's _lstm_step, recognised by
+// onnx_light/runtime/kernels/recurrent_sweep.py, whose numpy twin computes the same)
+// ---------------------------------------------------------------------------
+using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+
+// One step s of direction d for every batch row: dpre_s from dh, dc (updated in place to
+// dc_s f_s) and the step's gates; the body's products in its order (ONNX gates i, o, f, c).
+void sweep_rows(int64_t N, int64_t H, float *dh, float *dc, const float *dy, const float *s, const float *g,
+                const float *tc, const float *cp, float *dpre) {
+    for (int64_t n = 0; n < N; ++n) {
+        const float *sn = s + n * 3 * H, *gn = g + n * H, *tn = tc + n * H, *cpn = cp + n * H;
+        float *dhn = dh + n * H, *dcn = dc + n * H, *dp = dpre + n * 4 * H;
+        for (int64_t j = 0; j < H; ++j) {
+            const float i = sn[j], o = sn[H + j], f = sn[2 * H + j], t = tn[j], gg = gn[j];
+            const float dht = dy ? dhn[j] + dy[n * H + j] : dhn[j];
+            const float dct = dcn[j] + dht * (o * (1.0f - t * t));
+            dp[j] = (dct * gg) * (i * (1.0f - i));
+            dp[H + j] = (dht * t) * (o * (1.0f - o));
+            dp[2 * H + j] = (dct * cpn[j]) * (f * (1.0f - f));
+            dp[3 * H + j] = (dct * i) * (1.0f - gg * gg);
+            dcn[j] = dct * f;
+        }
+    }
+}
+
+// (dh, dc, dpre [D, T, N, 4H]) of the reverse sweep from dh0, dc0 [D, N, H]: steps T-1 .. 0 of
+// dY [D, T, N, H] (or none), s = sigmoid(i, o, f) [D, T, N, 3H], g = tanh(c gate) [D, T, N, H],
+// the cell states c_s and c_{s-1} [D, T, N, H], and R [D, 4H, H]; dh = dpre_s R per step.
+using Buf4 = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+
+nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 c, In4 cp, In3 r,
+                     std::optional<Buf4> out) {
+    auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
+    const int64_t D = dim(c, 0), T = dim(c, 1), N = dim(c, 2), H = dim(c, 3);
+    auto same = [&](const auto &a, int64_t last) {
+        return dim(a, 0) == D && dim(a, 1) == T && dim(a, 2) == N && dim(a, 3) == last;
+    };
+    if (!same(s, 3 * H) || !same(g, H) || !same(cp, H) || (dy && !same(*dy, H)) || dim(r, 0) != D ||
+        dim(r, 1) != 4 * H || dim(r, 2) != H || dim(dh0, 0) != D || dim(dh0, 1) != N || dim(dh0, 2) != H ||
+        dim(dc0, 0) != D || dim(dc0, 1) != N || dim(dc0, 2) != H)
+        throw std::invalid_argument("lstm_sweep: inconsistent shapes");
+    if (out && !same(*out, 4 * H)) throw std::invalid_argument("lstm_sweep: out must be [D, T, N, 4H]");
+    const size_t state = static_cast<size_t>(D * N * H), rows = static_cast<size_t>(N * H);
+    float *dh = new float[std::max<size_t>(1, state)], *dc = new float[std::max<size_t>(1, state)];
+    // dpre: into `out` when given (a buffer the caller reuses: no fresh pages), else a new array
+    float *dpre = out ? out->data() : new float[std::max<size_t>(1, static_cast<size_t>(T) * state * 4)];
+    std::memcpy(dh, dh0.data(), sizeof(float) * state);
+    std::memcpy(dc, dc0.data(), sizeof(float) * state);
+    {
+        nb::gil_scoped_release release;
+        const Kernels kern{has_avx2_fma()};
+        const Act tanh_act{TANH, 0.0f, 0.0f, -1.0f};
+        std::unique_ptr<float[]> tc(new float[rows + 8]);
+        for (int64_t d = 0; d < D; ++d) {
+            const Packed pk = packed_rows(r.data() + d * 4 * H * H, 4 * H, H, H);
+            std::unique_ptr<float[]> acc(new float[N * pk.width + 8]);
+            float *dhd = dh + d * N * H, *dcd = dc + d * N * H;
+            for (int64_t t = T - 1; t >= 0; --t) {
+                const size_t at = static_cast<size_t>(d * T + t) * rows;
+                std::memcpy(tc.get(), c.data() + at, sizeof(float) * rows);
+                kern.act(tanh_act, tc.get(), static_cast<int64_t>(rows));
+                float *dp = dpre + at * 4;
+                sweep_rows(N, H, dhd, dcd, dy ? dy->data() + at : nullptr, s.data() + at * 3, g.data() + at, tc.get(),
+                           cp.data() + at, dp);
+                std::memset(acc.get(), 0, sizeof(float) * N * pk.width);
+                kern.gemm(N, pk, dp, 4 * H, acc.get(), pk.width);
+                for (int64_t n = 0; n < N; ++n) std::memcpy(dhd + n * H, acc.get() + n * pk.width, sizeof(float) * H);
+            }
+        }
+    }
+    auto owner = [](float *ptr) { return nb::capsule(ptr, [](void *q) noexcept { delete[] static_cast<float *>(q); }); };
+    const size_t t_ = static_cast<size_t>(T), d_ = static_cast<size_t>(D), n_ = static_cast<size_t>(N),
+                 h_ = static_cast<size_t>(H);
+    Out3 dh_arr(dh, {d_, n_, h_}, owner(dh)), dc_arr(dc, {d_, n_, h_}, owner(dc));
+    if (out) return nb::make_tuple(dh_arr, dc_arr, nb::none());
+    return nb::make_tuple(dh_arr, dc_arr, Out4(dpre, {d_, t_, n_, 4 * h_}, owner(dpre)));
+}
+
 }  // namespace
 }  // namespace onnx_light_recurrent
 
@@ -445,4 +540,8 @@ void bind_recurrent(nb::module_ &m) {
           nb::arg("linear_before_reset"),
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
+    m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
+          nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
+          "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "
+          "dpre [D, T, N, 4H], or None when written into out)");
 }

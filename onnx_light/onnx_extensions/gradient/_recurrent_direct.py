@@ -13,8 +13,11 @@ is computed at once before the reverse loop (one GEMM per direction over T·B ro
 
 LSTM (gates i, o, f, g):
     pre = x W^T + h_{s-1} R^T + Wb + Rb;  i, o, f = σ(pre_iof);  g = tanh(pre_g)
-    c_s = f c_{s-1} + i g   (a Scan of two element-wise nodes: the only forward recurrence left)
-    reverse, from dh = dY_h, dc = dY_c:
+    c_s = f c_{s-1} + i g   (a Scan of two element-wise nodes: the only forward recurrence left;
+                             it scans out c_s and c_{s-1})
+    reverse, from dh = dY_h, dc = dY_c, each step from its own gates and cell states (so the
+    runtime can run the whole sweep in one native call, ``runtime/kernels/recurrent_sweep.py``;
+    onnxruntime runs the same body step by step):
         dh_s = dh + dY_s;  dc_s = dc + dh_s o (1 - tanh² c_s)
         dpre_s = [dc_s, dh_s, dc_s, dc_s] * K_s,  K = [σ'(i) g, σ'(o) tanh c_s, σ'(f) c_{s-1}, (1 - g²) i]
         dh = dpre_s R,  dc = dc_s f_s
@@ -278,37 +281,25 @@ def _lstm(g: _Direct) -> Grads:
     xs, xhf, hprev, _, zeros, pre = _common(g, fused=True)
     pre_iof, pre_g = op.Split(pre, ctx.ints([3 * hid, hid]), axis=-1, _outputs=2)
     s, gg = op.Sigmoid(pre_iof), op.Tanh(pre_g)
-    i, o, f = op.Split(s, ctx.ints([hid] * 3), axis=-1, _outputs=3)
-    f4 = g.unflat(f, hid, hprev)
-    # the cell state: c_s = f c_{s-1} + i g, the only recurrence left in the forward
+    i, _, f = op.Split(s, ctx.ints([hid] * 3), axis=-1, _outputs=3)
+    # the cell state: c_s = f c_{s-1} + i g, the only recurrence left in the forward; it scans
+    # out c_s and c_{s-1} (the reverse loop reads both at step s)
     cell = _Step(ctx, g.dtype, "lstm_cell_state")
     c, ft, igt = (cell.input(p, [d, b, hid]) for p in ("c", "f_t", "ig_t"))
     c_new = cell.op("Add", cell.op("Mul", ft, c), igt)
-    body = cell.graph([(c_new, [d, b, hid]), (cell.op("Identity", c_new), [d, b, hid])])
+    outs = [(c_new, [d, b, hid]), (cell.op("Identity", c_new), [d, b, hid]), (cell.op("Identity", c), [d, b, hid])]
     c0 = g.states_in(ctx.input(6)) if ctx.input(6) else zeros
-    _, cs = g.scan([c0], [f4, g.unflat(op.Mul(i, gg), hid, hprev)], body, False)
-    g.info(cs, d, g.steps, b, hid)
-    cf = g.flat(cs, hid)
-    cpf = g.flat(g.prev(cs, c0), hid)
-    tc = op.Tanh(cf)
-    one = g.one()
-    a = op.Mul(o, op.Sub(one, op.Mul(tc, tc)))
-    slopes = op.Concat(op.Mul(s, op.Sub(one, s)), op.Sub(one, op.Mul(gg, gg)), axis=-1)
-    k = op.Mul(slopes, op.Concat(gg, tc, cpf, i, axis=-1))
-    # the reverse loop: element-wise derivatives and one GEMM against R per step
-    step = _Step(ctx, g.dtype, "lstm_vjp_step")
-    dh, dc = step.input("dh", [d, b, hid]), step.input("dc", [d, b, hid])
+    _, cs, cps = g.scan(
+        [c0], [g.unflat(f, hid, hprev), g.unflat(op.Mul(i, gg), hid, hprev)], cell.graph(outs), False, 2
+    )
+    for v in (cs, cps):
+        g.info(v, d, g.steps, b, hid)
+    # the reverse loop: the step's derivatives from its gates and cell states, one GEMM against R
     dy = g.seed(0)
-    dyt = step.input("dy_t", [d, b, hid]) if dy else ""
-    at, kt, ft = step.input("a_t", [d, b, hid]), step.input("k_t", [d, b, 4 * hid]), step.input("f_t", [d, b, hid])
-    dht = step.op("Add", dh, dyt) if dy else dh
-    dct = step.op("Add", dc, step.op("Mul", dht, at))
-    dpre = step.op("Mul", step.op("Concat", dct, dht, dct, dct, axis=-1), kt)
-    outs = [step.op("MatMul", dpre, ctx.input(2)), step.op("Mul", dct, ft), dpre]
-    body = step.graph([(outs[0], [d, b, hid]), (outs[1], [d, b, hid]), (outs[2], [d, b, 4 * hid])])
+    body = _lstm_step(g, bool(dy))
     init = [g.states_in(seed) if (seed := g.seed(j)) else zeros or g.zeros(hprev) for j in (1, 2)]
     scanned = [g.seq_in(dy)] if dy else []
-    scanned += [g.unflat(a, hid, hprev), g.unflat(k, 4 * hid, hprev), f4]
+    scanned += [g.unflat(s, 3 * hid, hprev), g.unflat(gg, hid, hprev), cs, cps]
     dh0, dc0, dps = g.scan(init, scanned, body, True)
     g.info(dh0, d, b, hid)
     g.info(dc0, d, b, hid)
@@ -317,6 +308,32 @@ def _lstm(g: _Direct) -> Grads:
     dh0_out = g.states_in(dh0) if ctx.needs_grad(5) and ctx.input(5) else None
     dc0_out = g.states_in(dc0) if ctx.needs_grad(6) and ctx.input(6) else None
     return [dx, dw, dr, db, None, dh0_out, dc0_out, None]
+
+
+def _lstm_step(g: _Direct, with_dy: bool) -> GraphProto:
+    """The reverse loop's body (the runtime's Scan kernel runs exactly this pattern in one native
+    call, ``runtime/kernels/recurrent_sweep.py``: keep the two in step). State dh, dc; scanned
+    [dY_s], σ(i, o, f), tanh(g), c_s, c_{s-1}; out dh, dc and the scanned dpre."""
+    ctx, d, b, hid = g.ctx, g.d, g.batch, g.hid
+    step = _Step(ctx, g.dtype, "lstm_vjp_step")
+    dh, dc = step.input("dh", [d, b, hid]), step.input("dc", [d, b, hid])
+    dyt = step.input("dy_t", [d, b, hid]) if with_dy else ""
+    st, gt = step.input("s_t", [d, b, 3 * hid]), step.input("g_t", [d, b, hid])
+    ct, cpt = step.input("c_t", [d, b, hid]), step.input("cp_t", [d, b, hid])
+    one = g.one()
+    dht = step.op("Add", dh, dyt) if with_dy else dh
+    tc = step.op("Tanh", ct)
+    split = ctx.ints([hid] * 3)
+    i_name, o_name, f_name = (ctx.fresh_name(f"lstm_vjp_step_{k}") for k in "iof")
+    step.nodes.append(helper.make_node("Split", [st, split], [i_name, o_name, f_name], axis=-1))
+    a = step.op("Mul", o_name, step.op("Sub", one, step.op("Mul", tc, tc)))
+    dct = step.op("Add", dc, step.op("Mul", dht, a))
+    e = step.op("Mul", step.op("Concat", dct, dht, dct, axis=-1), step.op("Concat", gt, tc, cpt, axis=-1))
+    dpre_iof = step.op("Mul", e, step.op("Mul", st, step.op("Sub", one, st)))
+    dpre_g = step.op("Mul", step.op("Mul", dct, i_name), step.op("Sub", one, step.op("Mul", gt, gt)))
+    dpre = step.op("Concat", dpre_iof, dpre_g, axis=-1)
+    outs = [step.op("MatMul", dpre, ctx.input(2)), step.op("Mul", dct, f_name), dpre]
+    return step.graph([(outs[0], [d, b, hid]), (outs[1], [d, b, hid]), (outs[2], [d, b, 4 * hid])])
 
 
 def _gru(g: _Direct) -> Grads:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._registry import kernel
+from . import recurrent_sweep
 
 
 def _run(plan: Any, feeds: list[Any], scope: dict[str, Any]) -> list[Any]:
@@ -100,10 +101,18 @@ def scan(
     scan_output_directions: list[int] | None = None,
     _captured: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
-    """Iterates ``body`` over slices of the scan inputs, carrying state."""
+    """Iterates ``body`` over slices of the scan inputs, carrying state.
+
+    The two Scans of the direct LSTM backward (its cell state and its reverse sweep, recognised
+    node by node by ``recurrent_sweep``) run in one call each; every other body step by step.
+    """
     own, scope = _split_scope(args, _captured)
     n_state = len(own) - num_scan_inputs
     state, xs = [_builtin_dtype(v) for v in own[:n_state]], [_builtin_dtype(x) for x in own[n_state:]]
+    layout = (scan_input_axes, scan_input_directions, scan_output_axes, scan_output_directions)
+    swept = recurrent_sweep.run(body, state, xs, scope, layout)  # the direct LSTM backward's body
+    if swept is not None:
+        return swept
     in_axes = scan_input_axes or [0] * num_scan_inputs
     in_dirs = scan_input_directions or [0] * num_scan_inputs
     xs = [np.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes)]
