@@ -6,24 +6,21 @@ group, ``(M, C/g, k...)``; ``conv_transpose_weights`` makes those weights (nativ
 float32 4-D weights, ``src/conv_backward.cpp``: numpy's copy of the transposed view took as
 long as the convolution itself; ``conv_transpose_weights_twin`` is its pure-Python twin).
 
-A stride-s one (dilation 1) splits by output phase: the output cells ``o`` with
-``o % s == r`` (per axis) receive only the taps ``k = r + s j``, and over them it is the
-stride-1 transposed convolution of the same input with the sub-kernel ``w[..., r::s]``. So
-``conv_transpose_phases`` runs ``prod(s)`` stride-1 convolutions whose FLOPs add up to the
-transposed convolution's own (no zeros multiplied, unlike the convolution of the input with
-``s - 1`` zeros between neighbours) and writes each into its strided cells of the output.
+A strided one split by output phase into ``prod(s)`` stride-1 convolutions of sub-kernels
+``w[..., r::s]`` (no zeros multiplied) was measured and not taken: against the scatter path
+(conv.py) it was 0.86x at 3x3/2 on 28 x 28 but 1.26x at 56 x 56, 1.3-1.7x at 1x1/2 and 2x2/2
+(benchmarks/RESULTS.md, h-bwd).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from onnx_light.runtime import _native
 
-__all__ = ["conv_transpose_phases", "conv_transpose_weights", "conv_transpose_weights_twin"]
+__all__ = ["conv_transpose_weights", "conv_transpose_weights_twin"]
 
 
 def conv_transpose_weights_twin(w: np.ndarray, group: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -69,47 +66,3 @@ def conv_transpose_weights(w: np.ndarray, group: int) -> np.ndarray:
         flipped: np.ndarray = ext.conv_transpose_weights(np.ascontiguousarray(w), group, out)
         return flipped
     return conv_transpose_weights_twin(w, group, out)
-
-
-#: the stride-1 transposed convolution of (x, w) cropped to (begin, size), or None where it
-#: reads no input cell: ``_conv_transpose_as_conv`` in conv.py (its arguments: x, w, bias,
-#: dilations, group, begin, size, into)
-StrideOne = Callable[..., "np.ndarray | None"]
-
-
-def conv_transpose_phases(
-    x: np.ndarray,
-    w: np.ndarray,
-    strides: Sequence[int],
-    group: int,
-    begin: Sequence[int],
-    size: Sequence[int],
-    stride_one: StrideOne,
-) -> np.ndarray:
-    """The stride-``strides`` transposed convolution (dilation 1) cropped to ``begin``/``size``,
-    as one stride-1 transposed convolution (``stride_one``) per output phase.
-
-    Uncropped output cell ``o = i s + k`` (per axis); the phase ``r = o % s`` holds
-    ``z[u] = sum_j x[u - j] w[r + s j]`` at ``o = r + s u``. Output cell ``t`` is uncropped
-    ``begin + t``, so phase r's cells are ``t = t0 + s v`` with ``t0 = (r - begin) % s``, and
-    they read ``z[u0 + v]`` with ``u0 = (begin + t0 - r) / s``: a stride-1 transposed
-    convolution cropped at ``u0``. Every output cell belongs to exactly one phase.
-    """
-    nd = x.ndim - 2
-    y = np.empty((x.shape[0], w.shape[1] * group, *size), dtype=x.dtype)
-    for phase in np.ndindex(*strides):
-        starts = [(r - b) % s for r, b, s in zip(phase, begin, strides)]
-        counts = [(n - t0 + s - 1) // s for n, t0, s in zip(size, starts, strides)]
-        if min(counts) <= 0:
-            continue
-        target = y[(slice(None), slice(None), *[slice(t0, None, s) for t0, s in zip(starts, strides)])]
-        sub = w[(slice(None), slice(None), *[slice(r, None, s) for r, s in zip(phase, strides)])]
-        z = None
-        if sub.size:
-            cropped = [(b + t0 - r) // s for b, t0, r, s in zip(begin, starts, phase, strides)]
-            z = stride_one(x, np.ascontiguousarray(sub), None, [1] * nd, group, cropped, counts)
-        if z is None:  # no tap (a stride above the kernel), or no input cell reaches these cells
-            target[...] = 0
-        else:
-            target[...] = z
-    return y

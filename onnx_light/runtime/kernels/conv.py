@@ -35,7 +35,7 @@ from onnx_light.runtime import _native
 from onnx_light.runtime._native import CONV2D as USING_NATIVE
 from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
-from onnx_light.runtime.kernels._conv_backward import conv_transpose_phases, conv_transpose_weights
+from onnx_light.runtime.kernels._conv_backward import conv_transpose_weights
 from onnx_light.runtime.kernels._one_hot_conv import one_hot_conv, one_hot_offsets
 
 __all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
@@ -389,34 +389,11 @@ def _conv_transpose(
         y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size, into)
         if y is not None:
             return y
-    elif x.size and _phases_pay(x, w, group, strides, dilations):
-        y = conv_transpose_phases(x, w, strides, group, begin, size, _conv_transpose_as_conv)
     if y is None:
         y = _conv_transpose_scatter(x, w, strides, dilations, group, begin, size)
     if b is not None:
         y += b.reshape((-1,) + (1,) * nd).astype(y.dtype, copy=False)
     return y
-
-
-def _phases_pay(x: np.ndarray, w: np.ndarray, group: int, strides: list[int], dilations: list[int]) -> bool:
-    """Whether a strided transposed convolution runs as one native stride-1 convolution per
-    output phase (``_conv_backward.conv_transpose_phases``): float32 2-D, dilation 1, not
-    depthwise (that one runs over its zero-dilated input), at least 8 output channels, and
-    each phase's kernel one tap (k <= s: 1x1 stride 2, 2x2 stride 2) or the input at least
-    28 x 28. Measured against the scatter (benchmarks/RESULTS.md, h-bwd): 1x1/2 2-12x faster,
-    2x2/2 32 -> 32 at 80 x 80 1.9x, 3x3/2 at 56 x 56 1.4x, at 28 x 28 even; 3x3/2 at 7 x 7
-    and 14 x 14 input 0.5x, and 3 output channels (a 7x7 stem's data gradient) 0.5x."""
-    pointwise = all(k <= s for k, s in zip(w.shape[2:], strides))
-    return (
-        USING_NATIVE
-        and x.dtype == np.float32
-        and w.dtype == np.float32
-        and x.ndim == 4
-        and all(d == 1 for d in dilations)
-        and w.shape[0] != group
-        and w.shape[1] * group >= 8
-        and (pointwise or x.shape[2] * x.shape[3] >= 784)
-    )
 
 
 def _conv_transpose_pointwise(x: np.ndarray, w: np.ndarray, group: int) -> np.ndarray:
