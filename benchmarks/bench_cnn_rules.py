@@ -209,8 +209,17 @@ def dw1_forms(c: int, m: int, h: int, k: int = 3, pad: int = 0, s: int = 1) -> d
         oh.make_node("Gemm", ["d2", "c2"], ["g"], transB=1),
         oh.make_node("Reshape", ["g", "s_w"], ["dW"]),
     ]
+    # dW^T = cols dY^T, then one Transpose: numpy / OpenBLAS runs C = A B^T with the long
+    # contraction axis 2-4x slower one way round than the other (h-bwd)
+    gemm_t = [
+        *gemm[:2],
+        oh.make_node("Gemm", ["c2", "d2"], ["gt"], transB=1),
+        oh.make_node("Transpose", ["gt"], ["g"], perm=[1, 0]),
+        gemm[3],
+    ]
     if not (k == 1 and s == 1 and pad == 0):
         gemm = cols + gemm
+        gemm_t = cols + gemm_t
     inits = [
         numpy_helper.from_array(eye, "eye"),
         _ints("s_cols", [0, c * window, -1]),
@@ -229,6 +238,7 @@ def dw1_forms(c: int, m: int, h: int, k: int = 3, pad: int = 0, s: int = 1) -> d
     return {
         "im2col Conv + batched MatMul (rule before)": (_graph(batched, ins, ["dW"], inits), ins),
         "im2col Conv + one Gemm": (_graph(gemm, ins, ["dW"], inits), ins),
+        "im2col Conv + Gemm(cols, dY) + Transpose": (_graph(gemm_t, ins, ["dW"], inits), ins),
         "one Conv (correlation)": (_graph(corr, ins, ["dW"], inits), ins),
     }
 

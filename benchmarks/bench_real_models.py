@@ -14,6 +14,12 @@ its weights as graph inputs (as the backward takes them, so without constant-wei
 
     PYTHONPATH=. python benchmarks/bench_runtime.py --models real --no-reference [--profile]
     PYTHONPATH=. python benchmarks/bench_real_models.py --gradient [--models mobilenetv3,...] [--rounds 7]
+    PYTHONPATH=. python benchmarks/bench_real_models.py --gradient --per-op [--models ...]
+
+``--per-op`` times each step of the plans (the generic loop) and prints, per model, the
+backward's time by class (forward nodes recomputed, the dX ConvTransposes, the dW Gemms and
+im2col / correlation Convs, other gradient ops) against the forward's convolutions, and the
+floor: the forward with weights as inputs (the recompute) plus dX and dW at the forward's conv speed.
 """
 
 from __future__ import annotations
@@ -426,6 +432,94 @@ def gradient_bench(name: str, rounds: int) -> dict[str, Any]:
     return {**{k: v for k, v in case.items() if type(v) in (int, float)}, **med}
 
 
+# ----------------------------------------------------------------------------
+# --per-op: where the backward's time goes in our runtime, against the forward's convolutions
+# ----------------------------------------------------------------------------
+def _flops(op: str, args: list[Any], out: Any) -> int:
+    """Multiply-adds x 2 of a Conv, ConvTranspose, Gemm or MatMul step (0 for anything else)."""
+    if op == "Conv":
+        return 2 * int(out.size) * int(np.prod(args[1].shape[1:]))
+    if op == "ConvTranspose":
+        return 2 * int(args[0].size) * int(np.prod(args[1].shape[1:]))
+    if op in ("Gemm", "MatMul"):
+        return 2 * int(out.size) * int(args[0].shape[-1])
+    return 0
+
+
+def _step_times(model: Any, feeds: dict[str, np.ndarray], rounds: int) -> list[tuple[Any, float, int]]:
+    """(node, median CPU seconds, flops) per step of our runtime's plan (the generic loop, timed
+    between consecutive steps: kernels and their Python call, not the fused run function)."""
+    import statistics
+
+    from onnx_light.runtime import InferenceSession
+    from onnx_light.runtime._plan import run_plan
+
+    session = InferenceSession(model.SerializeToString())
+    session.run(None, feeds)
+    fed = [session._feed(n, feeds[n]) for n in session._input_names]
+    times: list[list[float]] = []
+    info: list[tuple[Any, int]] = []
+    stamps: list[float] = []
+
+    def trace(step: Any, args: list[Any], outs: list[Any]) -> None:
+        stamps.append(time.process_time())  # CPU time: steadier than wall time on a shared machine
+        if len(info) < len(stamps):
+            info.append((step.node, _flops(step.node.op_type, args, outs[0])))
+
+    for _ in range(rounds):
+        stamps.clear()
+        start = time.process_time()
+        run_plan(session._plan, fed, trace=trace)
+        times.append(np.diff([start, *stamps]).tolist())
+    return [(node, statistics.median(t[k] for t in times), f) for k, (node, f) in enumerate(info)]
+
+
+def _op_class(node: Any, forward_names: set[str]) -> str:
+    if node.name and node.name in forward_names:
+        return "recompute Conv" if node.op_type == "Conv" else "recompute other"
+    return {"ConvTranspose": "dX ConvTranspose", "Gemm": "dW Gemm", "MatMul": "MatMul", "Conv": "dW Conv"}.get(
+        node.op_type, f"grad {node.op_type}"
+    )
+
+
+def per_op_table(name: str, rounds: int) -> str:
+    """The backward's time per class of step (recomputed forward, dX, dW, other gradient ops),
+    against the forward's convolutions, and the floor (recompute + dX + dW at forward conv speed)."""
+    import onnx
+
+    case = gradient_case(name)
+    fin_b, fin_feeds = _weights_as_inputs(case["forward"], case["feeds"])
+    fwd = _step_times(case["forward"], case["feeds"], rounds)
+    fin = sum(t for _, t, _ in _step_times(onnx.load_from_string(fin_b), fin_feeds, rounds))
+    bwd = _step_times(case["backward"], case["bwd_feeds"], rounds)
+    t_fwd, t_bwd = sum(t for _, t, _ in fwd), sum(t for _, t, _ in bwd)
+    t_conv = sum(t for n, t, _ in fwd if n.op_type == "Conv")
+    names = {n.name for n in case["forward"].graph.node if n.name}
+    classes: dict[str, list[float]] = {}
+    for node, t, f in bwd:
+        entry = classes.setdefault(_op_class(node, names), [0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += t
+        entry[2] += f
+    lines = [
+        f"**{name}** (load {os.getloadavg()[0]:.1f}): forward {t_fwd * 1e3:.1f} ms "
+        f"(its convolutions {t_conv * 1e3:.1f}), "
+        f"forward with weights as inputs {fin * 1e3:.1f}, backward {t_bwd * 1e3:.1f} = **{t_bwd / t_fwd:.2f}x**; "
+        f"floor (recompute + dX + dW at forward conv speed) **{(fin + 2 * t_conv) / t_fwd:.2f}x**",
+        "",
+        "| class | nodes | ms | % of bwd | / forward convs | GFLOP/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, (count, secs, work) in sorted(classes.items(), key=lambda kv: -kv[1][1])[:10]:
+        rate = f"{work / secs / 1e9:.1f}" if work and secs else ""
+        lines.append(
+            f"| {label} | {count:.0f} | {secs * 1e3:.1f} | {100 * secs / t_bwd:.1f} | {secs / t_conv:.2f} | {rate} |"
+        )
+    conv_flops = sum(f for n, _, f in fwd if n.op_type == "Conv")
+    lines.append(f"| (the forward's convolutions) | | {t_conv * 1e3:.1f} | | 1.00 | {conv_flops / t_conv / 1e9:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     import argparse
 
@@ -433,7 +527,12 @@ def main() -> None:
     parser.add_argument("--gradient", action="store_true", help="backward/forward of each real model")
     parser.add_argument("--models", default=",".join(REAL_MODELS))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--per-op", action="store_true", help="with --gradient: the backward's time per class of op")
     args = parser.parse_args()
+    if args.gradient and args.per_op:
+        for name in args.models.split(","):
+            print(per_op_table(name, args.rounds), "\n", flush=True)
+        return
     if not args.gradient:
         parser.error("the forward benchmark is bench_runtime.py --models real; this script runs --gradient")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  load {os.getloadavg()[0]:.1f}")

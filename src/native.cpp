@@ -15,6 +15,7 @@ namespace nb = nanobind;
 
 void bind_codec(nb::module_ &m);  // src/codec.cpp: the wire codec's byte loops
 void bind_conv(nb::module_ &m);   // src/conv.cpp: 2-D float32 convolution
+void bind_conv_backward(nb::module_ &m);  // src/conv_backward.cpp: ConvTranspose weights as a Conv's
 void bind_recurrent(nb::module_ &m);  // src/recurrent.cpp: the RNN/GRU/LSTM step loop
 void bind_resample(nb::module_ &m);  // src/resample.cpp: Resize / GridSample weighted gathers
 void bind_pool(nb::module_ &m);  // src/pool.cpp: separable float32 max pooling
@@ -141,6 +142,7 @@ NB_MODULE(_native, m) {
           nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
     bind_codec(m);
     bind_conv(m);
+    bind_conv_backward(m);
     bind_recurrent(m);
     bind_resample(m);
     bind_pool(m);

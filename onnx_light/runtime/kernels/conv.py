@@ -35,6 +35,7 @@ from onnx_light.runtime import _native
 from onnx_light.runtime._native import CONV2D as USING_NATIVE
 from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._conv_backward import conv_transpose_weights
 from onnx_light.runtime.kernels._one_hot_conv import one_hot_conv, one_hot_offsets
 
 __all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
@@ -469,12 +470,7 @@ def _conv_transpose_as_conv(
     begin pad ``P = (K-1)*d - begin`` and the end pad that makes ``size`` outputs. A
     negative pad drops input cells instead (they are never read).
     """
-    nd = x.ndim - 2
-    c, mg, ksize = w.shape[0], w.shape[1], w.shape[2:]
-    cg = c // group
-    # (C, M/g, *k) -> (M, C/g, *k) per group, flipped along every spatial axis
-    flipped = w.reshape(group, cg, mg, *ksize).swapaxes(1, 2).reshape(group * mg, cg, *ksize)
-    flipped = flipped[(slice(None), slice(None), *[slice(None, None, -1)] * nd)]
+    ksize = w.shape[2:]
     pad_begin, pad_end, crop = [], [], [slice(None), slice(None)]
     for i, k, d, b0, n_out in zip(x.shape[2:], ksize, dilations, begin, size):
         p = (k - 1) * d - b0
@@ -488,7 +484,7 @@ def _conv_transpose_as_conv(
         return None
     return conv(
         x[tuple(crop)],
-        np.ascontiguousarray(flipped),
+        conv_transpose_weights(w, group),  # (C, M/g, *k) -> (M, C/g, *k) per group, flipped
         b,
         dilations=dilations,
         group=group,
