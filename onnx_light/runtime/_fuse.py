@@ -138,11 +138,11 @@ def fuse_conv_epilogues(steps: list[Step], constants: dict[int, Any], keep: set[
             continue
         plain = _prepared(step, constants, (0, 0.0, 0.0))
         chain = _chain_of(steps, step.outputs[0], readers, keep, constants, plain is not None)
-        if not chain.used and plain is not None and i not in merged:
-            merged[i] = _prepared_step(step, plain)
-            continue
         if not chain.used or any(j in dropped for j in chain.used):
-            continue  # nothing to fuse, or a step another producer's chain took already
+            # nothing to fuse, or a step another producer's chain took already
+            if plain is not None:
+                merged[i] = _prepared_step(step, plain)
+            continue
         # the merged step's inputs: the producer's, the residual, the activation's constants
         extras = ([chain.residual] if chain.residual else []) + [
             s for j in chain.used if steps[j].options.epilogue is not None for s in steps[j].inputs[1:]

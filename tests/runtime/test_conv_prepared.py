@@ -123,3 +123,19 @@ def test_a_session_with_prepared_convs_gives_the_unprepared_bits(monkeypatch: py
             np.testing.assert_array_equal(prepared.run(None, feeds)[0], general.run(None, feeds)[0])
     unoptimised = InferenceSession(model, optimize=False)
     np.testing.assert_allclose(prepared.run(None, feeds)[0], unoptimised.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_folded_weights_are_immutable_so_their_convs_keep_transforms_and_preparation() -> None:
+    """A BatchNormalization folded into a Conv gives new weights: they must be read-only down to
+    their base (a read-only view of a writeable array is not), or the Winograd transform and the
+    prepared call, kept only for immutable weights, are lost on every BN-folded conv."""
+    session = InferenceSession(_model(1))
+    plan = session._plan
+    convs = [step for step in plan.steps if step.node.op_type == "Conv"]
+    assert [step.label for step in convs] == ["Conv+BatchNormalization+HardSwish", "Conv+Add+Relu", "Conv"]
+    folded = convs[0].inputs[1:3]  # the BN-folded weights and bias
+    for slot in (*folded, convs[1].inputs[1], convs[2].inputs[1]):
+        value = plan.constants[slot]
+        assert conv_module._immutable(value), slot
+        with pytest.raises(ValueError):
+            value[...] = 0

@@ -429,14 +429,27 @@ def prepare_conv(
     f32 = _F32
     if not PREPARE or not USING_NATIVE or not _native._CONV_TAKES_OUT or not _native._CONV_TAKES_THREADS:
         return None
-    if not isinstance(w, np.ndarray) or w.dtype is not f32 or w.ndim != 4 or not w.flags.c_contiguous:
+    if not isinstance(w, np.ndarray) or w.dtype != f32 or w.dtype.metadata or w.ndim != 4:
         return None
-    if b is not None and (not isinstance(b, np.ndarray) or b.dtype is not f32 or b.shape != (w.shape[0],)):
+    if b is not None and (
+        not isinstance(b, np.ndarray) or b.dtype != f32 or b.dtype.metadata or b.shape != (w.shape[0],)
+    ):
         return None
     if not _immutable(w) or (b is not None and not _immutable(b)):
         return None
     attrs = {k: v for k, v in attributes.items() if k != "kernel_shape"}  # always w.shape[2:]
-    return PreparedConv(w, None if b is None else np.ascontiguousarray(b), (act, a, b_act), attrs)
+    # the arrays the native call is given, as conv2d_native gives them (C-contiguous float32)
+    w = _frozen_f32(w)
+    return PreparedConv(w, None if b is None else _frozen_f32(b), (act, a, b_act), attrs)
+
+
+def _frozen_f32(a: np.ndarray) -> np.ndarray:
+    """``a`` (immutable float32) C-contiguous with the builtin float32 dtype, read-only."""
+    if a.flags.c_contiguous and a.dtype is _F32:
+        return a
+    out = np.ascontiguousarray(a, dtype=_F32)
+    out.flags.writeable = False
+    return out
 
 
 def _conv_im2col(
