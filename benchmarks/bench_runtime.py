@@ -21,7 +21,8 @@ and the median ratios. Before timing, all runtimes' outputs are checked against 
 
 ``--models real`` selects the real models of ``bench_real_models.py`` (MobileNetV3-small-like,
 ResNet-18, CRNN, DB text detector, YOLO-style detector, transformer encoder; needs torch to
-export them once); ``--profile`` then prints our per-op-type time table of each.
+export them once); ``--profile`` then prints, per model, where the time goes: our per-op-type
+time table (the fused steps) beside onnxruntime's profiler table (the nodes of its optimised graph).
 """
 
 from __future__ import annotations
@@ -277,7 +278,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--models", default="chain,mlp,cnn,lstm")
     p.add_argument("--no-reference", action="store_true", help="skip onnx.reference.ReferenceEvaluator")
-    p.add_argument("--profile", action="store_true", help="print our per-op-type time table (verbose=2) per model")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="print per model our per-op-type time table (verbose=2) and onnxruntime's",
+    )
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: process CPU time per sample")
     args = p.parse_args()
     global CLOCK
@@ -310,25 +315,75 @@ def main() -> None:
 
 
 def profile(name: str, runs: int = 10) -> None:
-    """Our session's per-op-type time table for ``name``: the mean of ``runs`` profiled runs."""
+    """Where the time goes in ``name``: our session's per-op-type table (``verbose=2``, the fused
+    steps' labels) and onnxruntime's (its profiler's kernel times, the nodes of its optimised
+    graph: fused Conv activations, NCHWc reorders), the mean of ``runs`` runs each, alternating."""
     import contextlib
     import io
 
-    from onnx_light.runtime.session import format_profile
-
     model, feeds = MODELS[name]()
-    sess = InferenceSession(onnx_light.load_from_string(model.SerializeToString()), verbose=2)
-    total: dict[str, list[float]] = {}
-    sess.run(None, feeds)  # warm-up
+    data = model.SerializeToString()
+    sess = InferenceSession(onnx_light.load_from_string(data), verbose=2)
+    ours: dict[str, list[float]] = {}
+    theirs: dict[str, list[float]] = {}
+    peer = _profiled_ort(data, name)
+    for _ in range(3):  # warm-up (ours: the buffer pool's first runs)
+        with contextlib.redirect_stdout(io.StringIO()):
+            sess.run(None, feeds)
+        peer.run(None, feeds)
     for _ in range(runs):
         with contextlib.redirect_stdout(io.StringIO()):
             sess.run(None, feeds)
+        peer.run(None, feeds)
         for label, (calls, seconds) in sess.last_profile.items():
-            entry = total.setdefault(label, [0, 0.0])
+            entry = ours.setdefault(label, [0, 0.0])
             entry[0] += calls / runs
             entry[1] += seconds / runs
-    print(f"\n## {name} (mean of {runs} runs)")
-    print(format_profile({k: (round(n), t) for k, (n, t) in total.items()}))
+    _ort_kernel_times(peer.end_profiling(), runs, theirs)
+    print(f"\n## {name}: where the time goes (mean of {runs} runs; ours then onnxruntime's profiler)")
+    print("| ours: step | calls | ms | onnxruntime: node | calls | ms |")
+    print("|---|---|---|---|---|---|")
+    left = sorted(ours.items(), key=lambda kv: -kv[1][1])
+    right = sorted(theirs.items(), key=lambda kv: -kv[1][1])
+    for k in range(max(len(left), len(right))):
+        a = f"{left[k][0]} | {round(left[k][1][0])} | {left[k][1][1] * 1e3:.3f}" if k < len(left) else " | | "
+        b = f"{right[k][0]} | {round(right[k][1][0])} | {right[k][1][1] * 1e3:.3f}" if k < len(right) else " | | "
+        print(f"| {a} | {b} |")
+    total_ours = sum(v[1] for v in ours.values()) * 1e3
+    total_theirs = sum(v[1] for v in theirs.values()) * 1e3
+    print(f"| **all steps** | | **{total_ours:.3f}** | **all nodes** | | **{total_theirs:.3f}** |")
+
+
+def _profiled_ort(data: bytes, name: str) -> Any:
+    """An onnxruntime session (1 thread) with its profiler on (its file in the temporary folder)."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.enable_profiling = True
+    prefix = os.path.join(tempfile.gettempdir(), f"bench_runtime_{os.getpid()}_{name}")
+    options.profile_file_prefix = prefix
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+def _ort_kernel_times(path: str, runs: int, into: dict[str, list[float]]) -> None:
+    """Adds to ``into[op type]`` the ``[calls, seconds]`` per run of the profiled runs after the
+    three warm-up runs in onnxruntime's profile file ``path`` (deleted after reading)."""
+    import json
+
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    model_runs = [e for e in events if e.get("name") == "model_run"]
+    start = model_runs[3]["ts"] if len(model_runs) > 3 else 0
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= start:
+            entry = into.setdefault(e["args"]["op_name"], [0, 0.0])
+            entry[0] += 1 / runs
+            entry[1] += e["dur"] * 1e-6 / runs
 
 
 if __name__ == "__main__":

@@ -35,8 +35,12 @@ FOLD_LIMIT = 1 << 22
 
 
 def _frozen(value: Any) -> Any:
+    """``value`` as an array nothing can write: a writeable array is copied and the copy made
+    read-only (a read-only view of it would still see writes to it, and whatever else holds it
+    may write). Kernels trust such constants never to change (``kernels/conv.py`` keeps the
+    Winograd transform and the prepared native call of immutable weights only)."""
     if isinstance(value, np.ndarray) and value.flags.writeable:
-        value = value.view()
+        value = value.copy()
         value.flags.writeable = False
     return value
 

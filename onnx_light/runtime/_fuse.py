@@ -96,9 +96,15 @@ class _Chain:
 
 
 def _chain_of(
-    steps: list[Step], c: int, readers: dict[int, list[int]], keep: set[int], constants: dict[int, Any]
+    steps: list[Step],
+    c: int,
+    readers: dict[int, list[int]],
+    keep: set[int],
+    constants: dict[int, Any],
+    lone_relu: bool = False,
 ) -> _Chain:
-    """The steps after the producer of ``c`` that fuse into it (module docstring)."""
+    """The steps after the producer of ``c`` that fuse into it (module docstring); a lone Relu
+    too when ``lone_relu`` (the producer runs prepared: ``_fuse_relu`` would undo that)."""
     chain = _Chain(c)
     silu = _silu(steps, c, readers, keep)
     if silu is not None:
@@ -115,7 +121,7 @@ def _chain_of(
             j = _only_reader(chain.y, readers, keep)
     if j is not None:
         spec = _activation(steps[j], chain.y, constants)
-        if spec is not None and (chain.residual or spec[0] != 1):  # a lone Relu: _fuse_relu's
+        if spec is not None and (chain.residual or lone_relu or spec[0] != 1):  # a lone Relu: _fuse_relu's
             first = 1 if chain.residual else 0
             chain.take(j, steps[j], ("y", *range(first, first + len(steps[j].inputs) - 1)))
             chain.act = spec
@@ -130,14 +136,18 @@ def fuse_conv_epilogues(steps: list[Step], constants: dict[int, Any], keep: set[
     for i, step in enumerate(steps):
         if step.options.with_epilogue is None or len(step.outputs) != 1 or i in dropped:
             continue
-        chain = _chain_of(steps, step.outputs[0], readers, keep, constants)
+        plain = _prepared(step, constants, (0, 0.0, 0.0))
+        chain = _chain_of(steps, step.outputs[0], readers, keep, constants, plain is not None)
         if not chain.used or any(j in dropped for j in chain.used):
-            continue  # nothing to fuse, or a step another producer's chain took already
+            # nothing to fuse, or a step another producer's chain took already
+            if plain is not None:
+                merged[i] = _prepared_step(step, plain)
+            continue
         # the merged step's inputs: the producer's, the residual, the activation's constants
         extras = ([chain.residual] if chain.residual else []) + [
             s for j in chain.used if steps[j].options.epilogue is not None for s in steps[j].inputs[1:]
         ]
-        merged[max(chain.used)] = _merged_step(step, chain, extras)
+        merged[max(chain.used)] = _merged_step(step, chain, extras, _prepared(step, constants, chain.act))
         dropped.update(chain.used)
         dropped.add(i)
     if not merged:
@@ -145,8 +155,36 @@ def fuse_conv_epilogues(steps: list[Step], constants: dict[int, Any], keep: set[
     return [merged[i] if i in merged else s for i, s in enumerate(steps) if i in merged or i not in dropped]
 
 
-def _merged_step(step: Step, chain: _Chain, extras: list[int]) -> Step:
-    """The step running ``step`` then ``chain`` (natively when ``with_epilogue`` can)."""
+def _prepared(step: Step, constants: dict[int, Any], act: tuple[int, float, float]) -> Callable[..., Any] | None:
+    """The kernel's ``prepare_epilogue`` for ``step``'s constant weights and bias, or None."""
+    prepare = step.options.prepare_epilogue
+    if prepare is None or len(step.inputs) < 2 or any(s != 0 and s not in constants for s in step.inputs[1:3]):
+        return None
+    bias = constants.get(step.inputs[2]) if len(step.inputs) > 2 and step.inputs[2] else None
+    result: Callable[..., Any] | None = prepare(constants[step.inputs[1]], bias, *act, **step.kwargs)
+    return result
+
+
+def _prepared_step(step: Step, run: Callable[..., Any]) -> Step:
+    """``step`` (nothing fused after it) calling ``run`` first, its kernel when that gives None."""
+    from ._plan import Step
+
+    kernel, kwargs, n_in = step.fn, step.kwargs, len(step.inputs)
+
+    def prepared(x: Any, *args: Any, out: Any = None) -> Any:
+        y = run(x, None, out)
+        if y is not None:
+            return y
+        return kernel(x, *args, **kwargs) if out is None else kernel(x, *args, **kwargs, out=out)
+
+    assert n_in >= 2
+    options = replace(step.options, with_relu=None, with_epilogue=None, absorb_affine=None, prepare_epilogue=None)
+    return Step(prepared, step.inputs, step.outputs, {}, step.node, step.opset, options, step.fused)
+
+
+def _merged_step(step: Step, chain: _Chain, extras: list[int], run: Callable[..., Any] | None = None) -> Step:
+    """The step running ``step`` then ``chain`` (natively when ``with_epilogue`` can; by ``run``,
+    the kernel's ``prepare_epilogue`` for this step, first when given)."""
     from ._plan import Step
 
     conv, variant, kwargs = step.fn, step.options.with_epilogue, step.kwargs
@@ -157,6 +195,10 @@ def _merged_step(step: Step, chain: _Chain, extras: list[int]) -> Step:
 
     def fused(*args: Any, out: Any = None) -> Any:  # out: the pool's buffer (writes_out), for the variant
         own, more = args[:n_in], args[n_in:]
+        if run is not None:
+            y = run(own[0], more[0] if has_residual else None, out)
+            if y is not None:
+                return y
         x, w = own[0], own[1]
         bias = own[2] if n_in > 2 else None
         lent = {} if out is None else {"out": out}
@@ -169,6 +211,6 @@ def _merged_step(step: Step, chain: _Chain, extras: list[int]) -> Step:
             value = fn(*[value if s == "y" else c if s == "c" else more[s] for s in spec], **kw)
         return value
 
-    options = replace(step.options, with_relu=None, with_epilogue=None, absorb_affine=None)
+    options = replace(step.options, with_relu=None, with_epilogue=None, absorb_affine=None, prepare_epilogue=None)
     fused_labels = (*step.fused, *chain.labels)
     return Step(fused, (*step.inputs, *extras), (chain.y,), {}, step.node, step.opset, options, fused_labels)

@@ -62,6 +62,11 @@ class KernelOptions:
         with_epilogue: a variant ``(x, w, b, residual, act, a, b_act, **attributes)`` giving
             ``act(kernel(x, w, b) + residual)`` in one pass, or None when it cannot (Conv: the
             native kernel; ``act`` a code of ``src/conv.h``).
+        prepare_epilogue: ``prepare_epilogue(w, b, act, a, b_act, **attributes)`` for constant
+            weights and bias gives a callable ``(x, residual, out)`` computing what
+            ``with_epilogue`` computes with everything that depends only on those decided once
+            at plan time, returning None where the plan must call the kernels themselves; or
+            None when it cannot (Conv: the native call's arguments, ``kernels/conv.py``).
         epilogue: the kernel is an activation that ``with_epilogue`` can apply:
             ``epilogue(*constant inputs after the first, **attributes)`` gives ``(act, a, b)``,
             or None (Relu, Clip, HardSwish, HardSigmoid, Sigmoid).
@@ -100,6 +105,7 @@ class KernelOptions:
     sums_inputs: bool = False
     shape_values: tuple[int, ...] = ()
     writes_out: bool = False
+    prepare_epilogue: Kernel | None = None
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -150,6 +156,7 @@ def kernel(
     sums_inputs: bool = False,
     shape_values: tuple[int, ...] = (),
     writes_out: bool = False,
+    prepare_epilogue: Kernel | None = None,
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -175,6 +182,7 @@ def kernel(
         sums_inputs: it is the element-wise sum of its inputs (Sum).
         shape_values: the inputs ``float_shape`` reads by value.
         writes_out: it takes ``out``, a buffer of the plan's pool it may write its result into.
+        prepare_epilogue: its ``with_epilogue`` decided at plan time for constant weights.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -196,6 +204,7 @@ def kernel(
         sums_inputs,
         shape_values,
         writes_out,
+        prepare_epilogue,
     )
     if options == NO_OPTIONS:
         options = NO_OPTIONS

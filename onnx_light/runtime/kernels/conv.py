@@ -24,6 +24,7 @@ The spatial helpers here are shared with ``pool.py``.
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -283,6 +284,175 @@ def conv_epilogue(
     return y if conv_epilogue_native(y, act, a, b_act, residual) else None
 
 
+#: sessions built while this is true prepare their Conv steps (``ONNX_LIGHT_CONV_PREPARE=0``: not,
+#: for comparisons; results are the same)
+PREPARE = os.environ.get("ONNX_LIGHT_CONV_PREPARE", "1") != "0"
+#: input shapes a PreparedConv keeps (a session sees one or a few)
+_SHAPES = 8
+_F32 = np.dtype(np.float32)
+#: what runs one input shape: (output shape, conv2d's arguments or None for the matmul, multiply-adds)
+_Prepared = tuple[tuple[int, ...], tuple[Any, ...] | None, int]
+
+
+class PreparedConv:
+    """One Conv step's native call, decided at plan time for its constant weights and bias.
+
+    ``act(Conv(x, w, b) + residual)`` as :func:`conv_epilogue` (``act`` 0: the plain
+    :func:`conv`) computes it, with everything that depends only on the weights, the attributes
+    and the input's shape worked out once: the pads, the native kernel's geometry arguments,
+    whether the native kernel pays (:func:`_native.conv_pays`), the Winograd transform. A run
+    then checks the input (an exact float32 ndarray of the shape seen before) and calls the
+    extension. A new input shape is worked out again (at most ``_SHAPES`` kept); a call this
+    path does not cover returns None and the step runs the general kernels, so results are those
+    of :func:`conv_epilogue` / :func:`conv` bit for bit. A pointwise convolution the native
+    kernel leaves to BLAS (the squeeze-excite 1 x 1 convs on 1 x 1 maps) runs as the same
+    matmul and bias add as :func:`_conv_im2col`, then the native epilogue.
+    """
+
+    __slots__ = ("_w", "_w2", "_b", "_b2", "_act", "_attrs", "_shapes", "_last")
+
+    def __init__(self, w: np.ndarray, b: np.ndarray | None, act: tuple[int, float, float], attrs: dict[str, Any]):
+        self._w, self._b, self._act, self._attrs = w, b, act, attrs
+        self._w2 = w.reshape(w.shape[0], -1)
+        self._b2 = None if b is None else b.reshape(-1, 1)
+        #: input shape -> what runs it (_prepare_shape), None: the general kernels
+        self._shapes: dict[tuple[int, ...], _Prepared | None] = {}
+        #: the input shape of the last call and what ran it
+        self._last: tuple[tuple[int, ...], _Prepared] = ((-1,), ((), None, 0))
+
+    def __call__(self, x: Any, residual: Any = None, out: Any = None) -> np.ndarray | None:
+        """The result, or None when the general kernels must run (class docstring)."""
+        if x.__class__ is not np.ndarray or x.dtype is not _F32:
+            return None
+        shape, found = self._last
+        if x.shape != shape:
+            shape = x.shape
+            known = self._shapes[shape] if shape in self._shapes else self._specialise(shape)
+            if known is None:
+                return None
+            self._last = shape, found = shape, known
+        out_shape, args, macs = found
+        if residual is not None and (
+            residual.__class__ is not np.ndarray or residual.dtype is not _F32 or residual.shape != out_shape
+        ):
+            return None
+        if args is None:
+            return self._matvec(x, residual, out_shape)
+        threads = _native.CONV_THREADS.get()
+        if threads > 1 and macs < _native._THREADED_MACS:
+            threads = 1  # too little work to hand out (as _native._conv2d_options decides)
+        ext = _native.NATIVE
+        assert ext is not None
+        y: np.ndarray = ext.conv2d(
+            np.ascontiguousarray(x),
+            *args[:-1],
+            None if residual is None else np.ascontiguousarray(residual),
+            threads,
+            args[-1],
+            out,
+        )
+        return y
+
+    def _specialise(self, shape: tuple[int, ...]) -> _Prepared | None:
+        """What runs inputs of ``shape`` (None: the general kernels), kept for later runs."""
+        if len(self._shapes) >= _SHAPES:
+            self._shapes.clear()
+        found = self._shapes[shape] = _prepare_shape(self._w, self._b, self._act, self._attrs, shape)
+        return found
+
+    def _matvec(self, x: np.ndarray, residual: np.ndarray | None, out_shape: tuple[int, ...]) -> np.ndarray | None:
+        """The pointwise convolution as :func:`_conv_im2col` computes it, then the native epilogue."""
+        y = np.matmul(self._w2, x.reshape(x.shape[0], x.shape[1], -1))
+        if self._b2 is not None:
+            y += self._b2
+        y = y.reshape(out_shape)
+        code, a, b_act = self._act
+        if code or residual is not None:
+            ext = _native.NATIVE
+            assert ext is not None
+            ext.conv_epilogue(
+                y, code, a, b_act, None if residual is None else np.ascontiguousarray(residual), _native.CONV_ISA
+            )
+        return y
+
+
+def _prepare_shape(
+    w: np.ndarray, b: np.ndarray | None, act: tuple[int, float, float], attrs: dict[str, Any], shape: tuple[int, ...]
+) -> _Prepared | None:
+    """``(output shape, conv2d's arguments after x but for the residual, threads and out, the
+    multiply-adds)`` for float32 inputs of ``shape``; arguments None for the BLAS matmul of a
+    pointwise convolution; None where only the general kernels decide (see PreparedConv)."""
+    if len(shape) != 4 or not all(shape) or attrs.get("group", 1) < 1:
+        return None
+    group = attrs.get("group", 1)
+    strides, dilations = _defaults(2, attrs.get("strides"), attrs.get("dilations"))
+    try:
+        begin, end = explicit_pads(
+            shape[2:], w.shape[2:], strides, dilations, attrs.get("pads"), attrs.get("auto_pad", "NOTSET")
+        )
+    except Exception:  # noqa: BLE001  (the general kernel reports the attribute error)
+        return None
+    out = [output_size(*g) for g in zip(shape[2:], w.shape[2:], strides, dilations, begin, end)]
+    if min(out) <= 0 or min(begin + end) < 0 or shape[1] != w.shape[1] * group or w.shape[0] % group:
+        return None
+    code, a, b_act = act
+    if b is None and code == 0 and shape[1] == group and w.shape[0] > group:
+        return None  # maybe one-hot kernels (conv's strided copies)
+    out_shape = (shape[0], w.shape[0], *out)
+    if not _native._native_conv_pays(shape, w.shape, strides, dilations, begin, end, group):
+        pointwise = group == 1 and w.shape[2:] == (1, 1) and strides == [1, 1] and not any(begin + end)
+        return (out_shape, None, 0) if pointwise and dilations == [1, 1] else None
+    x = np.empty(shape, _F32)  # winograd_weights reads only the shape and dtype
+    u = winograd_weights(x, w, strides, dilations, begin, end, group)
+    geometry = (
+        *strides,
+        *dilations,
+        begin[0],
+        begin[1],
+        end[0],
+        end[1],
+        group,
+        False,
+        _native.CONV_ISA,
+        code,
+        a,
+        b_act,
+    )
+    return out_shape, (w, b, *geometry, u), shape[0] * w.size * out[0] * out[1]
+
+
+def prepare_conv(
+    w: np.ndarray, b: np.ndarray | None, act: int, a: float, b_act: float, **attributes: Any
+) -> PreparedConv | None:
+    """A :class:`PreparedConv` for constant float32 weights ``w`` and bias ``b`` (the plan's
+    ``prepare_epilogue``), or None when the native convolution does not run here (numpy-only
+    builds, other dtypes, weights that may change, an extension without ``out``)."""
+    f32 = _F32
+    if not PREPARE or not USING_NATIVE or not _native._CONV_TAKES_OUT or not _native._CONV_TAKES_THREADS:
+        return None
+    if not isinstance(w, np.ndarray) or w.dtype != f32 or w.dtype.metadata or w.ndim != 4:
+        return None
+    if b is not None and (
+        not isinstance(b, np.ndarray) or b.dtype != f32 or b.dtype.metadata or b.shape != (w.shape[0],)
+    ):
+        return None
+    if not _immutable(w) or (b is not None and not _immutable(b)):
+        return None
+    attrs = {k: v for k, v in attributes.items() if k != "kernel_shape"}  # always w.shape[2:]
+    # the arrays the native call is given, as conv2d_native gives them (C-contiguous float32)
+    w = _frozen_f32(w)
+    return PreparedConv(w, None if b is None else _frozen_f32(b), (act, a, b_act), attrs)
+
+
+def _frozen_f32(a: np.ndarray) -> np.ndarray:
+    """``a`` (immutable float32) C-contiguous with the builtin float32 dtype, read-only."""
+    if a.flags.c_contiguous and a.dtype is _F32:
+        return a
+    out = np.ascontiguousarray(a, dtype=_F32)
+    out.flags.writeable = False
+    return out
+
+
 def _conv_im2col(
     x: np.ndarray,
     w: np.ndarray,
@@ -339,6 +509,7 @@ kernel(
     absorb_affine=_conv_absorb,
     with_epilogue=conv_epilogue,
     writes_out=True,
+    prepare_epilogue=prepare_conv,
 )(conv)
 
 

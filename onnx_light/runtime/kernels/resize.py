@@ -153,6 +153,8 @@ class Plan(NamedTuple):
 
     out_shape: tuple[int, ...]
     tables: dict[int, AxisTable]
+    #: per axis the whole factor of an integer nearest upsampling (``_replication``), else None
+    replicate: list[int] | None = None
 
 
 def _fail(message: str) -> ValueError:
@@ -254,7 +256,8 @@ def plan_resize(
         if crop:
             table = table._replace(outside=(x < 0) | (x > shape[a] - 1))
         tables[a] = table
-    return Plan(tuple(out_shape), tables)
+    plan = Plan(tuple(out_shape), tables)
+    return plan._replace(replicate=_replication(shape, plan))
 
 
 #: a gather along the last axis costs about this many row-gathered elements (numpy's take)
@@ -291,10 +294,51 @@ def _compute_dtype(x: np.ndarray) -> np.dtype:
     raise _fail(f"linear and cubic modes need a numeric input, got {x.dtype}")
 
 
+def _replication(shape: Sequence[int], plan: Plan) -> list[int] | None:
+    """Per axis the whole factor ``k`` when every resized axis is nearest with output cell ``i``
+    reading input cell ``i // k`` (an integer upsampling, as torch's nearest ``Upsample`` exports
+    it), else None."""
+    factors = [1] * len(shape)
+    for a, table in plan.tables.items():
+        n, o = int(shape[a]), table.indices.shape[0]
+        if table.weights is not None or table.outside is not None or o % n or o == n:
+            return None
+        k = o // n
+        if not np.array_equal(table.indices[:, 0], np.arange(o) // k):
+            return None
+        factors[a] = k
+    return factors if plan.tables else None
+
+
+def _replicate(x: np.ndarray, factors: list[int]) -> np.ndarray:
+    """``x`` with each cell repeated ``factors[a]`` times along each axis ``a``: the gathers of
+    nearest resampling, as strided copies (each axis's cell ``i`` at ``(i, j)`` of an
+    interleaved ``(d0, k0, d1, k1, ...)`` array): the last replicated axis from ``x``, each
+    earlier one from the slabs already written."""
+    out = np.empty([v for d, k in zip(x.shape, factors) for v in (d, k)], dtype=x.dtype)
+    axes = [a for a, k in enumerate(factors) if k > 1]
+
+    def at(axis: int, j: int) -> tuple[Any, ...]:
+        # position j on `axis`, 0 on the replication positions before it, all of them after it
+        return tuple(
+            v for b in range(x.ndim) for v in (slice(None), j if b == axis else 0 if b < axis else slice(None))
+        )
+
+    last = axes[-1]
+    for j in range(factors[last]):
+        out[tuple(v for b in range(x.ndim) for v in (slice(None), j if b == last else 0))] = x
+    for a in reversed(axes[:-1]):
+        for j in range(1, factors[a]):
+            out[at(a, j)] = out[at(a, 0)]
+    return out.reshape([d * k for d, k in zip(x.shape, factors)])
+
+
 def run_plan(x: np.ndarray, plan: Plan, extrapolation_value: float = 0.0) -> np.ndarray:
     """Applies a resolved plan to ``x`` (already decoded to numbers)."""
     if any(n == 0 for n in plan.out_shape) or x.size == 0:
         return np.zeros(plan.out_shape, dtype=x.dtype)
+    if plan.replicate is not None:
+        return _replicate(x, plan.replicate)
     interpolating = any(t.weights is not None for t in plan.tables.values())
     y = x.astype(_compute_dtype(x), copy=False) if interpolating else x
     for a in pass_order(x.shape, plan):
@@ -313,6 +357,19 @@ def run_plan(x: np.ndarray, plan: Plan, extrapolation_value: float = 0.0) -> np.
     return y.astype(x.dtype)
 
 
+#: resolved plans by call (``resize``); at most ``_PLANS_KEPT``
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+_PLANS_KEPT = 64
+
+
+def _key(v: np.ndarray | None) -> tuple[Any, ...] | None:
+    """A hashable form of a small ``roi`` / ``scales`` / ``sizes`` input (its dtype and values)."""
+    if v is None:
+        return None
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes())
+
+
 def resize(
     x: np.ndarray,
     roi: np.ndarray | None,
@@ -321,8 +378,24 @@ def resize(
     extrapolation_value: float = 0.0,
     **attrs: Any,
 ) -> np.ndarray:
-    """Resize of ``x`` with the attributes of :func:`plan_resize`; bit-pattern floats decoded."""
-    plan = plan_resize(x.shape, roi, scales, sizes, **attrs)
+    """Resize of ``x`` with the attributes of :func:`plan_resize`; bit-pattern floats decoded.
+
+    The resolved plans of the last calls are kept by input shape, ``roi``/``scales``/``sizes``
+    values and attributes (a session's Resize nodes see the same ones every run).
+    """
+    key = (
+        x.shape,
+        _key(roi),
+        _key(scales),
+        _key(sizes),
+        tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(attrs.items())),
+    )
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = plan_resize(x.shape, roi, scales, sizes, **attrs)
+        if len(_PLANS) >= _PLANS_KEPT:
+            _PLANS.clear()
+        _PLANS[key] = plan
     values = _dtypes.decode(x)
     exact = all(t.weights is None and t.outside is None for t in plan.tables.values())
     if values is x or exact:
