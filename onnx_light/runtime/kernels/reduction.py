@@ -15,6 +15,7 @@ import numpy as np
 
 from onnx_light.onnx_core.ops import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axes_index, axis_index
 
 __all__: list[str] = []
 
@@ -76,7 +77,7 @@ def _reduce(op: str, data: np.ndarray, axes: Sequence[int] | np.ndarray | None, 
     else:
         rank = max(data.ndim, 1)
         listed = axes.ravel().tolist() if isinstance(axes, np.ndarray) else axes
-        axes_t = tuple(int(a) % rank for a in listed)
+        axes_t = tuple(axes_index(listed, rank))
     with np.errstate(all="ignore"):  # empty means, log(0): nan and -inf are the answers
         out = _REDUCERS[op](data, axes_t, bool(keepdims))
     if out.__class__ is np.ndarray and out.dtype is data.dtype:
@@ -144,7 +145,7 @@ def arg_min(x: np.ndarray, *, axis: int = 0, keepdims: int = 1, select_last_inde
 @kernel("", "CumSum", since=(11, 14))
 def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     """ONNX CumSum along the scalar ``axis``, optionally excluding each element and/or reversed."""
-    ax = int(np.asarray(axis).reshape(-1)[0]) % max(x.ndim, 1)
+    ax = axis_index(np.asarray(axis).reshape(-1)[0], max(x.ndim, 1))
     y = np.flip(x, axis=ax) if reverse else x
     y = np.cumsum(y, axis=ax, dtype=x.dtype)
     if exclusive:  # shift by one rather than subtract x, which would lose float precision
@@ -157,7 +158,7 @@ def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int
 
 
 def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, np.ndarray]:
-    axis = axis % x.ndim
+    axis = axis_index(axis, x.ndim)
     n = x.shape[axis]
     if largest:
         # stable ascending order of the reversed axis, read backwards: descending values with

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axes_index, axis_index
 from onnx_light.runtime.kernels._dtypes import (
     BIT_PATTERN_TYPES,
     STRING,
@@ -278,7 +279,7 @@ def _split(x: np.ndarray, sizes: list[int] | None, axis: int, n: int) -> tuple[n
         sizes = [chunk] * (n - 1) + [x.shape[axis] - chunk * (n - 1)]
     # basic slicing (views, as np.split gives) without np.split's per-call overhead (~20 us):
     # the reverse Scan body of a recurrent gradient runs a Split per step
-    axis = axis % x.ndim if x.ndim else axis
+    axis = axis_index(axis, x.ndim) if x.ndim else axis
     if sum(sizes) != x.shape[axis] or min(sizes, default=0) < 0:
         raise ValueError(f"Split: sizes {sizes} do not add up to dimension {axis} of shape {list(x.shape)}")
     lead = (slice(None),) * axis
@@ -367,7 +368,7 @@ def expand(x: np.ndarray, shape: np.ndarray, *, out: np.ndarray | None = None) -
 def _pad(x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None) -> np.ndarray:
     rank = x.ndim
     pads = [int(p) for p in pads]
-    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    axes = list(range(rank)) if axes is None else axes_index(axes, rank)
     before, after = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         before[a], after[a] = pads[i], pads[i + len(axes)]
