@@ -317,12 +317,23 @@ def _split_shapes(
     return [(*x[:axis], size, *x[axis + 1 :]) for size in sizes]
 
 
+def _equal_parts(x: np.ndarray, axis: int, n: int) -> list[int]:
+    """Split-2/11/13 without sizes: ``n`` equal parts (Split-18's ``num_outputs`` allows a smaller last one)."""
+    dim = x.shape[axis_index(axis, x.ndim)]
+    if n <= 0 or dim % n:
+        raise ValueError(
+            f"Split: dimension {axis} of shape {list(x.shape)} does not split into {n} equal parts; "
+            "give the sizes (the split input or attribute)"
+        )
+    return [dim // n] * n
+
+
 @kernel("", "Split", since=(2, 11), float_shape=_split_shapes)
 def split_2(
     x: np.ndarray, *, axis: int = 0, split: list[int] | None = None, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
     """Split-2: sizes from the ``split`` attribute, else equal parts."""
-    return _split(x, split, axis, _num_outputs)
+    return _split(x, split if split else _equal_parts(x, axis, _num_outputs), axis, _num_outputs)
 
 
 @kernel("", "Split", since=13, float_shape=_split_shapes, shape_values=(1,))
@@ -330,7 +341,7 @@ def split_13(
     x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
     """Split-13: sizes from the optional ``split`` input, else equal parts."""
-    sizes = None if split is None else [int(s) for s in split]
+    sizes = _equal_parts(x, axis, _num_outputs) if split is None else [int(s) for s in split]
     return _split(x, sizes, axis, _num_outputs)
 
 
