@@ -43,6 +43,11 @@ def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.
 _add_reduce: Callable[..., Any] = np.add.reduce
 
 
+def _wide(dtype: np.dtype) -> np.dtype:
+    """float32 for float16 (the squares of 1000s overflow float16; their norm need not)."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
 def _mean(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
     # sum / count rather than np.mean, which warns on empty slices; the mean of nothing is 0/0
     count = math.prod(x.shape) if axes is None else math.prod(x.shape[a] for a in axes)
@@ -62,7 +67,7 @@ _REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...] | None, bool], np.nda
     "ReduceMax": lambda x, ax, k: np.max(x, axis=ax, keepdims=k, initial=_extreme(x.dtype, False)),
     "ReduceMin": lambda x, ax, k: np.min(x, axis=ax, keepdims=k, initial=_extreme(x.dtype, True)),
     "ReduceL1": lambda x, ax, k: np.sum(np.abs(x), axis=ax, keepdims=k, dtype=x.dtype),
-    "ReduceL2": lambda x, ax, k: np.sqrt(np.sum(np.square(x), axis=ax, keepdims=k)),
+    "ReduceL2": lambda x, ax, k: np.sqrt(np.sum(np.square(x, dtype=_wide(x.dtype)), axis=ax, keepdims=k)),
     "ReduceSumSquare": lambda x, ax, k: np.sum(np.square(x), axis=ax, keepdims=k, dtype=x.dtype),
     "ReduceLogSum": lambda x, ax, k: np.log(np.sum(x, axis=ax, keepdims=k)),
     "ReduceLogSumExp": _log_sum_exp,
