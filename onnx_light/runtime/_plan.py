@@ -314,6 +314,7 @@ def compile_graph(
     input_slots = [compiler.slot(n) for n in inputs]
     const_slots = {compiler.slot(n): _aligned(v) for n, v in constants.items() if n not in inputs}
     compiler.known.update(inputs)
+    compiler.written.update(inputs)
     steps = []
     for node in nodes:
         step = compiler.step(node)
@@ -431,6 +432,7 @@ class _Compiler:
         # slot 0 holds None for omitted optional inputs; slot 1 swallows omitted outputs
         self.slot_of: dict[str, int] = {"": 0, _TRASH: 1}
         self.known = set(constants)
+        self.written: set[str] = set()  # graph inputs and node outputs: each name once (SSA)
         # values that may hold bit-pattern floats; steps reading one compute in float32
         self.bits = set(bit_values or ()) | {n for n, v in constants.items() if _is_bit_float(v)}
         self.captured: list[str] = []
@@ -507,6 +509,14 @@ class _Compiler:
             kwargs["_captured"] = tuple(scope_names)
         out_slots = tuple(slot(n) if n else 1 for n in node.output)
         fn, options = self._bit_pattern_kernel(node, info, kwargs)
+        for name in node.output:
+            if name in self.written:
+                raise OnnxLightError(
+                    f"{node_label(node)} writes {name!r}, which a graph input or an earlier node already "
+                    "defines; give every value one producer (the graph must be in SSA form)"
+                )
+            if name:
+                self.written.add(name)
         self.known.update(n for n in node.output if n)
         return Step(fn, in_slots, out_slots, kwargs, node, opset, options)
 

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._errors import GradientError
+from .._errors import GradientError, OnnxLightError
 from .._proto import (
     AttributeProto,
     FunctionProto,
@@ -922,10 +922,20 @@ class _GradientPass:
             raise self._no_rule_error(i)
         if rule.no_grad:
             return
-        if rule.seed_form:
-            contributions = self._apply_seed(rule, node, out_grads)
-        else:
-            contributions = self._apply_short(rule, node, out_grads, needs, i)
+        try:
+            if rule.seed_form:
+                contributions = self._apply_seed(rule, node, out_grads)
+            else:
+                contributions = self._apply_short(rule, node, out_grads, needs, i)
+        except OnnxLightError:
+            raise
+        except Exception as e:  # a rule that crashed on an invalid node (Transpose perm=[0, 3])
+            fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
+            raise self.node_error(
+                node,
+                f"its rule {fn_name} failed: {type(e).__name__}: {e}; check the node's attributes and "
+                "input shapes against the operator's spec",
+            ) from e
         for name, g in contributions:
             parts = grads.get(name)
             if parts is None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from onnx_light.runtime._native import softmax_rows_f32
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axis_index
 
 _F32 = np.dtype(np.float32)
 
@@ -20,7 +21,7 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``; float32 along the last axis of a
     C-contiguous array in one native pass per row (``src/elementwise.cpp``) or its twin."""
     if x.__class__ is np.ndarray and x.dtype == _F32 and x.ndim and x.flags.c_contiguous:
-        if axis % x.ndim == x.ndim - 1 and x.shape[-1]:
+        if axis_index(axis, x.ndim) == x.ndim - 1 and x.shape[-1]:
             y = np.empty_like(x)
             softmax_rows_f32(x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1]))
             return y
@@ -43,7 +44,7 @@ def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 def _flattened(fn: Callable[[np.ndarray, int], np.ndarray], x: np.ndarray, axis: int) -> np.ndarray:
     """Applies ``fn`` to the rows of ``x`` seen as ``[prod(shape[:axis]), prod(shape[axis:])]``."""
-    axis = axis % max(x.ndim, 1)
+    axis = axis_index(axis, max(x.ndim, 1))
     rows = int(np.prod(x.shape[:axis]))
     return fn(x.reshape(rows, -1), 1).reshape(x.shape)
 

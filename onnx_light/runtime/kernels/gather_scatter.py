@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axis_index
 
 _REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -18,7 +19,7 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
     never write into it: see ``_codegen``).
     """
     if indices.ndim == 0 and data.ndim > 0:
-        return data[(slice(None),) * (axis % data.ndim) + (int(indices), Ellipsis)]
+        return data[(slice(None),) * axis_index(axis, data.ndim) + (int(indices), Ellipsis)]
     return np.take(data, indices.astype(np.int64), axis=axis)
 
 
@@ -29,7 +30,7 @@ def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> 
     The output has ``indices``' shape, which may be smaller than ``data``'s on the other
     axes: ``data`` is cut to it there first (numpy would broadcast instead).
     """
-    axis = axis % data.ndim
+    axis = axis_index(axis, data.ndim)
     cut = tuple(slice(None) if a == axis else slice(0, n) for a, n in enumerate(indices.shape))
     return np.take_along_axis(data[cut], indices.astype(np.int64), axis=axis)
 
@@ -71,7 +72,7 @@ def _scatter(out: np.ndarray, index: tuple[np.ndarray, ...], updates: np.ndarray
 def _scatter_elements(
     data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int, reduction: str
 ) -> np.ndarray:
-    axis = axis % data.ndim
+    axis = axis_index(axis, data.ndim)
     index: list[np.ndarray] = list(np.indices(indices.shape, sparse=True))
     idx = indices.astype(np.int64)
     index[axis] = np.where(idx < 0, idx + data.shape[axis], idx)

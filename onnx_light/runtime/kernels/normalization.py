@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axis_index
 
 # TensorProto data types a ``stash_type`` may name; bfloat16 has no numpy twin and
 # is computed in float32.
@@ -169,7 +170,7 @@ def layer_norm(
     _num_outputs: int = 1,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Standardizes over axes ``axis..`` in ``stash_type``; Mean and InvStdDev are optional."""
-    axes = tuple(range(axis % x.ndim, x.ndim))
+    axes = tuple(range(axis_index(axis, x.ndim), x.ndim))
     xs = x.astype(_stash(x, stash_type), copy=False)
     mean = xs.mean(axis=axes, keepdims=True)
     centered = xs - mean
@@ -193,7 +194,7 @@ def rms_norm(
     stash_type: int = 1,
 ) -> np.ndarray:
     """``x / sqrt(mean(x**2 over axis..) + epsilon) * scale``, reduced in ``stash_type``."""
-    axes = tuple(range(axis % x.ndim, x.ndim))
+    axes = tuple(range(axis_index(axis, x.ndim), x.ndim))
     xs = x.astype(_stash(x, stash_type), copy=False)
     rms = np.sqrt((xs * xs).mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon))
     return (xs / rms).astype(x.dtype, copy=False) * scale

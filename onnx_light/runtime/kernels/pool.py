@@ -149,6 +149,12 @@ def _spatial_index(geo: _Geometry, k: Sequence[int], spatial: Sequence[int], sto
     return flat
 
 
+def _accumulator(dtype: np.dtype) -> np.dtype:
+    """float32 for float16 sums (a float16 sum of 2500 values of 100 is inf; their mean is 100),
+    else the input's own type."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
 @kernel("", "MaxPool", since=(1, 8, 10, 11, 12, 22))
 def max_pool(
     x: np.ndarray,
@@ -191,11 +197,12 @@ def average_pool(
     """Mean over each window; pads count only with ``count_include_pad``."""
     geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     xp = geo.padded(x, 0)
-    y = np.zeros((*x.shape[:2], *geo.out), dtype=x.dtype)
+    acc = _accumulator(x.dtype)
+    y = np.zeros((*x.shape[:2], *geo.out), dtype=acc)
     for _, sl in geo.offsets():
         y += xp[(slice(None), slice(None), *sl)]
-    y /= geo.counts(x.shape[2:], bool(count_include_pad)).astype(x.dtype)
-    return y
+    y /= geo.counts(x.shape[2:], bool(count_include_pad)).astype(acc)
+    return y.astype(x.dtype, copy=False)
 
 
 @kernel("", "LpPool", since=(2, 11, 18, 22))
@@ -222,7 +229,8 @@ def lp_pool(
 @kernel("", "GlobalAveragePool", since=(1, 22))
 def global_average_pool(x: np.ndarray) -> np.ndarray:
     """Mean over all spatial axes, kept as size-1 axes."""
-    return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)
+    mean = x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=_accumulator(x.dtype))
+    return mean.astype(x.dtype, copy=False)
 
 
 @kernel("", "GlobalMaxPool", since=(1, 22))

@@ -15,6 +15,7 @@ import numpy as np
 
 from onnx_light.onnx_core.ops import REDUCE_OPS, REDUCE_VERSIONS, axes_input_since
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axes_index, axis_index
 
 __all__: list[str] = []
 
@@ -42,6 +43,11 @@ def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.
 _add_reduce: Callable[..., Any] = np.add.reduce
 
 
+def _wide(dtype: np.dtype) -> np.dtype:
+    """float32 for float16 (the squares of 1000s overflow float16; their norm need not)."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
 def _mean(x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
     # sum / count rather than np.mean, which warns on empty slices; the mean of nothing is 0/0
     count = math.prod(x.shape) if axes is None else math.prod(x.shape[a] for a in axes)
@@ -61,7 +67,7 @@ _REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...] | None, bool], np.nda
     "ReduceMax": lambda x, ax, k: np.max(x, axis=ax, keepdims=k, initial=_extreme(x.dtype, False)),
     "ReduceMin": lambda x, ax, k: np.min(x, axis=ax, keepdims=k, initial=_extreme(x.dtype, True)),
     "ReduceL1": lambda x, ax, k: np.sum(np.abs(x), axis=ax, keepdims=k, dtype=x.dtype),
-    "ReduceL2": lambda x, ax, k: np.sqrt(np.sum(np.square(x), axis=ax, keepdims=k)),
+    "ReduceL2": lambda x, ax, k: np.sqrt(np.sum(np.square(x, dtype=_wide(x.dtype)), axis=ax, keepdims=k)),
     "ReduceSumSquare": lambda x, ax, k: np.sum(np.square(x), axis=ax, keepdims=k, dtype=x.dtype),
     "ReduceLogSum": lambda x, ax, k: np.log(np.sum(x, axis=ax, keepdims=k)),
     "ReduceLogSumExp": _log_sum_exp,
@@ -76,7 +82,7 @@ def _reduce(op: str, data: np.ndarray, axes: Sequence[int] | np.ndarray | None, 
     else:
         rank = max(data.ndim, 1)
         listed = axes.ravel().tolist() if isinstance(axes, np.ndarray) else axes
-        axes_t = tuple(int(a) % rank for a in listed)
+        axes_t = tuple(axes_index(listed, rank))
     with np.errstate(all="ignore"):  # empty means, log(0): nan and -inf are the answers
         out = _REDUCERS[op](data, axes_t, bool(keepdims))
     if out.__class__ is np.ndarray and out.dtype is data.dtype:
@@ -144,7 +150,7 @@ def arg_min(x: np.ndarray, *, axis: int = 0, keepdims: int = 1, select_last_inde
 @kernel("", "CumSum", since=(11, 14))
 def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     """ONNX CumSum along the scalar ``axis``, optionally excluding each element and/or reversed."""
-    ax = int(np.asarray(axis).reshape(-1)[0]) % max(x.ndim, 1)
+    ax = axis_index(np.asarray(axis).reshape(-1)[0], max(x.ndim, 1))
     y = np.flip(x, axis=ax) if reverse else x
     y = np.cumsum(y, axis=ax, dtype=x.dtype)
     if exclusive:  # shift by one rather than subtract x, which would lose float precision
@@ -157,7 +163,7 @@ def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int
 
 
 def _top_k(x: np.ndarray, k: int, axis: int, largest: int) -> tuple[np.ndarray, np.ndarray]:
-    axis = axis % x.ndim
+    axis = axis_index(axis, x.ndim)
     n = x.shape[axis]
     if largest:
         # stable ascending order of the reversed axis, read backwards: descending values with

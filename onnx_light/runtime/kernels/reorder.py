@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._registry import kernel
+from ._axes import axes_index, axis_index
 
 
 @kernel("", "ReverseSequence", since=(10, 28))
@@ -35,7 +36,7 @@ def unique(
     of first occurrence.
     """
     if axis is not None:
-        axis = axis % x.ndim
+        axis = axis_index(axis, x.ndim)
     y, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
     inverse = inverse.reshape(-1)
     if not sorted:
@@ -61,7 +62,7 @@ def tensor_scatter(
     from ``write_indices[b]`` on (0 when omitted); ``mode="circular"`` wraps modulo the cache length."""
     if mode not in ("linear", "circular"):
         raise ValueError(f"TensorScatter: mode must be 'linear' or 'circular', got {mode!r}")
-    axis = axis % past_cache.ndim
+    axis = axis_index(axis, past_cache.ndim)
     if axis == 0:
         raise ValueError("TensorScatter: axis must not be the batch axis 0")
     max_len, seq_len = past_cache.shape[axis], update.shape[axis]
@@ -84,7 +85,7 @@ def tensor_scatter(
 def center_crop_pad(x: np.ndarray, shape: np.ndarray, *, axes: list[int] | None = None) -> np.ndarray:
     """CenterCropPad: crops (window start rounded down) or zero-pads (extra pixel on the right)
     each of ``axes`` to ``shape``, centred."""
-    axes = [a % x.ndim for a in (axes if axes is not None else range(x.ndim))]
+    axes = axes_index(axes if axes is not None else range(x.ndim), x.ndim)
     sizes = np.asarray(shape).astype(np.int64).reshape(-1).tolist()
     if len(sizes) != len(axes):
         raise ValueError(f"CenterCropPad: shape {sizes} must hold one size per axis of {axes}")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .._registry import kernel
+from ._axes import axis_index
 from .control_flow import _run, _split_scope
 
 
@@ -87,7 +88,7 @@ def split_to_sequence(
 
     Without ``split`` every chunk has size 1, and ``keepdims=0`` drops the split axis.
     """
-    axis = axis % x.ndim
+    axis = axis_index(axis, x.ndim)
     dim = x.shape[axis]
     if split is None:
         parts = [np.take(x, [i], axis=axis) for i in range(dim)]
@@ -111,9 +112,9 @@ def concat_from_sequence(seq: list[np.ndarray], *, axis: int, new_axis: int = 0)
     if not seq:
         raise ValueError("ConcatFromSequence: the sequence is empty")
     if new_axis:
-        out = np.stack(seq, axis=axis % (seq[0].ndim + 1))
+        out = np.stack(seq, axis=axis_index(axis, seq[0].ndim + 1))
     else:
-        out = np.concatenate(seq, axis=axis % seq[0].ndim)
+        out = np.concatenate(seq, axis=axis_index(axis, seq[0].ndim))
     # numpy drops a bit-pattern dtype's tag (bfloat16 as tagged uint16); the elements keep it
     return out.view(seq[0].dtype) if out.dtype == seq[0].dtype else out
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axes_index
 
 
 @kernel("", "Shape", since=(1, 13))
@@ -49,7 +50,9 @@ def reshape_14(x: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.nd
 @kernel("", "Flatten", since=(1, 9, 11, 13, 21, 23, 24, 25))
 def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     """Flatten: a matrix of the dimensions before ``axis`` by those from it."""
-    axis = axis % x.ndim if axis < 0 else axis
+    if not -x.ndim <= axis <= x.ndim:  # Flatten's axis may be the rank itself
+        raise np.exceptions.AxisError(axis, x.ndim)
+    axis = axis + x.ndim if axis < 0 else axis
     return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
 
 
@@ -74,7 +77,7 @@ def squeeze_13(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
 def _unsqueeze(x: np.ndarray, axes: Any) -> np.ndarray:
     axes = np.asarray(axes).reshape(-1).tolist()  # a scalar axes tensor counts as one axis
     rank = x.ndim + len(axes)
-    new = sorted(int(a) % rank for a in axes)
+    new = sorted(axes_index(axes, rank))
     dims = iter(x.shape)
     return x.reshape([1 if i in new else next(dims) for i in range(rank)])
 
@@ -148,7 +151,7 @@ def space_to_depth_28(x: np.ndarray, *, blocksize: int, mode: str = "DCR") -> np
 def _slice(x: np.ndarray, starts: Any, ends: Any, axes: Any, steps: Any) -> np.ndarray:
     starts = [int(s) for s in starts]
     ends = [int(e) for e in ends]
-    axes = range(len(starts)) if axes is None else [int(a) % x.ndim for a in axes]
+    axes = range(len(starts)) if axes is None else axes_index(axes, x.ndim)
     steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
     index = [slice(None)] * x.ndim
     for a, start, end, step in zip(axes, starts, ends, steps):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axis_index
 from onnx_light.runtime.kernels._dtypes import np_dtype
 
 
@@ -51,7 +52,7 @@ def dft17(
     x: np.ndarray, dft_length: np.ndarray | None = None, *, axis: int = 1, inverse: int = 0, onesided: int = 0
 ) -> np.ndarray:
     """DFT along the attribute ``axis`` (counted over the signal without its complex axis)."""
-    ax = axis % x.ndim
+    ax = axis_index(axis, x.ndim)
     return _dft(x, _scalar(dft_length), ax, inverse, onesided)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime.kernels._axes import axes_index, axis_index
 from onnx_light.runtime.kernels._dtypes import (
     BIT_PATTERN_TYPES,
     STRING,
@@ -278,7 +279,7 @@ def _split(x: np.ndarray, sizes: list[int] | None, axis: int, n: int) -> tuple[n
         sizes = [chunk] * (n - 1) + [x.shape[axis] - chunk * (n - 1)]
     # basic slicing (views, as np.split gives) without np.split's per-call overhead (~20 us):
     # the reverse Scan body of a recurrent gradient runs a Split per step
-    axis = axis % x.ndim if x.ndim else axis
+    axis = axis_index(axis, x.ndim) if x.ndim else axis
     if sum(sizes) != x.shape[axis] or min(sizes, default=0) < 0:
         raise ValueError(f"Split: sizes {sizes} do not add up to dimension {axis} of shape {list(x.shape)}")
     lead = (slice(None),) * axis
@@ -316,12 +317,23 @@ def _split_shapes(
     return [(*x[:axis], size, *x[axis + 1 :]) for size in sizes]
 
 
+def _equal_parts(x: np.ndarray, axis: int, n: int) -> list[int]:
+    """Split-2/11/13 without sizes: ``n`` equal parts (Split-18's ``num_outputs`` allows a smaller last one)."""
+    dim = x.shape[axis_index(axis, x.ndim)]
+    if n <= 0 or dim % n:
+        raise ValueError(
+            f"Split: dimension {axis} of shape {list(x.shape)} does not split into {n} equal parts; "
+            "give the sizes (the split input or attribute)"
+        )
+    return [dim // n] * n
+
+
 @kernel("", "Split", since=(2, 11), float_shape=_split_shapes)
 def split_2(
     x: np.ndarray, *, axis: int = 0, split: list[int] | None = None, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
     """Split-2: sizes from the ``split`` attribute, else equal parts."""
-    return _split(x, split, axis, _num_outputs)
+    return _split(x, split if split else _equal_parts(x, axis, _num_outputs), axis, _num_outputs)
 
 
 @kernel("", "Split", since=13, float_shape=_split_shapes, shape_values=(1,))
@@ -329,7 +341,7 @@ def split_13(
     x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, _num_outputs: int = 1
 ) -> tuple[np.ndarray, ...]:
     """Split-13: sizes from the optional ``split`` input, else equal parts."""
-    sizes = None if split is None else [int(s) for s in split]
+    sizes = _equal_parts(x, axis, _num_outputs) if split is None else [int(s) for s in split]
     return _split(x, sizes, axis, _num_outputs)
 
 
@@ -367,7 +379,7 @@ def expand(x: np.ndarray, shape: np.ndarray, *, out: np.ndarray | None = None) -
 def _pad(x: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None) -> np.ndarray:
     rank = x.ndim
     pads = [int(p) for p in pads]
-    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    axes = list(range(rank)) if axes is None else axes_index(axes, rank)
     before, after = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         before[a], after[a] = pads[i], pads[i + len(axes)]

@@ -1,0 +1,67 @@
+"""Invalid graphs and nodes the session refuses with a clear error instead of an answer.
+
+* a value written twice (two nodes with one output name, or a node writing a graph input):
+  the later write silently won;
+* Split-2/11/13 without sizes on a dimension the outputs do not divide: the spec asks for
+  equal parts (only Split-18's ``num_outputs`` allows a smaller last part); ours returned
+  ``[3, 2]`` for 5 into 2, where onnxruntime refuses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_light import OnnxLightError, RuntimeFailure, TensorProto, helper, numpy_helper
+from onnx_light.runtime import InferenceSession
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes: list, outputs: list[str], opset: int = 18, inits: list | None = None) -> object:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 5])],
+        [helper.make_tensor_value_info(o, F, None) for o in outputs],
+        initializer=inits or [],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_a_value_written_by_two_nodes_is_an_error() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["x"], ["a"], name="second")]
+    with pytest.raises(OnnxLightError, match=r"'second'.*writes 'a'.*SSA"):
+        InferenceSession(_model(nodes, ["a"]))
+
+
+def test_a_node_writing_a_graph_input_is_an_error() -> None:
+    nodes = [helper.make_node("Neg", ["x"], ["y"]), helper.make_node("Relu", ["y"], ["x"], name="over")]
+    with pytest.raises(OnnxLightError, match=r"'over'.*writes 'x'"):
+        InferenceSession(_model(nodes, ["y"]))
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_split_without_sizes_needs_equal_parts(opset: int) -> None:
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=1)
+    sess = InferenceSession(_model([node], ["a", "b"], opset))
+    with pytest.raises(RuntimeFailure, match="equal parts"):
+        sess.run(None, {"x": np.zeros((2, 5), np.float32)})
+    a, b = InferenceSession(_model([helper.make_node("Split", ["x"], ["a", "b"], axis=0)], ["a", "b"], opset)).run(
+        None, {"x": np.arange(10, dtype=np.float32).reshape(2, 5)}
+    )
+    np.testing.assert_array_equal(np.concatenate([a, b]), np.arange(10).reshape(2, 5))
+    assert a.shape == b.shape == (1, 5)
+
+
+def test_split_18_num_outputs_keeps_a_smaller_last_part() -> None:
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2)
+    a, b = InferenceSession(_model([node], ["a", "b"], 18)).run(None, {"x": np.zeros((2, 5), np.float32)})
+    assert (a.shape, b.shape) == ((2, 3), (2, 2))
+
+
+def test_split_13_with_sizes_still_runs() -> None:
+    split = numpy_helper.from_array(np.array([4, 1], np.int64), "s")
+    node = helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1)
+    a, b = InferenceSession(_model([node], ["a", "b"], 13, [split])).run(None, {"x": np.zeros((2, 5), np.float32)})
+    assert (a.shape, b.shape) == ((2, 4), (2, 1))
