@@ -229,9 +229,7 @@ class _Emitter:
         # a dying input that is the arena's view may take the result in place
         lent = {s: self.lent[s] for s in step.inputs if s in self.lent and s in free}
         typed_stmt = (
-            _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name, into, lent)
-            if types
-            else None
+            _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name, into) if types else None
         )
         if typed_stmt is None:
             stmt = self._untyped_stmt(i, step, args, outs, free, fresh, intos, lent)
@@ -415,13 +413,11 @@ def _typed_step(
     namespace: dict[str, Any],
     dtype_name: Callable[[np.dtype], str],
     into: str | None = None,
-    lent: dict[int, int] | None = None,
 ) -> str | None:
     """The line of a step whose inputs are all proven float arrays of one dtype and whose kernel
     is then exactly ``float_ufunc`` (a ufunc, or ``"relu"``/``"sigmoid"``); records its output's
     type. None when the step does not qualify. ``into``: the pool's buffer for the result, used
-    when no dying input takes it and the operands give exactly its dtype and shape; ``lent``:
-    dying inputs that may take the result while they are the arena's view ``k``."""
+    when no dying input takes it and the operands give exactly its dtype and shape."""
     kind = step.options.float_ufunc
     if kind is None or len(outs) != 1 or step.kwargs or not step.inputs:
         return None
@@ -439,21 +435,15 @@ def _typed_step(
         return None
     o = outs[0]
     buffer = None  # a dying fresh input of the output's shape: the result may go there
-    pooled = None  # else a dying pooled input (the arena's view k) of the output's shape
     for s, a in zip(step.inputs, args):
         others = [types[t][1] for t in step.inputs if t != s]
         if s in fresh and s in free and _fits_into(types[s][1], others):
             buffer = a
             break
-        if pooled is None and lent and s in lent and _fits_into(types[s][1], others):
-            pooled = (a, lent[s])
     d = dtype_name(dtype)[2:]
     if isinstance(kind, np.ufunc):
         namespace[f"u{i}"] = kind
-        if buffer is None and pooled is not None and kind not in (np.maximum, np.minimum):
-            a, k = pooled
-            stmt = f"{o} = u{i}({', '.join(args)}, {a}) if {a} is _ar.views[{k}] else u{i}({', '.join(args)})"
-        elif buffer is None and into is not None:
+        if buffer is None and into is not None:
             namespace[f"s{i}"] = same_type_dtypes(kind)
             stmt = f"{o} = _lent(u{i}, {into}, s{i}, {', '.join(args)})"
         elif buffer is None:
