@@ -46,6 +46,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+import weakref  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -344,6 +345,8 @@ def _trace(kind: str, d: str, steps: int = 5) -> None:
     plan = next(c for c in cells if isinstance(c, InferenceSession))._plan
     namespace, arenas = plan.fast.__globals__, plan.arenas  # type: ignore[union-attr]
     buffers: set[int] = set()  # ids of the arena's buffers in the current run (no references kept)
+    # the arrays counted, by id (a view's base counts once; a freed array leaves)
+    counted: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
     stats: dict[str, list[float]] = {}
 
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -356,10 +359,12 @@ def _trace(kind: str, d: str, steps: int = 5) -> None:
             row[0] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
             for v in result if isinstance(result, tuple) else (result,):
                 base = v
-                while isinstance(base, np.ndarray) and base.base is not None:
+                while isinstance(base, np.ndarray) and isinstance(base.base, np.ndarray):
                     base = base.base
                 if isinstance(v, np.ndarray) and v.nbytes >= 1 << 17 and id(base) not in buffers:
-                    row[1] += v.nbytes
+                    if counted.get(id(base)) is not base:
+                        counted[id(base)] = base
+                        row[1] += v.nbytes
             return result
 
         return traced
@@ -375,7 +380,12 @@ def _trace(kind: str, d: str, steps: int = 5) -> None:
 
         namespace["_take"] = take_traced
     for name, fn in list(namespace.items()):
-        if name[:1] in "kup_" and callable(fn) and not isinstance(fn, type) and name not in ("_take", "_give"):
+        if (
+            name[:1] in "kup_"
+            and callable(fn)
+            and not isinstance(fn, type)
+            and name not in ("_take", "_give", "_outputs")
+        ):
             namespace[name] = wrap(name, fn)
     for _ in range(steps):
         ort_step()
@@ -384,7 +394,6 @@ def _trace(kind: str, d: str, steps: int = 5) -> None:
         f"{len(arenas.index)} values in {len(arenas.sizes)} buffers, {arenas.nbytes / 1e6:.1f} MB" if arenas else "none"
     )
     print(f"{TITLES[kind]}: our train_step per node, {steps} steps (pooled: {pooled})")
-    print("  (a view of an array counts again; a result written in place into a dying input counts)")
     for label, (faults, fresh) in sorted(stats.items(), key=lambda kv: (-kv[1][0], -kv[1][1])):
         if faults or fresh:
             print(f"  {label:34s} {faults / steps:8.0f} faults/step  {fresh / steps / 1e6:7.2f} MB not pooled/step")
