@@ -19,6 +19,11 @@ libraries (parameters, optimizer states, session and the steps).
     PYTHONPATH=. python benchmarks/bench_training.py --models cnn --cpu   # CPU time: steadier under load
 
 Each row also gives the minor page faults per step (``getrusage``: fresh pages touched).
+``--trace`` prints, per node of our train_step (its generated function's calls wrapped), the
+page faults and the new arrays of >= 128 KiB that are not the buffer pool's (with onnxruntime's
+step run between ours, as in the timing):
+
+    PYTHONPATH=. python benchmarks/bench_training.py --models cnn --trace
 ``ONNX_LIGHT_BUFFER_POOL=0`` turns our session's buffer pool off; ``ONNX_LIGHT_MALLOC_KEEP=1``
 makes glibc keep freed memory for the whole process (every engine in it; ``runtime/_malloc.py``).
 """
@@ -41,6 +46,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+import weakref  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -274,6 +280,9 @@ def main() -> int:
         default=",".join(ENGINES),
         help="the engines to time (torch, ours, 'ours train_step', 'ort train_step'; ort always runs: the ratios)",
     )
+    parser.add_argument(
+        "--trace", action="store_true", help="per node of our train_step: page faults, new arrays not from the pool"
+    )
     parser.add_argument("--memory-child", nargs=3, metavar=("DIR", "KIND", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     engines = [e for e in ENGINES if e in args.engines.split(",") or e == "ort train_step"]
@@ -283,7 +292,9 @@ def main() -> int:
     for kind in args.models.split(","):
         with tempfile.TemporaryDirectory() as d:
             _export(d, kind)
-            if not args.no_time:
+            if args.trace:
+                _trace(kind, d)
+            elif not args.no_time:
                 _bench(kind, d, args.rounds, args.repeat, time.process_time if args.cpu else time.perf_counter, engines)
             if args.memory:
                 _memory(kind, d)
@@ -322,6 +333,72 @@ def _bench(
             f"  {k:16s} {v:7.3f} ms   x{v / torch_ms:.2f} torch   x{v / med['ort train_step']:.2f} ort"
             f"   {faults[k] / (rounds * repeat):8.0f} minflt/step"
         )
+
+
+def _trace(kind: str, d: str, steps: int = 5) -> None:
+    """Per node of our train_step: minor faults and new arrays >= 128 KiB that are not the pool's."""
+    engines = _engines(d, kind, ["ours train_step", "ort train_step"])
+    ours, ort_step = engines["ours train_step"], engines["ort train_step"]
+    for _ in range(3):
+        ours()
+    cells = [c.cell_contents for c in ours.__closure__ or ()]
+    plan = next(c for c in cells if isinstance(c, InferenceSession))._plan
+    namespace, arenas = plan.fast.__globals__, plan.arenas  # type: ignore[union-attr]
+    buffers: set[int] = set()  # ids of the arena's buffers in the current run (no references kept)
+    # the arrays counted, by id (a view's base counts once; a freed array leaves)
+    counted: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+    stats: dict[str, list[float]] = {}
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        label = f"{name[1:]:>4} {plan.steps[int(name[1:])].label}" if name[1:].isdigit() else name
+
+        def traced(*a: Any, **kw: Any) -> Any:
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            result = fn(*a, **kw)
+            row = stats.setdefault(label, [0, 0])
+            row[0] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            for v in result if isinstance(result, tuple) else (result,):
+                base = v
+                while isinstance(base, np.ndarray) and isinstance(base.base, np.ndarray):
+                    base = base.base
+                if isinstance(v, np.ndarray) and v.nbytes >= 1 << 17 and id(base) not in buffers:
+                    if counted.get(id(base)) is not base:
+                        counted[id(base)] = base
+                        row[1] += v.nbytes
+            return result
+
+        return traced
+
+    if arenas is not None:
+        take = arenas.take
+
+        def take_traced() -> Any:
+            arena = take()
+            buffers.clear()
+            buffers.update(id(b) for b in arena.buffers)
+            return arena
+
+        namespace["_take"] = take_traced
+    for name, fn in list(namespace.items()):
+        if (
+            name[:1] in "kup_"
+            and callable(fn)
+            and not isinstance(fn, type)
+            and name not in ("_take", "_give", "_outputs")
+        ):
+            namespace[name] = wrap(name, fn)
+    for _ in range(steps):
+        ort_step()
+        ours()
+    pooled = (
+        f"{len(arenas.index)} values in {len(arenas.sizes)} buffers, {arenas.nbytes / 1e6:.1f} MB" if arenas else "none"
+    )
+    print(f"{TITLES[kind]}: our train_step per node, {steps} steps (pooled: {pooled})")
+    for label, (faults, fresh) in sorted(stats.items(), key=lambda kv: (-kv[1][0], -kv[1][1])):
+        if faults or fresh:
+            print(f"  {label:34s} {faults / steps:8.0f} faults/step  {fresh / steps / 1e6:7.2f} MB not pooled/step")
+    total = [sum(v[k] for v in stats.values()) / steps for k in (0, 1)]
+    print(f"  total: {total[0]:.0f} faults/step, {total[1] / 1e6:.1f} MB of new arrays >= 128 KiB not pooled/step")
 
 
 def _options() -> str:

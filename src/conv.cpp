@@ -451,13 +451,25 @@ void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const S
 
 }  // namespace
 
+float *thread_scratch(int slot, size_t n) {
+    thread_local std::unique_ptr<float[]> buffers[2];
+    thread_local size_t sizes[2] = {0, 0};
+    if (slot < 0 || slot > 1) throw std::invalid_argument("thread_scratch: slot must be 0 or 1");
+    if (sizes[slot] < n || !buffers[slot]) {
+        buffers[slot].reset();
+        buffers[slot].reset(new float[n ? n : 1]);
+        sizes[slot] = n;
+    }
+    return buffers[slot].get();
+}
+
 void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias,
                const Epilogue &ep, float *y, int threads) {
     const TiledPlan q(t, s, threads);
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, q.items)));
     const Shape gs = {s.n, q.cg, s.h, s.w, q.mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
     const int64_t per = q.kc * q.nc;  // one worker's packed panels
-    std::unique_ptr<float[]> cols(new float[threads * per]);
+    float *cols = thread_scratch(1, static_cast<size_t>(threads * per));
     // the whole input zero-bordered once (all samples and channels), when the ISA packs from it
     std::unique_ptr<PaddedPlanes> pad;
     std::unique_ptr<PhasePlanes> ph;
@@ -468,7 +480,7 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
         fill_phases(*ph, s, x, s.n * s.c, threads);
     } else if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
-        pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true));
+        pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true, 0));
         fill_planes(*pad, s, x, s.n * s.c, threads);
     }
     std::unique_ptr<float[]> packed;  // TiledPlan::shared: every block's panels, K nc floats each
@@ -483,7 +495,7 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
     }
     parallel_items(threads, q.items, [&](int worker, int64_t i) {
         const float *shared = packed ? packed.get() + i / q.mchunks * q.K * q.nc : nullptr;
-        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols.get() + worker * per, shared);
+        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols + worker * per, shared);
     });
 }
 

@@ -48,16 +48,38 @@ using EpilogueFn = void (*)(const Epilogue &ep, float *y, const float *res, int6
 // are zeroed once and never written), tall enough for every window row and at least
 // `width` wide, so that kernels read whole vectors with no bounds checks. Without pads
 // and extra width (and unless `always`) the planes are read where they are.
+// At least n floats of a per-thread buffer (slot 0 or 1) that grows and is kept: the drivers'
+// whole-input copies and packed panels, which fresh memory would page-fault in every call (a
+// conv net training step: ~7 us per 4 KiB page). A call's two uses take two slots; no call
+// nests another on one thread; the helper threads only read the caller's.
+float *thread_scratch(int slot, size_t n);
+
+// floats owned, or borrowed from thread_scratch
+struct ScratchFloats {
+    std::unique_ptr<float[]> owned;
+    float *ptr = nullptr;
+    ScratchFloats(size_t n, int slot) {
+        if (slot >= 0) {
+            ptr = thread_scratch(slot, n);
+        } else if (n) {
+            owned.reset(new float[n]);
+            ptr = owned.get();
+        }
+    }
+    float *get() const { return ptr; }
+};
+
 struct PaddedPlanes {
     int64_t hp, wp;
     bool copies;
-    std::unique_ptr<float[]> buf;
+    ScratchFloats buf;
     int64_t bordered = 0;  // the first planes whose borders are zero
-    PaddedPlanes(const Shape &s, int64_t planes, int64_t width, bool always = false)
+    // scratch: a thread_scratch slot for the copy, or -1 (owned)
+    PaddedPlanes(const Shape &s, int64_t planes, int64_t width, bool always = false, int scratch = -1)
         : hp(std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1)),
           wp(std::max(s.pl + s.w, width)),
           copies(always || hp != s.h || wp != s.w || s.pt || s.pl),
-          buf(copies ? new float[planes * hp * wp] : nullptr) {}
+          buf(copies ? static_cast<size_t>(planes * hp * wp) : 0, copies ? scratch : -1) {}
     // the planes from x (planes x h x w), as rows of wp floats; the borders are written once
     // per plane (not the whole buffer zeroed first: the copy rewrites the middle)
     const float *fill(const Shape &s, const float *x, int64_t planes) {

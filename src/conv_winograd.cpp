@@ -300,7 +300,7 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
     // the input zero-bordered: 2 th + 2 rows and 2 tw + 2 columns cover every tile's window
     Shape tiled = s;
     tiled.oh = 2 * q.th, tiled.ow = 2 * q.tw;
-    PaddedPlanes pad(tiled, s.n * s.c, 2 * q.tw + 2, true);
+    PaddedPlanes pad(tiled, s.n * s.c, 2 * q.tw + 2, true, 0);
     const int64_t vsize = 16 * q.tbp * s.c;  // one block's V
     std::unique_ptr<float[]> vall(shared ? new float[s.n * q.blocks * vsize] : nullptr);
     const auto transform_plane = [&](int64_t n, int64_t c) {
@@ -324,8 +324,8 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
     const int64_t items = s.n * q.blocks * q.mchunks;
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
     const int64_t per = (shared ? 0 : vsize) + 16 * q.tbp * s.m + 64;  // one worker's V and Mo
-    std::unique_ptr<float[]> buf(new float[threads * per + 16]);
-    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t(63));
+    float *buf = thread_scratch(1, static_cast<size_t>(threads * per + 16));
+    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(buf) + 63) & ~uintptr_t(63));
     parallel_items(threads, items, [&](int worker, int64_t i) {
         const int64_t mc = i % q.mchunks, b = i / q.mchunks;
         const int64_t n = b / q.blocks, f0 = b % q.blocks * q.tb, f1 = std::min(q.tiles, f0 + q.tb);

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 
 namespace nb = nanobind;
@@ -28,11 +30,14 @@ template <typename T>
 using In4 = nb::ndarray<const T, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 template <typename T>
 using Out4 = nb::ndarray<nb::numpy, T, nb::ndim<4>>;
+template <typename T>
+using Lent4 = nb::ndarray<T, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 
-// The indexed loop of max_pool2d: per output, the running maximum and its tap in registers,
-// branch-free selects (a compare-and-branch per tap mispredicts on ReLU outputs, and the
-// running index spilled to the stack: 12 vs 3 ms on 16x32x62x62, 2x2 stride 2). KH, KW > 0
-// fix the window at compile time (the 2x2 pool, unrolled), 0 takes kh, kw.
+// The indexed loop of max_pool2d for windows that all lie inside the input: per output, the
+// running maximum and its tap in registers, branch-free selects (a compare-and-branch per tap
+// mispredicts on ReLU outputs, and the running index spilled to the stack: 12 vs 3 ms on
+// 16x32x62x62, 2x2 stride 2). KH, KW > 0 fix the window at compile time (the 2x2 pool,
+// unrolled), 0 takes kh, kw.
 template <typename T, int64_t KH = 0, int64_t KW = 0>
 void max_pool2d_indexed(const T *x, T *y, int64_t *idx, int64_t planes, int64_t hp, int64_t wp, int64_t kh_,
                         int64_t kw_, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
@@ -67,79 +72,193 @@ void max_pool2d_indexed(const T *x, T *y, int64_t *idx, int64_t planes, int64_t 
     }
 }
 
-// 2-D max pooling over an already padded NCHW input. A NaN in a window makes its maximum
-// NaN (as numpy's maximum); the index stays that of the largest number before it. Ties
-// keep the first maximum in kernel order (as onnxruntime does). idx holds the flat index
-// of the maximum inside the unpadded (n, c) plane, row-major (storage_order 0) or
-// column-major (1), plus the plane offset, as MaxPool's Indices output defines it.
+// The taps [first, last) of one axis that read the input (not a pad) for output position o.
+struct Taps {
+    int64_t first, last;
+};
+
+std::vector<Taps> inside_taps(int64_t outs, int64_t s, int64_t d, int64_t k, int64_t pad, int64_t size) {
+    std::vector<Taps> taps(static_cast<size_t>(outs));
+    for (int64_t o = 0; o < outs; ++o) {
+        const int64_t at = o * s - pad;  // the input position of tap 0
+        const int64_t first = at >= 0 ? 0 : (-at + d - 1) / d;
+        const int64_t last = at >= size ? 0 : std::min(k, (size - at + d - 1) / d);
+        taps[static_cast<size_t>(o)] = {first, std::max(first, last)};
+    }
+    return taps;
+}
+
+// The loop of max_pool2d when some window reads the padding: only the taps inside the input
+// count (the first maximum among them, in kernel order, as onnxruntime: a window whose cells
+// all equal the pad value reports its first cell, never a pad); a window with no cell inside
+// gives the type's lowest value and index -(width + 1) (column-major: -(height + 1)) plus the
+// plane offset, as onnxruntime does. xp is the input padded by pad_top / pad_left (and at least
+// as far as the windows reach on the other sides); idx may be null (no indices).
+template <typename T>
+void max_pool2d_padded(const T *x, T *y, int64_t *idx, int64_t planes, int64_t hp, int64_t wp, int64_t kh,
+                       int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
+                       int64_t pad_top, int64_t pad_left, int64_t height, int64_t width, int64_t storage_order) {
+    const std::vector<Taps> rows = inside_taps(oh, sh, dh, kh, pad_top, height);
+    const std::vector<Taps> cols = inside_taps(ow, sw, dw, kw, pad_left, width);
+    const int64_t row_step = storage_order ? 1 : width, col_step = storage_order ? height : 1;
+    const int64_t none = storage_order ? -(height + 1) : -(width + 1);
+    for (int64_t p = 0; p < planes; ++p) {
+        const T *plane = x + p * hp * wp;
+        for (int64_t i = 0; i < oh; ++i) {
+            T *yrow = y + (p * oh + i) * ow;
+            int64_t *irow = idx ? idx + (p * oh + i) * ow : nullptr;
+            const Taps ra = rows[static_cast<size_t>(i)];
+            for (int64_t j = 0; j < ow; ++j) {
+                const Taps cb = cols[static_cast<size_t>(j)];
+                if (ra.first == ra.last || cb.first == cb.last) {
+                    yrow[j] = std::numeric_limits<T>::lowest();
+                    if (irow) irow[j] = p * height * width + none;
+                    continue;
+                }
+                // (r, q): input position of the maximum
+                int64_t r = i * sh + ra.first * dh - pad_top, q = j * sw + cb.first * dw - pad_left;
+                T best = plane[(r + pad_top) * wp + q + pad_left];
+                int64_t at = r * row_step + q * col_step;
+                for (int64_t a = ra.first; a < ra.last; ++a) {
+                    const int64_t rr = i * sh + a * dh - pad_top;
+                    const T *row = plane + (rr + pad_top) * wp + pad_left;
+                    for (int64_t b = a == ra.first ? cb.first + 1 : cb.first; b < cb.last; ++b) {
+                        const int64_t qq = j * sw + b * dw - pad_left;
+                        const T v = row[qq];
+                        const int64_t gt = -static_cast<int64_t>(v > best);
+                        at ^= (at ^ (rr * row_step + qq * col_step)) & gt;
+                        const T m = v > best ? v : best;
+                        best = v != v ? v : m;
+                    }
+                }
+                yrow[j] = best;
+                if (irow) irow[j] = p * height * width + at;
+            }
+        }
+    }
+}
+
+// per output row: one pass per kernel tap over contiguous input rows (every window inside),
+// so the inner loop streams memory and keeps the running max in the output row
+template <typename T>
+void max_pool2d_plain(const T *x, T *y, int64_t planes, int64_t hp, int64_t wp, int64_t kh, int64_t kw, int64_t sh,
+                      int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
+    for (int64_t p = 0; p < planes; ++p) {
+        const T *plane = x + p * hp * wp;
+        for (int64_t i = 0; i < oh; ++i) {
+            T *yrow = y + (p * oh + i) * ow;
+            for (int64_t a = 0; a < kh; ++a) {
+                const T *src = plane + (i * sh + a * dh) * wp;
+                for (int64_t b = 0; b < kw; ++b) {
+                    const T *tap = src + b * dw;
+                    if (a == 0 && b == 0) {
+                        for (int64_t j = 0; j < ow; ++j) yrow[j] = tap[j * sw];
+                        continue;
+                    }
+                    // branch-free: the max, then NaN wins
+                    for (int64_t j = 0; j < ow; ++j) {
+                        const T v = tap[j * sw], y0 = yrow[j];
+                        const T m = v > y0 ? v : y0;
+                        yrow[j] = v != v ? v : m;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// `lent` when `out` is a writeable C-contiguous array of T and exactly `shape` that does not
+// overlap [lo, hi) (the pool's buffer: written and returned as it is); else false (allocate)
+template <typename U>
+bool takes_out(nb::handle out, const size_t *shape, Lent4<U> &lent, const void *lo, const void *hi) {
+    if (!out.is_valid() || out.is_none() || !nb::try_cast(out, lent, false)) return false;
+    for (int k = 0; k < 4; ++k)
+        if (lent.shape(k) != shape[k]) return false;
+    const auto *a = reinterpret_cast<const char *>(lent.data());
+    const auto *e = a + lent.size() * sizeof(U);
+    return !(a < static_cast<const char *>(hi) && static_cast<const char *>(lo) < e) || lent.size() == 0;
+}
+
+// 2-D max pooling of an NCHW input padded by pad_top / pad_left (and far enough after) into xp.
+// Only the input's cells count (never a pad): a NaN in a window makes its maximum NaN (as
+// numpy's maximum), the index staying that of the largest number before it; ties keep the first
+// maximum in kernel order; a window with no input cell: see max_pool2d_padded (onnxruntime's
+// answers). idx holds the flat index of the maximum inside the unpadded (n, c) plane, row-major
+// (storage_order 0) or column-major (1), plus the plane offset, as MaxPool's Indices output
+// defines it. `out` / `indices_out` (the buffer pool's arrays): used and returned when they are
+// writeable C-contiguous arrays of the result's dtype and shape that do not overlap xp, else
+// ignored (new arrays).
 template <typename T>
 nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
                      int64_t oh, int64_t ow, int64_t pad_top, int64_t pad_left, int64_t height, int64_t width,
-                     int64_t storage_order, bool want_indices) {
+                     int64_t storage_order, bool want_indices, nb::handle out, nb::handle indices_out) {
     const int64_t n = xp.shape(0), c = xp.shape(1), hp = xp.shape(2), wp = xp.shape(3);
     if (kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || oh < 0 || ow < 0)
         throw std::invalid_argument("max_pool2d: kernel, strides, dilations must be positive");
+    if (pad_top < 0 || pad_left < 0 || height < 0 || width < 0 || pad_top + height > hp || pad_left + width > wp)
+        throw std::invalid_argument("max_pool2d: the input does not fit in the padded array");
     if (oh > 0 && (oh - 1) * sh + (kh - 1) * dh >= hp) throw std::invalid_argument("max_pool2d: window past input");
     if (ow > 0 && (ow - 1) * sw + (kw - 1) * dw >= wp) throw std::invalid_argument("max_pool2d: window past input");
+    const size_t shape[4] = {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(oh),
+                             static_cast<size_t>(ow)};
     const size_t out_size = static_cast<size_t>(n * c * oh * ow);
-    T *y = new T[out_size ? out_size : 1];
-    int64_t *idx = want_indices ? new int64_t[out_size ? out_size : 1] : nullptr;
     const T *x = xp.data();
+    const void *lo = x, *hi = x + xp.size();
+    Lent4<T> y_lent;
+    Lent4<int64_t> i_lent;
+    const bool y_in = takes_out(out, shape, y_lent, lo, hi);
+    const bool i_in = want_indices && takes_out(indices_out, shape, i_lent, lo, hi);
+    std::unique_ptr<T[]> y_new(y_in ? nullptr : new T[out_size ? out_size : 1]);
+    std::unique_ptr<int64_t[]> i_new(want_indices && !i_in ? new int64_t[out_size ? out_size : 1] : nullptr);
+    T *y = y_in ? y_lent.data() : y_new.get();
+    int64_t *idx = !want_indices ? nullptr : i_in ? i_lent.data() : i_new.get();
+    // every window inside the input (no pad read): the fast loops
+    const bool inside = pad_top == 0 && pad_left == 0 && (oh == 0 || (oh - 1) * sh + (kh - 1) * dh < height) &&
+                        (ow == 0 || (ow - 1) * sw + (kw - 1) * dw < width);
     {
         nb::gil_scoped_release release;
-        if (idx && kh == 2 && kw == 2) {
+        if (!inside) {
+            max_pool2d_padded(x, y, idx, n * c, hp, wp, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, height,
+                              width, storage_order);
+        } else if (idx && kh == 2 && kw == 2) {
             max_pool2d_indexed<T, 2, 2>(x, y, idx, n * c, hp, wp, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left,
                                         height, width, storage_order);
         } else if (idx) {
             max_pool2d_indexed(x, y, idx, n * c, hp, wp, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, height,
                                width, storage_order);
         } else {
-            // per output row: one pass per kernel tap over contiguous input rows, so the
-            // inner loop streams memory and keeps the running max in the output row
-            for (int64_t p = 0; p < n * c; ++p) {
-                const T *plane = x + p * hp * wp;
-                for (int64_t i = 0; i < oh; ++i) {
-                    T *yrow = y + (p * oh + i) * ow;
-                    for (int64_t a = 0; a < kh; ++a) {
-                        const T *src = plane + (i * sh + a * dh) * wp;
-                        for (int64_t b = 0; b < kw; ++b) {
-                            const T *tap = src + b * dw;
-                            if (a == 0 && b == 0) {
-                                for (int64_t j = 0; j < ow; ++j) yrow[j] = tap[j * sw];
-                                continue;
-                            }
-                            // branch-free: the max, then NaN wins
-                            for (int64_t j = 0; j < ow; ++j) {
-                                const T v = tap[j * sw], y0 = yrow[j];
-                                const T m = v > y0 ? v : y0;
-                                yrow[j] = v != v ? v : m;
-                            }
-                        }
-                    }
-                }
-            }
+            max_pool2d_plain(x, y, n * c, hp, wp, kh, kw, sh, sw, dh, dw, oh, ow);
         }
     }
-    nb::capsule y_owner(y, [](void *ptr) noexcept { delete[] static_cast<T *>(ptr); });
-    Out4<T> y_arr(y, {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(oh), static_cast<size_t>(ow)},
-                  y_owner);
-    if (!idx) return nb::make_tuple(y_arr, nb::none());
-    nb::capsule i_owner(idx, [](void *ptr) noexcept { delete[] static_cast<int64_t *>(ptr); });
-    Out4<int64_t> i_arr(idx, {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(oh),
-                              static_cast<size_t>(ow)}, i_owner);
-    return nb::make_tuple(y_arr, i_arr);
+    nb::object y_arr;
+    if (y_in) {
+        y_arr = nb::borrow(out);
+    } else {
+        nb::capsule owner(y_new.get(), [](void *ptr) noexcept { delete[] static_cast<T *>(ptr); });
+        y_arr = nb::cast(Out4<T>(y_new.release(), 4, shape, owner));
+    }
+    if (!want_indices) return nb::make_tuple(y_arr, nb::none());
+    if (i_in) return nb::make_tuple(y_arr, nb::borrow(indices_out));
+    nb::capsule owner(i_new.get(), [](void *ptr) noexcept { delete[] static_cast<int64_t *>(ptr); });
+    return nb::make_tuple(y_arr, nb::cast(Out4<int64_t>(i_new.release(), 4, shape, owner)));
+}
+
+template <typename T>
+void def_max_pool2d(nb::module_ &m) {
+    m.def("max_pool2d", &max_pool2d<T>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
+          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
+          nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"),
+          nb::arg("out").none() = nb::none(), nb::arg("indices_out").none() = nb::none());
 }
 
 }  // namespace
 
 NB_MODULE(_native, m) {
     m.doc() = "onnx-light's native loops; every function has a pure-Python twin";
-    m.def("max_pool2d", &max_pool2d<float>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
-          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
-          nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
-    m.def("max_pool2d", &max_pool2d<double>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
-          nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
-          nb::arg("height"), nb::arg("width"), nb::arg("storage_order"), nb::arg("want_indices"));
+    def_max_pool2d<float>(m);
+    def_max_pool2d<double>(m);
+    def_max_pool2d<int8_t>(m);
+    def_max_pool2d<uint8_t>(m);
     bind_codec(m);
     bind_conv(m);
     bind_conv_backward(m);

@@ -5,13 +5,15 @@
 // the padding is never materialised: a row buffer with -inf borders stands in for the
 // columns outside the input, and rows outside it are skipped. A NaN in a window makes
 // its maximum NaN, as numpy's maximum (the twin, onnx_light/runtime/_native.py) does.
-// Column strides 1 and 2 run 8 outputs per AVX2 instruction; other strides are scalar.
+// Column strides 1 and 2 run 8 outputs per AVX2 instruction; other strides are scalar. A window
+// with no input cell gives the lowest float (onnxruntime's answer). `out`: the buffer pool's array.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -105,9 +107,11 @@ AVX2 int64_t vmax_avx2(const float *const *rows, int64_t n, float *y, int64_t ow
 }
 #endif
 
+// empty: the output columns whose windows hold no input column (their outputs are the lowest
+// float, as onnxruntime gives a window with no input cell)
 void pool_plane(const float *x, float *y, const Geometry &g, std::vector<float> &row, std::vector<float> &hmax,
-                bool simd) {
-    const float lowest = -std::numeric_limits<float>::infinity();
+                const std::vector<int64_t> &empty, bool simd) {
+    const float lowest = std::numeric_limits<float>::lowest();
     // hmax of every input row (rows no window reads are skipped)
     for (int64_t r = 0; r < g.h; ++r) {
         std::copy(x + r * g.w, x + (r + 1) * g.w, row.begin() + g.pad_left);
@@ -134,11 +138,25 @@ void pool_plane(const float *x, float *y, const Geometry &g, std::vector<float> 
 #endif
         vmax_scalar(row_ptrs, n, yrow, g.ow, done);
         if (n == 0) std::fill(yrow, yrow + g.ow, lowest);
+        for (const int64_t j : empty) yrow[j] = lowest;
     }
 }
 
-Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh,
-                     int64_t ow, int64_t pad_top, int64_t pad_left, int threads) {
+using Lent4f = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+
+// Whether `out` (the buffer pool's array) is a writeable C-contiguous float32 array of exactly
+// n x c x oh x ow that does not overlap x (then the result goes there and `out` is returned)
+bool takes_out(nb::handle out, const In4f &x, int64_t oh, int64_t ow, Lent4f &lent) {
+    if (!out.is_valid() || out.is_none() || !nb::try_cast(out, lent, false)) return false;
+    if (lent.shape(0) != x.shape(0) || lent.shape(1) != x.shape(1) || static_cast<int64_t>(lent.shape(2)) != oh ||
+        static_cast<int64_t>(lent.shape(3)) != ow)
+        return false;
+    const float *a = lent.data(), *e = a + lent.size(), *lo = x.data(), *hi = lo + x.size();
+    return lent.size() == 0 || !(a < hi && lo < e);
+}
+
+nb::object max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh,
+                          int64_t ow, int64_t pad_top, int64_t pad_left, int threads, nb::handle out) {
     const int64_t n = x.shape(0), c = x.shape(1);
     const Geometry g{kh,       kw,      sh, sw, dh, dw, oh, ow, pad_top, pad_left, int64_t(x.shape(2)),
                      int64_t(x.shape(3)), (ow + 7) / 8 * 8};
@@ -147,7 +165,16 @@ Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int
         throw std::invalid_argument("max_pool2d_f32: kernel, strides, dilations must be positive, pads not negative");
     if (threads < 1 || threads > 64) throw std::invalid_argument("max_pool2d_f32: threads must be in [1, 64]");
     const size_t out_size = static_cast<size_t>(n * c * oh * ow);
-    float *y = new float[out_size ? out_size : 1];
+    Lent4f lent;
+    const bool lent_out = takes_out(out, x, oh, ow, lent);
+    std::unique_ptr<float[]> fresh(lent_out ? nullptr : new float[out_size ? out_size : 1]);
+    float *y = lent_out ? lent.data() : fresh.get();
+    std::vector<int64_t> empty;  // output columns whose windows read no input column
+    for (int64_t j = 0; j < ow; ++j) {
+        bool any = false;
+        for (int64_t b = 0; b < kw && !any; ++b) any = j * sw + b * dw - pad_left >= 0 && j * sw + b * dw - pad_left < g.w;
+        if (!any) empty.push_back(j);
+    }
     if (out_size) {
         nb::gil_scoped_release release;
         // the padded row: pad_left -inf, the row, then -inf up to what the windows (and the
@@ -160,11 +187,13 @@ Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int
         const bool simd = has_avx2_fma();
         const float *xs = x.data();
         onnx_light_pool::parallel_items(threads, n * c, [&](int worker, int64_t p) {
-            pool_plane(xs + p * g.h * g.w, y + p * oh * ow, g, row[worker], hmax[worker], simd);
+            pool_plane(xs + p * g.h * g.w, y + p * oh * ow, g, row[worker], hmax[worker], empty, simd);
         });
     }
+    if (lent_out) return nb::borrow(out);
     nb::capsule owner(y, [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
-    return Out4f(y, {size_t(n), size_t(c), size_t(oh), size_t(ow)}, owner);
+    fresh.release();
+    return nb::cast(Out4f(y, {size_t(n), size_t(c), size_t(oh), size_t(ow)}, owner));
 }
 
 }  // namespace
@@ -172,5 +201,5 @@ Out4f max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int
 void bind_pool(nb::module_ &m) {
     m.def("max_pool2d_f32", &max_pool2d_f32, nb::arg("x"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
-          nb::arg("threads") = 1);
+          nb::arg("threads") = 1, nb::arg("out").none() = nb::none());
 }

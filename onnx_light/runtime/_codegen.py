@@ -157,6 +157,9 @@ class _Emitter:
         arenas = plan.arenas
         #: pooled slot -> its position in the arena ``_ar`` (``_pool.py``)
         self.pooled: dict[int, int] = arenas.index if arenas is not None else {}
+        #: pooled outputs of ``writes_out`` kernels that only their variable references when they are
+        #: the arena's view (checked at run time: ``v is _ar.views[k]``), as ``fresh`` for the others
+        self.lent: dict[int, int] = {}
         if arenas is not None:
             self.namespace.update(_take=arenas.take, _give=arenas.give, _lent=_lent)
 
@@ -220,18 +223,28 @@ class _Emitter:
         outs = [self.target(s) for s in step.outputs]
         options = step.options
         ufunc = options.inline_ufunc
-        # the arena view lent to this step's output (``_pool.py``), or None
-        into = f"_ar.lend({self.pooled[step.outputs[0]]})" if step.outputs and step.outputs[0] in self.pooled else None
+        # the arena views lent to this step's outputs (``_pool.py``), or None
+        intos = [f"_ar.lend({self.pooled[s]})" if s in self.pooled else None for s in step.outputs]
+        into = intos[0] if intos else None
+        # a dying input that is the arena's view may take the result in place
+        lent = {s: self.lent[s] for s in step.inputs if s in self.lent and s in free}
         typed_stmt = (
             _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name, into) if types else None
         )
-        stmt = typed_stmt if typed_stmt is not None else self._untyped_stmt(i, step, args, outs, free, fresh, into)
+        if typed_stmt is None:
+            stmt = self._untyped_stmt(i, step, args, outs, free, fresh, intos, lent)
+        else:
+            stmt = typed_stmt
         if typed_stmt is None and types and options.float_shape is not None:
             _record_float_shape(step, types, self.plan.constants)
         if not options.makes_new_arrays:
             fresh.difference_update(step.inputs)  # its outputs may be (views of) its inputs
+            for s in step.inputs:
+                self.lent.pop(s, None)
         elif typed_stmt is not None or ufunc is not None or options.fresh_output:
             fresh.update(step.outputs)
+        if options.writes_out:
+            self.lent.update((s, self.pooled[s]) for s in step.outputs if s in self.pooled)
         dead = [f"v{s}" for s in free if s > 1 and s not in self.plan.constants]
         if dead:
             stmt += f"; del {', '.join(dead)}"
@@ -245,12 +258,20 @@ class _Emitter:
         outs: list[str],
         free: tuple[int, ...],
         fresh: set[int],
-        into: str | None = None,
+        intos: list[str | None] | None = None,
+        lent: dict[int, int] | None = None,
     ) -> str:
         """The statement of a step that the typed lines do not cover: in place, inline ufunc or a
-        call (given the pool's buffer ``into`` when the kernel takes ``out``)."""
+        call (given the pool's buffers ``intos``, one per output, when the kernel takes ``out``;
+        ``lent``: dying inputs that may take the result when they are the arena's view ``k``)."""
         options = step.options
-        call = f"k{i}({', '.join(args + ([f'out={into}'] if into and options.writes_out else []))})"
+        intos = intos or []
+        lent = lent or {}
+        into = intos[0] if intos else None
+        lend = []
+        if options.writes_out and any(intos):
+            lend = [f"out={into}"] if len(intos) == 1 else [f"out=({', '.join(t or 'None' for t in intos)},)"]
+        call = f"k{i}({', '.join(args + lend)})"
         ufunc = options.inline_ufunc
         inplace = options.inplace
         if (
@@ -258,16 +279,18 @@ class _Emitter:
             and len(outs) == 1
             and not step.kwargs
             and len(step.inputs) == 1
-            and step.inputs[0] in fresh
             and step.inputs[0] in free
         ):
             self.namespace[f"p{i}"] = inplace
-            return f"{outs[0]} = p{i}({args[0]})"
+            if step.inputs[0] in fresh:
+                return f"{outs[0]} = p{i}({args[0]})"
+            if step.inputs[0] in lent:
+                return f"{outs[0]} = p{i}({args[0]}) if {args[0]} is _ar.views[{lent[step.inputs[0]]}] else {call}"
         if len(outs) == 1 and ufunc is not None and not step.kwargs and args and "None" not in args:
             o = outs[0]
             self.namespace[f"u{i}"] = ufunc
             first = f"u{i}({', '.join(args)})"
-            dying = _dying_operand(step, args, free, fresh, ufunc)
+            dying = _dying_operand(step, args, free, fresh | lent.keys(), ufunc)
             if dying is not None:
                 # checked at run time: both exact ndarrays of one dtype and the other operand
                 # broadcasting to the dying one, so the answer has the dying buffer's shape and dtype
@@ -278,6 +301,8 @@ class _Emitter:
                     f"{a}.__class__ is _nd and {b}.__class__ is _nd and {a}.dtype is {b}.dtype and "
                     f"{a}.dtype in s{i} and ({other}.shape == {buf}.shape or _fits({other}.shape, {buf}.shape))"
                 )
+                if step.inputs[dying] not in fresh:  # a pooled value: only while it is the arena's view
+                    check = f"{buf} is _ar.views[{lent[step.inputs[dying]]}] and {check}"
                 first = f"u{i}({a}, {b}, out={buf}) if {check} else {first}"
             elif into is not None:
                 self.namespace[f"s{i}"] = same_type_dtypes(ufunc)

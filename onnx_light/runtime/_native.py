@@ -81,6 +81,16 @@ def using_native() -> bool:
     return NATIVE is not None
 
 
+def lent(out: Any, dtype: np.dtype, shape: tuple[int, ...], x: np.ndarray) -> np.ndarray | None:
+    """``out`` when it is a writeable C-contiguous array of exactly ``dtype`` and ``shape`` that does
+    not overlap ``x`` (a buffer of the runtime's pool, which a native loop writes into), else None."""
+    if out.__class__ is not np.ndarray or out.dtype != dtype or out.shape != shape:
+        return None
+    if not (out.flags.c_contiguous and out.flags.writeable) or (out.size and np.may_share_memory(out, x)):
+        return None
+    return out
+
+
 def max_pool2d_twin(
     xp: np.ndarray,
     kh: int,
@@ -97,55 +107,83 @@ def max_pool2d_twin(
     width: int,
     storage_order: int,
     want_indices: bool,
+    out: np.ndarray | None = None,
+    indices_out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """2-D max pooling of a padded NCHW array: ``(y, indices or None)``.
+    """2-D max pooling of an NCHW array padded by ``pad_top``/``pad_left`` (and as far as the windows
+    reach after): ``(y, indices or None)``.
 
-    Ties keep the first maximum in kernel order; indices are flat positions in the
-    unpadded input (row-major, or column-major for ``storage_order`` 1) plus the
-    offset of the (n, c) plane.
+    Only the input's cells count, never a pad: ties keep the first maximum in kernel order (a
+    window whose cells all equal the pad value reports its first cell), a NaN makes the maximum
+    NaN (the index stays the largest number's before it); a window with no input cell gives the
+    dtype's lowest value and index ``-(width + 1)`` (column-major ``-(height + 1)``), as
+    onnxruntime does. Indices are flat positions in the unpadded input (row-major, or
+    column-major for ``storage_order`` 1) plus the offset of the (n, c) plane. ``out`` /
+    ``indices_out``: the buffer pool's arrays, used (and returned) when :func:`lent` takes them.
     """
     n, c = xp.shape[:2]
-    y: np.ndarray | None = None
-    idx: np.ndarray | None = None
+    shape = (n, c, oh, ow)
+    y = lent(out, xp.dtype, shape, xp)
+    y = np.empty(shape, xp.dtype) if y is None else y
+    idx = lent(indices_out, np.dtype(np.int64), shape, xp) if want_indices else None
+    idx = np.empty(shape, np.int64) if want_indices and idx is None else idx
+    low = np.finfo(xp.dtype).min if xp.dtype.kind == "f" else np.iinfo(xp.dtype).min
+    y[...] = low
+    if idx is not None:
+        idx[...] = -(height + 1) if storage_order else -(width + 1)
+    found = np.zeros((oh, ow), dtype=bool)  # whether an input cell of the window was seen
     rows = np.arange(oh)[:, None] * sh
     cols = np.arange(ow)[None, :] * sw
     for a in range(kh):
         for b in range(kw):
             tap = xp[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh, b * dw : b * dw + (ow - 1) * sw + 1 : sw]
-            if want_indices:
-                r = rows + a * dh - pad_top
-                q = cols + b * dw - pad_left
-                flat = q * height + r if storage_order else r * width + q
-            if y is None:
-                y = tap.copy()
-                if want_indices:
-                    idx = np.broadcast_to(flat, y.shape).astype(np.int64)
-                continue
-            if want_indices:
-                assert idx is not None
-                np.copyto(idx, flat, where=tap > y)
-            np.maximum(y, tap, out=y)
-    assert y is not None
+            r = rows + a * dh - pad_top
+            q = cols + b * dw - pad_left
+            inside = (r >= 0) & (r < height) & (q >= 0) & (q < width)
+            first, later = inside & ~found, inside & found
+            flat = np.broadcast_to(q * height + r if storage_order else r * width + q, (oh, ow))
+            if idx is not None:
+                np.copyto(idx, flat, where=first | (later & (tap > y)))
+            np.copyto(y, np.where(first, tap, np.maximum(y, tap)), where=inside)
+            found |= inside
     if idx is not None:
         idx += (np.arange(n * c, dtype=np.int64) * (height * width)).reshape(n, c, 1, 1)
     return y, idx
 
 
-def max_pool2d(*args: Any) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`max_pool2d_twin`, natively when the extension is selected (float32/float64)."""
+#: the dtypes of the native max_pool2d loops
+_MAX_POOL2D_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def max_pool2d(*args: Any, **lent_out: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`max_pool2d_twin`, natively when the extension is selected (float32/float64, int8/uint8);
+    ``out`` / ``indices_out`` (keywords) as the twin takes them."""
     xp = args[0]
-    if NATIVE is not None and xp.dtype in (np.float32, np.float64):
-        return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:])
-    return max_pool2d_twin(*args)
+    if NATIVE is not None and xp.dtype in _MAX_POOL2D_DTYPES:
+        return NATIVE.max_pool2d(np.ascontiguousarray(xp), *args[1:], **lent_out)
+    return max_pool2d_twin(*args, **lent_out)
 
 
 def max_pool2d_f32_twin(
-    x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, pad_top: int, pad_left: int
+    x: np.ndarray,
+    kh: int,
+    kw: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    oh: int,
+    ow: int,
+    pad_top: int,
+    pad_left: int,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """2-D max pooling of an unpadded float32 NCHW array, no indices (``src/pool.cpp``'s twin).
 
     Separable: the maximum over the window's columns of every row first, then over its rows;
-    the padding (``pad_top``/``pad_left`` before, whatever the windows read after) is -inf.
+    the padding (``pad_top``/``pad_left`` before, whatever the windows read after) is -inf, and
+    a window with no input cell gives the lowest float (onnxruntime's answer). ``out``: the
+    buffer pool's array, used (and returned) when :func:`lent` takes it.
     """
     n, c, h, w = x.shape
     if oh <= 0 or ow <= 0:
@@ -157,22 +195,46 @@ def max_pool2d_f32_twin(
     hmax = xp[..., 0 : (ow - 1) * sw + 1 : sw].copy()
     for b in range(1, kw):
         np.maximum(hmax, xp[..., b * dw : b * dw + (ow - 1) * sw + 1 : sw], out=hmax)
-    y = hmax[:, :, 0 : (oh - 1) * sh + 1 : sh].copy()
+    y = lent(out, np.dtype(np.float32), (n, c, oh, ow), x)
+    y = np.empty((n, c, oh, ow), np.float32) if y is None else y
+    np.copyto(y, hmax[:, :, 0 : (oh - 1) * sh + 1 : sh])
     for a in range(1, kh):
         np.maximum(y, hmax[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh], out=y)
+    taps = np.arange(kh) * dh
+    rows = (
+        (np.arange(oh)[:, None] * sh + taps - pad_top >= 0) & (np.arange(oh)[:, None] * sh + taps - pad_top < h)
+    ).any(1)
+    taps = np.arange(kw) * dw
+    cols = (
+        (np.arange(ow)[:, None] * sw + taps - pad_left >= 0) & (np.arange(ow)[:, None] * sw + taps - pad_left < w)
+    ).any(1)
+    if not (rows.all() and cols.all()):
+        y[:, :, ~rows, :] = np.finfo(np.float32).min
+        y[:, :, :, ~cols] = np.finfo(np.float32).min
     return y
 
 
 def max_pool2d_f32(
-    x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int, pad_top: int, pad_left: int
+    x: np.ndarray,
+    kh: int,
+    kw: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    oh: int,
+    ow: int,
+    pad_top: int,
+    pad_left: int,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`max_pool2d_f32_twin`, natively when the extension is selected."""
     if NATIVE is not None and hasattr(NATIVE, "max_pool2d_f32"):
         extra = _threads(x.shape[0] * x.shape[1] * oh * ow)
         return NATIVE.max_pool2d_f32(
-            np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, **extra
+            np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, out=out, **extra
         )
-    return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left)
+    return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, out)
 
 
 def sigmoid_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -43,8 +43,8 @@ __all__ = ["Arena", "Arenas", "MIN_BYTES", "Seen", "observe", "plan_arena", "poo
 MIN_BYTES = 1 << 17
 #: arenas kept for later runs (more only while runs overlap)
 _KEPT = 2
-#: the builtin dtypes an ufunc step may write into a buffer of (``in`` tests identity first)
-_OUT_DTYPES = tuple(np.dtype(c) for c in "fdelqibhBHILQe")
+#: the builtin dtypes a pooled value may have (``in`` tests identity first): numbers and bool
+_OUT_DTYPES = tuple(np.dtype(c) for c in "fdelqibhBHILQe?")
 #: (buffer, dtype, shape) of one pooled value's view
 _View = tuple[int, np.dtype, tuple[int, ...]]
 
@@ -55,15 +55,19 @@ def same_type_dtypes(ufunc: np.ufunc) -> tuple[np.dtype, ...]:
     return tuple(d for d in _OUT_DTYPES if d.char * ufunc.nin + "->" + d.char in ufunc.types)
 
 
-def poolable(step: Step) -> bool:
-    """Whether the generated line of ``step`` can write its one output into a lent buffer."""
+def poolable(step: Step) -> tuple[int, ...]:
+    """The outputs of ``step`` its generated line can write into lent buffers: every output of a
+    ``writes_out`` kernel (``out=`` one array, or a tuple of them for several outputs), the one
+    output of an ufunc step; none for a step with a missing optional input."""
     options = step.options
-    if len(step.outputs) != 1 or step.outputs[0] <= 1 or 0 in step.inputs:
-        return False
+    if not step.outputs or 0 in step.inputs:
+        return ()
     if options.writes_out:
-        return True
+        return tuple(s for s in step.outputs if s > 1)
     ufunc = options.inline_ufunc or options.float_ufunc
-    return isinstance(ufunc, np.ufunc) and not step.kwargs and ufunc.nin == len(step.inputs) and ufunc.nout == 1
+    if len(step.outputs) != 1 or step.outputs[0] <= 1 or not isinstance(ufunc, np.ufunc) or step.kwargs:
+        return ()
+    return step.outputs if ufunc.nin == len(step.inputs) and ufunc.nout == 1 else ()
 
 
 @dataclass
@@ -181,20 +185,28 @@ def plan_arena(plan: Plan, record: Seen, min_bytes: int = MIN_BYTES) -> Arenas |
     released = {s: i for i, free in enumerate(plan.free_after) for s in free}
     shares = _may_share(plan.steps, plan.free_after, record.shared)
     lives: list[tuple[int, int, int, _View]] = []  # (first step, last step, bytes, (-, dtype, shape))
-    for i, step in enumerate(plan.steps):
-        if not poolable(step):
-            continue
-        out = step.outputs[0]
-        dtype, shape = record.types.get(out, (None, ()))
-        if dtype is None or dtype not in _OUT_DTYPES or math.prod(shape) * dtype.itemsize < min_bytes:
-            continue
-        dying = [s for s in step.inputs if s in plan.free_after[i]]
-        if _in_place(step) and any(record.types.get(s) == (dtype, shape) for s in dying):
-            continue  # the line writes the result into that dying input (no new buffer)
-        end = _last_use(out, shares, released)
-        if end is not None:
-            builtin = next(d for d in _OUT_DTYPES if d == dtype)  # numpy's own descriptor (``is`` tests)
-            lives.append((i, end, out, (math.prod(shape) * dtype.itemsize, builtin, shape)))
+    # values only their variable references, as ``_codegen`` tracks them: outputs of kernels that
+    # make new arrays, and pooled outputs of ``writes_out`` kernels (checked to be the arena's
+    # view at run time), until a kernel that may return a view of them reads them
+    fresh: set[int] = set()
+    for i, (step, free) in enumerate(zip(plan.steps, plan.free_after)):
+        pooled = []
+        for out in poolable(step):
+            dtype, shape = record.types.get(out, (None, ()))
+            if dtype is None or dtype not in _OUT_DTYPES or math.prod(shape) * dtype.itemsize < min_bytes:
+                continue
+            if _in_place(step) and any(
+                s in fresh and s in free and record.types.get(s) == (dtype, shape) for s in step.inputs
+            ):
+                continue  # the line writes the result into that dying input (no new buffer)
+            end = _last_use(out, shares, released)
+            if end is not None:
+                builtin = next(d for d in _OUT_DTYPES if d == dtype)  # numpy's own descriptor (``is`` tests)
+                lives.append((i, end, out, (math.prod(shape) * dtype.itemsize, builtin, shape)))
+                pooled.append(out)
+        if not step.options.makes_new_arrays:
+            fresh.difference_update(step.inputs)
+        fresh.update(step.outputs if step.options.makes_new_arrays else pooled if step.options.writes_out else ())
     if not lives:
         return None
     return _assign(lives)

@@ -84,10 +84,11 @@ class KernelOptions:
             then the ends, one per axis, none negative), or None when it is not (Pad).
         sums_inputs: the kernel returns the element-wise sum of its inputs (Sum): the planner
             may build a sum of zero-padded pieces that tile the result as their concatenation.
-        writes_out: the kernel (one output) takes a keyword ``out``: a C-contiguous array the
-            plan's buffer pool lends it (``runtime/_pool.py``). When ``out`` has exactly the
-            result's dtype and shape the kernel writes the result there and returns ``out``;
-            otherwise it ignores ``out`` (a hint, never an error). It never reads ``out``.
+        writes_out: the kernel takes a keyword ``out``: a C-contiguous array the plan's buffer
+            pool lends it (``runtime/_pool.py``), or for a step with several outputs a tuple with
+            one array or None per output (MaxPool's Y and Indices). When an array has exactly its
+            result's dtype and shape the kernel writes the result there and returns that array;
+            otherwise it ignores it (a hint, never an error). It never reads ``out``.
     """
 
     returns_one: bool = False

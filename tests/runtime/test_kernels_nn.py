@@ -433,20 +433,30 @@ def test_max_pool_indices_of_ties_vs_ort(spec: dict, order: int) -> None:
         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
         {"kernel_shape": [3], "strides": [2], "pads": [2, 1]},
         {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]},
+        {"kernel_shape": [3, 2], "strides": [1, 2], "pads": [2, 1, 1, 0], "dilations": [2, 1]},
+        # windows with no input cell (the dilated taps straddle the input): onnxruntime gives the
+        # dtype's lowest value and the index of position -1 on every axis
+        {"kernel_shape": [2], "dilations": [14], "pads": [1, 1]},
+        {"kernel_shape": [2, 2], "dilations": [2, 11], "pads": [1, 1, 1, 1]},
+        {"kernel_shape": [2, 2], "strides": [2, 1], "dilations": [10, 2], "pads": [1, 0, 1, 1]},
+        {"kernel_shape": [2, 2, 2], "dilations": [1, 8, 1], "pads": [1, 1, 0, 0, 1, 1]},
     ],
-    ids=["2d-ceil", "1d", "3d"],
+    ids=["2d-ceil", "1d", "3d", "2d-dilated", "1d-empty", "2d-empty", "2d-empty-rows", "3d-empty"],
 )
 def test_max_pool_indices_of_lowest_windows_with_pads_vs_ort(spec: dict, order: int) -> None:
     # a window whose cells are all the pad value (-inf) reports its first cell INSIDE the input,
-    # never a padding cell (a negative or aliased flat index the MaxPool gradient scatters to)
-    nd = len(spec["kernel_shape"])
+    # never a padding cell (a negative or aliased flat index the MaxPool gradient scatters to);
+    # in 2-D the native loops (float32, float64, int8) answer, elsewhere the numpy loop
     x = _pool_input(spec)
     x[x < 0.3] = -np.inf
-    _compare("MaxPool", [x], {**spec, "storage_order": order}, n_out=2)
-    if nd == 2:
-        _compare("MaxPool", [x.astype(np.float64)], {**spec, "storage_order": order}, n_out=2)
     low = (x * 40).clip(-128, 127).astype(np.int8)  # the int8 pad value is -128
-    _compare("MaxPool", [low], {**spec, "storage_order": order}, n_out=2)
+    for v in (x, x.astype(np.float64), low):
+        _compare("MaxPool", [v], {**spec, "storage_order": order}, n_out=2)
+    # Y alone (other native loops); finite floats: onnxruntime's float path (MLAS) starts windows
+    # with pads at the lowest finite float, so a window of -inf cells and pads gives that there
+    finite = np.where(np.isinf(x), np.float32(-3), x)
+    for v in (finite, finite.astype(np.float64), low):
+        _compare("MaxPool", [v], {**spec, "storage_order": order})
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])

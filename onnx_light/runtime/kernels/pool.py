@@ -61,40 +61,62 @@ def _lowest(dtype: np.dtype) -> float:
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
+#: the dtypes of the native 2-D max pooling loop (``src/native.cpp``; a numpy twin without it)
+_NATIVE_2D = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int8), np.dtype(np.uint8))
+
+
 def _max_pool(
     x: np.ndarray,
-    kernel_shape: list[int],
-    auto_pad: str,
-    ceil_mode: int,
-    dilations: list[int] | None,
-    pads: list[int] | None,
+    geo: _Geometry,
     storage_order: int,
-    strides: list[int] | None,
     with_indices: bool,
+    out: tuple[np.ndarray | None, np.ndarray | None],
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    """MaxPool (see :func:`max_pool`); ``out``: the buffer pool's arrays for Y and Indices (or None)."""
     if x.ndim == 4 and x.dtype == np.float32 and not with_indices:
         # separable and without a padded copy (src/pool.cpp, or its numpy twin): kh + kw taps
         # per output instead of kh * kw (3x3/2 on 64x112x112: 0.6 ms instead of 6 ms natively)
         (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
-        return max_pool2d_f32(x, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1])
-    low = _lowest(x.dtype)
-    xp = geo.padded(x, low)
-    # a window whose input cells all equal the pad value ties with its pads: only the loop
-    # below keeps its index inside the input (ORT: the first such cell), so it takes that case
-    reads_pads = with_indices and xp.shape != x.shape and bool((x == low).any())
-    if x.ndim == 4 and x.dtype in (np.float32, np.float64) and (with_indices or geo.strides[1] > 1) and not reads_pads:
+        return max_pool2d_f32(x, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], out[0])
+    xp = geo.padded(x, _lowest(x.dtype))
+    if x.ndim == 4 and x.dtype in _NATIVE_2D and (with_indices or geo.strides[1] > 1 or x.dtype.kind != "f"):
         # native when built (a numpy twin otherwise): the index bookkeeping is a byte loop, and
         # column-strided windows read poorly as numpy views (2-wide stride-2 ones are vectorised:
         # 0.48 vs 2.9 ms on 16x64x64x64 float32). Column stride 1 stays with numpy's maximum over
         # whole taps (1.1 vs 2.8 ms for 2x2/1 on 16x64x32x32).
         (kh, kw), (sh, sw), (dh, dw), (oh, ow) = geo.kernel, geo.strides, geo.dilations, geo.out
         y2, idx2 = max_pool2d(
-            xp, kh, kw, sh, sw, dh, dw, oh, ow, geo.begin[0], geo.begin[1], *x.shape[2:], storage_order, with_indices
+            xp,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            oh,
+            ow,
+            geo.begin[0],
+            geo.begin[1],
+            *x.shape[2:],
+            storage_order,
+            with_indices,
+            out=out[0],
+            indices_out=out[1],
         )
-        if idx2 is None:
-            return y2
-        return y2, idx2
+        return y2 if idx2 is None else (y2, idx2)
+    return _max_pool_taps(x, xp, geo, storage_order, with_indices)
+
+
+def _max_pool_taps(
+    x: np.ndarray, xp: np.ndarray, geo: _Geometry, storage_order: int, with_indices: bool
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """MaxPool over whole-array taps of the padded input ``xp`` (any rank and dtype).
+
+    Only the input's cells count for the indices: a pad (the lowest value) gives way to the first
+    input cell, so a window whose cells all equal the pad value reports its first cell; a window
+    with no input cell gives the dtype's lowest value and the index of position -1 on every
+    axis, as onnxruntime does."""
+    padded = xp.shape != x.shape
     lead = (slice(None), slice(None))
     y: np.ndarray | None = None
     idx: np.ndarray | None = None
@@ -106,7 +128,7 @@ def _max_pool(
             if with_indices:
                 idx = np.empty(y.shape, dtype=np.int64)
                 idx[...] = _spatial_index(geo, k, x.shape[2:], storage_order)
-                inside = np.broadcast_to(_in_input(geo, k, x.shape[2:]), y.shape).copy() if reads_pads else None
+                inside = np.broadcast_to(_in_input(geo, k, x.shape[2:]), y.shape).copy() if padded else None
             continue
         if idx is not None:  # the first maximum in kernel order wins ties
             take = tap > y
@@ -116,12 +138,29 @@ def _max_pool(
             np.copyto(idx, _spatial_index(geo, k, x.shape[2:], storage_order), where=take)
         np.maximum(y, tap, out=y)
     assert y is not None
+    empty = _no_input_cell(geo, x.shape[2:]) if padded else None
+    if empty is not None:
+        y[..., empty] = np.finfo(y.dtype).min if y.dtype.kind == "f" else np.iinfo(y.dtype).min
     if idx is None:
         return y
+    if empty is not None:
+        idx[..., empty] = _spatial_index(geo, None, x.shape[2:], storage_order).item()
     n, c = x.shape[:2]
     planes = np.arange(n * c, dtype=np.int64).reshape((n, c) + (1,) * (x.ndim - 2))
     idx += planes * int(np.prod(x.shape[2:]))
     return y, idx
+
+
+def _no_input_cell(geo: _Geometry, spatial: Sequence[int]) -> np.ndarray | None:
+    """Per output position, whether its window holds no input cell; None when every window does."""
+    nd = len(spatial)
+    empty = np.zeros((1,) * nd, dtype=bool)
+    for i in range(nd):
+        pos = np.arange(geo.out[i])[:, None] * geo.strides[i] + np.arange(geo.kernel[i]) * geo.dilations[i]
+        pos -= geo.begin[i]
+        none = ~((pos >= 0) & (pos < spatial[i])).any(axis=1)
+        empty = empty | none.reshape((1,) * i + (-1,) + (1,) * (nd - 1 - i))
+    return empty if empty.any() else None
 
 
 def _in_input(geo: _Geometry, k: Sequence[int], spatial: Sequence[int]) -> np.ndarray:
@@ -134,8 +173,9 @@ def _in_input(geo: _Geometry, k: Sequence[int], spatial: Sequence[int]) -> np.nd
     return inside
 
 
-def _spatial_index(geo: _Geometry, k: Sequence[int], spatial: Sequence[int], storage_order: int) -> np.ndarray:
-    """Flat index within one (n, c) plane of the cell kernel offset ``k`` reads, per output.
+def _spatial_index(geo: _Geometry, k: Sequence[int] | None, spatial: Sequence[int], storage_order: int) -> np.ndarray:
+    """Flat index within one (n, c) plane of the cell kernel offset ``k`` reads, per output
+    (``k`` None: of position -1 on every axis, 0-d).
 
     Row-major for ``storage_order`` 0, column-major for 1.
     """
@@ -143,6 +183,10 @@ def _spatial_index(geo: _Geometry, k: Sequence[int], spatial: Sequence[int], sto
     flat = np.zeros((1,) * nd, dtype=np.int64)
     step = 1
     for i in range(nd) if storage_order else range(nd - 1, -1, -1):
+        if k is None:
+            flat = flat - step
+            step *= spatial[i]
+            continue
         pos = np.arange(geo.out[i]) * geo.strides[i] + k[i] * geo.dilations[i] - geo.begin[i]
         flat = flat + pos.reshape((-1,) + (1,) * (nd - 1 - i)) * step
         step *= spatial[i]
@@ -155,7 +199,7 @@ def _accumulator(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
-@kernel("", "MaxPool", since=(1, 8, 10, 11, 12, 22))
+@kernel("", "MaxPool", since=(1, 8, 10, 11, 12, 22), writes_out=True)
 def max_pool(
     x: np.ndarray,
     *,
@@ -167,19 +211,18 @@ def max_pool(
     storage_order: int = 0,
     strides: list[int] | None = None,
     _num_outputs: int = 1,
+    out: np.ndarray | tuple[np.ndarray | None, ...] | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Max over each window; with a second output, the flat input index of each max."""
-    return _max_pool(
-        x,
-        kernel_shape,
-        auto_pad,
-        ceil_mode,
-        dilations,
-        pads,
-        storage_order,
-        strides,
-        _num_outputs > 1,
-    )
+    """Max over each window; with a second output, the flat input index of each max.
+
+    ``out``: the buffer pool's array for Y, or with two outputs a tuple (Y's, Indices'), each
+    None or taken when it is exactly the result's dtype and shape (``KernelOptions.writes_out``).
+    """
+    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    lent: tuple[np.ndarray | None, np.ndarray | None] = (out, None) if not isinstance(out, tuple) else (None, None)
+    if isinstance(out, tuple) and out:
+        lent = (out[0], out[1] if len(out) > 1 else None)
+    return _max_pool(x, geo, storage_order, _num_outputs > 1, lent)
 
 
 @kernel("", "AveragePool", since=(7, 10, 11, 19, 22))
