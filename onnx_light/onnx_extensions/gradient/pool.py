@@ -244,6 +244,7 @@ def max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """
     if dy is None:
         return (None,)
+    dy = _without_empty_windows(ctx, dy)
     unpool = _unpool_attrs(ctx)
     if unpool is not None:
         kernel, strides = unpool
@@ -256,6 +257,39 @@ def max_pool_grad(ctx: GradContext, dy: str) -> Grads:
             return (_in_windows(ctx, dy, geo, _tiled_max_pool_grad),)
     column_major = int(ctx.attr("storage_order", 0)) == 1
     return (_flat_scatter(ctx, ctx.input(0), ctx.forward_output(1), dy, column_major),)
+
+
+def _without_empty_windows(ctx: GradContext, dy: str) -> str:
+    """dY (or tY), zero where a window holds no input cell.
+
+    Such a window (a dilation that steps over X, or pads at least the kernel) reads only
+    padding: its Y is the lowest value and its Indices point at no cell of X (onnxruntime
+    gives -(width + 1) plus the plane's offset, a cell of the previous plane), so its dY
+    must reach no cell. Possible only with dilations > 1 or pads >= kernel; static spatial
+    dims take a constant mask, symbolic ones ``MaxPool`` of a ones plane (1 where a window
+    reads X, the lowest value where it reads none).
+    """
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    nd = len(kernel)
+    dilations = [int(d) for d in ctx.attr("dilations", [1] * nd)]
+    pads = [int(p) for p in ctx.attr("pads", [0] * 2 * nd)]
+    if str(ctx.attr("auto_pad", "NOTSET")) != "NOTSET":
+        pads = [0] * 2 * nd  # SAME_* pads are under the kernel, VALID has none
+    if all(d == 1 for d in dilations) and all(p < k for p, k in zip(pads, kernel + kernel)):
+        return dy
+    x = ctx.input(0)
+    geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
+    if geo.is_static:
+        reads = geo.counts() > 0
+        if reads.all():
+            return dy
+        return ctx.op.Mul(dy, ctx.const(reads.reshape((1, 1, *geo.out)), like=x))
+    plane_shape = ctx.op.Concat(ctx.ints([1, 1]), ctx.op.Shape(x, start=2), axis=0)
+    plane = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=x), plane_shape)
+    pooled = ctx.op.MaxPool(plane, **{k: v for k, v in ctx.attrs.items() if k != "storage_order"})
+    zero = ctx.const(0.0, like=x)
+    masked: str = ctx.op.Where(ctx.op.Greater(pooled, zero), dy, zero)
+    return masked
 
 
 def _window_input(ctx: GradContext) -> tuple[str, list[int], int]:
@@ -420,18 +454,23 @@ def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """
     if ts[0] is None:
         return None
-    t = ts[0]
+    return _without_empty_windows(ctx, _max_pool_tangent(ctx, ts[0])), None
+
+
+def _max_pool_tangent(ctx: TangentContext, t: str) -> str:
+    """tX at each window's first maximum (``max_pool_jvp``), whatever empty windows read."""
     if not ctx.output(1):
         geo = _tiling_geometry(ctx)
         if geo is not None and int(np.prod(geo.kernel)) <= _PREFIX_POOL_MAX_CELLS and _plane_cells(geo) < _EXACT_F32:
-            return _prefix_max_pool_jvp(ctx, t, geo), None
+            return _prefix_max_pool_jvp(ctx, t, geo)
     if int(ctx.attr("storage_order", 0)) == 1:
         rank = ctx.require_rank(ctx.inputs[0])
         t = ctx.op.Transpose(t, perm=[0, 1, *range(rank - 1, 1, -1)])
     flat = ctx.ints([-1])
     index = ctx.op.Reshape(ctx.forward_output(1), flat)
     picked = ctx.op.GatherElements(ctx.op.Reshape(t, flat), index, axis=0)
-    return ctx.op.Reshape(picked, ctx.shape_of(ctx.output(0))), None
+    tangent: str = ctx.op.Reshape(picked, ctx.shape_of(ctx.output(0)))
+    return tangent
 
 
 #: integers up to this are exact in float32 (the window offsets are summed in float32)
