@@ -346,9 +346,9 @@ class PreparedConv:
             np.ascontiguousarray(x),
             *args[:-1],
             None if residual is None else np.ascontiguousarray(residual),
-            threads,
-            args[-1],
-            out,
+            threads=threads,
+            winograd=args[-1],
+            out=out,
         )
         return y
 
