@@ -190,23 +190,9 @@ def kernel(
     """
     versions = (since,) if isinstance(since, int) else tuple(since)
     options = KernelOptions(
-        returns_one,
-        fresh_output,
-        inline_ufunc,
-        float_ufunc,
-        inplace,
-        with_relu,
-        channel_affine,
-        absorb_affine,
-        with_epilogue,
-        epilogue,
-        float_shape,
-        zero_pad,
-        sums_inputs,
-        shape_values,
-        writes_out,
-        prepare_epilogue,
-    )
+        returns_one, fresh_output, inline_ufunc, float_ufunc, inplace, with_relu, channel_affine, absorb_affine,
+        with_epilogue, epilogue, float_shape, zero_pad, sums_inputs, shape_values, writes_out, prepare_epilogue
+    )  # fmt: skip
     if options == NO_OPTIONS:
         options = NO_OPTIONS
 
