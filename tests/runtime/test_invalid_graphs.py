@@ -65,3 +65,15 @@ def test_split_13_with_sizes_still_runs() -> None:
     node = helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1)
     a, b = InferenceSession(_model([node], ["a", "b"], 13, [split])).run(None, {"x": np.zeros((2, 5), np.float32)})
     assert (a.shape, b.shape) == ((2, 4), (2, 1))
+
+
+def test_an_opset_newer_than_known_is_refused() -> None:
+    """Opset 99's Relu may not be opset 14's: the newest kernel would be a guess."""
+    from onnx_light.helper import OPSET_VERSION
+
+    from onnx_light import NotImplementedOp
+
+    newer = rf"opset 99, newer than the newest onnx-light knows \({OPSET_VERSION}\)"
+    with pytest.raises(NotImplementedOp, match=newer):
+        InferenceSession(_model([helper.make_node("Relu", ["x"], ["y"])], ["y"], 99))
+    InferenceSession(_model([helper.make_node("Relu", ["x"], ["y"])], ["y"], OPSET_VERSION))
