@@ -77,3 +77,24 @@ def test_an_opset_newer_than_known_is_refused() -> None:
     with pytest.raises(NotImplementedOp, match=newer):
         InferenceSession(_model([helper.make_node("Relu", ["x"], ["y"])], ["y"], 99))
     InferenceSession(_model([helper.make_node("Relu", ["x"], ["y"])], ["y"], OPSET_VERSION))
+
+
+def test_an_attribute_of_the_wrong_type_fails_when_run_not_at_plan_time() -> None:
+    """Transpose perm=1.5: the plan's shape pass raised TypeError; now the run names the node."""
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=1.5, name="t")
+    sess = InferenceSession(_model([node], ["y"]))
+    with pytest.raises(RuntimeFailure, match="'t'"):
+        sess.run(None, {"x": np.zeros((2, 5), np.float32)})
+
+
+@pytest.mark.parametrize("what", ["raw_data size", "data_type"])
+def test_a_malformed_initializer_is_an_onnx_light_error(what: str) -> None:
+    from onnx_light import TensorProto as T
+
+    c = T(name="c", dims=[5], data_type=T.FLOAT, raw_data=b"\0" * 8)
+    if what == "data_type":
+        c.data_type = 99
+        c.raw_data = b"\0" * 20
+    node = helper.make_node("Add", ["x", "c"], ["y"])
+    with pytest.raises(OnnxLightError, match="tensor 'c'"):
+        InferenceSession(_model([node], ["y"], inits=[c])).run(None, {"x": np.zeros((2, 5), np.float32)})
