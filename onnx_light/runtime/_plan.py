@@ -203,8 +203,16 @@ def tag_dtype(value: Any, elem_type: int) -> Any:
 
 
 def tensor_value(tensor: Any) -> np.ndarray:
-    """A TensorProto's array, with bit-pattern element types tagged (see :func:`tag_dtype`)."""
-    return tag_dtype(to_array(tensor, bit_patterns=True), tensor.data_type)
+    """A TensorProto's array, with bit-pattern element types tagged (see :func:`tag_dtype`).
+
+    Raises:
+        OnnxLightError: the tensor's data does not match its type and dims (raw_data of the
+            wrong size, an unknown data_type).
+    """
+    try:
+        return tag_dtype(to_array(tensor, bit_patterns=True), tensor.data_type)
+    except ValueError as err:
+        raise OnnxLightError(f"{err}; fix or re-export the model's tensor {tensor.name!r}") from err
 
 
 def attribute_value(attr: AttributeProto, compile_subgraph: Callable[[GraphProto], Any] | None = None) -> Any:

@@ -16,6 +16,7 @@ from ..onnx_core import (
     GraphProto,
     InvalidFeed,
     ModelProto,
+    NotImplementedOp,
     RuntimeFailure,
     TypeProto,
     ValueInfoProto,
@@ -23,6 +24,7 @@ from ..onnx_core import (
     load,
     load_from_string,
 )
+from ..onnx_core.helper import OPSET_VERSION
 from ..onnx_core.ops import normalise_domain
 from ._blas import default_blas_threads, use_blas_threads
 from ._codegen import generate
@@ -566,4 +568,9 @@ def _opsets_and_graph(proto: Any, fns: list[FunctionProto]) -> tuple[dict[str, i
         for imp in fn.opset_import:
             opsets.setdefault(normalise_domain(imp.domain), int(imp.version))
     opsets.setdefault("", DEFAULT_OPSET)
+    if opsets[""] > OPSET_VERSION:
+        raise NotImplementedOp(
+            f"the model imports ai.onnx opset {opsets['']}, newer than the newest onnx-light knows "
+            f"({OPSET_VERSION}): its ops may mean something else there; convert it to opset {OPSET_VERSION} or older"
+        )
     return opsets, graph

@@ -44,3 +44,21 @@ def _model(node: object, inits: list | None = None) -> object:
 def test_rule_failure_names_the_node(case: str, model: object) -> None:
     with pytest.raises(GradientError, match=r"node 't' \(ai\.onnx::\w+ -> \['y'\]\).*failed"):
         ol.GradientOfFunction(model, xs=["x"], y="y")
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_an_opset_newer_than_known_is_refused(mode: str) -> None:
+    from onnx_light.helper import OPSET_VERSION
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 99)])
+    with pytest.raises(GradientError, match=rf"opset 99, newer than the newest onnx-light knows \({OPSET_VERSION}\)"):
+        if mode == "reverse":
+            ol.GradientOfFunction(model, xs=["x"], y="y")
+        else:
+            ol.TangentOfFunction(model, xs=["x"], ys=["y"])

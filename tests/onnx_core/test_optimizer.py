@@ -412,3 +412,19 @@ def test_custom_domain_nodes_neither_folded_nor_merged(declared: bool) -> None:
         ("Add", "my"),
         ("Concat", ""),
     ]
+
+
+def test_optimize_refuses_a_model_with_a_clear_error() -> None:
+    """A ModelProto raised AttributeError ('ModelProto' object has no attribute 'output')."""
+    import pytest
+
+    from onnx_light import OnnxLightError, TensorProto, helper, optimize
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    with pytest.raises(OnnxLightError, match="takes a FunctionProto.*not ModelProto"):
+        optimize(helper.make_model(graph))

@@ -65,3 +65,36 @@ def test_split_13_with_sizes_still_runs() -> None:
     node = helper.make_node("Split", ["x", "s"], ["a", "b"], axis=1)
     a, b = InferenceSession(_model([node], ["a", "b"], 13, [split])).run(None, {"x": np.zeros((2, 5), np.float32)})
     assert (a.shape, b.shape) == ((2, 4), (2, 1))
+
+
+def test_an_opset_newer_than_known_is_refused() -> None:
+    """Opset 99's Relu may not be opset 14's: the newest kernel would be a guess."""
+    from onnx_light.helper import OPSET_VERSION
+
+    from onnx_light import NotImplementedOp
+
+    newer = rf"opset 99, newer than the newest onnx-light knows \({OPSET_VERSION}\)"
+    with pytest.raises(NotImplementedOp, match=newer):
+        InferenceSession(_model([helper.make_node("Relu", ["x"], ["y"])], ["y"], 99))
+    InferenceSession(_model([helper.make_node("Relu", ["x"], ["y"])], ["y"], OPSET_VERSION))
+
+
+def test_an_attribute_of_the_wrong_type_fails_when_run_not_at_plan_time() -> None:
+    """Transpose perm=1.5: the plan's shape pass raised TypeError; now the run names the node."""
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=1.5, name="t")
+    sess = InferenceSession(_model([node], ["y"]))
+    with pytest.raises(RuntimeFailure, match="'t'"):
+        sess.run(None, {"x": np.zeros((2, 5), np.float32)})
+
+
+@pytest.mark.parametrize("what", ["raw_data size", "data_type"])
+def test_a_malformed_initializer_is_an_onnx_light_error(what: str) -> None:
+    from onnx_light import TensorProto as T
+
+    c = T(name="c", dims=[5], data_type=T.FLOAT, raw_data=b"\0" * 8)
+    if what == "data_type":
+        c.data_type = 99
+        c.raw_data = b"\0" * 20
+    node = helper.make_node("Add", ["x", "c"], ["y"])
+    with pytest.raises(OnnxLightError, match="tensor 'c'"):
+        InferenceSession(_model([node], ["y"], inits=[c])).run(None, {"x": np.zeros((2, 5), np.float32)})

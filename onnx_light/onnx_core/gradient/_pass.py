@@ -31,6 +31,7 @@ from .._proto import (
     ValueInfoProto,
 )
 from ..helper import (
+    OPSET_VERSION,
     make_opsetid,
     make_tensor_value_info,
     tensor_dtype_to_np_dtype,
@@ -110,6 +111,12 @@ class _GradientPass:
         self.allow_unused = allow_unused
         self.name = name
         self.source_opset = opset_imports.get("", EMITTED_OPSET)
+        if self.source_opset > OPSET_VERSION:
+            raise GradientError(
+                f"the source imports ai.onnx opset {self.source_opset}, newer than the newest onnx-light knows "
+                f"({OPSET_VERSION}): its ops may mean something else there; convert it to opset "
+                f"{OPSET_VERSION} or older"
+            )
         self.opset = max(EMITTED_OPSET, self.source_opset)
         self.opset_imports = dict(opset_imports)
         # the fields of every forward node, read once for all the phases (see _fastpath)

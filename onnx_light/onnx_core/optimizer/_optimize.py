@@ -3,6 +3,7 @@ output naming and dead-node removal of :mod:`._outputs`, on a FunctionProto."""
 
 from __future__ import annotations
 
+from .._errors import OnnxLightError
 from .._proto import FunctionProto, NodeProto
 from ._fold import FoldFn, fold_numpy
 from ._outputs import final_identities, name_outputs, remove_dead
@@ -46,7 +47,14 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy, output_iden
     Returns:
         A FunctionProto with ``fn``'s name, domain, inputs, outputs, opset imports and
         value_info.
+
+    Raises:
+        OnnxLightError: ``fn`` is not a FunctionProto.
     """
+    if not isinstance(fn, FunctionProto):
+        raise OnnxLightError(
+            f"optimize takes a FunctionProto (what GradientOfFunction returns), not {type(fn).__name__}"
+        )
     return optimize_own(fn, None, fold=fold, output_identity=output_identity)
 
 
