@@ -37,6 +37,7 @@ from ..helper import (
 )
 from ..numpy_helper import from_array
 from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, traits, upgrade_nodes
+from ..optimizer._plan import EmitRecord
 from ._branches import condition_value, inline_graph
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._expand import expand_ruleless
@@ -180,6 +181,8 @@ class _GradientPass:
         self._reached: set[str] = set()
         #: element types of the values known to be sequences (see ``_sequences``)
         self.sequence_types: dict[str, ValueType] = {}
+        #: what the optimizer may skip (its constants recorded here, liveness by ``_assemble``)
+        self.emit_record = EmitRecord()
 
     def _take_names(self, fields: list[Fields], free_order: Sequence[str]) -> set[str]:
         """Sets up the counter over every name in the source and names the seed; returns the
@@ -259,6 +262,7 @@ class _GradientPass:
             tensor = raw_tensor(value, raw) or from_array(value)  # the bytes are at hand: no second copy
             node = new_node("Constant", [], outs, "", [tensor_attribute("value", tensor)])
             self._push(node, [], outs, "")
+            self.emit_record.constants[id(node)] = (node, key)
             self.types[name] = ValueType(int(tensor.data_type), tuple(value.shape))
             if value.dtype.kind in "iu" and value.size <= FOLD_MAX:
                 self.constants[name] = value
@@ -1005,6 +1009,8 @@ class _GradientPass:
         stop = random | {producer[x] for x in self.xs if x in producer}
         roots = [n for n in read if n in producer and producer[n] not in stop]
         needed = sorted(self._ancestors(roots, producer, stop))
+        # the forward nodes kept are ancestors of what backward nodes read: each has a reader
+        self.emit_record.live = not self._replaced and _all_read(backward_io, read, set(outputs))
         # the free values in first-use order, and the domains used
         defined = {self.dy} | set(self.xs)  # also every free value once seen
         free: list[str] = []
@@ -1054,6 +1060,7 @@ class _GradientPass:
         else:
             fn.node[:] = [self.nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
+        self.emit_record.opset = self.opset if len(domains) == 1 else None
         # the inputs' types travel with the function, so differentiating it again (or
         # wrapping it as a model) starts from known shapes
         types_get = self.types.get
@@ -1073,6 +1080,18 @@ class _GradientPass:
                 if elem is not None:
                     value_info.append(sequence_info(name, elem))
         return fn
+
+
+def _all_read(io: list[tuple[list[str], list[str], str]], read: set[str], outputs: set[str]) -> bool:
+    """Whether each node of ``io`` (reads, outputs, domain) has a named output in ``read`` or ``outputs``."""
+    for _, outs, _ in io:
+        if len(outs) == 1:
+            o = outs[0]
+            if not o or (o not in read and o not in outputs):
+                return False
+        elif not any(o and (o in read or o in outputs) for o in outs):
+            return False
+    return True
 
 
 def _rename_reserved(nodes: list[NodeProto], clash: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:
