@@ -349,6 +349,7 @@ class _TangentPass(_GradientPass):
         if (
             DY not in self.xs
             and DY not in free
+            and self.dy_read is not False
             and any(DY in n.input for n in fn.node)
             and all(DY not in n.output for n in fn.node)
         ):

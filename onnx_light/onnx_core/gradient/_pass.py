@@ -1011,6 +1011,12 @@ class _GradientPass:
         needed = sorted(self._ancestors(roots, producer, stop))
         # the forward nodes kept are ancestors of what backward nodes read: each has a reader
         self.emit_record.live = not self._replaced and _all_read(backward_io, read, set(outputs))
+        #: False when no node of the result reads ``dy``, not even in a subgraph (None: it may;
+        #: forward mode, where ``dy`` is an ordinary name, then looks at the nodes' inputs)
+        self.dy_read: bool | None = None
+        if not self._replaced and DY not in read:
+            reads_of = self._reads
+            self.dy_read = None if any(DY in reads_of[i] for i in needed) else False
         # the free values in first-use order, and the domains used
         defined = {self.dy} | set(self.xs)  # also every free value once seen
         free: list[str] = []
@@ -1066,10 +1072,17 @@ class _GradientPass:
         types_get = self.types.get
         value_info = fn.value_info
         inputs = set(fn.input)
+        # (no sequence declared or typed, and a value no node here produces: not a sequence)
+        maybe_sequences = bool(self.sequence_types or self._declared)
+        produced = self._producer
         for name in [*fn.input, *self.declared_outputs]:
             t = types_get(name)
             if t is not None and t.dtype:
-                elem = self.sequence_type(name) if name in inputs and self.is_sequence(name) else None
+                elem = (
+                    self.sequence_type(name)
+                    if (maybe_sequences or name in produced) and name in inputs and self.is_sequence(name)
+                    else None
+                )
                 # a sequence fed to the function (a forward value it does not compute) is one
                 value_info.append(
                     make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
