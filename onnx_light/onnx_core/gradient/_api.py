@@ -203,22 +203,10 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         if functions:
             nodes = FunctionInliner(functions).expand(nodes)
         imports.setdefault("", EMITTED_OPSET)
-        return _run(
-            _GradientPass(
-                nodes,
-                xs,
-                y,
-                zs,
-                rules,
-                allow_unused=allow_unused,
-                types=types,
-                constants=constants,
-                free_order=free_order,
-                opset_imports=imports,
-                name=name,
-                declared=declared,
-            )
-        )
+        return _run(_GradientPass(
+            nodes, xs, y, zs, rules, allow_unused=allow_unused, types=types, constants=constants,
+            free_order=free_order, opset_imports=imports, name=name, declared=declared,
+        ))  # fmt: skip
 
     foreign: set[int] = set()
     return _gc_paused(pause_gc, lambda: _finish(run(), foreign, optimize))

@@ -997,6 +997,50 @@ class _GradientPass:
             self._push(n, _reads(n, inputs, attributes), outputs, domain)
         return accum.contributions
 
+    def _value_info(self, fn: FunctionProto) -> None:
+        """Writes the types of ``fn``'s inputs and of the values rules declared, and the
+        element types of its sequences, into its value_info."""
+        # the inputs' types travel with the function, so differentiating it again (or
+        # wrapping it as a model) starts from known shapes
+        types_get = self.types.get
+        value_info = fn.value_info
+        inputs = set(fn.input)
+        # (no sequence declared or typed, and a value no node here produces: not a sequence)
+        maybe_sequences = bool(self.sequence_types or self._declared)
+        produced = self._producer
+        for name in [*fn.input, *self.declared_outputs]:
+            t = types_get(name)
+            if t is not None and t.dtype:
+                elem = (
+                    self.sequence_type(name)
+                    if (maybe_sequences or name in produced) and name in inputs and self.is_sequence(name)
+                    else None
+                )
+                # a sequence fed to the function (a forward value it does not compute) is one
+                value_info.append(
+                    make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
+                )
+        if self.sequence_types:  # the sequences' element types, which inference does not follow
+            for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
+                elem = self.sequence_type(name)
+                if elem is not None:
+                    value_info.append(sequence_info(name, elem))
+
+    def _record_reads(self, read: set[str], needed: list[int], outputs: list[str]) -> None:
+        """What the assembly's read sets tell: whether every node is live (for the optimizer's
+        record) and whether ``dy`` may be read (``dy_read``).
+
+        ``read``: the names the backward nodes read; ``needed``: the forward nodes kept.
+        """
+        # the forward nodes kept are ancestors of what backward nodes read: each has a reader
+        self.emit_record.live = not self._replaced and _all_read(self._backward_io, read, set(outputs))
+        #: False when no node of the result reads ``dy``, not even in a subgraph (None: it may;
+        #: forward mode, where ``dy`` is an ordinary name, then looks at the nodes' inputs)
+        self.dy_read: bool | None = None
+        if not self._replaced and DY not in read:
+            reads_of = self._reads
+            self.dy_read = None if any(DY in reads_of[i] for i in needed) else False
+
     def _assemble(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
         backward_io = self._backward_io
         # forward values the backward nodes read, and everything they are computed from
@@ -1009,14 +1053,7 @@ class _GradientPass:
         stop = random | {producer[x] for x in self.xs if x in producer}
         roots = [n for n in read if n in producer and producer[n] not in stop]
         needed = sorted(self._ancestors(roots, producer, stop))
-        # the forward nodes kept are ancestors of what backward nodes read: each has a reader
-        self.emit_record.live = not self._replaced and _all_read(backward_io, read, set(outputs))
-        #: False when no node of the result reads ``dy``, not even in a subgraph (None: it may;
-        #: forward mode, where ``dy`` is an ordinary name, then looks at the nodes' inputs)
-        self.dy_read: bool | None = None
-        if not self._replaced and DY not in read:
-            reads_of = self._reads
-            self.dy_read = None if any(DY in reads_of[i] for i in needed) else False
+        self._record_reads(read, needed, outputs)
         # the free values in first-use order, and the domains used
         defined = {self.dy} | set(self.xs)  # also every free value once seen
         free: list[str] = []
@@ -1067,31 +1104,7 @@ class _GradientPass:
             fn.node[:] = [self.nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
         self.emit_record.opset = self.opset if len(domains) == 1 else None
-        # the inputs' types travel with the function, so differentiating it again (or
-        # wrapping it as a model) starts from known shapes
-        types_get = self.types.get
-        value_info = fn.value_info
-        inputs = set(fn.input)
-        # (no sequence declared or typed, and a value no node here produces: not a sequence)
-        maybe_sequences = bool(self.sequence_types or self._declared)
-        produced = self._producer
-        for name in [*fn.input, *self.declared_outputs]:
-            t = types_get(name)
-            if t is not None and t.dtype:
-                elem = (
-                    self.sequence_type(name)
-                    if (maybe_sequences or name in produced) and name in inputs and self.is_sequence(name)
-                    else None
-                )
-                # a sequence fed to the function (a forward value it does not compute) is one
-                value_info.append(
-                    make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
-                )
-        if self.sequence_types:  # the sequences' element types, which inference does not follow
-            for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
-                elem = self.sequence_type(name)
-                if elem is not None:
-                    value_info.append(sequence_info(name, elem))
+        self._value_info(fn)
         return fn
 
 
