@@ -14,6 +14,7 @@ from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorPro
 from ..numpy_helper import to_array
 from ..ops import normalise_domain
 from ..optimizer._optimize import optimize_own
+from ..optimizer._plan import EmitRecord
 from ._fastpath import value_type
 from ._names import EMITTED_OPSET
 from ._pass import FOLD_MAX, _GradientPass, subgraph_inputs
@@ -50,6 +51,18 @@ def _gc_paused(pause: bool, run: Callable[[], FunctionProto]) -> FunctionProto:
         return run()
     finally:
         gc.enable()
+
+
+def _finish(result: tuple[FunctionProto, EmitRecord], foreign: set[int], optimize: bool) -> FunctionProto:
+    """The pass's function, optimized when ``optimize`` (skipping the sweeps with no work, as
+    the pass's record tells: see ``optimizer._plan``)."""
+    fn, record = result
+    return optimize_own(fn, foreign, output_identity=True, record=record) if optimize else fn
+
+
+def _run(grad_pass: _GradientPass) -> tuple[FunctionProto, EmitRecord]:
+    """Runs ``grad_pass``; returns its function and what it recorded for the optimizer."""
+    return grad_pass.run(), grad_pass.emit_record
 
 
 def GradientOfNodes(  # noqa: N802  (the seed's name)
@@ -98,7 +111,7 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
 
     forward = [from_foreign(n) for n in nodes]
 
-    def run() -> FunctionProto:
+    def run() -> tuple[FunctionProto, EmitRecord]:
         infos = [from_foreign(vi) for vi in value_info]
         types = {vi.name: t for vi in infos if (t := value_type(vi)) is not None}
         produced = {o for n in forward for o in n.output}
@@ -107,24 +120,24 @@ def GradientOfNodes(  # noqa: N802  (the seed's name)
             for i in list(n.input) + subgraph_inputs(n):
                 if i and i not in produced and i not in free:
                     free.append(i)
-        return _GradientPass(
-            forward,
-            xs,
-            y,
-            zs,
-            _default_registry(registry),
-            allow_unused=allow_unused,
-            types=types,
-            constants={},
-            free_order=free,
-            opset_imports={"": opset},
-            name=name,
-            declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
-        ).run()
+        return _run(
+            _GradientPass(
+                forward,
+                xs,
+                y,
+                zs,
+                _default_registry(registry),
+                allow_unused=allow_unused,
+                types=types,
+                constants={},
+                free_order=free,
+                opset_imports={"": opset},
+                name=name,
+                declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
+            )
+        )
 
-    return _gc_paused(
-        pause_gc, lambda: optimize_own(run(), {id(n) for n in forward}, output_identity=True) if optimize else run()
-    )
+    return _gc_paused(pause_gc, lambda: _finish(run(), {id(n) for n in forward}, optimize))
 
 
 def GradientOfFunction(  # noqa: N802  (the seed's name)
@@ -177,7 +190,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
             without a rule, ...
     """
 
-    def run() -> FunctionProto:
+    def run() -> tuple[FunctionProto, EmitRecord]:
         rules = _default_registry(registry)
         source = from_foreign(fn)  # an onnx package object: converted through its bytes
         imports, functions, graph, name = _source(source)
@@ -190,23 +203,13 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         if functions:
             nodes = FunctionInliner(functions).expand(nodes)
         imports.setdefault("", EMITTED_OPSET)
-        return _GradientPass(
-            nodes,
-            xs,
-            y,
-            zs,
-            rules,
-            allow_unused=allow_unused,
-            types=types,
-            constants=constants,
-            free_order=free_order,
-            opset_imports=imports,
-            name=name,
-            declared=declared,
-        ).run()
+        return _run(_GradientPass(
+            nodes, xs, y, zs, rules, allow_unused=allow_unused, types=types, constants=constants,
+            free_order=free_order, opset_imports=imports, name=name, declared=declared,
+        ))  # fmt: skip
 
     foreign: set[int] = set()
-    return _gc_paused(pause_gc, lambda: optimize_own(run(), foreign, output_identity=True) if optimize else run())
+    return _gc_paused(pause_gc, lambda: _finish(run(), foreign, optimize))
 
 
 def _source_node_ids(fn: FunctionProto | GraphProto | ModelProto) -> set[int]:

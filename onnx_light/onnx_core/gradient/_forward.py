@@ -21,8 +21,17 @@ from .._errors import GradientError
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..helper import make_graph, make_node, make_tensor_value_info
 from ..ops import op_label
-from ..optimizer._optimize import optimize_own
-from ._api import _default_registry, _function_source, _gc_paused, _graph_source, _source, _source_node_ids
+from ..optimizer._plan import EmitRecord
+from ._api import (
+    _default_registry,
+    _finish,
+    _function_source,
+    _gc_paused,
+    _graph_source,
+    _run,
+    _source,
+    _source_node_ids,
+)
 from ._context import FLOAT_TYPES, GradContext
 from ._fastpath import has_subgraph, value_type
 from ._names import DY, EMITTED_OPSET, nested_names
@@ -340,6 +349,7 @@ class _TangentPass(_GradientPass):
         if (
             DY not in self.xs
             and DY not in free
+            and self.dy_read is not False
             and any(DY in n.input for n in fn.node)
             and all(DY not in n.output for n in fn.node)
         ):
@@ -384,7 +394,7 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
     forward = list(nodes)
     infos = list(value_info)
 
-    def run() -> FunctionProto:
+    def run() -> tuple[FunctionProto, EmitRecord]:
         types = {vi.name: t for vi in infos if (t := value_type(vi)) is not None}
         produced = {o for n in forward for o in n.output}
         free: list[str] = []
@@ -392,15 +402,13 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
             for i in list(n.input) + subgraph_inputs(n):
                 if i and i not in produced and i not in free:
                     free.append(i)
-        return _TangentPass(
+        return _run(_TangentPass(
             forward, xs, ys, seeds, zs=zs, registry=_default_registry(registry), allow_unused=allow_unused,
             types=types, constants={}, free_order=free, opset_imports={"": opset}, name=name,
             declared={vi.name: vi for vi in infos if vi.name not in types},  # sequences
-        ).run()  # fmt: skip
+        ))  # fmt: skip
 
-    return _gc_paused(
-        True, lambda: optimize_own(run(), {id(n) for n in forward}, output_identity=True) if optimize else run()
-    )
+    return _gc_paused(True, lambda: _finish(run(), {id(n) for n in forward}, optimize))
 
 
 def TangentOfFunction(  # noqa: N802  (the contract's name)
@@ -435,7 +443,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
         ``["fwd_" + y]``, fwd_y = J fwd_x (``fwd2_`` when a name already has ``fwd_``).
     """
 
-    def run() -> FunctionProto:
+    def run() -> tuple[FunctionProto, EmitRecord]:
         rules = _default_registry(registry)
         imports, functions, graph, name = _source(fn)
         foreign.update(_source_node_ids(fn))
@@ -451,11 +459,11 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
 
             nodes = FunctionInliner(functions).expand(nodes)
         imports.setdefault("", EMITTED_OPSET)
-        return _TangentPass(
+        return _run(_TangentPass(
             nodes, list(xs) if xs is not None else inputs, list(ys) if ys is not None else outputs, seeds,
             zs=zs, registry=rules, allow_unused=allow_unused, types=types, constants=constants,
             free_order=free_order, opset_imports=imports, name=name.replace("_grad", "_fwd"), declared=declared,
-        ).run()  # fmt: skip
+        ))  # fmt: skip
 
     foreign: set[int] = set()
-    return _gc_paused(True, lambda: optimize_own(run(), foreign, output_identity=True) if optimize else run())
+    return _gc_paused(True, lambda: _finish(run(), foreign, optimize))

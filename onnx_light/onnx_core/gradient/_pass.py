@@ -38,6 +38,7 @@ from ..helper import (
 )
 from ..numpy_helper import from_array
 from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, traits, upgrade_nodes
+from ..optimizer._plan import EmitRecord
 from ._branches import condition_value, inline_graph
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._expand import expand_ruleless
@@ -187,6 +188,8 @@ class _GradientPass:
         self._reached: set[str] = set()
         #: element types of the values known to be sequences (see ``_sequences``)
         self.sequence_types: dict[str, ValueType] = {}
+        #: what the optimizer may skip (its constants recorded here, liveness by ``_assemble``)
+        self.emit_record = EmitRecord()
 
     def _take_names(self, fields: list[Fields], free_order: Sequence[str]) -> set[str]:
         """Sets up the counter over every name in the source and names the seed; returns the
@@ -266,6 +269,7 @@ class _GradientPass:
             tensor = raw_tensor(value, raw) or from_array(value)  # the bytes are at hand: no second copy
             node = new_node("Constant", [], outs, "", [tensor_attribute("value", tensor)])
             self._push(node, [], outs, "")
+            self.emit_record.constants[id(node)] = (node, key)
             self.types[name] = ValueType(int(tensor.data_type), tuple(value.shape))
             if value.dtype.kind in "iu" and value.size <= FOLD_MAX:
                 self.constants[name] = value
@@ -1010,6 +1014,50 @@ class _GradientPass:
             self._push(n, _reads(n, inputs, attributes), outputs, domain)
         return accum.contributions
 
+    def _value_info(self, fn: FunctionProto) -> None:
+        """Writes the types of ``fn``'s inputs and of the values rules declared, and the
+        element types of its sequences, into its value_info."""
+        # the inputs' types travel with the function, so differentiating it again (or
+        # wrapping it as a model) starts from known shapes
+        types_get = self.types.get
+        value_info = fn.value_info
+        inputs = set(fn.input)
+        # (no sequence declared or typed, and a value no node here produces: not a sequence)
+        maybe_sequences = bool(self.sequence_types or self._declared)
+        produced = self._producer
+        for name in [*fn.input, *self.declared_outputs]:
+            t = types_get(name)
+            if t is not None and t.dtype:
+                elem = (
+                    self.sequence_type(name)
+                    if (maybe_sequences or name in produced) and name in inputs and self.is_sequence(name)
+                    else None
+                )
+                # a sequence fed to the function (a forward value it does not compute) is one
+                value_info.append(
+                    make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
+                )
+        if self.sequence_types:  # the sequences' element types, which inference does not follow
+            for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
+                elem = self.sequence_type(name)
+                if elem is not None:
+                    value_info.append(sequence_info(name, elem))
+
+    def _record_reads(self, read: set[str], needed: list[int], outputs: list[str]) -> None:
+        """What the assembly's read sets tell: whether every node is live (for the optimizer's
+        record) and whether ``dy`` may be read (``dy_read``).
+
+        ``read``: the names the backward nodes read; ``needed``: the forward nodes kept.
+        """
+        # the forward nodes kept are ancestors of what backward nodes read: each has a reader
+        self.emit_record.live = not self._replaced and _all_read(self._backward_io, read, set(outputs))
+        #: False when no node of the result reads ``dy``, not even in a subgraph (None: it may;
+        #: forward mode, where ``dy`` is an ordinary name, then looks at the nodes' inputs)
+        self.dy_read: bool | None = None
+        if not self._replaced and DY not in read:
+            reads_of = self._reads
+            self.dy_read = None if any(DY in reads_of[i] for i in needed) else False
+
     def _assemble(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
         backward_io = self._backward_io
         # forward values the backward nodes read, and everything they are computed from
@@ -1022,6 +1070,7 @@ class _GradientPass:
         stop = random | {producer[x] for x in self.xs if x in producer}
         roots = [n for n in read if n in producer and producer[n] not in stop]
         needed = sorted(self._ancestors(roots, producer, stop))
+        self._record_reads(read, needed, outputs)
         # the free values in first-use order, and the domains used
         defined = {self.dy} | set(self.xs)  # also every free value once seen
         free: list[str] = []
@@ -1071,25 +1120,21 @@ class _GradientPass:
         else:
             fn.node[:] = [self.nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
-        # the inputs' types travel with the function, so differentiating it again (or
-        # wrapping it as a model) starts from known shapes
-        types_get = self.types.get
-        value_info = fn.value_info
-        inputs = set(fn.input)
-        for name in [*fn.input, *self.declared_outputs]:
-            t = types_get(name)
-            if t is not None and t.dtype:
-                elem = self.sequence_type(name) if name in inputs and self.is_sequence(name) else None
-                # a sequence fed to the function (a forward value it does not compute) is one
-                value_info.append(
-                    make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
-                )
-        if self.sequence_types:  # the sequences' element types, which inference does not follow
-            for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
-                elem = self.sequence_type(name)
-                if elem is not None:
-                    value_info.append(sequence_info(name, elem))
+        self.emit_record.opset = self.opset if len(domains) == 1 else None
+        self._value_info(fn)
         return fn
+
+
+def _all_read(io: list[tuple[list[str], list[str], str]], read: set[str], outputs: set[str]) -> bool:
+    """Whether each node of ``io`` (reads, outputs, domain) has a named output in ``read`` or ``outputs``."""
+    for _, outs, _ in io:
+        if len(outs) == 1:
+            o = outs[0]
+            if not o or (o not in read and o not in outputs):
+                return False
+        elif not any(o and (o in read or o in outputs) for o in outs):
+            return False
+    return True
 
 
 def _rename_reserved(nodes: list[NodeProto], clash: set[str], new_name: Any) -> tuple[list[NodeProto], dict[str, str]]:

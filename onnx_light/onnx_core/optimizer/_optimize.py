@@ -7,6 +7,7 @@ from .._errors import OnnxLightError
 from .._proto import FunctionProto, NodeProto
 from ._fold import FoldFn, fold_numpy
 from ._outputs import final_identities, name_outputs, remove_dead
+from ._plan import EmitRecord, has_work
 from ._silu import fuse_silu_gradients
 from ._simplify import Foreign, forward_sweep
 
@@ -59,14 +60,23 @@ def optimize(fn: FunctionProto, *, fold: FoldFn | None = fold_numpy, output_iden
 
 
 def optimize_own(
-    fn: FunctionProto, foreign: Foreign, *, fold: FoldFn | None = fold_numpy, output_identity: bool = False
+    fn: FunctionProto,
+    foreign: Foreign,
+    *,
+    fold: FoldFn | None = fold_numpy,
+    output_identity: bool = False,
+    record: EmitRecord | None = None,
 ) -> FunctionProto:
     """:func:`optimize` for a caller that owns ``fn``'s nodes but those whose ids ``foreign``
     holds (None: it owns none): the owned nodes are renamed in place instead of copied.
 
     The gradient entry points pass the ids of their source's nodes: the others are the
-    pass's own new nodes, which nobody else holds.
+    pass's own new nodes, which nobody else holds. With ``record`` (what the pass recorded
+    while it emitted ``fn``; see :mod:`._plan`) and ``output_identity``, ``fn`` itself is
+    returned when no sweep has work, as the sweeps would have returned its nodes.
     """
+    if record is not None and output_identity and not has_work(fn, record):
+        return fn
     outputs = list(fn.output)
     opset = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in fn.opset_import}
     pinned = set(outputs)
