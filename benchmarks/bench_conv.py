@@ -158,8 +158,9 @@ def measure_transpose(shape: tuple[Any, ...], rng: np.random.Generator, runs: in
     )
 
 
-def _ort_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, s: int, p: int, g: int) -> Any:
-    node = H.make_node("Conv", ["x", "w", "b"], ["y"], pads=[p] * 4, strides=[s, s], group=g)
+def _ort_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> Any:
+    """A one-node onnxruntime session (1 thread) of Conv(x, w, b) with ``attrs``, w and b initializers."""
+    node = H.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
     graph = H.make_graph(
         [node],
         "conv",
@@ -179,7 +180,7 @@ def measure(shape: tuple[Any, ...], rng: np.random.Generator, runs: int, threads
     x = rng.standard_normal((n, c, size, size)).astype(np.float32)
     w = (rng.standard_normal((m, c // g, k, k)) * 0.1).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    sess = _ort_conv(x, w, b, s, p, g)
+    sess = _ort_conv(x, w, b, pads=[p] * 4, strides=[s, s], group=g)
     native, isa = _native.EXTENSION.conv2d, _native.CONV_ISA  # type: ignore[union-attr]
     fns: dict[str, Callable[[], Any]] = {
         "native": lambda: native(x, w, b, s, s, 1, 1, p, p, p, p, g, False, isa),
@@ -276,18 +277,7 @@ def measure_layer(layer: tuple[Any, ...], rng: np.random.Generator, runs: int) -
     w.flags.writeable = False  # like a session's initializer: the kernel may cache its packed form
     b = rng.standard_normal(m).astype(np.float32)
     attrs: dict[str, Any] = dict(pads=list(pads), strides=list(st), group=g, dilations=list(dil))
-    node = H.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
-    graph = H.make_graph(
-        [node],
-        "conv",
-        [H.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-        [H.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [NH.from_array(w, "w"), NH.from_array(b, "b")],
-    )
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 17)]).SerializeToString()
-    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    sess = _ort_conv(x, w, b, **attrs)
     fns: dict[str, Callable[[], Any]] = {
         "ours": lambda: conv(x, w, b, **attrs),
         "ort": lambda: sess.run(None, {"x": x})[0],
