@@ -200,18 +200,18 @@ def max_pool2d_f32_twin(
     np.copyto(y, hmax[:, :, 0 : (oh - 1) * sh + 1 : sh])
     for a in range(1, kh):
         np.maximum(y, hmax[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh], out=y)
-    taps = np.arange(kh) * dh
-    rows = (
-        (np.arange(oh)[:, None] * sh + taps - pad_top >= 0) & (np.arange(oh)[:, None] * sh + taps - pad_top < h)
-    ).any(1)
-    taps = np.arange(kw) * dw
-    cols = (
-        (np.arange(ow)[:, None] * sw + taps - pad_left >= 0) & (np.arange(ow)[:, None] * sw + taps - pad_left < w)
-    ).any(1)
+    rows = _windows_reading_input(oh, sh, kh, dh, pad_top, h)
+    cols = _windows_reading_input(ow, sw, kw, dw, pad_left, w)
     if not (rows.all() and cols.all()):
         y[:, :, ~rows, :] = np.finfo(np.float32).min
         y[:, :, :, ~cols] = np.finfo(np.float32).min
     return y
+
+
+def _windows_reading_input(out: int, stride: int, kernel: int, dilation: int, pad: int, size: int) -> np.ndarray:
+    """Along one axis, whether each of the ``out`` windows holds a cell of the input (not only padding)."""
+    cells = np.arange(out)[:, None] * stride + np.arange(kernel) * dilation - pad
+    return np.asarray(((cells >= 0) & (cells < size)).any(axis=1))
 
 
 def max_pool2d_f32(
