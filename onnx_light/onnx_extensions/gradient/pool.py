@@ -284,12 +284,20 @@ def _without_empty_windows(ctx: GradContext, dy: str) -> str:
         if reads.all():
             return dy
         return ctx.op.Mul(dy, ctx.const(reads.reshape((1, 1, *geo.out)), like=x))
-    plane_shape = ctx.op.Concat(ctx.ints([1, 1]), ctx.op.Shape(x, start=2), axis=0)
-    plane = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=x), plane_shape)
+    plane = _ones_plane(ctx, x, nd)
     pooled = ctx.op.MaxPool(plane, **{k: v for k, v in ctx.attrs.items() if k != "storage_order"})
     zero = ctx.const(0.0, like=x)
     masked: str = ctx.op.Where(ctx.op.Greater(pooled, zero), dy, zero)
     return masked
+
+
+def _ones_plane(ctx: GradContext, like: str, nd: int, spatial: str | None = None) -> str:
+    """Ones of ``like``'s element type shaped (1, 1, *spatial): ``spatial`` a 1-D shape of ``nd``
+    dims, by default ``like``'s spatial dims."""
+    ones = ctx.ints([1, 1])
+    plane_shape = ctx.op.Concat(ones, ctx.op.Shape(like, start=2) if spatial is None else spatial, axis=0)
+    plane: str = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=like), plane_shape)
+    return plane
 
 
 def _window_input(ctx: GradContext) -> tuple[str, list[int], int]:
@@ -359,8 +367,7 @@ def _same_average_pool_grad(
     if bool(ctx.attr("count_include_pad", 0)):
         inverse = ctx.const(1.0 / float(np.prod(kernel)), like=x)
     else:
-        plane_shape = ctx.op.Concat(ctx.ints([1, 1]), spatial, axis=0)
-        plane = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=x), plane_shape)
+        plane = _ones_plane(ctx, x, nd, spatial)
         valid = ctx.op.Conv(
             ctx.op.Pad(plane, pads),
             ctx.const(np.ones((1, 1, *kernel)), like=x),
@@ -385,8 +392,7 @@ def _inverse_counts(ctx: GradContext, geo: Geometry, dy: str) -> str:
     1/count = AveragePool(P) / valid as in the static rule.
     """
     x, nd = ctx.input(0), geo.nd
-    plane_shape = ctx.op.Concat(ctx.ints([1, 1]), ctx.op.Shape(x, start=2), axis=0)
-    plane = ctx.op.Expand(ctx.const(np.ones((1,) * (2 + nd)), like=x), plane_shape)
+    plane = _ones_plane(ctx, x, nd)
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
     end = [e + s - 1 for e, s in zip(geo.end, geo.strides)] if ceil_mode else geo.end
     valid = ctx.op.Conv(
