@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._axes import axis_index
 from .._dtypes import np_dtype_to_tensor_dtype, pattern_np_dtype
 from ..gradient._types import UNKNOWN, Dim, InferContext, Shape, ValueType
 
@@ -33,7 +34,7 @@ __all__ = [
     "finish",
     "broadcast_dim",
     "broadcast_shapes",
-    "norm_axis",
+    "axis_index",
     "dim_product",
     "merge_dim",
     "np_dtype",
@@ -211,14 +212,6 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
         pad.extend(s)
         out = [broadcast_dim(x, y) for x, y in zip(out, pad)]
     return tuple(out)
-
-
-def norm_axis(axis: int, rank: int) -> int:
-    """``axis`` in ``[0, rank)``; raises when out of range."""
-    a = axis + rank if axis < 0 else axis
-    if not 0 <= a < rank:
-        raise ValueError(f"axis {axis} out of range for rank {rank}")
-    return a
 
 
 def dim_product(dims: Iterable[Dim]) -> Dim:

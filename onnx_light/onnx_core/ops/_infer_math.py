@@ -18,6 +18,7 @@ from ._infer_common import (
     BOOL,
     INT64,
     axes_arg,
+    axis_index,
     broadcast_shapes,
     finish,
     has_input,
@@ -25,7 +26,6 @@ from ._infer_common import (
     ints_of,
     length_of,
     merge_dim,
-    norm_axis,
     np_dtype,
     partial,
     small,
@@ -131,7 +131,7 @@ def dft(ctx: InferContext) -> list[ValueType]:
     inverse, onesided = int(ctx.attr("inverse", 0)), int(ctx.attr("onesided", 0))
     if axes is None:
         return [ValueType(x.dtype, (*(None,) * (rank - 1), 1 if inverse and onesided else 2))]
-    axis = norm_axis(axes[0], rank)
+    axis = axis_index(axes[0], rank)
     given = ints_of(ctx, 1) if has_input(ctx, 1) else None
     n = x.shape[axis]
     m: Dim = given[0] if given else (2 * (n - 1) if inverse and onesided and isinstance(n, int) else n)
@@ -466,7 +466,7 @@ def reduce(ctx: InferContext) -> Result:
     if x.shape is None:
         return [ValueType(x.dtype, None)], [None]
     rank = len(x.shape)
-    red = set(range(rank)) if axes is None else {norm_axis(a, rank) for a in axes}
+    red = set(range(rank)) if axes is None else {axis_index(a, rank) for a in axes}
     shape = tuple(1 if i in red else d for i, d in enumerate(x.shape) if keep or i not in red)
     out: np.ndarray | None = None
     v = value(ctx, 0)
@@ -482,7 +482,7 @@ def arg_reduce(ctx: InferContext) -> list[ValueType]:
     x = in_type(ctx, 0)
     if x.shape is None:
         return [ValueType(INT64, None)]
-    a = norm_axis(int(ctx.attr("axis", 0)), len(x.shape))
+    a = axis_index(int(ctx.attr("axis", 0)), len(x.shape))
     keep = int(ctx.attr("keepdims", 1))
     shape = tuple(1 if i == a else d for i, d in enumerate(x.shape) if keep or i != a)
     return [ValueType(INT64, shape)]
@@ -494,7 +494,7 @@ def topk(ctx: InferContext) -> list[ValueType]:
     x = in_type(ctx, 0)
     if x.shape is None:
         return [ValueType(x.dtype, None), ValueType(INT64, None)]
-    a = norm_axis(int(ctx.attr("axis", -1)), len(x.shape))
+    a = axis_index(int(ctx.attr("axis", -1)), len(x.shape))
     k: Dim = None
     if "k" in ctx.attrs:
         k = int(ctx.attrs["k"])

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._proto import NodeProto
 from ..gradient._types import Dim, InferContext, ValueType, infer
-from ._infer_common import FLOAT, INT64, dims_value, has_input, in_type, norm_axis, value
+from ._infer_common import FLOAT, INT64, axis_index, dims_value, has_input, in_type, value
 from ._registries import upgrade
 from ._upgrade import Upgrader, attr, attr_value, clone
 from ._window import SAME_PADS, transpose_out_dim, transpose_window, window_out_dim
@@ -113,7 +113,7 @@ def layer_norm(ctx: InferContext) -> list[ValueType]:
     stash = int(ctx.attr("stash_type", FLOAT))
     if x.shape is None:
         return [x, ValueType(stash, None), ValueType(stash, None)]
-    axis = norm_axis(int(ctx.attr("axis", -1)), len(x.shape))
+    axis = axis_index(int(ctx.attr("axis", -1)), len(x.shape))
     stat = ValueType(stash, (*x.shape[:axis], *([1] * (len(x.shape) - axis))))
     return [x, stat, stat]
 
@@ -173,7 +173,7 @@ def resize(ctx: InferContext) -> list[ValueType]:
             sizes = dims_value(ctx, 3)  # partly known: sizes taken from Shape(X) stay symbolic
             if str(ctx.attr("keep_aspect_ratio_policy", "stretch")) != "stretch":
                 sizes = None
-    axes = [norm_axis(int(a), rank) for a in ctx.attr("axes", range(rank))]
+    axes = [axis_index(int(a), rank) for a in ctx.attr("axes", range(rank))]
     shape: list[Dim] = list(x.shape) if scales is not None or sizes is not None else [None] * rank
     for j, a in enumerate(axes):
         if sizes is not None:

@@ -18,6 +18,7 @@ from ._infer_common import (
     FLOAT,
     INT64,
     axes_arg,
+    axis_index,
     broadcast_shapes,
     dim_product,
     dims_value,
@@ -27,7 +28,6 @@ from ._infer_common import (
     ints_of,
     length_of,
     merge_dim,
-    norm_axis,
     partial,
     partial_or_unknown,
     small,
@@ -150,7 +150,7 @@ def squeeze(ctx: InferContext) -> Result:
             return [ValueType(x.dtype, None)], [None]
         drop = {i for i, d in enumerate(x.shape) if d == 1}
     else:
-        drop = {norm_axis(a, rank) for a in axes}
+        drop = {axis_index(a, rank) for a in axes}
     shape = tuple(d for i, d in enumerate(x.shape) if i not in drop)
     p = partial(ctx, 0)
     return [ValueType(x.dtype, shape)], [_fold_reshape(ctx, p, shape)]
@@ -181,7 +181,7 @@ def unsqueeze(ctx: InferContext) -> Result:
     if x.shape is None or axes is None:
         return [ValueType(x.dtype, _unknown_dims(x.shape, length_of(ctx, 1) or 0))], [None]
     rank = len(x.shape) + len(axes)
-    ins = {norm_axis(a, rank) for a in axes}
+    ins = {axis_index(a, rank) for a in axes}
     rest = iter(x.shape)
     shape = tuple(1 if i in ins else next(rest) for i in range(rank))
     return [ValueType(x.dtype, shape)], [_fold_reshape(ctx, partial(ctx, 0), shape)]
@@ -212,7 +212,7 @@ def concat(ctx: InferContext) -> Result:
         return [ValueType(dtype, None if rank is None else (None,) * rank)], [None]
     shapes = [t.shape for t in types if t.shape is not None]
     rank = len(shapes[0])
-    axis = norm_axis(int(ctx.attr("axis", 0)), rank)
+    axis = axis_index(int(ctx.attr("axis", 0)), rank)
     shape: list[Dim] = list(shapes[0])
     for s in shapes[1:]:
         for i, d in enumerate(s):
@@ -240,7 +240,7 @@ def split(ctx: InferContext) -> list[ValueType]:
     n = len(ctx.node.output)
     if x.shape is None:
         return [ValueType(x.dtype, None)] * n
-    axis = norm_axis(int(ctx.attr("axis", 0)), len(x.shape))
+    axis = axis_index(int(ctx.attr("axis", 0)), len(x.shape))
     given, sizes = axes_arg(ctx, 1, "split")
     d = x.shape[axis]
     pieces: list[Dim]
@@ -287,7 +287,7 @@ def slice_op(ctx: InferContext) -> Result:
     shape: list[Dim] = list(x.shape)
     index: list[Any] = [slice(None)] * rank
     for st, en, ax, sp in zip(starts, ends, axes, steps):
-        a = norm_axis(int(ax), rank)
+        a = axis_index(int(ax), rank)
         shape[a] = _slice_dim(x.shape[a], int(st), int(en), int(sp))
         index[a] = slice(int(st), int(en), int(sp))
     out: np.ndarray | None = None
@@ -306,7 +306,7 @@ def gather(ctx: InferContext) -> Result:
     x, idx = in_type(ctx, 0), in_type(ctx, 1)
     if x.shape is None or idx.shape is None:
         return [ValueType(x.dtype, None)], [None]
-    axis = norm_axis(int(ctx.attr("axis", 0)), len(x.shape))
+    axis = axis_index(int(ctx.attr("axis", 0)), len(x.shape))
     shape = (*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :])
     i = value(ctx, 1)
     out: np.ndarray | None = None
@@ -392,7 +392,7 @@ def pad(ctx: InferContext) -> list[ValueType]:
     shape: list[Dim] = list(x.shape)
     k = len(axes)
     for j, a in enumerate(axes):
-        i = norm_axis(a, rank)
+        i = axis_index(a, rank)
         d, begin, end = shape[i], pads[j], pads[j + k]
         if not isinstance(begin, int) or not isinstance(end, int):
             shape[i] = None
@@ -501,7 +501,7 @@ def compress(ctx: InferContext) -> list[ValueType]:
     if axis is None or x.shape is None:
         return [ValueType(x.dtype, (None,) if axis is None else None)]
     shape = list(x.shape)
-    shape[norm_axis(int(axis), len(shape))] = None
+    shape[axis_index(int(axis), len(shape))] = None
     return [ValueType(x.dtype, tuple(shape))]
 
 
@@ -518,7 +518,7 @@ def unique(ctx: InferContext) -> list[ValueType]:
     if x.shape is None:
         return [ValueType(x.dtype, None), count, count, count]
     shape = list(x.shape)
-    a = norm_axis(int(axis), len(shape))
+    a = axis_index(int(axis), len(shape))
     inverse = ValueType(INT64, (shape[a],))
     shape[a] = None
     return [ValueType(x.dtype, tuple(shape)), count, inverse, count]
@@ -540,7 +540,7 @@ def one_hot(ctx: InferContext) -> list[ValueType]:
     depth = value(ctx, 1)
     d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else None
     rank = len(idx.shape) + 1
-    axis = norm_axis(int(ctx.attr("axis", -1)), rank)
+    axis = axis_index(int(ctx.attr("axis", -1)), rank)
     shape = list(idx.shape)
     shape.insert(axis, d)
     return [ValueType(dtype, tuple(shape))]

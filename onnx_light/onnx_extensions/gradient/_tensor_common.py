@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...onnx_core import TensorProto
+from ...onnx_core._axes import axis_index
 from ...onnx_core.gradient import GradContext
 from ...onnx_core.helper import tensor_dtype_to_np_dtype
 from ...onnx_core.numpy_helper import from_array
@@ -14,7 +15,7 @@ __all__ = [
     "INT64_MIN",
     "const_ints",
     "arg_ints",
-    "norm_axis",
+    "axis_index",
     "zeros_of_shape",
     "dim_of",
     "index64",
@@ -62,11 +63,6 @@ def pad_axes(ctx: GradContext, x: str, rank: int, axes: list[int], begins: list[
     for a, b, e in zip(axes, begins, ends):
         pads[a], pads[rank + a] = b, e
     return ctx.op.Pad(x, ctx.ints(pads))
-
-
-def norm_axis(axis: int, rank: int) -> int:
-    """``axis`` in ``[0, rank)``."""
-    return axis + rank if axis < 0 else axis
 
 
 def zeros_of_shape(ctx: GradContext, shape: str, like: str) -> str:

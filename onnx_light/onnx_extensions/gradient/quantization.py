@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, no_grad, refuses, rule
-from ._tensor_common import norm_axis, positions
+from ._tensor_common import axis_index, positions
 
 no_grad("", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv")
 
@@ -33,7 +33,7 @@ no_grad("", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv")
 def _layout(ctx: GradContext) -> tuple[str, int, int]:
     """("tensor" | "axis" | "block", axis, rank) of a DequantizeLinear node's scale."""
     rank = ctx.require_rank(ctx.inputs[0])
-    axis = norm_axis(int(ctx.attr("axis", 1)), rank) if rank else 0
+    axis = axis_index(int(ctx.attr("axis", 1)), rank) if rank else 0
     if int(ctx.attr("block_size", 0)) > 0:
         return "block", axis, rank
     scale_rank = ctx.require_rank(ctx.inputs[1])

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ._table import jvp_rule, linear, rule
-from ._tensor_common import index64, norm_axis, positions
+from ._tensor_common import axis_index, index64, positions
 from .tensor import scatter_elements_grad, scatter_jvp
 
 
@@ -56,7 +56,7 @@ def _unique_counts(ctx: GradContext, like: str, axis: int | None, rank: int) -> 
 def _unique_axis(ctx: GradContext) -> tuple[int | None, int]:
     rank = ctx.require_rank(ctx.inputs[0])
     axis = ctx.attr("axis")
-    return (None if axis is None else norm_axis(int(axis), rank)), rank
+    return (None if axis is None else axis_index(int(axis), rank)), rank
 
 
 @rule("", "Unique")
@@ -129,7 +129,7 @@ def tensor_scatter_grad(ctx: GradContext, dy: str) -> Grads:
     circular mode); write_indices pass nothing."""
     cache, update = ctx.inputs[:2]
     rank = ctx.require_rank(cache)
-    axis = norm_axis(int(ctx.attr("axis", -2)), rank)
+    axis = axis_index(int(ctx.attr("axis", -2)), rank)
     d_past = d_update = None
     if ctx.needs_grad(0):
         d_past = ctx.op.TensorScatter(dy, ctx.zeros_like(update), *ctx.inputs[2:], **ctx.attrs)

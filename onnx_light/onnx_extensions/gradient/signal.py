@@ -23,7 +23,7 @@ import numpy as np
 from ...onnx_core import TensorProto
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ._table import jvp_rule, no_grad, refuses, rule
-from ._tensor_common import const_ints, norm_axis, pad_axes
+from ._tensor_common import axis_index, const_ints, pad_axes
 
 no_grad("", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix")
 
@@ -88,7 +88,7 @@ def dft_grad(ctx: GradContext, dy: str) -> Grads:
     a = _static_int(ctx, ctx.input(2), "the axis")
     if a is None:  # DFT-17's attribute (the pass upgrades it to the input of DFT-20)
         a = int(ctx.attr("axis", -2))
-    axis = norm_axis(a, rank)
+    axis = axis_index(a, rank)
     inverse, onesided = int(ctx.attr("inverse", 0)), int(ctx.attr("onesided", 0))
     if not onesided and not ctx.input(1):  # m = n: no crop or pad, n may be known at run time only
         h = ctx.op.DFT(dy, "", ctx.ints(axis), inverse=1 - inverse)

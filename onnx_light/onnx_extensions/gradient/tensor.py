@@ -28,10 +28,10 @@ from ._tensor_common import (
     INT64_MAX,
     INT64_MIN,
     arg_ints,
+    axis_index,
     const_ints,
     dim_of,
     index64,
-    norm_axis,
     pad_axes,
     zeros_of_shape,
 )
@@ -123,7 +123,7 @@ def concat_grad(ctx: GradContext, dy: str) -> Grads:
     Sizes known when the pass runs become a constant; the others are read with
     ``Shape(X_i, start=axis, end=axis+1)`` at run time.
     """
-    axis = norm_axis(int(ctx.attr("axis", 0)), ctx.require_rank(ctx.output(0)))
+    axis = axis_index(int(ctx.attr("axis", 0)), ctx.require_rank(ctx.output(0)))
     xs = ctx.inputs
     if len(xs) == 1:
         return (dy,)
@@ -239,7 +239,7 @@ def _static_slice_grad(
     begins: list[int] = []
     finals: list[int] = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        a = norm_axis(axis, rank)
+        a = axis_index(axis, rank)
         d = shape[a]
         if not isinstance(d, int):
             return None
@@ -290,7 +290,7 @@ def gather_grad(ctx: GradContext, dy: str) -> Grads:
     """
     x, idx = ctx.inputs[0], ctx.inputs[1]
     r, q = ctx.require_rank(x), ctx.require_rank(idx)
-    a = norm_axis(int(ctx.attr("axis", 0)), r)
+    a = axis_index(int(ctx.attr("axis", 0)), r)
     known, shape = const_ints(ctx, idx), ctx.shape(x)
     if known is not None and len(known) == 1 and q <= 1 and shape is not None and isinstance(shape[a], int):
         n = shape[a]
@@ -490,7 +490,7 @@ def _int64_fill(value: int) -> Any:
 
 def _element_targets(idx: np.ndarray, shape: tuple[int, ...], axis: int) -> list[tuple[int, ...]] | None:
     """The element of data each ScatterElements update writes, in write order."""
-    a = norm_axis(axis, len(shape))
+    a = axis_index(axis, len(shape))
     out = []
     for u in np.ndindex(*idx.shape):
         i = int(idx[u])
@@ -537,7 +537,7 @@ def pad_grad(ctx: GradContext, dy: str) -> Grads:
     if mode == "constant":
         rank = ctx.rank(x)
         if pads is not None and rank is not None and (not axes_n or axes is not None):
-            at = [norm_axis(a, rank) for a in axes] if axes_n and axes is not None else list(range(rank))
+            at = [axis_index(a, rank) for a in axes] if axes_n and axes is not None else list(range(rank))
             m = len(at)
             dx = pad_axes(ctx, dy, rank, at, [-p for p in pads[:m]], [-p for p in pads[m:]])
         else:
@@ -572,7 +572,7 @@ def _border_folds(
     if axes_n:
         if axes is None:
             return None
-        at = [norm_axis(a, rank) for a in axes]
+        at = [axis_index(a, rank) for a in axes]
     else:
         at = list(range(rank))
     shape = ctx.require_shape(ctx.inputs[0])  # known: the rank is
