@@ -240,12 +240,6 @@ AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
     }
 }
 
-// The odd lanes of (a, b): a1 a3 a5 a7 b1 b3 b5 b7
-AVX2 inline __m256 odds(__m256 a, __m256 b) {
-    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));  // a1 a3 b1 b3 | a5 a7 b5 b7
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-
 constexpr int64_t round8(int64_t v) { return (v + 7) / 8 * 8; }
 
 // One depthwise input plane as the kernel reads it: bordered row r (input row r - pt; zeros
@@ -262,10 +256,10 @@ struct DepthwiseLayout {
         hp = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1;
         // every cell a vector reads: 8 per started output vector, past the widest tap
         wq = round8(round8(s.ow) + (s.kw - 1) * s.dw / s.sw + 1);
-        // stride 1 copies input rows 8 floats at a time into the row, stride 2 splits them 16 at
-        // a time into 8 cells of each phase (zeros past the row's end)
+        // stride 1 copies input rows 8 floats at a time into the row, stride 2 splits them 8 at
+        // a time into 4 cells of each phase (zeros past the row's end)
         if (s.sw == 1) wq = std::max(wq, round8(s.pl + s.w));
-        if (s.sw == 2) wq = std::max(wq, round8((s.pl + 1) / 2 + (s.w + 15) / 16 * 8));
+        if (s.sw == 2) wq = std::max(wq, round8((s.pl + 1) / 2 + (s.w + 7) / 8 * 4));
         rs = s.sw * wq;
         stage = s.sw <= 2 ? 0 : round8(std::max(rs, s.pl + round8(s.w))) + 8;
         for (int64_t a = 0; a < s.kh; ++a)
@@ -287,13 +281,13 @@ AVX2 void depthwise_fill(const Shape &s, const DepthwiseLayout &d, const float *
     for (int64_t i = 0; i < rows; ++i) {
         const float *src = x + i * s.w;
         float *row = buf + (i + s.pt) * d.rs;
-        if (s.sw == 2) {
-            for (int64_t j = 0; j < s.w; j += 16) {
-                const __m256 a = j + 8 <= s.w ? _mm256_loadu_ps(src + j) : _mm256_maskload_ps(src + j, lanes(0, s.w - j));
-                const __m256 b = j + 16 <= s.w ? _mm256_loadu_ps(src + j + 8)
-                                               : _mm256_maskload_ps(src + j + 8, lanes(0, s.w - j - 8));
-                _mm256_storeu_ps(row + even_at + j / 2, evens(a, b));
-                _mm256_storeu_ps(row + odd_at + j / 2, odds(a, b));
+        if (s.sw == 2) {  // 8 input columns: one permute, 4 cells of each phase
+            const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+            for (int64_t j = 0; j < s.w; j += 8) {
+                const __m256 v = j + 8 <= s.w ? _mm256_loadu_ps(src + j) : _mm256_maskload_ps(src + j, lanes(0, s.w - j));
+                const __m256 p = _mm256_permutevar8x32_ps(v, split);
+                _mm_storeu_ps(row + even_at + j / 2, _mm256_castps256_ps128(p));
+                _mm_storeu_ps(row + odd_at + j / 2, _mm256_extractf128_ps(p, 1));
             }
             continue;
         }
@@ -353,13 +347,9 @@ AVX2 inline void depthwise_block(const Shape &s, const Epilogue &ep, const float
                 if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res + o));
                 _mm256_storeu_ps(out + o, activate8(fixed, val));
             } else {  // the plane's last cells: no store past them (another worker's plane)
-                alignas(32) float edge[8] = {};
-                if (res) {
-                    std::memcpy(edge, res + o, sizeof(float) * valid);
-                    val = _mm256_add_ps(val, _mm256_load_ps(edge));
-                }
-                _mm256_store_ps(edge, activate8(fixed, val));
-                std::memcpy(out + o, edge, sizeof(float) * valid);
+                const __m256i m = lanes(0, valid);
+                if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + o, m));
+                _mm256_maskstore_ps(out + o, m, activate8(fixed, val));  // once per plane
             }
         }
     }
