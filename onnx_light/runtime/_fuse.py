@@ -14,6 +14,12 @@ dtypes, geometries the native kernel leaves to numpy), the original kernels one 
 other, so results never depend on whether the fast path ran beyond float rounding. A lone
 ``Conv -> Relu`` is left to ``_fuse_relu``. The planner knows no op here: kernels declare
 what may be fused (``KernelOptions``).
+
+Before that, each squeeze-excite block (``GlobalAveragePool -> 1 x 1 Conv -> activation -> 1 x 1
+Conv -> activation -> Mul`` by the pooled input, constant float32 weights, every value in between
+read once) becomes one step: the native ``squeeze_excite`` (``src/squeeze_excite.cpp``), or the six
+kernels in turn where that cannot run. Its small kernels cost more in calls and cold caches than
+in arithmetic (MobileNetV3: 0.94 -> 0.40 ms for its nine blocks, ``benchmarks/RESULTS.md`` h-dw).
 """
 
 from __future__ import annotations
@@ -246,7 +252,7 @@ def _squeeze_excite_chain(
     steps: list[Step], i: int, readers: dict[int, list[int]], keep: set[int], constants: dict[int, Any]
 ) -> Any:
     """``(the six step indices, (W1, b1), act1, (W2, b2), act2)`` of the squeeze-excite block whose
-    GlobalAveragePool is step ``i``, or None (module docstring of this section)."""
+    GlobalAveragePool is step ``i``, or None (the module docstring's pattern)."""
     gap = steps[i]
     if gap.node.op_type != "GlobalAveragePool" or gap.node.domain not in ("", "ai.onnx") or len(gap.inputs) != 1:
         return None
