@@ -41,6 +41,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import importlib.util  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -327,6 +328,145 @@ def models_table(names: list[str], runs: int, only: str) -> None:
             )
 
 
+def _ort_node_times(path: str, skip: int) -> dict[str, list[float]]:
+    """Per node event of onnxruntime's profile file ``path`` (deleted): its kernel times (s) in
+    the model runs after the first ``skip``."""
+    import json
+
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    runs = [e for e in events if e.get("name") == "model_run"]
+    start = runs[skip]["ts"] if len(runs) > skip else 0
+    out: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= start:
+            out.setdefault(e["name"], []).append(e["dur"] * 1e-6)
+    return out
+
+
+def _timed_steps(plan: Any, times: dict[int, list[float]], args: dict[int, list[Any]]) -> None:
+    """Wraps the Conv steps' kernels in ``plan``'s generated function: each call's time into
+    ``times[step]``, its arguments (copies) into ``args[step]`` (once)."""
+    import re
+
+    space = plan.fast.__globals__
+    for key in list(space):
+        found = re.fullmatch(r"k(\d+)", key)
+        if not found or plan.steps[int(found[1])].node.op_type != "Conv":
+            continue
+        i, fn = int(found[1]), space[key]
+
+        def timed(*a: Any, _fn: Any = fn, _i: int = i, **kw: Any) -> Any:
+            start = CLOCK()
+            y = _fn(*a, **kw)
+            times.setdefault(_i, []).append(CLOCK() - start)
+            if _i not in args:
+                args[_i] = [np.array(v) if isinstance(v, np.ndarray) else v for v in a]
+            return y
+
+        space[key] = timed
+
+
+def in_model_table(name: str, runs: int) -> None:
+    """Every Conv step of ``name`` timed inside the model (our session's generated function,
+    its buffer pool; onnxruntime's profiler per node) and alone (the same step on copies of its
+    inputs; a one-node onnxruntime session, whose run() costs tens of microseconds on top):
+    where a layer's in-model and standalone ratios part, and why."""
+    import tempfile
+
+    import onnx_light
+    from onnx_light.runtime import InferenceSession
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_real_models import real_model
+
+    model, feeds = real_model(name)
+    data = model.SerializeToString()
+    sess = InferenceSession(onnx_light.load_from_string(data))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.enable_profiling = True
+    opts.profile_file_prefix = os.path.join(tempfile.gettempdir(), f"bench_conv_{os.getpid()}")
+    peer = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, feeds)
+        peer.run(None, feeds)
+    times: dict[int, list[float]] = {}
+    args: dict[int, list[Any]] = {}
+    _timed_steps(sess._plan, times, args)
+    for _ in range(runs):
+        sess.run(None, feeds)
+        peer.run(None, feeds)
+    theirs = _ort_node_times(peer.end_profiling(), 3)
+    attrs = {
+        n.name: {a.name: H.get_attribute_value(a) for a in n.attribute if a.name != "kernel_shape"}
+        for n in model.graph.node
+        if n.op_type == "Conv"
+    }
+    readers: dict[str, list[Any]] = {}
+    for n in model.graph.node:
+        for v in n.input:
+            readers.setdefault(v, []).append(n)
+    chains = {}  # Conv node -> the outputs of it and of the nodes its fused step may hold
+    for n in model.graph.node:
+        if n.op_type == "Conv":
+            outs, node = [n.output[0]], n
+            while len(readers.get(node.output[0], [])) == 1 and len(outs) < 4:
+                node = readers[node.output[0]][0]
+                outs.append(node.output[0])
+            chains[n.name] = outs
+    _print_in_model(name, sess._plan, (times, args), theirs, (attrs, chains), runs)
+
+
+def _print_in_model(
+    name: str,
+    plan: Any,
+    steps: tuple[dict[int, list[float]], dict[int, list[Any]]],
+    theirs: dict[str, list[float]],
+    convs: tuple[dict[str, dict[str, Any]], dict[str, list[str]]],
+    runs: int,
+) -> None:
+    """The rows of in_model_table: each Conv step beside onnxruntime's node of the same output
+    (its profiler names a node by the output, ``_nchwc`` for a blocked layout, or by the node)."""
+    print(f"# {name}: every Conv step in the model and alone (ms, medians of {runs} runs)")
+    print("| step | input | ours in model | ORT in model | ratio | ours alone | ORT alone (run()) | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    times, args = steps
+    attrs, chains = convs
+    total = np.zeros(4)
+    for i, spent in sorted(times.items()):
+        step, a = plan.steps[i], args[i]
+        keys = [f"{o}{tail}_kernel_time" for o in chains[step.node.name] for tail in ("_nchwc", "")]
+        peer = next((theirs[k] for k in [*keys, f"{step.node.name}_kernel_time"] if k in theirs), None)
+        if peer is None:
+            continue
+        w, b = a[1], a[2] if len(a) > 2 and isinstance(a[2], np.ndarray) else np.zeros(a[1].shape[0], np.float32)
+        alone = _ort_conv(a[0], w, b, **attrs[step.node.name])
+        row = [statistics.median(spent), statistics.median(peer)]
+        row.append(_median_of(functools.partial(step.fn, *a), runs))
+        row.append(_median_of(functools.partial(alone.run, None, {"x": a[0]}), runs))
+        total += row
+        print(
+            f"| {step.label} | {list(a[0].shape)} x {list(w.shape)} | {row[0] * 1e3:.3f} | {row[1] * 1e3:.3f} "
+            f"| {row[0] / row[1]:.2f}x | {row[2] * 1e3:.3f} | {row[3] * 1e3:.3f} | {row[2] / row[3]:.2f}x |"
+        )
+    t = total * 1e3
+    print(
+        f"| **all Conv steps** | | **{t[0]:.2f}** | **{t[1]:.2f}** | **{t[0] / t[1]:.2f}x** | {t[2]:.2f} "
+        f"| {t[3]:.2f} | {t[2] / t[3]:.2f}x |"
+    )
+
+
+def _median_of(fn: Callable[[], Any], runs: int) -> float:
+    spent = []
+    for _ in range(runs):
+        start = CLOCK()
+        fn()
+        spent.append(CLOCK() - start)
+    return statistics.median(spent)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -337,6 +477,7 @@ def main() -> None:
     parser.add_argument("--transpose", action="store_true", help="MobileNetV3's backward ConvTransposes instead")
     parser.add_argument("--model", default="", help="every Conv of these real models (comma list, or 'real')")
     parser.add_argument("--before", default="", help="with --model: another build of _native*.so to compare")
+    parser.add_argument("--in-model", action="store_true", help="with --model: each Conv step in the model and alone")
     args = parser.parse_args()
     global CLOCK, BEFORE
     if args.before:
@@ -347,6 +488,10 @@ def main() -> None:
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
     if args.model:
         names = args.model.replace("real", "mobilenetv3,resnet18,crnn,dbnet,yolo").split(",")
+        if args.in_model:
+            for name in names:
+                in_model_table(name, args.runs)
+            return
         print(f"# every Conv of {', '.join(names)}; native conv: {_native.CONV_ISA if _native.CONV2D else 'none'}")
         models_table(names, args.runs, args.only)
         return

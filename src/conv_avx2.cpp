@@ -240,110 +240,180 @@ AVX2 void epilogue8(const Epilogue &ep, float *y, const float *res, int64_t n) {
     }
 }
 
-// Rows [i0, i0 + rows) (rows <= R), columns [jb, jb + 8 * vectors) (vectors <= V) of one
-// depthwise output plane: R x V independent FMA chains, so that small maps (7 x 7: one
-// vector per row) do not wait on one chain's latency.
-template <int R, int V, int S>
-AVX2 inline void depthwise_block(const Shape &s, const float *plane, int64_t wp, const float *k, __m256 start,
-                                 float *out, int64_t i0, int64_t rows, int64_t jb, int64_t vectors, bool relu) {
-    const __m256i steps = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                             _mm256_set1_epi32(static_cast<int>(s.sw)));
+constexpr int64_t round8(int64_t v) { return (v + 7) / 8 * 8; }
+
+// One depthwise input plane as the kernel reads it: bordered row r (input row r - pt; zeros
+// above and below) stored as sw phase rows of wq floats, phase q holding the bordered columns
+// u = t sw + q at cell t (input column u - pl; zeros left and right). Output pixel (i, j) and tap
+// (a, b) read phase (b dw) % sw of bordered row i sh + a dh at cell j + (b dw) / sw, so that 8
+// consecutive output columns are one plain load whatever the strides and dilations (no shuffle
+// or gather per multiply-add: stride-2 columns are split once per input row).
+struct DepthwiseLayout {
+    int64_t hp, wq, rs;  // bordered rows read, floats per phase row, floats per bordered row (sw wq)
+    int64_t stage;       // floats of the staging row (sw > 1: one bordered row before its split)
+    std::vector<int64_t> taps;  // offset of tap (a, b) from output pixel (0, 0)'s cell
+    explicit DepthwiseLayout(const Shape &s) : taps(static_cast<size_t>(s.kh * s.kw)) {
+        hp = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1;
+        // every cell a vector reads: 8 per started output vector, past the widest tap
+        wq = round8(round8(s.ow) + (s.kw - 1) * s.dw / s.sw + 1);
+        // stride 1 copies input rows 8 floats at a time into the row, stride 2 splits them 8 at
+        // a time into 4 cells of each phase (zeros past the row's end)
+        if (s.sw == 1) wq = std::max(wq, round8(s.pl + s.w));
+        if (s.sw == 2) wq = std::max(wq, round8((s.pl + 1) / 2 + (s.w + 7) / 8 * 4));
+        rs = s.sw * wq;
+        stage = s.sw <= 2 ? 0 : round8(std::max(rs, s.pl + round8(s.w))) + 8;
+        for (int64_t a = 0; a < s.kh; ++a)
+            for (int64_t b = 0; b < s.kw; ++b)
+                taps[a * s.kw + b] = a * s.dh * rs + (b * s.dw) % s.sw * wq + (b * s.dw) / s.sw;
+    }
+    int64_t floats() const { return hp * rs + stage; }  // one worker's buffer (zeroed once per call)
+};
+
+// Input plane x (h x w) into buf (DepthwiseLayout, zero wherever no input lands since the
+// buffer was zeroed: every plane writes the same cells). Vectors past a row's end carry zeros
+// (masked loads) into cells that are zero anyway.
+AVX2 void depthwise_fill(const Shape &s, const DepthwiseLayout &d, const float *x, float *buf) {
+    const int64_t rows = std::min(s.h, d.hp - s.pt);  // input rows read (the rest never are)
+    float *stage = buf + d.hp * d.rs;
+    // stride 2: input column j lands in phase (pl + j) % 2 at cell (pl + j) / 2, so the even
+    // columns go to phase pl % 2 from cell pl / 2, the odd ones to the other from (pl + 1) / 2
+    const int64_t even_at = s.pl % 2 * d.wq + s.pl / 2, odd_at = (1 - s.pl % 2) * d.wq + (s.pl + 1) / 2;
+    for (int64_t i = 0; i < rows; ++i) {
+        const float *src = x + i * s.w;
+        float *row = buf + (i + s.pt) * d.rs;
+        if (s.sw == 2) {  // 8 input columns: one permute, 4 cells of each phase
+            const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+            for (int64_t j = 0; j < s.w; j += 8) {
+                const __m256 v = j + 8 <= s.w ? _mm256_loadu_ps(src + j) : _mm256_maskload_ps(src + j, lanes(0, s.w - j));
+                const __m256 p = _mm256_permutevar8x32_ps(v, split);
+                _mm_storeu_ps(row + even_at + j / 2, _mm256_castps256_ps128(p));
+                _mm_storeu_ps(row + odd_at + j / 2, _mm256_extractf128_ps(p, 1));
+            }
+            continue;
+        }
+        float *dst = s.sw == 1 ? row + s.pl : stage + s.pl;  // the bordered row, or its staging copy
+        for (int64_t j = 0; j < s.w; j += 8) {
+            const __m256 v = j + 8 <= s.w ? _mm256_loadu_ps(src + j) : _mm256_maskload_ps(src + j, lanes(0, s.w - j));
+            _mm256_storeu_ps(dst + j, v);
+        }
+        if (s.sw > 2)  // any other stride: split one cell at a time
+            for (int64_t q = 0; q < s.sw; ++q)
+                for (int64_t t = 0; t < d.wq; ++t) row[q * d.wq + t] = stage[t * s.sw + q];
+    }
+}
+
+// Output rows [i0, i0 + rows) (rows <= R), columns [jb, jb + 8 * vectors) (vectors <= V) of one
+// depthwise output plane (P = oh ow floats at out; res: the residual's plane or null), from the
+// bordered plane `src` (rstep floats per output row) and the taps' offsets and weights: R x V
+// independent FMA chains from `start` (the bias), then + residual and the activation Act in
+// registers. A vector's lanes past the row's end spill into the next row's first cells (which
+// the sweep, in increasing order, writes later); only a plane's last cells take a partial store.
+template <int R, int V, int Act>
+AVX2 inline void depthwise_block(const Shape &s, const Epilogue &ep, const float *src, int64_t rstep,
+                                 const int64_t *toff, const float *k, int64_t taps, __m256 start, const float *res,
+                                 float *out, int64_t i0, int64_t rows, int64_t jb, int64_t vectors) {
     __m256 acc[R][V];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) acc[r][v] = start;
-    for (int64_t a = 0; a < s.kh; ++a)
-        for (int64_t b = 0; b < s.kw; ++b) {
-            const __m256 kv = _mm256_set1_ps(k[a * s.kw + b]);
+    const float *base = src + i0 * rstep + jb;
+    for (int64_t t = 0; t < taps; ++t) {
+        const __m256 kv = _mm256_broadcast_ss(k + t);
+        const float *tap = base + toff[t];
 #pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                if (r >= rows) break;
-                const float *tap = plane + ((i0 + r) * s.sh + a * s.dh) * wp + jb * s.sw + b * s.dw;
+        for (int r = 0; r < R; ++r) {
+            if (r >= rows) break;
 #pragma GCC unroll 8
-                for (int v = 0; v < V; ++v) {
-                    if (v >= vectors) break;
-                    const float *src = tap + 8 * v * s.sw;
-                    __m256 in;
-                    if constexpr (S == 1) {
-                        in = _mm256_loadu_ps(src);
-                    } else if constexpr (S == 2) {
-                        in = evens(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8));
-                    } else {
-                        in = _mm256_i32gather_ps(src, steps, 4);
-                    }
-                    acc[r][v] = _mm256_fmadd_ps(kv, in, acc[r][v]);
-                }
+            for (int v = 0; v < V; ++v) {
+                if (v >= vectors) break;
+                acc[r][v] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(tap + r * rstep + 8 * v), acc[r][v]);
             }
         }
-    const __m256 zero = _mm256_setzero_ps();
+    }
+    Epilogue fixed = ep;
+    fixed.act = Act;
+    const int64_t P = s.oh * s.ow;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         if (r >= rows) break;
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) {
             if (v >= vectors) break;
-            const int64_t j0 = jb + 8 * v;
-            const __m256 o = relu ? _mm256_max_ps(zero, acc[r][v]) : acc[r][v];
-            _mm256_maskstore_ps(out + (i0 + r) * s.ow + j0, lanes(0, s.ow - j0), o);
+            const int64_t o = (i0 + r) * s.ow + jb + 8 * v;  // the vector's first cell in the plane
+            const int64_t valid = std::min<int64_t>(8, s.ow - (jb + 8 * v));
+            __m256 val = acc[r][v];
+            if (o + 8 <= P) {
+                if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res + o));
+                _mm256_storeu_ps(out + o, activate8(fixed, val));
+            } else {  // the plane's last cells: no store past them (another worker's plane)
+                const __m256i m = lanes(0, valid);
+                if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + o, m));
+                _mm256_maskstore_ps(out + o, m, activate8(fixed, val));  // once per plane
+            }
         }
     }
 }
 
-// Output rows [i, i + rows) of one depthwise plane (vr vectors per row) with S the column
-// stride (1, 2, or 0 for any other: gathers).
-template <int S>
-AVX2 inline void depthwise_rows(const Shape &s, const float *plane, int64_t wp, const float *k, __m256 start, float *out,
-                            int64_t i, int64_t rows, int64_t vr, bool relu) {
-    if (vr <= 1) return depthwise_block<8, 1, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
-    if (vr == 2) return depthwise_block<4, 2, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
-    if (vr <= 4) return depthwise_block<2, 4, S>(s, plane, wp, k, start, out, i, rows, 0, vr, relu);
-    for (int64_t jb = 0; jb < s.ow; jb += 64)
-        depthwise_block<1, 8, S>(s, plane, wp, k, start, out, i, 1, jb, std::min<int64_t>(8, (s.ow - jb + 7) / 8), relu);
-}
-
-// The output planes of input plane c of sample n (`pad` this worker's bordered buffer).
-AVX2 void depthwise_plane(const Shape &s, PaddedPlanes &pad, const float *x, const float *w, const float *bias,
-                          const Epilogue &ep, float *y, int64_t n, int64_t c) {
-    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw;
-    const int64_t vr = (s.ow + 7) / 8;  // vectors per output row
-    const bool relu = ep.tile_relu(), post = ep.post();
-    const float *plane = pad.fill(s, x + (n * s.c + c) * s.h * s.w, 1);
+// The output planes of input plane c of sample n with the activation Act: the plane filled into
+// this worker's zeroed buffer, then blocks of output rows; rows of up to 8 columns go 8 rows at
+// a time, of 16 four, of 32 two, wider rows 64 columns at a time (8 chains either way).
+template <int Act>
+AVX2 void depthwise_plane(const Shape &s, const DepthwiseLayout &d, float *buf, const float *x, const float *w,
+                          const float *bias, const Epilogue &ep, float *y, int64_t n, int64_t c) {
+    const int64_t mult = s.m / s.group, P = s.oh * s.ow, taps = s.kh * s.kw, rstep = s.sh * d.rs;
+    const int64_t vr = (s.ow + 7) / 8, R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
+    depthwise_fill(s, d, x + (n * s.c + c) * s.h * s.w, buf);
+    const int64_t *toff = d.taps.data();
     for (int64_t m = c * mult; m < (c + 1) * mult; ++m) {
         const float *k = w + m * taps;
         float *out = y + (n * s.m + m) * P;
+        const float *res = ep.residual ? ep.residual + (n * s.m + m) * P : nullptr;
         const __m256 start = _mm256_set1_ps(bias ? bias[m] : 0.0f);
-        const int64_t R = vr <= 1 ? 8 : vr == 2 ? 4 : vr <= 4 ? 2 : 1;
         for (int64_t i = 0; i < s.oh; i += R) {
             const int64_t rows = std::min(R, s.oh - i);
-            if (s.sw == 1) depthwise_rows<1>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-            else if (s.sw == 2) depthwise_rows<2>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-            else depthwise_rows<0>(s, plane, pad.wp, k, start, out, i, rows, vr, relu);
-            if (post)
-                for (int64_t r = i; r < i + rows; ++r) {
-                    float *row = out + r * s.ow;
-                    epilogue8(ep, row, ep.residual ? ep.residual + (row - y) : nullptr, s.ow);
-                }
+            if (vr <= 1) depthwise_block<8, 1, Act>(s, ep, buf, rstep, toff, k, taps, start, res, out, i, rows, 0, vr);
+            else if (vr == 2) depthwise_block<4, 2, Act>(s, ep, buf, rstep, toff, k, taps, start, res, out, i, rows, 0, vr);
+            else if (vr <= 4) depthwise_block<2, 4, Act>(s, ep, buf, rstep, toff, k, taps, start, res, out, i, rows, 0, vr);
+            else
+                for (int64_t jb = 0; jb < s.ow; jb += 64)
+                    depthwise_block<1, 8, Act>(s, ep, buf, rstep, toff, k, taps, start, res, out, i, 1, jb,
+                                               std::min<int64_t>(8, (s.ow - jb + 7) / 8));
         }
     }
 }
 
-// Depthwise weights: each input plane copied into a zero-bordered buffer, one FMA per tap
-// per 8-column vector; rows of up to 8 columns go 8 at a time, of 16 four, of 32 two;
-// wider rows 64 columns at a time (independent chains either way).
-AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                    int threads) {
-    const int64_t planes = s.n * s.c, vr = (s.ow + 7) / 8;
+// Every plane with the activation Act, by `threads` workers (runs of planes of at least ~16k
+// multiply-adds), each with its own zeroed buffer of the caller's scratch
+template <int Act>
+AVX2 void depthwise_act(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
+                        float *y, int threads) {
+    const DepthwiseLayout d(s);
+    const int64_t planes = s.n * s.c, per = round8(d.floats()) + 8;
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
-    std::vector<PaddedPlanes> pads;  // one bordered buffer per worker
-    for (int t = 0; t < threads; ++t) pads.emplace_back(s, 1, vr * 8 * s.sw + (s.kw - 1) * s.dw + 8, true);
-    // runs of planes of at least ~16k multiply-adds
+    float *bufs = thread_scratch(0, static_cast<size_t>(threads * per));
+    std::fill(bufs, bufs + threads * per, 0.0f);
     const int64_t least = 16384 / std::max<int64_t>(1, s.oh * s.ow * s.kh * s.kw * (s.m / s.group));
     parallel_runs(threads, planes, least, [&](int worker, int64_t i) {
-        depthwise_plane(s, pads[worker], x, w, bias, ep, y, i / s.c, i % s.c);
+        depthwise_plane<Act>(s, d, bufs + worker * per, x, w, bias, ep, y, i / s.c, i % s.c);
     });
 }
 
+// Depthwise weights (one input channel per group, few outputs each): one FMA per tap per
+// 8-column vector read in place from the plane's bordered, stride-split copy, the bias,
+// residual and activation applied in registers as each vector is stored.
+AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
+                    int threads) {
+    switch (ep.act) {
+        case ACT_RELU: return depthwise_act<ACT_RELU>(s, x, w, bias, ep, y, threads);
+        case ACT_CLIP: return depthwise_act<ACT_CLIP>(s, x, w, bias, ep, y, threads);
+        case ACT_HARDSWISH: return depthwise_act<ACT_HARDSWISH>(s, x, w, bias, ep, y, threads);
+        case ACT_HARDSIGMOID: return depthwise_act<ACT_HARDSIGMOID>(s, x, w, bias, ep, y, threads);
+        case ACT_SILU: return depthwise_act<ACT_SILU>(s, x, w, bias, ep, y, threads);
+        case ACT_SIGMOID: return depthwise_act<ACT_SIGMOID>(s, x, w, bias, ep, y, threads);
+        default: return depthwise_act<ACT_NONE>(s, x, w, bias, ep, y, threads);
+    }
+}
 }  // namespace
 
 AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }

@@ -14,6 +14,12 @@ dtypes, geometries the native kernel leaves to numpy), the original kernels one 
 other, so results never depend on whether the fast path ran beyond float rounding. A lone
 ``Conv -> Relu`` is left to ``_fuse_relu``. The planner knows no op here: kernels declare
 what may be fused (``KernelOptions``).
+
+Before that, each squeeze-excite block (``GlobalAveragePool -> 1 x 1 Conv -> activation -> 1 x 1
+Conv -> activation -> Mul`` by the pooled input, constant float32 weights, every value in between
+read once) becomes one step: the native ``squeeze_excite`` (``src/squeeze_excite.cpp``), or the six
+kernels in turn where that cannot run. Its small kernels cost more in calls and cold caches than
+in arithmetic (MobileNetV3: 0.94 -> 0.40 ms for its nine blocks, ``benchmarks/RESULTS.md`` h-dw).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import numpy as np
 if TYPE_CHECKING:  # _plan imports this module
     from ._plan import Step
 
-__all__ = ["fuse_conv_epilogues"]
+__all__ = ["fuse_conv_epilogues", "fuse_squeeze_excite"]
 
 _SILU = 5  # ACT_SILU of src/conv.h (runtime/_native.py)
 
@@ -129,7 +135,9 @@ def _chain_of(
 
 
 def fuse_conv_epilogues(steps: list[Step], constants: dict[int, Any], keep: set[int]) -> list[Step]:
-    """The plan with each producer + residual Add + activation chain merged (module docstring)."""
+    """The plan with each producer + residual Add + activation chain merged (module docstring),
+    squeeze-excite blocks first merged into one step each (fuse_squeeze_excite)."""
+    steps = fuse_squeeze_excite(steps, constants, keep)
     readers = _readers(steps)
     merged: dict[int, Step] = {}
     dropped: set[int] = set()
@@ -214,3 +222,111 @@ def _merged_step(step: Step, chain: _Chain, extras: list[int], run: Callable[...
     options = replace(step.options, with_relu=None, with_epilogue=None, absorb_affine=None, prepare_epilogue=None)
     fused_labels = (*step.fused, *chain.labels)
     return Step(fused, (*step.inputs, *extras), (chain.y,), {}, step.node, step.opset, options, fused_labels)
+
+
+# ----------------------------------------------------------------------------
+# squeeze-excite: GlobalAveragePool -> 1x1 Conv -> act -> 1x1 Conv -> act -> Mul as one step
+# ----------------------------------------------------------------------------
+def _pointwise_weights(step: Step, x: int, constants: dict[int, Any], cin: int | None) -> Any:
+    """``(W (M x C), bias or None)`` of a plain 1 x 1 Conv of ``x`` with constant float32 weights
+    (no group, stride, dilation or pad; ``cin`` input channels when given), or None."""
+    if step.node.op_type != "Conv" or step.node.domain not in ("", "ai.onnx") or step.inputs[:1] != (x,):
+        return None
+    kw = step.kwargs
+    if kw.get("group", 1) != 1 or any(v != 1 for v in [*(kw.get("strides") or []), *(kw.get("dilations") or [])]):
+        return None
+    if any(kw.get("pads") or []) or len(step.outputs) != 1 or step.inputs[1] not in constants:
+        return None
+    w = constants[step.inputs[1]]
+    b = constants.get(step.inputs[2]) if len(step.inputs) > 2 and step.inputs[2] else None
+    if len(step.inputs) > 2 and step.inputs[2] and b is None:
+        return None  # a bias computed at run time
+    if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 4 or w.shape[2:] != (1, 1):
+        return None
+    if (cin is not None and w.shape[1] != cin) or (b is not None and (b.dtype != np.float32 or b.shape != w.shape[:1])):
+        return None
+    return np.ascontiguousarray(w.reshape(w.shape[:2])), None if b is None else np.ascontiguousarray(b)
+
+
+def _squeeze_excite_chain(
+    steps: list[Step], i: int, readers: dict[int, list[int]], keep: set[int], constants: dict[int, Any]
+) -> Any:
+    """``(the six step indices, (W1, b1), act1, (W2, b2), act2)`` of the squeeze-excite block whose
+    GlobalAveragePool is step ``i``, or None (the module docstring's pattern)."""
+    gap = steps[i]
+    if gap.node.op_type != "GlobalAveragePool" or gap.node.domain not in ("", "ai.onnx") or len(gap.inputs) != 1:
+        return None
+    x, chain, parts = gap.inputs[0], [i], []
+    value, cin = gap.outputs[0], None
+    for _ in range(2):
+        j = _only_reader(value, readers, keep)
+        conv = None if j is None else _pointwise_weights(steps[j], value, constants, cin)
+        if j is None or conv is None:
+            return None
+        k = _only_reader(steps[j].outputs[0], readers, keep)
+        act = None if k is None else _activation(steps[k], steps[j].outputs[0], constants)
+        if k is None or act is None:
+            return None
+        chain += [j, k]
+        parts += [conv, act]
+        value, cin = steps[k].outputs[0], conv[0].shape[0]
+    m = _only_reader(value, readers, keep)
+    if m is None or steps[m].options.float_ufunc is not np.multiply or sorted(steps[m].inputs) != sorted((x, value)):
+        return None
+    if x == value or parts[2][0].shape[0] != parts[0][0].shape[1]:
+        return None
+    return (*chain, m), *parts
+
+
+def fuse_squeeze_excite(steps: list[Step], constants: dict[int, Any], keep: set[int]) -> list[Step]:
+    """The plan with each squeeze-excite block (GlobalAveragePool, a 1 x 1 Conv and an activation
+    twice, Mul by the input) as one step: the native ``squeeze_excite`` (``src/squeeze_excite.cpp``)
+    on float32 inputs, else the six kernels one after the other (their twin)."""
+    readers = _readers(steps)
+    merged: dict[int, Step] = {}
+    dropped: set[int] = set()
+    for i in range(len(steps)):
+        found = None if i in dropped else _squeeze_excite_chain(steps, i, readers, keep, constants)
+        if found is None or any(j in dropped for j in found[0]):
+            continue
+        merged[found[0][-1]] = _squeeze_excite_step([steps[j] for j in found[0]], constants, *found[1:])
+        dropped.update(found[0])
+    if not merged:
+        return steps
+    return [merged[i] if i in merged else s for i, s in enumerate(steps) if i in merged or i not in dropped]
+
+
+def _squeeze_excite_step(
+    chain: list[Step], constants: dict[int, Any], conv1: Any, act1: Any, conv2: Any, act2: Any
+) -> Step:
+    """One step running ``chain`` (GlobalAveragePool ... Mul) natively, or its kernels in turn."""
+    from ._native import CONV2D, NATIVE
+    from ._plan import Step
+    from ._registry import KernelOptions
+
+    gap, mul = chain[0], chain[-1]
+    constants = {s: constants[s] for step in chain for s in step.inputs if s in constants}  # what the twin reads
+    x_slot, channels = gap.inputs[0], conv1[0].shape[1]
+    ext = NATIVE if CONV2D and NATIVE is not None and hasattr(NATIVE, "squeeze_excite") else None
+    f32 = np.dtype(np.float32)
+
+    def squeeze_excite(x: Any, out: Any = None) -> Any:
+        if (
+            ext is not None
+            and x.__class__ is np.ndarray
+            and x.dtype is f32
+            and x.ndim == 4
+            and x.shape[1] == channels
+            and x.shape[2] * x.shape[3]
+        ):
+            return ext.squeeze_excite(np.ascontiguousarray(x), *conv1, *act1, *conv2, *act2, out=out)
+        values = {x_slot: x}
+        for step in chain:
+            args = [values[s] if s in values else constants.get(s) for s in step.inputs]
+            y = step.fn(*args, **step.kwargs)
+            values[step.outputs[0]] = y[0] if type(y) is tuple else y
+        return values[mul.outputs[0]]
+
+    options = KernelOptions(returns_one=True, writes_out=True)
+    labels = tuple(s.node.op_type for s in chain[1:])
+    return Step(squeeze_excite, (x_slot,), mul.outputs, {}, gap.node, gap.opset, options, labels)
