@@ -401,6 +401,8 @@ void gemm_portable(int64_t M, int64_t K, int64_t panels, const float *A, int64_t
 struct Packed {
     int64_t cols = 0, K = 0, panels = 0, width = 0;  // width: panels * 24, the buffer's row stride
     std::unique_ptr<float[]> data;
+    const float *view = nullptr;  // the floats when held elsewhere (then data is empty)
+    const float *get() const { return view ? view : data.get(); }
     Packed() = default;
     Packed(const float *r, int64_t r0, int64_t cols_, int64_t K_)
         : cols(cols_), K(K_), panels((cols_ + NR - 1) / NR), width(panels * NR), data(new float[panels * K_ * NR]()) {
@@ -429,23 +431,36 @@ Packed packed_rows(const float *b, int64_t K, int64_t cols, int64_t ldb) {
 
 // LSTM's R^T with the gates interleaved per 8 hidden units: packed column q*32 + g*8 + j is R's row
 // g*H + 8q + j (ONNX gates g = i, o, f, c; a zero column where 8q + j >= H), so the GEMM's row of
-// one step holds, per block q, the four gates of hidden units 8q .. 8q+7 side by side.
-Packed packed_gates(const float *r, int64_t H) {
-    const int64_t blocks = (H + 7) / 8;
+// one step holds, per block q, the four gates of hidden units 8q .. 8q+7 side by side. Written
+// into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float.
+Packed packed_gates(const float *r, int64_t H, float *into) {
     Packed pk;
-    pk.cols = blocks * 32;
+    pk.cols = (H + 7) / 8 * 32;
     pk.K = H;
     pk.panels = (pk.cols + NR - 1) / NR;
     pk.width = pk.panels * NR;
-    pk.data.reset(new float[pk.panels * H * NR]());
-    for (int64_t pc = 0; pc < pk.cols; ++pc) {
-        const int64_t q = pc / 32, g = (pc % 32) / 8, j = 8 * q + pc % 8;
-        if (j >= H) continue;
-        const float *row = r + (g * H + j) * H;
-        float *col = pk.data.get() + (pc / NR) * H * NR + pc % NR;
-        for (int64_t k = 0; k < H; ++k) col[k * NR] = row[k];
+    pk.view = into;
+    for (int64_t p = 0; p < pk.panels; ++p) {
+        const float *rows[NR];  // R's row of each column of the panel, or null (a zero column)
+        for (int64_t j = 0; j < NR; ++j) {
+            const int64_t pc = p * NR + j, q = pc / 32, g = (pc % 32) / 8, unit = 8 * q + pc % 8;
+            rows[j] = pc < pk.cols && unit < H ? r + (g * H + unit) * H : nullptr;
+        }
+        float *panel = into + p * H * NR;
+        for (int64_t k = 0; k < H; ++k)
+            for (int64_t j = 0; j < NR; ++j) panel[k * NR + j] = rows[j] ? rows[j][k] : 0.0f;
     }
     return pk;
+}
+
+// floats of packed_gates(r, H, ...)
+inline int64_t packed_gates_size(int64_t H) { return ((H + 7) / 8 * 32 + NR - 1) / NR * NR * H; }
+
+// a per-thread buffer of at least n floats, kept between calls (its contents are not)
+float *scratch(size_t n) {
+    static thread_local std::vector<float> buf;
+    if (buf.size() < n) buf.assign(n, 0.0f);
+    return buf.data();
 }
 
 struct Kernels {
@@ -453,10 +468,10 @@ struct Kernels {
     // C (+)= A B for the M rows of A (zero: C's values are overwritten, not added to)
     void gemm(int64_t M, const Packed &b, const float *A, int64_t lda, float *C, int64_t ldc, bool zero = false) const {
 #if ONNX_LIGHT_AVX512
-        if (avx2 && zero) return gemm_avx2<true>(M, b.K, b.panels, A, lda, b.data.get(), C, ldc);
-        if (avx2) return gemm_avx2<false>(M, b.K, b.panels, A, lda, b.data.get(), C, ldc);
+        if (avx2 && zero) return gemm_avx2<true>(M, b.K, b.panels, A, lda, b.get(), C, ldc);
+        if (avx2) return gemm_avx2<false>(M, b.K, b.panels, A, lda, b.get(), C, ldc);
 #endif
-        gemm_portable(M, b.K, b.panels, A, lda, b.data.get(), C, ldc, zero);
+        gemm_portable(M, b.K, b.panels, A, lda, b.get(), C, ldc, zero);
     }
     void act(const Act &a, float *x, int64_t n) const {
 #if ONNX_LIGHT_AVX512
@@ -663,10 +678,12 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
         // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2)
         const bool fused = op == 2 && kern.avx2;
         std::vector<std::vector<Packed>> packs(D);
+        const int64_t per_dir = packed_gates_size(H);
+        float *fused_scratch = fused ? scratch(static_cast<size_t>(D * per_dir + N * (per_dir / H) + 8)) : nullptr;
         for (int64_t d = 0; d < D; ++d) {
             const float *rd = pb.r + d * G * H * H;
             if (fused) {
-                packs[d].push_back(packed_gates(rd, H));
+                packs[d].push_back(packed_gates(rd, H, fused_scratch + d * per_dir));
             } else if (op == 1) {
                 packs[d].emplace_back(rd, 0, 2 * H, H);
                 packs[d].emplace_back(rd, 2 * H, H, H);
@@ -675,7 +692,7 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
             }
         }
         const int64_t ld = packs[0][0].width, ld2 = op == 1 ? packs[0][1].width : 0;
-        std::unique_ptr<float[]> g(new float[N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
+        std::unique_ptr<float[]> g(new float[fused ? 8 : N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
         int64_t steps = 0;
         for (int64_t n = 0; n < N; ++n) {
             steps = std::max(steps, lens.data()[n]);
@@ -686,7 +703,7 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
         for (int64_t d = 0; d < D; ++d)
             for (int64_t s = 0; s < steps; ++s) {
                 if (fused)
-                    lstm_step_avx2(pb, kern, d, s, packs[d][0], g.get());
+                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch + D * per_dir);
                 else
                     step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
             }
