@@ -718,6 +718,68 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
 }
 
 // ---------------------------------------------------------------------------
+// the input projection X W^T of every step: W packed once (pack_weights, kept by the caller for
+// constant weights), then the register-tiled GEMM over row blocks of X
+// ---------------------------------------------------------------------------
+using Out2 = nb::ndarray<nb::numpy, float, nb::ndim<2>>;
+using Out3f = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
+
+// W [C, K] as the GEMM's right operand W^T: [panels, K, 24] (zero past C)
+Out3f pack_weights(In2 w) {
+    const int64_t C = static_cast<int64_t>(w.shape(0)), K = static_cast<int64_t>(w.shape(1));
+    const int64_t panels = (C + NR - 1) / NR;
+    float *data = new float[std::max<int64_t>(1, panels * K * NR)];
+    {
+        nb::gil_scoped_release release;
+        for (int64_t p = 0; p < panels; ++p)
+            for (int64_t j = 0; j < NR; ++j) {
+                const int64_t col = p * NR + j;
+                float *dst = data + p * K * NR + j;
+                if (col < C)
+                    for (int64_t k = 0; k < K; ++k) dst[k * NR] = w.data()[col * K + k];
+                else
+                    for (int64_t k = 0; k < K; ++k) dst[k * NR] = 0.0f;
+            }
+    }
+    auto owner = nb::capsule(data, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return Out3f(data, {static_cast<size_t>(panels), static_cast<size_t>(K), static_cast<size_t>(NR)}, owner);
+}
+
+// X [M, K] times the packed W^T of C columns: [M, C]. Rows in blocks of 64 (their 64 x K floats
+// stay in L1/L2 while every panel passes); the last panel's columns past C go to a scratch tile.
+Out2 project(In2 x, In3 packed, int64_t C) {
+    const int64_t M = static_cast<int64_t>(x.shape(0)), K = static_cast<int64_t>(x.shape(1));
+    const int64_t panels = static_cast<int64_t>(packed.shape(0));
+    if (static_cast<int64_t>(packed.shape(1)) != K || packed.shape(2) != NR || C < 0 || (C + NR - 1) / NR != panels)
+        throw std::invalid_argument("project: packed weights must be [ceil(C/24), K, 24] for x [M, K]");
+    float *y = new float[std::max<int64_t>(1, M * C)];
+    {
+        nb::gil_scoped_release release;
+        const Kernels kern{has_avx2_fma()};
+        const int64_t full = C / NR, rest = C - full * NR;
+        std::unique_ptr<float[]> tail(new float[64 * NR]);
+        for (int64_t i0 = 0; i0 < M; i0 += 64) {
+            const int64_t rows = std::min<int64_t>(64, M - i0);
+            const float *a = x.data() + i0 * K;
+            if (full) {
+                Packed pk;
+                pk.K = K, pk.panels = full, pk.cols = full * NR, pk.width = C, pk.view = packed.data();
+                kern.gemm(rows, pk, a, K, y + i0 * C, C, true);
+            }
+            if (rest) {
+                Packed pk;
+                pk.K = K, pk.panels = 1, pk.cols = rest, pk.width = NR, pk.view = packed.data() + full * K * NR;
+                kern.gemm(rows, pk, a, K, tail.get(), NR, true);
+                for (int64_t i = 0; i < rows; ++i)
+                    std::memcpy(y + (i0 + i) * C + full * NR, tail.get() + i * NR, sizeof(float) * rest);
+            }
+        }
+    }
+    auto owner = nb::capsule(y, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return Out2(y, {static_cast<size_t>(M), static_cast<size_t>(C)}, owner);
+}
+
+// ---------------------------------------------------------------------------
 // the reverse sweep of the direct LSTM backward (the Scan body of
 // onnx_light/onnx_extensions/gradient/_recurrent_direct.py's _lstm_step, recognised by
 // onnx_light/runtime/kernels/recurrent_sweep.py, whose numpy twin computes the same)
@@ -807,6 +869,10 @@ void bind_recurrent(nb::module_ &m) {
           nb::arg("linear_before_reset"),
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
+    m.def("pack_weights", &pack_weights, nb::arg("w"),
+          "W [C, K] packed as the right operand W^T of project: [ceil(C/24), K, 24]");
+    m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"),
+          "x [M, K] times W^T given packed by pack_weights (W of `cols` rows): [M, cols]");
     m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
           nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
           "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "
