@@ -14,6 +14,7 @@ to Y there; the reverse direction reads each entry's own valid steps backwards.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -109,13 +110,28 @@ def parse_activations(
     the functions that take an alpha (a beta), one value each (as onnxruntime reads them); where
     a list runs out, the function's default applies.
     """
+    key = (tuple(names or ()), tuple(alphas or ()), tuple(betas or ()), tuple(defaults), num_directions, clip)
+    return list(_parsed_activations(*key))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_activations(
+    names: tuple[str, ...],
+    alphas: tuple[float, ...],
+    betas: tuple[float, ...],
+    defaults: tuple[str, ...],
+    num_directions: int,
+    clip: float | None,
+) -> tuple[tuple[Act, ...], ...]:
+    """:func:`parse_activations` on hashable arguments, kept per node's attributes (the Acts are
+    frozen: a session's every run of a node asks the same question)."""
     per_dir = len(defaults)
-    names = list(names) if names else list(defaults) * num_directions
+    names = names if names else defaults * num_directions
     if len(names) == per_dir and num_directions == 2:
         names = names * 2
     if len(names) != per_dir * num_directions:
         raise ValueError(f"activations: expected {per_dir * num_directions} names, got {len(names)}: {names}")
-    alpha_left, beta_left = list(alphas or ()), list(betas or ())
+    alpha_left, beta_left = list(alphas), list(betas)
     acts: list[Act] = []
     for name in names:
         entry = _ACTIVATIONS.get(name.lower())
@@ -127,7 +143,7 @@ def parse_activations(
         if n_params == 2 and beta_left:
             b = float(beta_left.pop(0))
         acts.append(Act(name.lower(), a, b, clip))
-    return [tuple(acts[d * per_dir : (d + 1) * per_dir]) for d in range(num_directions)]
+    return tuple(tuple(acts[d * per_dir : (d + 1) * per_dir]) for d in range(num_directions))
 
 
 class _Sequence:
@@ -143,8 +159,11 @@ class _Sequence:
             if self.lens.shape[0] != self.batch or (self.lens < 0).any() or (self.lens > self.steps).any():
                 raise ValueError(f"sequence_lens must hold {self.batch} lengths in [0, {self.steps}], got {self.lens}")
         self.full = bool((self.lens == self.steps).all())
-        #: active[t, n]: step t is within entry n's sequence
-        self.active = np.arange(self.steps)[:, None] < self.lens[None, :]
+
+    @functools.cached_property
+    def active(self) -> np.ndarray:
+        """active[t, n]: step t is within entry n's sequence (the numpy step loop's mask)."""
+        return np.arange(self.steps)[:, None] < self.lens[None, :]
 
     def reorder(self, values: np.ndarray, reverse: bool) -> np.ndarray:
         """``values[idx[t, n], n]``: each entry's valid steps backwards when ``reverse``.
