@@ -747,12 +747,17 @@ Out3f pack_weights(In2 w) {
 
 // X [M, K] times the packed W^T of C columns: [M, C]. Rows in blocks of 64 (their 64 x K floats
 // stay in L1/L2 while every panel passes); the last panel's columns past C go to a scratch tile.
-Out2 project(In2 x, In3 packed, int64_t C) {
+using Buf2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+nb::object project(In2 x, In3 packed, int64_t C, std::optional<Buf2> out) {
     const int64_t M = static_cast<int64_t>(x.shape(0)), K = static_cast<int64_t>(x.shape(1));
     const int64_t panels = static_cast<int64_t>(packed.shape(0));
     if (static_cast<int64_t>(packed.shape(1)) != K || packed.shape(2) != NR || C < 0 || (C + NR - 1) / NR != panels)
         throw std::invalid_argument("project: packed weights must be [ceil(C/24), K, 24] for x [M, K]");
-    float *y = new float[std::max<int64_t>(1, M * C)];
+    if (out && (static_cast<int64_t>(out->shape(0)) != M || static_cast<int64_t>(out->shape(1)) != C))
+        throw std::invalid_argument("project: out must be [M, cols]");
+    // into `out` when given (a buffer the caller reuses: no fresh pages), else a new array
+    float *y = out ? out->data() : new float[std::max<int64_t>(1, M * C)];
     {
         nb::gil_scoped_release release;
         const Kernels kern{has_avx2_fma()};
@@ -775,8 +780,9 @@ Out2 project(In2 x, In3 packed, int64_t C) {
             }
         }
     }
+    if (out) return nb::none();
     auto owner = nb::capsule(y, [](void *q) noexcept { delete[] static_cast<float *>(q); });
-    return Out2(y, {static_cast<size_t>(M), static_cast<size_t>(C)}, owner);
+    return nb::cast(Out2(y, {static_cast<size_t>(M), static_cast<size_t>(C)}, owner));
 }
 
 // ---------------------------------------------------------------------------
@@ -871,8 +877,9 @@ void bind_recurrent(nb::module_ &m) {
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
     m.def("pack_weights", &pack_weights, nb::arg("w"),
           "W [C, K] packed as the right operand W^T of project: [ceil(C/24), K, 24]");
-    m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"),
-          "x [M, K] times W^T given packed by pack_weights (W of `cols` rows): [M, cols]");
+    m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"), nb::arg("out").none() = nb::none(),
+          "x [M, K] times W^T given packed by pack_weights (W of `cols` rows): [M, cols], or None when "
+          "written into out");
     m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
           nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
           "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "

@@ -303,9 +303,10 @@ def test_native_projection_matches_numpy(m: int, i: int, cols: int) -> None:
     assert id(w) not in rk._PACKED
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     w.flags.writeable = False
-    got = rk._projected(x, w, cols)
+    got = rk._projected(x, w, cols).copy()  # the native result is this thread's reused buffer
     assert got.shape == (m, cols) and got.dtype == np.float32 and id(w) in rk._PACKED
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    rk._projected(x[::-1].copy(), w, cols)  # the buffer overwritten by another product
     np.testing.assert_array_equal(rk._projected(x, w, cols), got)  # the kept packing
 
 

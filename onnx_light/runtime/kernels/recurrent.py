@@ -15,6 +15,7 @@ to Y there; the reverse direction reads each entry's own valid steps backwards.
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -283,6 +284,8 @@ _OPS = {"RNN": 0, "GRU": 1, "LSTM": 2}
 _KINDS = {name: k for k, name in enumerate(_ACTIVATIONS)}
 
 
+#: per thread: the native projection's result buffer (see _projected)
+_SCRATCH = threading.local()
 #: id(W) -> (a weak reference to W, W packed for the native projection): see _packed
 _PACKED: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
 _PACKED_LIMIT = 64  # packed weights kept at most (a session's recurrent layers)
@@ -322,7 +325,15 @@ def _projected(x: np.ndarray, w: np.ndarray, cols: int) -> np.ndarray:
     if packed is None or x.dtype != np.float32:
         return np.matmul(x, flat.T)
     assert ext is not None
-    return ext.project(np.ascontiguousarray(x), packed, cols)
+    # into this thread's buffer kept between calls: the result lives only within the kernel's call
+    # (the step loop reads it), and megabytes of fresh pages cost ~1 ms of page faults per call
+    size = x.shape[0] * cols
+    buf: np.ndarray | None = getattr(_SCRATCH, "xs", None)
+    if buf is None or buf.size < size:
+        buf = _SCRATCH.xs = np.empty(size, np.float32)
+    out = buf[:size].reshape(x.shape[0], cols)
+    ext.project(np.ascontiguousarray(x), packed, cols, out)
+    return out
 
 
 def _native_steps(
