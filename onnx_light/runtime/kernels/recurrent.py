@@ -323,7 +323,7 @@ def _projected(x: np.ndarray, w: np.ndarray, cols: int) -> np.ndarray:
     ext = _native.NATIVE
     packed = _packed(w, flat) if ext is not None and hasattr(ext, "project") and w.dtype == np.float32 else None
     if packed is None or x.dtype != np.float32:
-        return np.matmul(x, flat.T)
+        return np.matmul(x, flat.astype(x.dtype, copy=False).T)
     assert ext is not None
     # into this thread's buffer kept between calls: the result lives only within the kernel's call
     # (the step loop reads it), and megabytes of fresh pages cost ~1 ms of page faults per call
