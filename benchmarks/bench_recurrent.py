@@ -4,7 +4,9 @@ One process, one core each: numpy runs with one BLAS thread and onnxruntime with
 ``intra_op_num_threads=1``. Every model is two bidirectional layers (the second reads both
 directions of the first), hidden 128, T 100, batch 16, 64 features, float32 — the
 ``lstm`` model is the one of ``bench_runtime.py`` and issue 10's target (<= 1.5x onnxruntime).
-``small`` models (hidden 32, T 20, batch 4) check the kernel-selection rule at the other end.
+``small`` models (hidden 32, T 20, batch 4) check the kernel-selection rule at the other end;
+``lstm_crnn`` is the CRNN recogniser's head (T 40, batch 1, 512 features: a matrix-vector
+product per step).
 
 The runtimes alternate within each round (order flipped every round); the table gives the
 median per run of process CPU time (the machine is shared: wall-clock time moves with other
@@ -106,6 +108,8 @@ MODELS: dict[str, Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]]] =
     "gru": lambda: stacked_model("GRU"),
     "rnn": lambda: stacked_model("RNN"),
     "lstm_small": lambda: stacked_model("LSTM", 20, 4, 32, 16),
+    # the CRNN recogniser's head of bench_real_models.py: T 40, batch 1, 512 features
+    "lstm_crnn": lambda: stacked_model("LSTM", 40, 1, 128, 512),
     "gru_small": lambda: stacked_model("GRU", 20, 4, 32, 16),
 }
 

@@ -96,22 +96,55 @@ void act_portable(const Act &a, float *x, int64_t n) {
 #if ONNX_LIGHT_AVX512
 // exp(x) for |x| <= 88.3: x = k ln2 + r with |r| <= ln2 / 2, exp(r) by its Taylor series to
 // degree 7 (relative error below 1e-8 there), times 2^k built in the exponent bits. NaN stays NaN.
+// The polynomial by Estrin's scheme (pairs, then r^2 and r^4): 3 dependent FMAs instead of 7,
+// so the gates' chains of exp, division and cell update overlap more in the core's window.
 AVX2 inline __m256 exp8(__m256 x) {
     x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
     const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), x);  // ln2 high bits: exact product
     r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.428606765330187e-06f), r);     // ln2 - high bits
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
+    const __m256 p01 = _mm256_add_ps(r, _mm256_set1_ps(1.0f));
+    const __m256 p23 = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+    const __m256 p45 = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 120.0f), _mm256_set1_ps(1.0f / 24.0f));
+    const __m256 p67 = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 5040.0f), _mm256_set1_ps(1.0f / 720.0f));
+    const __m256 p03 = _mm256_fmadd_ps(p23, r2, p01), p47 = _mm256_fmadd_ps(p67, r2, p45);
+    const __m256 p = _mm256_fmadd_ps(p47, r4, p03);
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// sigmoid of NV vectors at once, each step of exp8 applied to all of them before the next: NV
+// independent chains side by side, so the core overlaps their latencies (one chain alone waits
+// on ~60 cycles of dependent FMAs and a division, and an LSTM row is made of such chains).
+template <int NV>
+AVX2 inline void sigmoid_n(__m256 *v) {
+    __m256 k[NV], r[NV], p[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+        const __m256 x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), _mm256_sub_ps(_mm256_setzero_ps(), v[j])));
+        k[j] = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r[j] = _mm256_fnmadd_ps(k[j], _mm256_set1_ps(0.693145751953125f), x);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) r[j] = _mm256_fnmadd_ps(k[j], _mm256_set1_ps(1.428606765330187e-06f), r[j]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+        const __m256 r2 = _mm256_mul_ps(r[j], r[j]), r4 = _mm256_mul_ps(r2, r2);
+        const __m256 p01 = _mm256_add_ps(r[j], _mm256_set1_ps(1.0f));
+        const __m256 p23 = _mm256_fmadd_ps(r[j], _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+        const __m256 p45 = _mm256_fmadd_ps(r[j], _mm256_set1_ps(1.0f / 120.0f), _mm256_set1_ps(1.0f / 24.0f));
+        const __m256 p67 = _mm256_fmadd_ps(r[j], _mm256_set1_ps(1.0f / 5040.0f), _mm256_set1_ps(1.0f / 720.0f));
+        p[j] = _mm256_fmadd_ps(_mm256_fmadd_ps(p67, r2, p45), r4, _mm256_fmadd_ps(p23, r2, p01));
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+        const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k[j]), _mm256_set1_epi32(127)), 23);
+        const __m256 ex = _mm256_mul_ps(p[j], _mm256_castsi256_ps(e));
+        v[j] = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), ex));
+    }
 }
 
 AVX2 inline __m256 sigmoid8(__m256 x) {
@@ -150,16 +183,17 @@ AVX2 void act_avx2(const Act &a, float *x, int64_t n) {
     }
 }
 
-// C[r, 0:24] += sum_k A[r, k] * B[k, 0:24] for r < ROWS (B one packed panel, 24 floats a row).
+// C[r, 0:24] (+)= sum_k A[r, k] * B[k, 0:24] for r < ROWS (B one packed panel, 24 floats a row),
+// accumulating into C's values or (ZERO) overwriting them.
 // 4 x 24 rather than 6 x 16: batches of 16 (and 4, 8, 12) fill every tile.
-template <int ROWS>
+template <int ROWS, bool ZERO>
 AVX2 void tile_avx2(int64_t K, const float *A, int64_t lda, const float *B, float *C, int64_t ldc) {
     __m256 acc[ROWS][3];
 #pragma GCC unroll 4
     for (int r = 0; r < ROWS; ++r) {
-        acc[r][0] = _mm256_loadu_ps(C + r * ldc);
-        acc[r][1] = _mm256_loadu_ps(C + r * ldc + 8);
-        acc[r][2] = _mm256_loadu_ps(C + r * ldc + 16);
+        acc[r][0] = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + r * ldc);
+        acc[r][1] = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + r * ldc + 8);
+        acc[r][2] = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + r * ldc + 16);
     }
     for (int64_t k = 0; k < K; ++k) {
         const float *b = B + k * NR;
@@ -180,28 +214,180 @@ AVX2 void tile_avx2(int64_t K, const float *A, int64_t lda, const float *B, floa
     }
 }
 
+// One row: its three accumulators alone wait on the FMA latency (a matrix-vector product, batch
+// 1), so even and odd k feed two sets, summed at the end (the sum's order differs from the
+// twin's by rounding only).
+template <bool ZERO>
+AVX2 void tile_avx2_row(int64_t K, const float *A, const float *B, float *C) {
+    __m256 a0 = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C), a1 = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + 8),
+           a2 = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + 16);
+    __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0;
+    int64_t k = 0;
+    for (; k + 2 <= K; k += 2) {
+        const float *b = B + k * NR;
+        const __m256 x = _mm256_broadcast_ss(A + k), z = _mm256_broadcast_ss(A + k + 1);
+        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b), a0);
+        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 8), a1);
+        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 16), a2);
+        e0 = _mm256_fmadd_ps(z, _mm256_loadu_ps(b + NR), e0);
+        e1 = _mm256_fmadd_ps(z, _mm256_loadu_ps(b + NR + 8), e1);
+        e2 = _mm256_fmadd_ps(z, _mm256_loadu_ps(b + NR + 16), e2);
+    }
+    if (k < K) {
+        const float *b = B + k * NR;
+        const __m256 x = _mm256_broadcast_ss(A + k);
+        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b), a0);
+        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 8), a1);
+        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 16), a2);
+    }
+    _mm256_storeu_ps(C, _mm256_add_ps(a0, e0));
+    _mm256_storeu_ps(C + 8, _mm256_add_ps(a1, e1));
+    _mm256_storeu_ps(C + 16, _mm256_add_ps(a2, e2));
+}
+
+template <bool ZERO>
 AVX2 void gemm_avx2(int64_t M, int64_t K, int64_t panels, const float *A, int64_t lda, const float *B, float *C,
                     int64_t ldc) {
     for (int64_t p = 0; p < panels; ++p) {
         const float *Bp = B + p * K * NR;
         float *Cp = C + p * NR;
         int64_t i = 0;
-        for (; i + MR <= M; i += MR) tile_avx2<MR>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc);
+        for (; i + MR <= M; i += MR) tile_avx2<MR, ZERO>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc);
         switch (M - i) {
-            case 3: tile_avx2<3>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
-            case 2: tile_avx2<2>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
-            case 1: tile_avx2<1>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
+            case 3: tile_avx2<3, ZERO>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
+            case 2: tile_avx2<2, ZERO>(K, A + i * lda, lda, Bp, Cp + i * ldc, ldc); break;
+            case 1: tile_avx2_row<ZERO>(K, A + i * lda, Bp, Cp + i * ldc); break;
             default: break;
         }
     }
 }
+// one activation on 8 lanes, its input clipped first (clip < 0: none); the functions without a
+// vector form run lane by lane
+AVX2 inline __m256 act8(const Act &a, __m256 v) {
+    if (a.clip >= 0) v = _mm256_min_ps(_mm256_set1_ps(a.clip), _mm256_max_ps(_mm256_set1_ps(-a.clip), v));
+    if (a.kind == SIGMOID) return sigmoid8(v);
+    if (a.kind == TANH) return tanh8(v);
+    if (a.kind == RELU) return _mm256_max_ps(_mm256_setzero_ps(), v);  // NaN stays NaN
+    alignas(32) float lane[8];
+    _mm256_store_ps(lane, v);
+    for (float &x : lane) x = scalar_act(a, x);
+    return _mm256_load_ps(lane);
+}
+
+// The LSTM's state update of one batch row from its gates: g the GEMM's row (h R^T, gates
+// interleaved per 8 units, see packed_gates), x the projected input [4H] (ONNX gate order), bias
+// [4H] or null, p the peepholes [3H] (i, o, f) or null; c updated in place, h and y written.
+// acts: f, g, h (h unclipped: it acts on the cell state, which clip leaves alone).
+struct LstmRow {
+    int64_t H;
+    const Act *f, *g, *h;
+    bool input_forget;
+    bool defaults;  // f sigmoid, g and h tanh (the ONNX defaults), f and g clipped alike
+};
+
+// 8 floats, or (not FULL) those of mask's lanes: the rest read as 0 and are not written. Masked
+// stores are slow on some CPUs, so only the last block of a row takes them.
+template <bool FULL>
+AVX2 inline __m256 load8(const float *a, __m256i mask) {
+    return FULL ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, mask);
+}
+
+template <bool FULL>
+AVX2 inline void store8(float *a, __m256 v, __m256i mask) {
+    if (FULL)
+        _mm256_storeu_ps(a, v);
+    else
+        _mm256_maskstore_ps(a, mask, v);
+}
+
+// hidden units j0 .. j0+7 (those of mask when not FULL) of lstm_row_avx2
+template <bool FULL>
+AVX2 inline void lstm_block(const LstmRow &lr, int64_t j0, __m256i mask, const float *gq, const float *x,
+                            const float *bias, const float *p, float *c, float *h, float *y) {
+    const int64_t H = lr.H;
+    __m256 pre[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        pre[k] = _mm256_add_ps(_mm256_loadu_ps(gq + 8 * k), load8<FULL>(x + k * H + j0, mask));
+        if (bias) pre[k] = _mm256_add_ps(pre[k], load8<FULL>(bias + k * H + j0, mask));
+    }
+    const __m256 cp = load8<FULL>(c + j0, mask);
+    if (p) {
+        pre[0] = _mm256_fmadd_ps(load8<FULL>(p + j0, mask), cp, pre[0]);
+        pre[2] = _mm256_fmadd_ps(load8<FULL>(p + 2 * H + j0, mask), cp, pre[2]);
+    }
+    const __m256 i = act8(*lr.f, pre[0]);
+    const __m256 fg = lr.input_forget ? _mm256_sub_ps(_mm256_set1_ps(1.0f), i) : act8(*lr.f, pre[2]);
+    const __m256 cand = act8(*lr.g, pre[3]);
+    const __m256 cn = _mm256_add_ps(_mm256_mul_ps(fg, cp), _mm256_mul_ps(i, cand));
+    if (p) pre[1] = _mm256_fmadd_ps(load8<FULL>(p + H + j0, mask), cn, pre[1]);
+    const __m256 hn = _mm256_mul_ps(act8(*lr.f, pre[1]), act8(*lr.h, cn));
+    store8<FULL>(c + j0, cn, mask);
+    store8<FULL>(h + j0, hn, mask);
+    store8<FULL>(y + j0, hn, mask);
+}
+
+// Two full blocks (units j0 .. j0+15) with the default activations (f sigmoid, g and h tanh:
+// tanh(x) = 2 sigmoid(2x) - 1) and no peepholes: the eight gates' sigmoids side by side, then
+// the two cells' tanh.
+AVX2 inline void lstm_pair(const LstmRow &lr, int64_t j0, const float *gq, const float *x, const float *bias,
+                           float *c, float *h, float *y) {
+    const int64_t H = lr.H;
+    const bool clip = lr.f->clip >= 0;
+    const __m256 hi = _mm256_set1_ps(lr.f->clip), lo = _mm256_set1_ps(-lr.f->clip);
+    __m256 v[8];  // block b's gates i, o, f, c at v[4b + k]
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+        const int b = j / 4, k = j % 4;
+        const int64_t at = k * H + j0 + 8 * b;
+        __m256 pre = _mm256_add_ps(_mm256_loadu_ps(gq + 32 * b + 8 * k), _mm256_loadu_ps(x + at));
+        if (bias) pre = _mm256_add_ps(pre, _mm256_loadu_ps(bias + at));
+        if (clip) pre = _mm256_min_ps(hi, _mm256_max_ps(lo, pre));
+        v[j] = k == 3 ? _mm256_add_ps(pre, pre) : pre;
+    }
+    sigmoid_n<8>(v);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 cn[2];
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+        const __m256 i = v[4 * b], fg = lr.input_forget ? _mm256_sub_ps(one, i) : v[4 * b + 2];
+        const __m256 cand = _mm256_fmsub_ps(_mm256_set1_ps(2.0f), v[4 * b + 3], one);
+        cn[b] = _mm256_add_ps(_mm256_mul_ps(fg, _mm256_loadu_ps(c + j0 + 8 * b)), _mm256_mul_ps(i, cand));
+        _mm256_storeu_ps(c + j0 + 8 * b, cn[b]);
+    }
+    __m256 t[2] = {_mm256_add_ps(cn[0], cn[0]), _mm256_add_ps(cn[1], cn[1])};
+    sigmoid_n<2>(t);
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+        const __m256 hn = _mm256_mul_ps(v[4 * b + 1], _mm256_fmsub_ps(_mm256_set1_ps(2.0f), t[b], one));
+        _mm256_storeu_ps(h + j0 + 8 * b, hn);
+        _mm256_storeu_ps(y + j0 + 8 * b, hn);
+    }
+}
+
+AVX2 void lstm_row_avx2(const LstmRow &lr, const float *g, const float *x, const float *bias, const float *p, float *c,
+                        float *h, float *y) {
+    const int64_t H = lr.H, full = H / 8;
+    const __m256i none = _mm256_setzero_si256();
+    int64_t q = 0;
+    if (lr.defaults && !p)
+        for (; q + 2 <= full; q += 2) lstm_pair(lr, 8 * q, g + q * 32, x, bias, c, h, y);
+    for (; q < full; ++q) lstm_block<true>(lr, 8 * q, none, g + q * 32, x, bias, p, c, h, y);
+    if (H % 8) {
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(H % 8)),
+                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        lstm_block<false>(lr, 8 * full, mask, g + full * 32, x, bias, p, c, h, y);
+    }
+}
+
 #endif  // ONNX_LIGHT_AVX512
 
 void gemm_portable(int64_t M, int64_t K, int64_t panels, const float *A, int64_t lda, const float *B, float *C,
-                   int64_t ldc) {
+                   int64_t ldc, bool zero) {
     for (int64_t p = 0; p < panels; ++p)
         for (int64_t i = 0; i < M; ++i) {
             float *c = C + i * ldc + p * NR;
+            if (zero) std::memset(c, 0, sizeof(float) * NR);
             for (int64_t k = 0; k < K; ++k) {
                 const float a = A[i * lda + k];
                 const float *b = B + (p * K + k) * NR;
@@ -215,6 +401,8 @@ void gemm_portable(int64_t M, int64_t K, int64_t panels, const float *A, int64_t
 struct Packed {
     int64_t cols = 0, K = 0, panels = 0, width = 0;  // width: panels * 24, the buffer's row stride
     std::unique_ptr<float[]> data;
+    const float *view = nullptr;  // the floats when held elsewhere (then data is empty)
+    const float *get() const { return view ? view : data.get(); }
     Packed() = default;
     Packed(const float *r, int64_t r0, int64_t cols_, int64_t K_)
         : cols(cols_), K(K_), panels((cols_ + NR - 1) / NR), width(panels * NR), data(new float[panels * K_ * NR]()) {
@@ -241,13 +429,49 @@ Packed packed_rows(const float *b, int64_t K, int64_t cols, int64_t ldb) {
     return pk;
 }
 
+// LSTM's R^T with the gates interleaved per 8 hidden units: packed column q*32 + g*8 + j is R's row
+// g*H + 8q + j (ONNX gates g = i, o, f, c; a zero column where 8q + j >= H), so the GEMM's row of
+// one step holds, per block q, the four gates of hidden units 8q .. 8q+7 side by side. Written
+// into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float.
+Packed packed_gates(const float *r, int64_t H, float *into) {
+    Packed pk;
+    pk.cols = (H + 7) / 8 * 32;
+    pk.K = H;
+    pk.panels = (pk.cols + NR - 1) / NR;
+    pk.width = pk.panels * NR;
+    pk.view = into;
+    for (int64_t p = 0; p < pk.panels; ++p) {
+        const float *rows[NR];  // R's row of each column of the panel, or null (a zero column)
+        for (int64_t j = 0; j < NR; ++j) {
+            const int64_t pc = p * NR + j, q = pc / 32, g = (pc % 32) / 8, unit = 8 * q + pc % 8;
+            rows[j] = pc < pk.cols && unit < H ? r + (g * H + unit) * H : nullptr;
+        }
+        float *panel = into + p * H * NR;
+        for (int64_t k = 0; k < H; ++k)
+            for (int64_t j = 0; j < NR; ++j) panel[k * NR + j] = rows[j] ? rows[j][k] : 0.0f;
+    }
+    return pk;
+}
+
+// floats of packed_gates(r, H, ...)
+inline int64_t packed_gates_size(int64_t H) { return ((H + 7) / 8 * 32 + NR - 1) / NR * NR * H; }
+
+// a per-thread buffer of at least n floats, kept between calls (its contents are not)
+float *scratch(size_t n) {
+    static thread_local std::vector<float> buf;
+    if (buf.size() < n) buf.assign(n, 0.0f);
+    return buf.data();
+}
+
 struct Kernels {
     bool avx2;
-    void gemm(int64_t M, const Packed &b, const float *A, int64_t lda, float *C, int64_t ldc) const {
+    // C (+)= A B for the M rows of A (zero: C's values are overwritten, not added to)
+    void gemm(int64_t M, const Packed &b, const float *A, int64_t lda, float *C, int64_t ldc, bool zero = false) const {
 #if ONNX_LIGHT_AVX512
-        if (avx2) return gemm_avx2(M, b.K, b.panels, A, lda, b.data.get(), C, ldc);
+        if (avx2 && zero) return gemm_avx2<true>(M, b.K, b.panels, A, lda, b.get(), C, ldc);
+        if (avx2) return gemm_avx2<false>(M, b.K, b.panels, A, lda, b.get(), C, ldc);
 #endif
-        gemm_portable(M, b.K, b.panels, A, lda, b.data.get(), C, ldc);
+        gemm_portable(M, b.K, b.panels, A, lda, b.get(), C, ldc, zero);
     }
     void act(const Act &a, float *x, int64_t n) const {
 #if ONNX_LIGHT_AVX512
@@ -372,6 +596,39 @@ void step(const Problem &pb, const Kernels &kern, int64_t d, int64_t s, const st
     }
 }
 
+// One LSTM step of every entry of direction d on AVX2: the GEMM into g (rows of N, gates
+// interleaved), then each active row's update straight from g, its input and its bias.
+void lstm_step_avx2(const Problem &pb, const Kernels &kern, int64_t d, int64_t s, const Packed &pk, float *g) {
+#if ONNX_LIGHT_AVX512
+    const int64_t N = pb.N, H = pb.H, GH = 4 * H;
+    float *h = pb.h + d * N * H, *c = pb.c + d * N * H;
+    const Act *a = pb.acts + d * pb.nacts;
+    Act hact = a[2];
+    hact.clip = -1.0f;
+    const bool defaults = a[0].kind == SIGMOID && a[1].kind == TANH && a[2].kind == TANH &&
+                          (a[0].clip == a[1].clip || (!(a[0].clip >= 0) && !(a[1].clip >= 0)));
+    const LstmRow lr{H, &a[0], &a[1], &hact, pb.input_forget, defaults};
+    // the next step's projected inputs (xs is megabytes: in L3 or memory) are fetched into L2 while
+    // this step runs
+    for (int64_t n = 0; n < N; ++n) {
+        const int64_t t = time_of(pb, d, n, s + 1);
+        if (t < 0) continue;
+        const char *x = reinterpret_cast<const char *>(pb.xs + (t * N + n) * pb.D * GH + d * GH);
+        for (int64_t b = 0; b < GH * 4; b += 64) _mm_prefetch(x + b, _MM_HINT_T1);
+    }
+    kern.gemm(N, pk, h, H, g, pk.width, true);
+    const float *bias = pb.bias ? pb.bias + d * GH : nullptr, *p = pb.p ? pb.p + d * 3 * H : nullptr;
+    for (int64_t n = 0; n < N; ++n) {
+        const int64_t t = time_of(pb, d, n, s);
+        if (t < 0) continue;
+        const float *x = pb.xs + (t * N + n) * pb.D * GH + d * GH;
+        lstm_row_avx2(lr, g + n * pk.width, x, bias, p, c + n * H, h + n * H, pb.y + ((t * pb.D + d) * N + n) * H);
+    }
+#else
+    (void)pb, (void)kern, (void)d, (void)s, (void)pk, (void)g;
+#endif
+}
+
 Act act_of(int kind, float alpha, float beta, float clip) {
     if (kind < 0 || kind >= KINDS) throw std::invalid_argument("recurrent: unknown activation kind");
     return Act{kind, alpha, beta, clip};
@@ -418,10 +675,16 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     {
         nb::gil_scoped_release release;
         const Kernels kern{has_avx2_fma()};
+        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2)
+        const bool fused = op == 2 && kern.avx2;
         std::vector<std::vector<Packed>> packs(D);
+        const int64_t per_dir = packed_gates_size(H);
+        float *fused_scratch = fused ? scratch(static_cast<size_t>(D * per_dir + N * (per_dir / H) + 8)) : nullptr;
         for (int64_t d = 0; d < D; ++d) {
             const float *rd = pb.r + d * G * H * H;
-            if (op == 1) {
+            if (fused) {
+                packs[d].push_back(packed_gates(rd, H, fused_scratch + d * per_dir));
+            } else if (op == 1) {
                 packs[d].emplace_back(rd, 0, 2 * H, H);
                 packs[d].emplace_back(rd, 2 * H, H, H);
             } else {
@@ -429,7 +692,7 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
             }
         }
         const int64_t ld = packs[0][0].width, ld2 = op == 1 ? packs[0][1].width : 0;
-        std::unique_ptr<float[]> g(new float[N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
+        std::unique_ptr<float[]> g(new float[fused ? 8 : N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
         int64_t steps = 0;
         for (int64_t n = 0; n < N; ++n) {
             steps = std::max(steps, lens.data()[n]);
@@ -438,7 +701,12 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
         }
         // one direction after the other: only its packed R^T needs to stay in L2
         for (int64_t d = 0; d < D; ++d)
-            for (int64_t s = 0; s < steps; ++s) step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
+            for (int64_t s = 0; s < steps; ++s) {
+                if (fused)
+                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch + D * per_dir);
+                else
+                    step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
+            }
     }
     auto owner = [](float *ptr) { return nb::capsule(ptr, [](void *q) noexcept { delete[] static_cast<float *>(q); }); };
     const size_t t_ = static_cast<size_t>(T), d_ = static_cast<size_t>(D), n_ = static_cast<size_t>(N),
@@ -447,6 +715,74 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     Out3 h_arr(h, {d_, n_, h_}, owner(h));
     if (!c) return nb::make_tuple(y_arr, h_arr, nb::none());
     return nb::make_tuple(y_arr, h_arr, Out3(c, {d_, n_, h_}, owner(c)));
+}
+
+// ---------------------------------------------------------------------------
+// the input projection X W^T of every step: W packed once (pack_weights, kept by the caller for
+// constant weights), then the register-tiled GEMM over row blocks of X
+// ---------------------------------------------------------------------------
+using Out2 = nb::ndarray<nb::numpy, float, nb::ndim<2>>;
+using Out3f = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
+
+// W [C, K] as the GEMM's right operand W^T: [panels, K, 24] (zero past C)
+Out3f pack_weights(In2 w) {
+    const int64_t C = static_cast<int64_t>(w.shape(0)), K = static_cast<int64_t>(w.shape(1));
+    const int64_t panels = (C + NR - 1) / NR;
+    float *data = new float[std::max<int64_t>(1, panels * K * NR)];
+    {
+        nb::gil_scoped_release release;
+        for (int64_t p = 0; p < panels; ++p)
+            for (int64_t j = 0; j < NR; ++j) {
+                const int64_t col = p * NR + j;
+                float *dst = data + p * K * NR + j;
+                if (col < C)
+                    for (int64_t k = 0; k < K; ++k) dst[k * NR] = w.data()[col * K + k];
+                else
+                    for (int64_t k = 0; k < K; ++k) dst[k * NR] = 0.0f;
+            }
+    }
+    auto owner = nb::capsule(data, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return Out3f(data, {static_cast<size_t>(panels), static_cast<size_t>(K), static_cast<size_t>(NR)}, owner);
+}
+
+// X [M, K] times the packed W^T of C columns: [M, C]. Rows in blocks of 64 (their 64 x K floats
+// stay in L1/L2 while every panel passes); the last panel's columns past C go to a scratch tile.
+using Buf2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+nb::object project(In2 x, In3 packed, int64_t C, std::optional<Buf2> out) {
+    const int64_t M = static_cast<int64_t>(x.shape(0)), K = static_cast<int64_t>(x.shape(1));
+    const int64_t panels = static_cast<int64_t>(packed.shape(0));
+    if (static_cast<int64_t>(packed.shape(1)) != K || packed.shape(2) != NR || C < 0 || (C + NR - 1) / NR != panels)
+        throw std::invalid_argument("project: packed weights must be [ceil(C/24), K, 24] for x [M, K]");
+    if (out && (static_cast<int64_t>(out->shape(0)) != M || static_cast<int64_t>(out->shape(1)) != C))
+        throw std::invalid_argument("project: out must be [M, cols]");
+    // into `out` when given (a buffer the caller reuses: no fresh pages), else a new array
+    float *y = out ? out->data() : new float[std::max<int64_t>(1, M * C)];
+    {
+        nb::gil_scoped_release release;
+        const Kernels kern{has_avx2_fma()};
+        const int64_t full = C / NR, rest = C - full * NR;
+        std::unique_ptr<float[]> tail(new float[64 * NR]);
+        for (int64_t i0 = 0; i0 < M; i0 += 64) {
+            const int64_t rows = std::min<int64_t>(64, M - i0);
+            const float *a = x.data() + i0 * K;
+            if (full) {
+                Packed pk;
+                pk.K = K, pk.panels = full, pk.cols = full * NR, pk.width = C, pk.view = packed.data();
+                kern.gemm(rows, pk, a, K, y + i0 * C, C, true);
+            }
+            if (rest) {
+                Packed pk;
+                pk.K = K, pk.panels = 1, pk.cols = rest, pk.width = NR, pk.view = packed.data() + full * K * NR;
+                kern.gemm(rows, pk, a, K, tail.get(), NR, true);
+                for (int64_t i = 0; i < rows; ++i)
+                    std::memcpy(y + (i0 + i) * C + full * NR, tail.get() + i * NR, sizeof(float) * rest);
+            }
+        }
+    }
+    if (out) return nb::none();
+    auto owner = nb::capsule(y, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return nb::cast(Out2(y, {static_cast<size_t>(M), static_cast<size_t>(C)}, owner));
 }
 
 // ---------------------------------------------------------------------------
@@ -515,8 +851,7 @@ nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 
                 float *dp = dpre + at * 4;
                 sweep_rows(N, H, dhd, dcd, dy ? dy->data() + at : nullptr, s.data() + at * 3, g.data() + at, tc.get(),
                            cp.data() + at, dp);
-                std::memset(acc.get(), 0, sizeof(float) * N * pk.width);
-                kern.gemm(N, pk, dp, 4 * H, acc.get(), pk.width);
+                kern.gemm(N, pk, dp, 4 * H, acc.get(), pk.width, true);
                 for (int64_t n = 0; n < N; ++n) std::memcpy(dhd + n * H, acc.get() + n * pk.width, sizeof(float) * H);
             }
         }
@@ -540,6 +875,11 @@ void bind_recurrent(nb::module_ &m) {
           nb::arg("linear_before_reset"),
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
+    m.def("pack_weights", &pack_weights, nb::arg("w"),
+          "W [C, K] packed as the right operand W^T of project: [ceil(C/24), K, 24]");
+    m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"), nb::arg("out").none() = nb::none(),
+          "x [M, K] times W^T given packed by pack_weights (W of `cols` rows): [M, cols], or None when "
+          "written into out");
     m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
           nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
           "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "

@@ -284,3 +284,63 @@ def test_native_step_loop_matches_twin(op: str, cfg: dict[str, Any], monkeypatch
         np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=f"{op} {name}: NaN elsewhere")
         err, twin_err = np.nanmax(np.abs(g - e), initial=0), np.nanmax(np.abs(t - e), initial=0)
         assert err <= 3 * twin_err + 1e-6, f"{op} {name}: native error {err:.3g}, twin's {twin_err:.3g} ({attrs})"
+
+
+@pytest.mark.parametrize(("m", "i", "cols"), [(1, 3, 20), (37, 5, 24), (130, 17, 100), (70, 64, 1024)])
+def test_native_projection_matches_numpy(m: int, i: int, cols: int) -> None:
+    """The packed native projection X W^T (constant W, packed once) equals the float64 product;
+    a W that may change is never packed (kept) and takes numpy's product."""
+    from onnx_light.runtime import _native
+    from onnx_light.runtime.kernels import recurrent as rk
+
+    if not _native.RECURRENT or not hasattr(_native.NATIVE, "project"):
+        pytest.skip("the native projection is not built or not selected (ONNX_LIGHT_PURE_PYTHON=1)")
+    r = np.random.default_rng(m * 1000 + cols)
+    x = r.uniform(-1, 1, (m, i)).astype(np.float32)
+    w = r.uniform(-1, 1, (1, cols, i)).astype(np.float32)
+    want = x.astype(np.float64) @ w.reshape(cols, i).T.astype(np.float64)
+    got = rk._projected(x, w, cols)
+    assert id(w) not in rk._PACKED
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    w.flags.writeable = False
+    got = rk._projected(x, w, cols).copy()  # the native result is this thread's reused buffer
+    assert got.shape == (m, cols) and got.dtype == np.float32 and id(w) in rk._PACKED
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    rk._projected(x[::-1].copy(), w, cols)  # the buffer overwritten by another product
+    np.testing.assert_array_equal(rk._projected(x, w, cols), got)  # the kept packing
+
+
+@pytest.mark.parametrize("hid", [5, 37, 128])
+def test_lstm_with_constant_weights_matches_twin(hid: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """W, R, B as initializers (the packed projection and the fused AVX2 step): as the numpy twin,
+    within float32 rounding, bidirectional with sequence lengths."""
+    from onnx_light.runtime import _native
+
+    if not _native.RECURRENT:
+        pytest.skip("the native step loop is not built or not selected (ONNX_LIGHT_PURE_PYTHON=1)")
+    r = np.random.default_rng(hid)
+    t, n, i = 7, 5, 9
+    h = ol.helper
+    inits = [
+        ol.numpy_helper.from_array(r.uniform(-0.5, 0.5, (2, 4 * hid, i)).astype(np.float32), "W"),
+        ol.numpy_helper.from_array(r.uniform(-0.5, 0.5, (2, 4 * hid, hid)).astype(np.float32), "R"),
+        ol.numpy_helper.from_array(r.uniform(-0.5, 0.5, (2, 8 * hid)).astype(np.float32), "B"),
+    ]
+    node = h.make_node("LSTM", ["X", "W", "R", "B", "L"], ["Y", "Yh", "Yc"], hidden_size=hid, direction="bidirectional")
+    graph = h.make_graph(
+        [node],
+        "g",
+        [
+            h.make_tensor_value_info("X", ol.TensorProto.FLOAT, [t, n, i]),
+            h.make_tensor_value_info("L", ol.TensorProto.INT32, [n]),
+        ],
+        [h.make_tensor_value_info(o, ol.TensorProto.FLOAT, None) for o in ("Y", "Yh", "Yc")],
+        inits,
+    )
+    sess = InferenceSession(h.make_model(graph, opset_imports=[h.make_opsetid("", 14)]))
+    feeds = {"X": r.uniform(-1, 1, (t, n, i)).astype(np.float32), "L": np.array([7, 3, 0, 7, 5], np.int32)}
+    got = sess.run(None, feeds)
+    monkeypatch.setattr(_native, "RECURRENT", False)
+    twin = sess.run(None, feeds)
+    for name, g, w in zip(("Y", "Y_h", "Y_c"), got, twin):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6, err_msg=name)

@@ -14,6 +14,9 @@ to Y there; the reverse direction reads each entry's own valid steps backwards.
 
 from __future__ import annotations
 
+import functools
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +24,8 @@ import numpy as np
 
 from onnx_light.runtime import _native
 from onnx_light.runtime._registry import kernel
+
+from .conv import _immutable
 
 State = tuple[np.ndarray, ...]
 #: one step: (projected input of the step [D, N, G*H], state) -> new state (H first)
@@ -106,13 +111,28 @@ def parse_activations(
     the functions that take an alpha (a beta), one value each (as onnxruntime reads them); where
     a list runs out, the function's default applies.
     """
+    key = (tuple(names or ()), tuple(alphas or ()), tuple(betas or ()), tuple(defaults), num_directions, clip)
+    return list(_parsed_activations(*key))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_activations(
+    names: tuple[str, ...],
+    alphas: tuple[float, ...],
+    betas: tuple[float, ...],
+    defaults: tuple[str, ...],
+    num_directions: int,
+    clip: float | None,
+) -> tuple[tuple[Act, ...], ...]:
+    """:func:`parse_activations` on hashable arguments, kept per node's attributes (the Acts are
+    frozen: a session's every run of a node asks the same question)."""
     per_dir = len(defaults)
-    names = list(names) if names else list(defaults) * num_directions
+    names = names if names else defaults * num_directions
     if len(names) == per_dir and num_directions == 2:
         names = names * 2
     if len(names) != per_dir * num_directions:
         raise ValueError(f"activations: expected {per_dir * num_directions} names, got {len(names)}: {names}")
-    alpha_left, beta_left = list(alphas or ()), list(betas or ())
+    alpha_left, beta_left = list(alphas), list(betas)
     acts: list[Act] = []
     for name in names:
         entry = _ACTIVATIONS.get(name.lower())
@@ -124,7 +144,7 @@ def parse_activations(
         if n_params == 2 and beta_left:
             b = float(beta_left.pop(0))
         acts.append(Act(name.lower(), a, b, clip))
-    return [tuple(acts[d * per_dir : (d + 1) * per_dir]) for d in range(num_directions)]
+    return tuple(tuple(acts[d * per_dir : (d + 1) * per_dir]) for d in range(num_directions))
 
 
 class _Sequence:
@@ -140,8 +160,11 @@ class _Sequence:
             if self.lens.shape[0] != self.batch or (self.lens < 0).any() or (self.lens > self.steps).any():
                 raise ValueError(f"sequence_lens must hold {self.batch} lengths in [0, {self.steps}], got {self.lens}")
         self.full = bool((self.lens == self.steps).all())
-        #: active[t, n]: step t is within entry n's sequence
-        self.active = np.arange(self.steps)[:, None] < self.lens[None, :]
+
+    @functools.cached_property
+    def active(self) -> np.ndarray:
+        """active[t, n]: step t is within entry n's sequence (the numpy step loop's mask)."""
+        return np.arange(self.steps)[:, None] < self.lens[None, :]
 
     def reorder(self, values: np.ndarray, reverse: bool) -> np.ndarray:
         """``values[idx[t, n], n]``: each entry's valid steps backwards when ``reverse``.
@@ -261,6 +284,58 @@ _OPS = {"RNN": 0, "GRU": 1, "LSTM": 2}
 _KINDS = {name: k for k, name in enumerate(_ACTIVATIONS)}
 
 
+#: per thread: the native projection's result buffer (see _projected)
+_SCRATCH = threading.local()
+#: id(W) -> (a weak reference to W, W packed for the native projection): see _packed
+_PACKED: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+_PACKED_LIMIT = 64  # packed weights kept at most (a session's recurrent layers)
+
+
+def _packed(w: np.ndarray, flat: np.ndarray) -> np.ndarray | None:
+    """``flat`` (W as ``[D*G*H, I]``) packed by the native ``pack_weights``, kept per weights array
+    ``w`` while it lives when nothing can write it (a session's initializers; a stale packing would
+    be a silent wrong answer), else None (packing per call costs what the packed GEMM saves)."""
+    if not _immutable(w):
+        return None
+    hit = _PACKED.get(id(w))
+    if hit is not None and hit[0]() is w:
+        return hit[1]
+    ext = _native.NATIVE
+    assert ext is not None
+    packed = ext.pack_weights(np.ascontiguousarray(flat))
+    packed.flags.writeable = False
+    if len(_PACKED) >= _PACKED_LIMIT:
+        _PACKED.clear()
+    key = id(w)
+
+    def forget(ref: weakref.ref[np.ndarray], key: int = key) -> None:
+        if _PACKED.get(key, (None,))[0] is ref:
+            del _PACKED[key]
+
+    _PACKED[key] = (weakref.ref(w, forget), packed)
+    return packed
+
+
+def _projected(x: np.ndarray, w: np.ndarray, cols: int) -> np.ndarray:
+    """``x W^T`` (x ``[M, I]``, W ``[D, G*H, I]`` float32): the native register-tiled GEMM on W packed
+    once for constant weights (1.05-1.3x faster than numpy's BLAS here), numpy's otherwise."""
+    flat = w.reshape(cols, x.shape[1])
+    ext = _native.NATIVE
+    packed = _packed(w, flat) if ext is not None and hasattr(ext, "project") and w.dtype == np.float32 else None
+    if packed is None or x.dtype != np.float32:
+        return np.matmul(x, flat.astype(x.dtype, copy=False).T)
+    assert ext is not None
+    # into this thread's buffer kept between calls: the result lives only within the kernel's call
+    # (the step loop reads it), and megabytes of fresh pages cost ~1 ms of page faults per call
+    size = x.shape[0] * cols
+    buf: np.ndarray | None = getattr(_SCRATCH, "xs", None)
+    if buf is None or buf.size < size:
+        buf = _SCRATCH.xs = np.empty(size, np.float32)
+    out = buf[:size].reshape(x.shape[0], cols)
+    ext.project(np.ascontiguousarray(x), packed, cols, out)
+    return out
+
+
 def _native_steps(
     op: str,
     rec: _Recurrence,
@@ -288,7 +363,7 @@ def _native_steps(
     seq = rec.seq
     t, n, i = seq.x.shape
     d, gh = len(rec.reverse), w.shape[1]
-    xs = np.matmul(seq.x.reshape(t * n, i), rec.cast(w).reshape(d * gh, i).T)
+    xs = _projected(seq.x.reshape(t * n, i), w, d * gh)
     dirs = list(range(d))
     init = [np.ascontiguousarray(rec.initial(s, dirs)) for s in states]
     extra = {k: None if v is None else np.ascontiguousarray(rec.cast(v)) for k, v in (extra or {}).items()}
