@@ -435,13 +435,17 @@ def gradient_bench(name: str, rounds: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------
 # --per-op: where the backward's time goes in our runtime, against the forward's convolutions
 # ----------------------------------------------------------------------------
-def _flops(op: str, args: list[Any], out: Any) -> int:
+def _flops(node: Any, args: list[Any], out: Any) -> int:
     """Multiply-adds x 2 of a Conv, ConvTranspose, Gemm or MatMul step (0 for anything else)."""
+    op = node.op_type
     if op == "Conv":
         return 2 * int(out.size) * int(np.prod(args[1].shape[1:]))
     if op == "ConvTranspose":
         return 2 * int(args[0].size) * int(np.prod(args[1].shape[1:]))
-    if op in ("Gemm", "MatMul"):
+    if op == "Gemm":  # the contraction is A's first axis with transA (the head's dW: Gemm(dY, X, transA=1))
+        trans_a = any(a.name == "transA" and a.i for a in node.attribute)
+        return 2 * int(out.size) * int(args[0].shape[0 if trans_a else -1])
+    if op == "MatMul":
         return 2 * int(out.size) * int(args[0].shape[-1])
     return 0
 
@@ -464,7 +468,7 @@ def _step_times(model: Any, feeds: dict[str, np.ndarray], rounds: int) -> list[t
     def trace(step: Any, args: list[Any], outs: list[Any]) -> None:
         stamps.append(time.process_time())  # CPU time: steadier than wall time on a shared machine
         if len(info) < len(stamps):
-            info.append((step.node, _flops(step.node.op_type, args, outs[0])))
+            info.append((step.node, _flops(step.node, args, outs[0])))
 
     for _ in range(rounds):
         stamps.clear()

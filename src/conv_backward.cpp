@@ -10,13 +10,27 @@
 // reads and the writes go in blocks of 16 x 16 channel pairs, runs of 16 * kh * kw floats on
 // both sides (~1 ms). The pure-Python twin is conv_transpose_weights_twin in
 // onnx_light/runtime/kernels/_conv_backward.py.
+//
+// depthwise_conv_transpose: the data gradient of a depthwise Conv (one input and one output
+// channel per group), a ConvTranspose with weights (C, 1, kh, kw), directly: output cell t
+// (after the begin crop) of an axis gathers x[(t + begin - k*d) / s] w[k] over the taps k
+// that divide; split by output phase r = t mod s, those taps and their offsets are fixed, so
+// each phase is a stride-1 correlation of a zero-bordered copy of the plane (no zeros
+// multiplied, no dilated input, no flipped weights).
+// The twin is depthwise_conv_transpose_twin in _conv_backward.py.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "simd.h"
 
 namespace nb = nanobind;
 
@@ -87,6 +101,215 @@ nb::object conv_transpose_weights(In4 w, int64_t group, nb::handle out) {
                 owner));
 }
 
+
+// ---------------------------------------------------------------------------------------
+// depthwise backward kernels (see the header)
+
+// per output phase r of one axis of a depthwise ConvTranspose: the taps that reach it and
+// the input offset each adds to the phase index q (output cell q*s + r)
+struct PhaseTaps {
+    std::vector<int64_t> count;                // outputs of phase r
+    std::vector<std::vector<int64_t>> tap;     // taps k of phase r
+    std::vector<std::vector<int64_t>> offset;  // i = q + offset
+    int64_t lo = 0, hi = 0;                    // input margins before / after the plane
+};
+
+PhaseTaps phase_taps(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t begin) {
+    PhaseTaps p;
+    p.count.assign(s, 0);
+    p.tap.resize(s);
+    p.offset.resize(s);
+    int64_t lo = 0, hi = in - 1;
+    for (int64_t r = 0; r < s; ++r) {
+        p.count[r] = r < out ? (out - r + s - 1) / s : 0;
+        if (!p.count[r]) continue;
+        for (int64_t t = 0; t < k; ++t) {
+            const int64_t v = r + begin - t * d;
+            if (((v % s) + s) % s) continue;
+            const int64_t off = v / s;  // exact
+            // the taps that only ever read outside the plane are dropped (their cells are 0)
+            if (off + p.count[r] - 1 < 0 || off > in - 1) continue;
+            p.tap[r].push_back(t);
+            p.offset[r].push_back(off);
+            lo = std::min(lo, off);
+            hi = std::max(hi, off + p.count[r] - 1);
+        }
+    }
+    p.lo = -lo;
+    p.hi = hi - (in - 1);
+    return p;
+}
+
+// dst[0..n) = sum_t w[t] * base[rel[t] + 0..n) (n floats, scalar)
+inline void taps_sum(const float *base, const int64_t *rel, const float *w, int64_t taps, int64_t n, float *dst) {
+    for (int64_t q = 0; q < n; ++q) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < taps; ++t) acc += w[t] * base[rel[t] + q];
+        dst[q] = acc;
+    }
+}
+
+#if ONNX_LIGHT_AVX512
+// taps_sum in 8 lanes, the sums kept in registers. Lane q reads only src[t][q], so the last
+// vector reads up to 7 floats past the row (the caller's buffers have that slack) into lanes
+// whose sums are dropped: dst holds n rounded up to 8 floats.
+AVX2 void taps_sum_avx2(const float *base, const int64_t *rel, const float *w, int64_t taps, int64_t n, float *dst) {
+    // two (one vector) or four (two vectors) independent sums per vector of outputs: one
+    // chain of taps FMAs waits on the FMA's latency (a 5 x 5 kernel on a 7-wide row: 2.5x)
+    int64_t q = 0;
+    for (; q + 8 < n; q += 16) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+        int64_t t = 0;
+        for (; t + 1 < taps; t += 2) {
+            const __m256 u = _mm256_set1_ps(w[t]), v = _mm256_set1_ps(w[t + 1]);
+            a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(base + rel[t] + q), a0);
+            a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(base + rel[t] + q + 8), a1);
+            b0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(base + rel[t + 1] + q), b0);
+            b1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(base + rel[t + 1] + q + 8), b1);
+        }
+        if (t < taps) {
+            const __m256 u = _mm256_set1_ps(w[t]);
+            a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(base + rel[t] + q), a0);
+            a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(base + rel[t] + q + 8), a1);
+        }
+        _mm256_storeu_ps(dst + q, _mm256_add_ps(a0, b0));
+        _mm256_storeu_ps(dst + q + 8, _mm256_add_ps(a1, b1));
+    }
+    if (q < n) {
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        int64_t t = 0;
+        for (; t + 3 < taps; t += 4)
+            for (int j = 0; j < 4; ++j)
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(w[t + j]), _mm256_loadu_ps(base + rel[t + j] + q), acc[j]);
+        for (; t < taps; ++t) acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(base + rel[t] + q), acc[0]);
+        _mm256_storeu_ps(dst + q, _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    }
+}
+
+#endif
+
+struct Geometry2 {
+    int64_t sh, sw, dh, dw, bh, bw, oh, ow;
+};
+
+// y (planes, oh, ow) from x (planes, h, w) and w (channels, kh, kw) (plane p: channel p % channels):
+// see the header
+void conv_transpose_planes(const float *x, const float *w, int64_t planes, int64_t channels, int64_t h, int64_t wd,
+                           int64_t kh, int64_t kw, const Geometry2 &g, float *y) {
+    const PhaseTaps rows = phase_taps(h, g.oh, kh, g.sh, g.dh, g.bh);
+    const PhaseTaps cols = phase_taps(wd, g.ow, kw, g.sw, g.dw, g.bw);
+    const int64_t hp = h + rows.lo + rows.hi, wp = wd + cols.lo + cols.hi;
+    // 16 floats of slack: the last vector of a row may read past the plane (taps_sum_avx2)
+    std::vector<float> plane(static_cast<size_t>(hp * wp + 16));
+    std::vector<float> phase_row(static_cast<size_t>(g.ow + 16));
+    // per phase pair (ry, rx): the taps' offsets in the plane from the row of phase index 0
+    // and their kernel cells; their weights are gathered once per plane
+    const int64_t pairs = g.sh * g.sw;
+    std::vector<std::vector<int64_t>> rel(pairs), cell(pairs);
+    for (int64_t ry = 0; ry < g.sh; ++ry)
+        for (int64_t rx = 0; rx < g.sw; ++rx)
+            for (size_t a = 0; a < rows.tap[ry].size(); ++a)
+                for (size_t b = 0; b < cols.tap[rx].size(); ++b) {
+                    rel[ry * g.sw + rx].push_back((rows.offset[ry][a] + rows.lo) * wp + cols.lo + cols.offset[rx][b]);
+                    cell[ry * g.sw + rx].push_back(rows.tap[ry][a] * kw + cols.tap[rx][b]);
+                }
+    std::vector<std::vector<float>> wt(pairs);
+    bool avx2 = false;
+#if ONNX_LIGHT_AVX512
+    avx2 = has_avx2_fma();
+#endif
+    for (int64_t p = 0; p < planes; ++p) {
+        const float *xp = x + p * h * wd, *wc = w + (p % channels) * kh * kw;
+        float *yp = y + p * g.oh * g.ow;
+        std::fill(plane.begin(), plane.end(), 0.0f);
+        for (int64_t i = 0; i < h; ++i)
+            std::memcpy(plane.data() + (i + rows.lo) * wp + cols.lo, xp + i * wd, sizeof(float) * wd);
+        for (int64_t k = 0; k < pairs; ++k) {
+            wt[k].resize(cell[k].size());
+            for (size_t t = 0; t < cell[k].size(); ++t) wt[k][t] = wc[cell[k][t]];
+        }
+        for (int64_t ty = 0; ty < g.oh; ++ty) {
+            const int64_t ry = ty % g.sh, qy = ty / g.sh;
+            const float *base = plane.data() + qy * wp;
+            float *yrow = yp + ty * g.ow;
+            for (int64_t rx = 0; rx < g.sw; ++rx) {
+                const int64_t n = cols.count[rx], k = ry * g.sw + rx;
+                const int64_t taps = static_cast<int64_t>(rel[k].size());
+                if (!n) continue;
+                // the vector loop writes n rounded up to 8: straight into y where the overrun lands
+                // in rows computed later (rows and planes go in order)
+                const int64_t after = (planes - p) * g.oh * g.ow - (ty + 1) * g.ow;
+                const bool direct = g.sw == 1 && (n % 8 == 0 || after >= 8);
+                float *dst = direct ? yrow : phase_row.data();
+#if ONNX_LIGHT_AVX512
+                if (avx2)
+                    taps_sum_avx2(base, rel[k].data(), wt[k].data(), taps, n, dst);
+                else
+#endif
+                    taps_sum(base, rel[k].data(), wt[k].data(), taps, n, dst);
+                if (!direct)
+                    for (int64_t q = 0; q < n; ++q) yrow[q * g.sw + rx] = dst[q];
+            }
+        }
+    }
+}
+
+struct Geo {
+    int64_t v[2];
+};
+
+Geo pair(const std::vector<int64_t> &v, const char *what) {
+    if (v.size() != 2) throw std::invalid_argument(std::string(what) + ": expected 2 values per attribute");
+    return Geo{{v[0], v[1]}};
+}
+
+using OutAny4 = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
+
+// the result array: `out` when given (a writeable C-contiguous float32 array of `shape`), else new
+float *result_buffer(nb::handle out, const size_t (&shape)[4], nb::object &result, const char *what) {
+    if (out.is_valid() && !out.is_none()) {
+        OutAny4 lent;
+        if (!nb::try_cast(out, lent, false))
+            throw std::invalid_argument(std::string(what) + ": out is not a writeable C-contiguous float32 array");
+        for (int i = 0; i < 4; ++i)
+            if (lent.shape(i) != shape[i]) throw std::invalid_argument(std::string(what) + ": out has another shape");
+        result = nb::borrow(out);
+        return lent.data();
+    }
+    const size_t total = shape[0] * shape[1] * shape[2] * shape[3];
+    std::unique_ptr<float[]> owned(new float[total ? total : 1]);
+    float *data = owned.get();
+    nb::capsule owner(owned.release(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
+    result = nb::cast(Out4(data, {shape[0], shape[1], shape[2], shape[3]}, owner));
+    return data;
+}
+
+nb::object depthwise_conv_transpose(In4 x, In4 w, std::vector<int64_t> strides, std::vector<int64_t> dilations,
+                                    std::vector<int64_t> begin, std::vector<int64_t> size, nb::handle out) {
+    const char *what = "depthwise_conv_transpose";
+    const Geo s = pair(strides, what), d = pair(dilations, what), b = pair(begin, what), o = pair(size, what);
+    const int64_t n = x.shape(0), c = x.shape(1), h = x.shape(2), wd = x.shape(3);
+    if (static_cast<int64_t>(w.shape(0)) != c || w.shape(1) != 1)
+        throw std::invalid_argument("depthwise_conv_transpose: w is not (C, 1, kh, kw) for x's C channels");
+    for (int i = 0; i < 2; ++i)
+        if (s.v[i] < 1 || d.v[i] < 1 || o.v[i] < 0)
+            throw std::invalid_argument("depthwise_conv_transpose: strides and dilations must be >= 1, sizes >= 0");
+    const Geometry2 g{s.v[0], s.v[1], d.v[0], d.v[1], b.v[0], b.v[1], o.v[0], o.v[1]};
+    const size_t shape[4] = {static_cast<size_t>(n), static_cast<size_t>(c), static_cast<size_t>(o.v[0]),
+                             static_cast<size_t>(o.v[1])};
+    nb::object result;
+    float *y = result_buffer(out, shape, result, what);
+    const int64_t kh = w.shape(2), kw = w.shape(3);
+    {
+        nb::gil_scoped_release release;
+        if (h && wd)
+            conv_transpose_planes(x.data(), w.data(), n * c, c, h, wd, kh, kw, g, y);
+        else
+            std::fill(y, y + n * c * g.oh * g.ow, 0.0f);
+    }
+    return result;
+}
+
 }  // namespace
 }  // namespace onnx_light_conv_backward
 
@@ -97,4 +320,8 @@ void bind_conv_backward(nb::module_ &m) {
           "ConvTranspose weights (C, M/g, kh, kw) as the weights (M, C/g, kh, kw) of the stride-1 convolution it "
           "equals: channel axes swapped per group, both spatial axes flipped (float32); written into `out` (and "
           "`out` returned) when given");
+    m.def("depthwise_conv_transpose", &depthwise_conv_transpose, nb::arg("x"), nb::arg("w"), nb::arg("strides"),
+          nb::arg("dilations"), nb::arg("begin"), nb::arg("size"), nb::arg("out").none() = nb::none(),
+          "A 2-D ConvTranspose of x (N, C, h, w) with depthwise weights (C, 1, kh, kw), group C, no bias: output "
+          "(N, C, *size) after the begin crop `begin` (float32; into `out` when given)");
 }

@@ -4,6 +4,7 @@ ConvTranspose weights as the stride-1 Conv's, native against its twin."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,3 +68,98 @@ def test_conv_transpose_weights_native_refuses_a_bad_group() -> None:
         _native.NATIVE.conv_transpose_weights(w, 1, np.zeros((2, 4, 3, 2), np.float32))
     with pytest.raises(ValueError, match="overlaps"):
         _native.NATIVE.conv_transpose_weights(w, 1, w.reshape(2, 4, 3, 3))
+
+
+# depthwise_conv_transpose: a depthwise Conv's data gradient, gathered per output phase
+# (strides up to 3 and unequal per axis, dilations, begin crops past the kernel, outputs
+# longer than the span (output_padding), odd sizes, a batch, planes narrower than a vector)
+_DW_GRID = [
+    # (n, c, h, w, kh, kw, strides, dilations, begin, size)
+    (1, 3, 7, 7, 5, 5, (1, 1), (1, 1), (2, 2), (7, 7)),
+    (2, 5, 14, 13, 3, 3, (2, 2), (1, 1), (1, 1), (27, 25)),
+    (2, 4, 5, 9, 3, 5, (2, 3), (2, 1), (0, 3), (12, 26)),
+    (1, 6, 4, 3, 5, 3, (3, 2), (1, 2), (4, 0), (9, 12)),
+    (1, 2, 6, 6, 3, 3, (2, 2), (1, 1), (0, 0), (15, 14)),  # past the span: cells no tap reaches
+    (3, 2, 1, 1, 3, 3, (1, 1), (1, 1), (1, 1), (1, 1)),
+    (1, 8, 28, 28, 3, 3, (1, 1), (2, 2), (2, 2), (28, 28)),
+    (1, 3, 11, 17, 1, 1, (2, 1), (1, 1), (0, 0), (21, 17)),
+    (1, 16, 9, 9, 7, 7, (1, 1), (1, 1), (6, 6), (3, 3)),  # begin crops most of the output
+]
+
+
+@pytest.mark.parametrize("case", _DW_GRID, ids=[f"dw{i}" for i in range(len(_DW_GRID))])
+def test_depthwise_conv_transpose_twin_is_the_scatter(case: tuple[Any, ...]) -> None:
+    from onnx_light.runtime.kernels.conv import _conv_transpose_scatter
+
+    n, c, h, w, kh, kw, strides, dilations, begin, size = case
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((n, c, h, w))
+    wt = rng.standard_normal((c, 1, kh, kw))
+    want = _conv_transpose_scatter(x, wt, list(strides), list(dilations), c, list(begin), list(size))
+    got = _conv_backward.depthwise_conv_transpose_twin(x, wt, strides, dilations, begin, size)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native depthwise_conv_transpose (pure-Python twins)")
+@pytest.mark.parametrize("case", _DW_GRID, ids=[f"dw{i}" for i in range(len(_DW_GRID))])
+def test_depthwise_conv_transpose_native_equals_twin(case: tuple[Any, ...]) -> None:
+    n, c, h, w, kh, kw, strides, dilations, begin, size = case
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, kh, kw)).astype(np.float32)
+    want = _conv_backward.depthwise_conv_transpose_twin(
+        x.astype(np.float64), wt.astype(np.float64), strides, dilations, begin, size
+    )
+    got = _conv_backward.depthwise_conv_transpose(x, wt, strides, dilations, begin, size)
+    assert got is not None and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    out = np.full((n, c, *size), np.nan, np.float32)
+    assert _conv_backward.depthwise_conv_transpose(x, wt, strides, dilations, begin, size, out) is out
+    np.testing.assert_array_equal(out, got)
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native depthwise_conv_transpose (pure-Python twins)")
+def test_depthwise_conv_transpose_native_nan_reaches_only_its_taps() -> None:
+    """A NaN/inf input reaches exactly the outputs whose taps read it (the vector loop reads
+    past a row's end into lanes it drops, which must not leak)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 7, 7)).astype(np.float32)
+    x[0, 0, 3, 6] = np.nan
+    x[0, 1, 0, 0] = np.inf
+    wt = rng.uniform(0.5, 1.0, (2, 1, 5, 5)).astype(np.float32)
+    for strides in ((1, 1), (2, 2)):
+        size = [(7 - 1) * strides[0] + 1, (7 - 1) * strides[1] + 1]
+        want = _conv_backward.depthwise_conv_transpose_twin(x, wt, strides, (1, 1), (2, 2), size)
+        got = _conv_backward.depthwise_conv_transpose(x, wt, strides, (1, 1), (2, 2), size)
+        assert got is not None
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native depthwise_conv_transpose (pure-Python twins)")
+def test_depthwise_conv_transpose_native_refuses_bad_arguments() -> None:
+    assert _native.NATIVE is not None
+    x, w = np.zeros((1, 4, 3, 3), np.float32), np.zeros((4, 1, 3, 3), np.float32)
+    with pytest.raises(ValueError, match=r"w is not \(C, 1, kh, kw\)"):
+        _native.NATIVE.depthwise_conv_transpose(x, np.zeros((3, 1, 3, 3), np.float32), [1, 1], [1, 1], [0, 0], [5, 5])
+    with pytest.raises(ValueError, match="strides and dilations"):
+        _native.NATIVE.depthwise_conv_transpose(x, w, [0, 1], [1, 1], [0, 0], [5, 5])
+    with pytest.raises(ValueError, match="2 values"):
+        _native.NATIVE.depthwise_conv_transpose(x, w, [1], [1, 1], [0, 0], [5, 5])
+    with pytest.raises(ValueError, match="another shape"):
+        _native.NATIVE.depthwise_conv_transpose(
+            x, w, [1, 1], [1, 1], [0, 0], [5, 5], np.zeros((1, 4, 5, 4), np.float32)
+        )
+    # where it does not apply the dispatcher says so (the general path runs)
+    assert (
+        _conv_backward.depthwise_conv_transpose(
+            x.astype(np.float64), w.astype(np.float64), [1, 1], [1, 1], [0, 0], [5, 5]
+        )
+        is None
+    )
+    assert (
+        _conv_backward.depthwise_conv_transpose(x, np.zeros((4, 2, 3, 3), np.float32), [1, 1], [1, 1], [0, 0], [5, 5])
+        is None
+    )

@@ -323,19 +323,25 @@ def test_depthwise_conv_transpose_vs_numpy_path(spec: dict) -> None:
 
 
 def test_strided_depthwise_conv_transpose_runs_natively(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A float32 stride-2 depthwise ConvTranspose (MobileNet's data gradient) is the native conv."""
+    """A float32 stride-2 depthwise ConvTranspose (MobileNet's data gradient) is the native
+    direct kernel (src/conv_backward.cpp), not a Conv over the dilated input."""
     from onnx_light.runtime.kernels import conv as conv_module
 
     if not conv_module.USING_NATIVE:
         pytest.skip("no native conv (pure-Python twins)")
     calls: list[tuple[int, ...]] = []
-    native = conv_module.conv2d_native
+    direct, native = conv_module.depthwise_conv_transpose, conv_module.conv2d_native
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[1].shape)
+        return direct(*args, **kwargs)
+
+    def conv_spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(("conv2d",))
         return native(*args, **kwargs)
 
-    monkeypatch.setattr(conv_module, "conv2d_native", spy)
+    monkeypatch.setattr(conv_module, "depthwise_conv_transpose", spy)
+    monkeypatch.setattr(conv_module, "conv2d_native", conv_spy)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 96, 14, 14)).astype(np.float32)
     w = rng.standard_normal((96, 1, 5, 5)).astype(np.float32)

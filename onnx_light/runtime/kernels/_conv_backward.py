@@ -10,17 +10,32 @@ A strided one split by output phase into ``prod(s)`` stride-1 convolutions of su
 ``w[..., r::s]`` (no zeros multiplied) was measured and not taken: against the scatter path
 (conv.py) it was 0.86x at 3x3/2 on 28 x 28 but 1.26x at 56 x 56, 1.3-1.7x at 1x1/2 and 2x2/2
 (benchmarks/RESULTS.md, h-bwd).
+
+A depthwise Conv's data gradient (a ConvTranspose with group C and weights ``(C, 1, kh, kw)``)
+runs natively and directly, ``depthwise_conv_transpose`` (``src/conv_backward.cpp``): gathered
+per output phase, no dilated input, no flipped weights; 1.3-2.3x faster than the stride-1 Conv
+over the dilated input on MobileNetV3's layers. ``depthwise_conv_transpose_twin`` is its numpy
+twin. (A direct weight gradient, one dot product per output cell over dY's plane, was
+measured 1.6-3.8x slower than the native depthwise Conv the rule's correlation runs as, and
+removed: benchmarks/RESULTS.md, h-bwd session 8.)
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from onnx_light.runtime import _native
 
-__all__ = ["conv_transpose_weights", "conv_transpose_weights_twin"]
+__all__ = [
+    "conv_transpose_weights",
+    "conv_transpose_weights_twin",
+    "depthwise_conv_transpose",
+    "depthwise_conv_transpose_twin",
+]
 
 
 def conv_transpose_weights_twin(w: np.ndarray, group: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -66,3 +81,79 @@ def conv_transpose_weights(w: np.ndarray, group: int) -> np.ndarray:
         flipped: np.ndarray = ext.conv_transpose_weights(np.ascontiguousarray(w), group, out)
         return flipped
     return conv_transpose_weights_twin(w, group, out)
+
+
+def _tap_cells(n_in: int, n_out: int, k: int, s: int, d: int, begin: int) -> tuple[slice, slice] | None:
+    """The output cells ``t`` of one axis that tap ``k`` of a transposed convolution reaches,
+    ``t + begin - k*d = i*s`` with ``0 <= i < n_in``, and the input cells ``i`` they read, as
+    slices (None when there are none)."""
+    first = -(begin - k * d)  # the t with i = 0
+    lo = max(0, -(first // s))  # the smallest i whose t >= 0: ceil(-first / s)
+    t0 = first + lo * s
+    hi = min(n_in, (n_out - 1 - first) // s + 1) if n_out > 0 else 0
+    if hi <= lo:
+        return None
+    return slice(t0, t0 + (hi - lo - 1) * s + 1, s), slice(lo, hi)
+
+
+def depthwise_conv_transpose_twin(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    size: Sequence[int],
+) -> np.ndarray:
+    """``y[n, c, t] = sum_k x[n, c, (t + begin - k*d) / s] w[c, 0, k]`` over the taps ``k`` whose
+    index divides and lies in x: a 2-D ConvTranspose with group C and weights ``(C, 1, kh, kw)``,
+    cropped by ``begin`` to ``size`` (no bias)."""
+    y = np.zeros((*x.shape[:2], *size), dtype=x.dtype)
+    (kh, kw), (h, wd) = w.shape[2:], x.shape[2:]
+    for a in range(kh):
+        rows = _tap_cells(h, size[0], a, strides[0], dilations[0], begin[0])
+        for b in range(kw):
+            cols = _tap_cells(wd, size[1], b, strides[1], dilations[1], begin[1])
+            if rows is None or cols is None:
+                continue
+            y[:, :, rows[0], cols[0]] += x[:, :, rows[1], cols[1]] * w[:, 0, a, b][:, None, None]
+    return y
+
+
+def _native_f32(*arrays: np.ndarray) -> Any:
+    """The extension when it has the depthwise kernels and every array is 4-D float32, else None."""
+    ext = _native.NATIVE
+    if ext is None or not hasattr(ext, "depthwise_conv_transpose"):
+        return None
+    return ext if all(a.dtype == np.float32 and a.ndim == 4 for a in arrays) else None
+
+
+def _into(out: np.ndarray | None, shape: tuple[int, ...], *inputs: np.ndarray) -> np.ndarray | None:
+    """``out`` when the native kernel may write it: C-contiguous float32 of ``shape``, no overlap."""
+    if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        return None
+    if not out.flags.writeable or any(np.may_share_memory(out, a) for a in inputs):
+        return None
+    return out
+
+
+def depthwise_conv_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    size: Sequence[int],
+    out: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """``depthwise_conv_transpose_twin`` natively (``src/conv_backward.cpp``) for float32 2-D
+    ConvTransposes with group = C and weights ``(C, 1, kh, kw)``; None otherwise. ``out``: the
+    pool's buffer, written and returned when it fits."""
+    ext = _native_f32(x, w)
+    if ext is None or w.shape[0] != x.shape[1] or w.shape[1] != 1 or not x.size or min(size) <= 0:
+        return None
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    shape = (x.shape[0], x.shape[1], *size)
+    y: np.ndarray = ext.depthwise_conv_transpose(
+        x, w, list(strides), list(dilations), list(begin), list(size), _into(out, shape, x, w)
+    )
+    return y

@@ -36,7 +36,10 @@ from onnx_light.runtime import _native
 from onnx_light.runtime._native import CONV2D as USING_NATIVE
 from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
 from onnx_light.runtime._registry import kernel
-from onnx_light.runtime.kernels._conv_backward import conv_transpose_weights
+from onnx_light.runtime.kernels._conv_backward import (
+    conv_transpose_weights,
+    depthwise_conv_transpose,
+)
 from onnx_light.runtime.kernels._one_hot_conv import one_hot_conv, one_hot_offsets
 
 __all__ = ["conv_relu", "explicit_pads", "kernel_offsets", "pad_spatial", "sliding_windows"]
@@ -553,9 +556,15 @@ def _conv_transpose(
     strides, dilations, begin, size = tw.strides, tw.dilations, tw.begin, tw.out
     stride_1 = all(s == 1 for s in strides)
     y: np.ndarray | None = None
-    if x.size and stride_1 and all(k == 1 for k in ksize) and not any(begin) and size == in_shape:
+    if group > 1 and group == x.shape[1] and nd == 2 and w.shape[1] == 1:  # a depthwise Conv's data gradient
+        y = depthwise_conv_transpose(x, w, strides, dilations, begin, size, into)
+    if y is None and x.size and stride_1 and all(k == 1 for k in ksize) and not any(begin) and size == in_shape:
         y = _conv_transpose_pointwise(x, w, group)
-    elif x.size and (stride_1 or (x.dtype == np.float32 and USING_NATIVE and nd <= 2 and w.shape[0] == group)):
+    elif (
+        y is None
+        and x.size
+        and (stride_1 or (x.dtype == np.float32 and USING_NATIVE and nd <= 2 and w.shape[0] == group))
+    ):
         # stride 1, or a depthwise float32 one that the native conv takes over the dilated input
         y = _conv_transpose_as_conv(_dilate_input(x, strides), w, b, dilations, group, begin, size, into)
         if y is not None:

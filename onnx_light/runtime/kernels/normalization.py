@@ -28,6 +28,13 @@ def _batch_stats(x: np.ndarray, ndim_param: int) -> tuple[np.ndarray, np.ndarray
     return x.mean(axis=axes), x.var(axis=axes)
 
 
+#: inference BatchNormalization runs as ``x * s + t`` where every channel's ``|mean|`` is at
+#: most this many of its ``sqrt(var + eps)``: ``t = bias - mean * s`` then cancels at most a
+#: few bits against ``x * s`` (the outputs' own scale is ``|scale|``); beyond it, and with
+#: batch statistics (training), ``(x - mean) * s + bias``
+_AFFINE_MEAN_STDS = 4.0
+
+
 def _bn_apply(
     x: np.ndarray,
     scale: np.ndarray,
@@ -35,9 +42,24 @@ def _bn_apply(
     mean: np.ndarray,
     var: np.ndarray,
     epsilon: float,
+    affine: bool = False,
 ) -> np.ndarray:
+    """``(x - mean) * s + bias`` per channel, ``s = scale / sqrt(var + eps)``; with ``affine``
+    (running statistics) ``x * s + t``, ``t = bias - mean * s``, computed in float64 and
+    rounded to x's type, where ``_AFFINE_MEAN_STDS`` allows: two passes over x and one new
+    array instead of three and two temporaries (0.6-0.65x the time on MobileNetV3's shapes,
+    whose backward recomputes every BatchNormalization, its weights being inputs)."""
     nd = x.ndim
     dt = x.dtype
+    if affine and dt.kind == "f":
+        wide = np.promote_types(dt, np.float64)
+        std = np.sqrt(var.astype(wide) + epsilon)
+        m = mean.astype(wide)
+        if bool(np.all(np.abs(m) <= _AFFINE_MEAN_STDS * std)):
+            s = scale.astype(wide) / std
+            y = np.multiply(x, _per_channel(s.astype(dt), nd))
+            y += _per_channel((bias.astype(wide) - m * s).astype(dt), nd)
+            return y
     inv = _per_channel(scale.astype(dt) / np.sqrt(var.astype(dt) + dt.type(epsilon)), nd)
     return (x - _per_channel(mean.astype(dt), nd)) * inv + _per_channel(bias.astype(dt), nd)
 
@@ -81,7 +103,7 @@ def batch_norm_7(
     batch mean and var) is training. ``spatial=0`` (opset 7) is carried by the
     parameters' ``(C, *spatial)`` shape."""
     if _num_outputs == 1:
-        return _bn_apply(x, scale, bias, mean, var, epsilon)
+        return _bn_apply(x, scale, bias, mean, var, epsilon, affine=True)
     bmean, bvar = _batch_stats(x, scale.ndim)
     y = _bn_apply(x, scale, bias, bmean, bvar, epsilon)
     run_mean = (mean * momentum + bmean * (1 - momentum)).astype(mean.dtype)
@@ -105,7 +127,7 @@ def batch_norm(
     """Opset 14+: ``training_mode=1`` normalizes with batch statistics and also returns
     the momentum-updated running mean and variance."""
     if not training_mode:
-        return _bn_apply(x, scale, bias, mean, var, epsilon)
+        return _bn_apply(x, scale, bias, mean, var, epsilon, affine=True)
     bmean, bvar = _batch_stats(x, 1)
     y = _bn_apply(x, scale, bias, bmean, bvar, epsilon)
     run_mean = (mean * momentum + bmean * (1 - momentum)).astype(mean.dtype)

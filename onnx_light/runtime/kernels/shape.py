@@ -30,7 +30,7 @@ def size(x: np.ndarray) -> np.ndarray:
 
 
 def _reshape(x: np.ndarray, shape: np.ndarray, allowzero: int) -> np.ndarray:
-    dims = [int(d) for d in shape]
+    dims = [int(d) for d in shape.tolist()] if isinstance(shape, np.ndarray) else [int(d) for d in shape]
     if not allowzero:
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
     return x.reshape(dims)
