@@ -158,6 +158,17 @@ def group_norm(
     return y * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
 
 
+def _times_plus(y: np.ndarray, scale: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``y * scale (+ bias)``, written into ``y`` (a fresh array) when that is the result's dtype
+    and shape, else as new arrays."""
+    for operand, ufunc in ((scale, np.multiply), (bias, np.add)):
+        if operand is None:
+            continue
+        fits = np.result_type(y, operand) == y.dtype and np.broadcast_shapes(y.shape, operand.shape) == y.shape
+        y = ufunc(y, operand, out=y) if fits else ufunc(y, operand)
+    return y
+
+
 @kernel("", "LayerNormalization", since=17)
 def layer_norm(
     x: np.ndarray,
@@ -173,11 +184,11 @@ def layer_norm(
     axes = tuple(range(axis_index(axis, x.ndim), x.ndim))
     xs = x.astype(_stash(x, stash_type), copy=False)
     mean = xs.mean(axis=axes, keepdims=True)
-    centered = xs - mean
-    inv_std = 1 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon))
-    y = (centered * inv_std).astype(x.dtype, copy=False) * scale
-    if bias is not None:
-        y = y + bias
+    centered = xs - mean  # a new array: the steps below write into it (the same values, no temporaries)
+    square = np.multiply(centered, centered)
+    inv_std = 1 / np.sqrt(square.mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon))
+    y = np.multiply(centered, inv_std, out=centered).astype(x.dtype, copy=False)
+    y = _times_plus(y, scale, bias)
     if _num_outputs == 1:
         return y
     out_type = _STASH.get(stash_type, np.float32)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,7 @@ def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     if not -x.ndim <= axis <= x.ndim:  # Flatten's axis may be the rank itself
         raise np.exceptions.AxisError(axis, x.ndim)
     axis = axis + x.ndim if axis < 0 else axis
-    return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
 
 
 def _squeeze(x: np.ndarray, axes: Any) -> np.ndarray:
