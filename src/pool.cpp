@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "pairwise.h"
 #include "simd.h"
 #include "thread_pool.h"
 
@@ -245,30 +246,6 @@ nb::object max_pool2d_f32(In4f x, int64_t kh, int64_t kw, int64_t sh, int64_t sw
     return nb::cast(Out4f(y, {size_t(n), size_t(c), size_t(oh), size_t(ow)}, owner));
 }
 
-
-// numpy's pairwise summation of a contiguous float32 row (its order exactly: eight running
-// lane sums up to 128 values, halved at multiples of 8 above), so that the result is bitwise
-// np.add.reduce's
-float pairwise_sum(const float *a, int64_t n) {
-    if (n < 8) {
-        float res = 0.f;
-        for (int64_t i = 0; i < n; ++i) res += a[i];
-        return res;
-    }
-    if (n <= 128) {
-        float r[8];
-        for (int k = 0; k < 8; ++k) r[k] = a[k];
-        int64_t i = 8;
-        for (; i < n - (n % 8); i += 8)
-            for (int k = 0; k < 8; ++k) r[k] += a[i + k];
-        float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; ++i) res += a[i];
-        return res;
-    }
-    int64_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
-}
 
 using In2f = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using Out1f = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;

@@ -30,6 +30,8 @@ __all__ = [
     "max_pool2d_twin",
     "max_pool2d_f32",
     "max_pool2d_f32_twin",
+    "layer_norm_rows_f32",
+    "layer_norm_rows_f32_twin",
     "mean_rows_f32",
     "mean_rows_f32_twin",
     "replicate2d",
@@ -273,6 +275,30 @@ def replicate2d(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         NATIVE.replicate2d(x.view(bits), y.view(bits), **_threads(y.size))
         return y
     return replicate2d_twin(x, y)
+
+
+def layer_norm_rows_f32_twin(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, epsilon: np.float32, y: np.ndarray
+) -> np.ndarray:
+    """LayerNormalization of each row of a C-contiguous float32 matrix ``x`` into ``y``:
+    ``(x - mean) * (1 / sqrt(var + epsilon)) * scale (+ bias)``, numpy's passes in their order
+    (the native loop of ``src/elementwise.cpp`` gives the same bits)."""
+    mean = x.mean(axis=1, keepdims=True)
+    np.subtract(x, mean, out=y)
+    inv_std = 1 / np.sqrt(np.multiply(y, y).mean(axis=1, keepdims=True) + epsilon)
+    np.multiply(y, inv_std, out=y)
+    np.multiply(y, scale, out=y)
+    return y if bias is None else np.add(y, bias, out=y)
+
+
+def layer_norm_rows_f32(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, epsilon: np.float32, y: np.ndarray
+) -> np.ndarray:
+    """:func:`layer_norm_rows_f32_twin`, natively when selected (``scale``/``bias``: 1-D, one per column)."""
+    if NATIVE is not None and hasattr(NATIVE, "layer_norm_rows_f32") and x.shape[1]:
+        NATIVE.layer_norm_rows_f32(x, scale, scale if bias is None else bias, bias is not None, float(epsilon), y)
+        return y
+    return layer_norm_rows_f32_twin(x, scale, bias, epsilon, y)
 
 
 def sigmoid_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:

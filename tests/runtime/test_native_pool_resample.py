@@ -195,3 +195,70 @@ def test_resize_replication_writes_into_the_pools_buffer() -> None:
     np.testing.assert_array_equal(got, want)
     assert run_plan(x, plan, into=np.empty((1, 4, 10, 11), np.float32)).shape == (1, 4, 10, 12)  # not taken
     np.testing.assert_array_equal(run_plan(x[:, :, ::-1], plan), run_plan(x[:, :, ::-1].copy(), plan))
+
+
+def _layer_norm_general(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int) -> np.ndarray:
+    """The general (numpy) path of the LayerNormalization kernel (asking for Mean and InvStdDev too)."""
+    from onnx_light.runtime.kernels.normalization import layer_norm
+
+    y = layer_norm(x, scale, bias, axis=axis, epsilon=1e-5, _num_outputs=3)
+    assert isinstance(y, tuple)
+    return y[0]
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 100, 256, 300, 1030])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_norm_rows_is_the_general_path_bit_for_bit(width: int, with_bias: bool) -> None:
+    from onnx_light.runtime.kernels.normalization import layer_norm
+
+    x = (_RNG.standard_normal((3, 5, width)) * 30 + 4).astype(np.float32)
+    x[1, 2, 0] = np.nan
+    scale = _RNG.standard_normal(width).astype(np.float32)
+    bias = _RNG.standard_normal(width).astype(np.float32) if with_bias else None
+    want = _layer_norm_general(x, scale, bias, -1)
+    got = layer_norm(x, scale, bias, axis=-1, epsilon=1e-5)
+    assert got.shape == x.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(_bits(np.nan_to_num(got, nan=7.0)), _bits(np.nan_to_num(want, nan=7.0)))
+    assert np.isnan(got[1, 2]).all() and not np.isnan(got[0]).any()
+    twin = _native.layer_norm_rows_f32_twin(
+        x.reshape(-1, width), scale, bias, np.float32(1e-5), np.empty((15, width), np.float32)
+    )
+    np.testing.assert_array_equal(
+        _bits(np.nan_to_num(twin, nan=7.0)), _bits(np.nan_to_num(want, nan=7.0).reshape(-1, width))
+    )
+
+
+def test_layer_norm_rows_over_several_axes_and_broadcast_scale() -> None:
+    from onnx_light.runtime.kernels.normalization import layer_norm
+
+    x = _RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    for scale, bias in [
+        (_RNG.standard_normal((4, 5)).astype(np.float32), _RNG.standard_normal((5,)).astype(np.float32)),
+        (np.array([2.0], np.float32), None),
+        (_RNG.standard_normal((1, 1, 4, 5)).astype(np.float32), None),  # more dims than normalized: numpy decides
+    ]:
+        want = _layer_norm_general(x, scale, bias, 2)
+        got = layer_norm(x, scale, bias, axis=2, epsilon=1e-5)
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_layer_norm_matches_onnxruntime() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto
+    from onnx import helper as H
+
+    from onnx_light.runtime.kernels.normalization import layer_norm
+
+    x = _RNG.standard_normal((1, 128, 256)).astype(np.float32) * 3
+    scale = _RNG.standard_normal(256).astype(np.float32)
+    bias = _RNG.standard_normal(256).astype(np.float32)
+    graph = H.make_graph(
+        [H.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+        "g",
+        [H.make_tensor_value_info(n, TensorProto.FLOAT, v.shape) for n, v in (("x", x), ("s", scale), ("b", bias))],
+        [H.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 17)])
+    peer = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = peer.run(None, {"x": x, "s": scale, "b": bias})[0]
+    np.testing.assert_allclose(layer_norm(x, scale, bias, axis=-1, epsilon=1e-5), want, rtol=1e-5, atol=1e-5)
