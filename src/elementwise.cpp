@@ -1,6 +1,8 @@
 // Float32 element-wise loops numpy runs as several passes with temporaries: Sigmoid
 // (negative, exp, add, divide) and Softmax over rows (max, subtract, exp, sum, divide),
-// here one pass (two for Softmax) with an AVX2 exp. Twins: onnx_light/runtime/_native.py.
+// here one pass (two for Softmax) with an AVX2 exp; LayerNormalization over rows in numpy's
+// own order of operations (pairwise sums, no fused multiply-adds: bitwise its twin). Twins:
+// onnx_light/runtime/_native.py.
 //
 // exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two parts so the
 // product is exact), exp(r) on [-ln2/2, ln2/2] by Cephes' degree-6 polynomial (within 2 ulp
@@ -14,7 +16,9 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
+#include "pairwise.h"
 #include "simd.h"
 #include "thread_pool.h"
 
@@ -189,9 +193,44 @@ void softmax_rows_f32(In2 x, Out2 y, int threads) {
     });
 }
 
+
+using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// Per row of x (rows, n): mean = sum / n, c = x - mean, var = sum(c * c) / n,
+// y = c * (1 / sqrt(var + eps)) * scale (+ bias), each step rounded to float32 as numpy's
+// passes round it (plain SSE code: nothing is contracted into an FMA)
+void layer_norm_rows_f32(In2 x, In1 scale, In1 bias, bool has_bias, float eps, Out2 y) {
+    const int64_t rows = static_cast<int64_t>(x.shape(0)), n = static_cast<int64_t>(x.shape(1));
+    if (static_cast<int64_t>(scale.shape(0)) != n || static_cast<int64_t>(bias.shape(0)) != n ||
+        y.shape(0) != x.shape(0) || y.shape(1) != x.shape(1))
+        throw std::invalid_argument("layer_norm_rows_f32: scale and bias must hold one value per column, y be x's shape");
+    const float *src = x.data(), *s = scale.data(), *b = bias.data();
+    float *dst = y.data();
+    const float count = static_cast<float>(n);
+    nb::gil_scoped_release release;
+    std::vector<float> square(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = src + r * n;
+        float *yr = dst + r * n;
+        const float mean = pairwise_sum(xr, n) / count;
+        for (int64_t j = 0; j < n; ++j) {
+            const float c = xr[j] - mean;
+            yr[j] = c;
+            square[j] = c * c;
+        }
+        const float inv_std = 1.0f / std::sqrt(pairwise_sum(square.data(), n) / count + eps);
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = (yr[j] * inv_std) * s[j];
+            yr[j] = has_bias ? v + b[j] : v;
+        }
+    }
+}
+
 }  // namespace
 
 void bind_elementwise(nb::module_ &m) {
     m.def("sigmoid_f32", &sigmoid_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
     m.def("softmax_rows_f32", &softmax_rows_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
+    m.def("layer_norm_rows_f32", &layer_norm_rows_f32, nb::arg("x"), nb::arg("scale"), nb::arg("bias"),
+          nb::arg("has_bias"), nb::arg("eps"), nb::arg("y"));
 }

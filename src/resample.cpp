@@ -3,14 +3,19 @@
 // Twins: onnx_light/runtime/_native.py (resample_axis_twin, gather_points_twin).
 // Indices and weights are computed by the Python kernels (one table per shape); these loops
 // only read, weigh and add, float32 or float64, with the GIL released.
+// replicate2d: nearest upsampling by whole factors of the last two axes (each cell repeated
+// kh x kw times; twin: resize.py's _replicate): one pass writing each output row once, the
+// column repeats as register shuffles for 4-byte cells and factor 2, then kh - 1 row copies.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
+#include "simd.h"
 #include "thread_pool.h"
 
 namespace nb = nanobind;
@@ -129,6 +134,59 @@ Out3<T> gather_points(In3<T> x, In3<int64_t> index, In3<T> weight) {
     return owned(y, batch, channels, points);
 }
 
+
+#if ONNX_LIGHT_AVX512
+// dst[2j] = dst[2j + 1] = src[j] for the whole vectors of 8 4-byte cells; returns the cells done
+AVX2 int64_t double_cells_avx2(const uint32_t *src, uint32_t *dst, int64_t w) {
+    int64_t j = 0;
+    for (; j + 8 <= w; j += 8) {
+        const __m256 v = _mm256_loadu_ps(reinterpret_cast<const float *>(src + j));
+        const __m256 lo = _mm256_unpacklo_ps(v, v), hi = _mm256_unpackhi_ps(v, v);  // 0 0 1 1 | 4 4 5 5 ...
+        _mm256_storeu_ps(reinterpret_cast<float *>(dst + 2 * j), _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(reinterpret_cast<float *>(dst + 2 * j + 8), _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    return j;
+}
+#endif
+
+template <typename T>
+using In3w = nb::ndarray<T, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+
+// y[p, i, j] = x[p, i / kh, j / kw] (x: planes, h, w; y: planes, h * kh, w * kw, written in place)
+template <typename T>
+void replicate2d(In3<T> x, In3w<T> y, int threads) {
+    const int64_t planes = x.shape(0), h = x.shape(1), w = x.shape(2);
+    const int64_t ho = y.shape(1), wo = y.shape(2);
+    if (static_cast<int64_t>(y.shape(0)) != planes || h == 0 || w == 0 || ho % h || wo % w)
+        throw std::invalid_argument("replicate2d: y must be (planes, h * kh, w * kw) of x (planes, h, w)");
+    if (threads < 1 || threads > 64) throw std::invalid_argument("replicate2d: threads must be in [1, 64]");
+    const int64_t kh = ho / h, kw = wo / w;
+    const T *xs = x.data();
+    T *ys = y.data();
+    const bool simd = sizeof(T) == 4 && kw == 2 && has_avx2_fma();
+    nb::gil_scoped_release release;
+    onnx_light_pool::parallel_items(threads, planes, [&](int, int64_t p) {
+        for (int64_t r = 0; r < h; ++r) {
+            const T *src = xs + (p * h + r) * w;
+            T *dst = ys + (p * ho + r * kh) * wo;
+            int64_t j = 0;
+            if (kw == 1) {
+                std::memcpy(dst, src, static_cast<size_t>(w) * sizeof(T));
+                j = w;
+            }
+#if ONNX_LIGHT_AVX512
+            if constexpr (sizeof(T) == 4) {
+                if (simd)
+                    j = double_cells_avx2(reinterpret_cast<const uint32_t *>(src), reinterpret_cast<uint32_t *>(dst), w);
+            }
+#endif
+            for (; j < w; ++j)
+                for (int64_t t = 0; t < kw; ++t) dst[j * kw + t] = src[j];
+            for (int64_t t = 1; t < kh; ++t) std::memcpy(dst + t * wo, dst, static_cast<size_t>(wo) * sizeof(T));
+        }
+    });
+}
+
 }  // namespace
 
 void bind_resample(nb::module_ &m) {
@@ -138,4 +196,8 @@ void bind_resample(nb::module_ &m) {
           nb::arg("threads") = 1);
     m.def("gather_points", &gather_points<float>, nb::arg("x"), nb::arg("index"), nb::arg("weight"));
     m.def("gather_points", &gather_points<double>, nb::arg("x"), nb::arg("index"), nb::arg("weight"));
+    m.def("replicate2d", &replicate2d<uint8_t>, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
+    m.def("replicate2d", &replicate2d<uint16_t>, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
+    m.def("replicate2d", &replicate2d<uint32_t>, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
+    m.def("replicate2d", &replicate2d<uint64_t>, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
 }

@@ -30,6 +30,12 @@ __all__ = [
     "max_pool2d_twin",
     "max_pool2d_f32",
     "max_pool2d_f32_twin",
+    "layer_norm_rows_f32",
+    "layer_norm_rows_f32_twin",
+    "mean_rows_f32",
+    "mean_rows_f32_twin",
+    "replicate2d",
+    "replicate2d_twin",
     "sigmoid_f32",
     "sigmoid_f32_twin",
     "softmax_rows_f32",
@@ -180,7 +186,8 @@ def max_pool2d_f32_twin(
 ) -> np.ndarray:
     """2-D max pooling of an unpadded float32 NCHW array, no indices (``src/pool.cpp``'s twin).
 
-    Separable: the maximum over the window's columns of every row first, then over its rows;
+    Separable: the maximum over the window's rows first, then over its columns (the native
+    loop's order, so that even the sign of a zero maximum agrees);
     the padding (``pad_top``/``pad_left`` before, whatever the windows read after) is -inf, and
     a window with no input cell gives the lowest float (onnxruntime's answer). ``out``: the
     buffer pool's array, used (and returned) when :func:`lent` takes it.
@@ -192,14 +199,14 @@ def max_pool2d_f32_twin(
     wp = max((ow - 1) * sw + (kw - 1) * dw + 1, pad_left + w)
     xp = np.full((n, c, hp, wp), -np.inf, np.float32)
     xp[:, :, pad_top : pad_top + h, pad_left : pad_left + w] = x
-    hmax = xp[..., 0 : (ow - 1) * sw + 1 : sw].copy()
-    for b in range(1, kw):
-        np.maximum(hmax, xp[..., b * dw : b * dw + (ow - 1) * sw + 1 : sw], out=hmax)
+    vmax = xp[:, :, 0 : (oh - 1) * sh + 1 : sh].copy()
+    for a in range(1, kh):
+        np.maximum(vmax, xp[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh], out=vmax)
     y = lent(out, np.dtype(np.float32), (n, c, oh, ow), x)
     y = np.empty((n, c, oh, ow), np.float32) if y is None else y
-    np.copyto(y, hmax[:, :, 0 : (oh - 1) * sh + 1 : sh])
-    for a in range(1, kh):
-        np.maximum(y, hmax[:, :, a * dh : a * dh + (oh - 1) * sh + 1 : sh], out=y)
+    np.copyto(y, vmax[..., 0 : (ow - 1) * sw + 1 : sw])
+    for b in range(1, kw):
+        np.maximum(y, vmax[..., b * dw : b * dw + (ow - 1) * sw + 1 : sw], out=y)
     rows = _windows_reading_input(oh, sh, kh, dh, pad_top, h)
     cols = _windows_reading_input(ow, sw, kw, dw, pad_left, w)
     if not (rows.all() and cols.all()):
@@ -235,6 +242,63 @@ def max_pool2d_f32(
             np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, out=out, **extra
         )
     return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, out)
+
+
+def mean_rows_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``y[p] = mean(x[p, :])`` for a C-contiguous float32 matrix ``x`` into the 1-D ``y``
+    (numpy's pairwise sum, divided in float32: GlobalAveragePool's twin of ``src/pool.cpp``)."""
+    np.add.reduce(x, axis=1, out=y)
+    return np.divide(y, np.float32(x.shape[1]), out=y)
+
+
+def mean_rows_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`mean_rows_f32_twin`, natively when selected (bitwise the same: numpy's summation order)."""
+    if NATIVE is not None and hasattr(NATIVE, "mean_rows_f32") and x.shape[1] > 0:
+        NATIVE.mean_rows_f32(x, y)
+        return y
+    return mean_rows_f32_twin(x, y)
+
+
+def replicate2d_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``y[p, i, j] = x[p, i // kh, j // kw]`` for C-contiguous ``x`` (planes, h, w) into ``y``
+    (planes, h * kh, w * kw) of the same dtype: nearest upsampling by whole factors."""
+    p, h, w = x.shape
+    kh, kw = y.shape[1] // h, y.shape[2] // w
+    y.reshape(p, h, kh, w, kw)[...] = x[:, :, None, :, None]
+    return y
+
+
+def replicate2d(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`replicate2d_twin`, natively when selected (cells of 1, 2, 4 or 8 bytes, as bits)."""
+    if NATIVE is not None and hasattr(NATIVE, "replicate2d") and x.dtype.itemsize in (1, 2, 4, 8) and x.size:
+        bits = np.dtype(f"u{x.dtype.itemsize}")
+        NATIVE.replicate2d(x.view(bits), y.view(bits), **_threads(y.size))
+        return y
+    return replicate2d_twin(x, y)
+
+
+def layer_norm_rows_f32_twin(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, epsilon: np.float32, y: np.ndarray
+) -> np.ndarray:
+    """LayerNormalization of each row of a C-contiguous float32 matrix ``x`` into ``y``:
+    ``(x - mean) * (1 / sqrt(var + epsilon)) * scale (+ bias)``, numpy's passes in their order
+    (the native loop of ``src/elementwise.cpp`` gives the same bits)."""
+    mean = x.mean(axis=1, keepdims=True)
+    np.subtract(x, mean, out=y)
+    inv_std = 1 / np.sqrt(np.multiply(y, y).mean(axis=1, keepdims=True) + epsilon)
+    np.multiply(y, inv_std, out=y)
+    np.multiply(y, scale, out=y)
+    return y if bias is None else np.add(y, bias, out=y)
+
+
+def layer_norm_rows_f32(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, epsilon: np.float32, y: np.ndarray
+) -> np.ndarray:
+    """:func:`layer_norm_rows_f32_twin`, natively when selected (``scale``/``bias``: 1-D, one per column)."""
+    if NATIVE is not None and hasattr(NATIVE, "layer_norm_rows_f32") and x.shape[1]:
+        NATIVE.layer_norm_rows_f32(x, scale, scale if bias is None else bias, bias is not None, float(epsilon), y)
+        return y
+    return layer_norm_rows_f32_twin(x, scale, bias, epsilon, y)
 
 
 def sigmoid_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -58,12 +58,15 @@ def same_type_dtypes(ufunc: np.ufunc) -> tuple[np.dtype, ...]:
 def poolable(step: Step) -> tuple[int, ...]:
     """The outputs of ``step`` its generated line can write into lent buffers: every output of a
     ``writes_out`` kernel (``out=`` one array, or a tuple of them for several outputs), the one
-    output of an ufunc step; none for a step with a missing optional input."""
+    output of an ufunc step (none for one with a missing optional input: a kernel call's
+    missing input is a None argument, an ufunc's would be an operand)."""
     options = step.options
-    if not step.outputs or 0 in step.inputs:
+    if not step.outputs:
         return ()
     if options.writes_out:
         return tuple(s for s in step.outputs if s > 1)
+    if 0 in step.inputs:
+        return ()
     ufunc = options.inline_ufunc or options.float_ufunc
     if len(step.outputs) != 1 or step.outputs[0] <= 1 or not isinstance(ufunc, np.ufunc) or step.kwargs:
         return ()

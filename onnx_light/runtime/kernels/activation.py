@@ -10,19 +10,21 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnx_light.runtime._native import softmax_rows_f32
+from onnx_light.runtime._native import lent, softmax_rows_f32
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._axes import axis_index
 
 _F32 = np.dtype(np.float32)
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+def _softmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``; float32 along the last axis of a
-    C-contiguous array in one native pass per row (``src/elementwise.cpp``) or its twin."""
+    C-contiguous array in one native pass per row (``src/elementwise.cpp``) or its twin, into
+    ``out`` (the buffer pool's array) when :func:`lent` takes it."""
     if x.__class__ is np.ndarray and x.dtype == _F32 and x.ndim and x.flags.c_contiguous:
         if axis_index(axis, x.ndim) == x.ndim - 1 and x.shape[-1]:
-            y = np.empty_like(x)
+            y = lent(out, _F32, x.shape, x)
+            y = np.empty_like(x) if y is None else y
             softmax_rows_f32(x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1]))
             return y
     e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -55,10 +57,10 @@ def softmax_1(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     return _flattened(_softmax, x, axis)
 
 
-@kernel("", "Softmax", since=13)
-def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
-    """Softmax along ``axis``."""
-    return _softmax(x, axis)
+@kernel("", "Softmax", since=13, writes_out=True)
+def softmax(x: np.ndarray, *, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
+    """Softmax along ``axis`` (``out``: the buffer pool's array, a hint)."""
+    return _softmax(x, axis, out)
 
 
 @kernel("", "LogSoftmax", since=(1, 11))

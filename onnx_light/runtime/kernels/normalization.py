@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from onnx_light.runtime._native import layer_norm_rows_f32
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._axes import axis_index
 
@@ -180,6 +183,50 @@ def group_norm(
     return y * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim)
 
 
+def _times_plus(y: np.ndarray, scale: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``y * scale (+ bias)``, written into ``y`` (a fresh array) when that is the result's dtype
+    and shape, else as new arrays."""
+    for operand, ufunc in ((scale, np.multiply), (bias, np.add)):
+        if operand is None:
+            continue
+        fits = np.result_type(y, operand) == y.dtype and np.broadcast_shapes(y.shape, operand.shape) == y.shape
+        y = ufunc(y, operand, out=y) if fits else ufunc(y, operand)
+    return y
+
+
+def _float32_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, stash_type: int) -> bool:
+    """Whether LayerNormalization can run over the rows of ``x`` natively: float32 throughout,
+    computed in float32, a C-contiguous ``x``."""
+    f32 = np.dtype(np.float32)
+    return (
+        x.__class__ is np.ndarray
+        and x.dtype == f32
+        and x.size > 0
+        and x.flags.c_contiguous
+        and _STASH.get(stash_type) is np.float32
+        and scale.dtype == f32
+        and (bias is None or bias.dtype == f32)
+    )
+
+
+def _layer_norm_rows(
+    x: np.ndarray, first: int, scale: np.ndarray, bias: np.ndarray | None, epsilon: float
+) -> np.ndarray | None:
+    """LayerNormalization of float32 ``x`` over the axes from ``first``, as rows: one native
+    pass per row in numpy's order of operations (the same bits as the general path); None
+    when ``scale`` or ``bias`` does not broadcast to the normalized shape."""
+    width = math.prod(x.shape[first:])
+    trailing = x.shape[first:]
+    try:
+        s = np.ascontiguousarray(np.broadcast_to(scale, trailing)).reshape(width)
+        b = None if bias is None else np.ascontiguousarray(np.broadcast_to(bias, trailing)).reshape(width)
+    except ValueError:  # not the normalized shape's: numpy's broadcasting decides (the general path)
+        return None
+    y = np.empty_like(x)
+    layer_norm_rows_f32(x.reshape(-1, width), s, b, np.float32(epsilon), y.reshape(-1, width))
+    return y
+
+
 @kernel("", "LayerNormalization", since=17)
 def layer_norm(
     x: np.ndarray,
@@ -192,14 +239,19 @@ def layer_norm(
     _num_outputs: int = 1,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Standardizes over axes ``axis..`` in ``stash_type``; Mean and InvStdDev are optional."""
-    axes = tuple(range(axis_index(axis, x.ndim), x.ndim))
+    first = axis_index(axis, x.ndim)
+    if _num_outputs == 1 and _float32_rows(x, scale, bias, stash_type):
+        rows = _layer_norm_rows(x, first, scale, bias, epsilon)
+        if rows is not None:
+            return rows
+    axes = tuple(range(first, x.ndim))
     xs = x.astype(_stash(x, stash_type), copy=False)
     mean = xs.mean(axis=axes, keepdims=True)
-    centered = xs - mean
-    inv_std = 1 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon))
-    y = (centered * inv_std).astype(x.dtype, copy=False) * scale
-    if bias is not None:
-        y = y + bias
+    centered = xs - mean  # a new array: the steps below write into it (the same values, no temporaries)
+    square = np.multiply(centered, centered)
+    inv_std = 1 / np.sqrt(square.mean(axis=axes, keepdims=True) + xs.dtype.type(epsilon))
+    y = np.multiply(centered, inv_std, out=centered).astype(x.dtype, copy=False)
+    y = _times_plus(y, scale, bias)
     if _num_outputs == 1:
         return y
     out_type = _STASH.get(stash_type, np.float32)

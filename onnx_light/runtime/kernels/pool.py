@@ -7,11 +7,12 @@ steps), never over output pixels.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from onnx_light.onnx_core.ops import window
-from onnx_light.runtime._native import max_pool2d, max_pool2d_f32
+from onnx_light.runtime._native import max_pool2d, max_pool2d_f32, mean_rows_f32
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels.conv import kernel_offsets, pad_spatial
 
@@ -55,6 +56,36 @@ class _Geometry:
     def counts(self, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
         """Cells each window covers inside the input (or inside input + pads)."""
         return self.window.counts(include_pad)
+
+
+#: resolved geometries by input shape and attributes (a session's pooling nodes see the same
+#: ones every run: resolving one costs more than a small pool itself); at most _GEOMETRIES_KEPT
+_GEOMETRIES: dict[tuple[Any, ...], _Geometry] = {}
+_GEOMETRIES_KEPT = 256
+
+
+def _as_key(v: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if v is None else tuple(v)
+
+
+def _geometry(
+    in_shape: tuple[int, ...],
+    kernel_shape: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str,
+    ceil_mode: int,
+) -> _Geometry:
+    """:class:`_Geometry` of one call, from the cache of resolved ones."""
+    key = (in_shape, tuple(kernel_shape), _as_key(strides), _as_key(dilations), _as_key(pads), auto_pad, ceil_mode)
+    geo = _GEOMETRIES.get(key)
+    if geo is None:
+        geo = _Geometry(in_shape, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+        if len(_GEOMETRIES) >= _GEOMETRIES_KEPT:
+            _GEOMETRIES.clear()
+        _GEOMETRIES[key] = geo
+    return geo
 
 
 def _lowest(dtype: np.dtype) -> float:
@@ -218,7 +249,7 @@ def max_pool(
     ``out``: the buffer pool's array for Y, or with two outputs a tuple (Y's, Indices'), each
     None or taken when it is exactly the result's dtype and shape (``KernelOptions.writes_out``).
     """
-    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     lent: tuple[np.ndarray | None, np.ndarray | None] = (out, None) if not isinstance(out, tuple) else (None, None)
     if isinstance(out, tuple) and out:
         lent = (out[0], out[1] if len(out) > 1 else None)
@@ -238,7 +269,7 @@ def average_pool(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """Mean over each window; pads count only with ``count_include_pad``."""
-    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     xp = geo.padded(x, 0)
     acc = _accumulator(x.dtype)
     y = np.zeros((*x.shape[:2], *geo.out), dtype=acc)
@@ -261,7 +292,7 @@ def lp_pool(
     strides: list[int] | None = None,
 ) -> np.ndarray:
     """``(sum |x| ** p) ** (1 / p)`` over each window; pads contribute zero."""
-    geo = _Geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    geo = _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     xp = geo.padded(np.abs(x) ** p, 0)
     y = np.zeros((*x.shape[:2], *geo.out), dtype=x.dtype)
     for _, sl in geo.offsets():
@@ -271,7 +302,15 @@ def lp_pool(
 
 @kernel("", "GlobalAveragePool", since=(1, 22))
 def global_average_pool(x: np.ndarray) -> np.ndarray:
-    """Mean over all spatial axes, kept as size-1 axes."""
+    """Mean over all spatial axes, kept as size-1 axes.
+
+    Float32: one native pass over the planes (numpy's own pairwise summation order, so the
+    same bits as ``x.mean``; small maps with many channels cost a call, not numpy's reduction
+    set-up)."""
+    if x.dtype == np.float32 and x.ndim >= 3 and x.size and x.flags.c_contiguous:
+        y = np.empty(x.shape[:2] + (1,) * (x.ndim - 2), np.float32)
+        mean_rows_f32(x.reshape(x.shape[0] * x.shape[1], -1), y.reshape(-1))
+        return y
     mean = x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=_accumulator(x.dtype))
     return mean.astype(x.dtype, copy=False)
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from onnx_light.runtime._native import resample_axis
+from onnx_light.runtime._native import lent, replicate2d, resample_axis
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels import _dtypes
 
@@ -310,11 +310,20 @@ def _replication(shape: Sequence[int], plan: Plan) -> list[int] | None:
     return factors if plan.tables else None
 
 
-def _replicate(x: np.ndarray, factors: list[int]) -> np.ndarray:
+def _replicate(x: np.ndarray, factors: list[int], into: np.ndarray | None = None) -> np.ndarray:
     """``x`` with each cell repeated ``factors[a]`` times along each axis ``a``: the gathers of
     nearest resampling, as strided copies (each axis's cell ``i`` at ``(i, j)`` of an
     interleaved ``(d0, k0, d1, k1, ...)`` array): the last replicated axis from ``x``, each
-    earlier one from the slabs already written."""
+    earlier one from the slabs already written. Factors on the last two axes only (torch's
+    2-D nearest ``Upsample``) go through :func:`replicate2d` (one native pass), into ``into``
+    (the buffer pool's array) when :func:`lent` takes it."""
+    shape = tuple(d * k for d, k in zip(x.shape, factors))
+    if x.ndim >= 2 and all(k == 1 for k in factors[:-2]) and x.dtype.kind in "biufc":
+        y = lent(into, x.dtype, shape, x)
+        y = np.empty(shape, dtype=x.dtype) if y is None else y
+        h, w = x.shape[-2:]
+        replicate2d(np.ascontiguousarray(x).reshape(-1, h, w), y.reshape(-1, shape[-2], shape[-1]))
+        return y
     out = np.empty([v for d, k in zip(x.shape, factors) for v in (d, k)], dtype=x.dtype)
     axes = [a for a, k in enumerate(factors) if k > 1]
 
@@ -333,12 +342,13 @@ def _replicate(x: np.ndarray, factors: list[int]) -> np.ndarray:
     return out.reshape([d * k for d, k in zip(x.shape, factors)])
 
 
-def run_plan(x: np.ndarray, plan: Plan, extrapolation_value: float = 0.0) -> np.ndarray:
-    """Applies a resolved plan to ``x`` (already decoded to numbers)."""
+def run_plan(x: np.ndarray, plan: Plan, extrapolation_value: float = 0.0, into: np.ndarray | None = None) -> np.ndarray:
+    """Applies a resolved plan to ``x`` (already decoded to numbers); ``into``: the buffer
+    pool's array, which an integer nearest upsampling writes into when it fits."""
     if any(n == 0 for n in plan.out_shape) or x.size == 0:
         return np.zeros(plan.out_shape, dtype=x.dtype)
     if plan.replicate is not None:
-        return _replicate(x, plan.replicate)
+        return _replicate(x, plan.replicate, into)
     interpolating = any(t.weights is not None for t in plan.tables.values())
     y = x.astype(_compute_dtype(x), copy=False) if interpolating else x
     for a in pass_order(x.shape, plan):
@@ -376,12 +386,14 @@ def resize(
     scales: np.ndarray | None,
     sizes: np.ndarray | None,
     extrapolation_value: float = 0.0,
+    out: np.ndarray | None = None,
     **attrs: Any,
 ) -> np.ndarray:
     """Resize of ``x`` with the attributes of :func:`plan_resize`; bit-pattern floats decoded.
 
     The resolved plans of the last calls are kept by input shape, ``roi``/``scales``/``sizes``
-    values and attributes (a session's Resize nodes see the same ones every run).
+    values and attributes (a session's Resize nodes see the same ones every run). ``out``: the
+    buffer pool's array (``KernelOptions.writes_out``), a hint an integer nearest upsampling takes.
     """
     key = (
         x.shape,
@@ -399,17 +411,19 @@ def resize(
     values = _dtypes.decode(x)
     exact = all(t.weights is None and t.outside is None for t in plan.tables.values())
     if values is x or exact:
-        return run_plan(x, plan, extrapolation_value)
+        return run_plan(x, plan, extrapolation_value, out)
     return _dtypes.encode_like(run_plan(values, plan, extrapolation_value), x)
 
 
-@kernel("", "Resize", since=10)
-def resize_10(x: np.ndarray, scales: np.ndarray, *, mode: str = "nearest") -> np.ndarray:
+@kernel("", "Resize", since=10, writes_out=True)
+def resize_10(x: np.ndarray, scales: np.ndarray, *, mode: str = "nearest", out: np.ndarray | None = None) -> np.ndarray:
     """Resize-10: ``floor(in * scale)`` outputs, asymmetric coordinates, Upsample's nearest rule."""
-    return resize(x, None, scales, None, mode=mode, coordinate_transformation_mode="asymmetric", nearest_mode="simple")
+    return resize(
+        x, None, scales, None, mode=mode, coordinate_transformation_mode="asymmetric", nearest_mode="simple", out=out
+    )
 
 
-@kernel("", "Resize", since=(11, 13))
+@kernel("", "Resize", since=(11, 13), writes_out=True)
 def resize_11(
     x: np.ndarray,
     roi: np.ndarray | None = None,
@@ -422,6 +436,7 @@ def resize_11(
     extrapolation_value: float = 0.0,
     mode: str = "nearest",
     nearest_mode: str = "round_prefer_floor",
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Resize-11/13: roi, scales or sizes; every coordinate transformation and nearest mode."""
     return resize_18(
@@ -435,10 +450,11 @@ def resize_11(
         extrapolation_value=extrapolation_value,
         mode=mode,
         nearest_mode=nearest_mode,
+        out=out,
     )
 
 
-@kernel("", "Resize", since=(18, 19))
+@kernel("", "Resize", since=(18, 19), writes_out=True)
 def resize_18(
     x: np.ndarray,
     roi: np.ndarray | None = None,
@@ -454,6 +470,7 @@ def resize_18(
     keep_aspect_ratio_policy: str = "stretch",
     mode: str = "nearest",
     nearest_mode: str = "round_prefer_floor",
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Resize-18/19: adds antialias, axes and keep_aspect_ratio_policy (19: half_pixel_symmetric)."""
     return resize(
@@ -462,6 +479,7 @@ def resize_18(
         scales,
         sizes,
         extrapolation_value,
+        out,
         mode=mode,
         coordinate_transformation_mode=coordinate_transformation_mode,
         nearest_mode=nearest_mode,
