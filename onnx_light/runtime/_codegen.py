@@ -485,6 +485,17 @@ def _native_sized(shape: tuple[int | None, ...]) -> bool:
     return len(dims) < len(shape) or math.prod(dims) >= NATIVE_ELEMENTWISE_MIN
 
 
+def _dying_buffer(
+    step: Step, args: list[str], free: tuple[int, ...], types: dict[int, _Type], fresh: set[int]
+) -> str | None:
+    """The operand of a typed step that is a fresh array dying here with the result's shape (the
+    result may go into it), or None."""
+    for s, a in zip(step.inputs, args):
+        if s in fresh and s in free and _fits_into(types[s][1], [types[t][1] for t in step.inputs if t != s]):
+            return a
+    return None
+
+
 def _typed_step(
     step: Step,
     i: int,
@@ -500,9 +511,8 @@ def _typed_step(
 ) -> str | None:
     """The line of a step whose inputs are all proven float arrays of one dtype and whose kernel
     is then exactly ``float_ufunc`` (a ufunc, or ``"relu"``/``"sigmoid"``); records its output's
-    type. None when the step does not qualify. ``into``: the pool's buffer for the result, used
-    when no dying input takes it (``aliased``: its Concat's slice, before any dying input) and
-    the operands give exactly its dtype and shape."""
+    type. None when the step does not qualify. ``into``: the pool's buffer (``aliased``: its
+    Concat's slice, which no dying input displaces) when the operands give its dtype and shape."""
     kind = step.options.float_ufunc
     if kind is None or len(outs) != 1 or step.kwargs or not step.inputs:
         return None
@@ -519,12 +529,7 @@ def _typed_step(
     if len(step.inputs) != nin:
         return None
     o = outs[0]
-    buffer = None  # a dying fresh input of the output's shape: the result may go there
-    for s, a in zip(step.inputs, args):
-        others = [types[t][1] for t in step.inputs if t != s]
-        if not aliased and s in fresh and s in free and _fits_into(types[s][1], others):
-            buffer = a
-            break
+    buffer = None if aliased else _dying_buffer(step, args, free, types, fresh)
     d = dtype_name(dtype)[2:]
     if isinstance(kind, np.ufunc):
         namespace[f"u{i}"] = kind
