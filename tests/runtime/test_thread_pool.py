@@ -245,7 +245,8 @@ def test_stats_record_every_item_of_every_run(threads: int) -> None:
     finally:
         pool.thread_pool_set_stats(False)
     assert runs == [5, 3] and len(items) == len(workers) == 8
-    assert all(100_000 <= t < 1e9 for t in items)  # 0.2 ms of spinning each, in thread CPU time
+    # 0.2 ms of wall-clock spinning each: less thread CPU time when another process takes the core
+    assert all(0 < t < 1e9 for t in items)
     assert set(workers) <= set(range(threads))
     assert sum(inside) >= sum(items) and caller >= inside[0]
     assert pool.thread_pool_stats()[3] == []  # taken: reset
