@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._native import _ELEMENTWISE_MIN as NATIVE_ELEMENTWISE_MIN
+from ._native import sigmoid_f32
 from ._pool import same_type_dtypes
 from .kernels.elementwise import _RELU_ROW
 
@@ -96,6 +97,15 @@ def _outputs(result: Any, n: int) -> tuple[Any, ...]:
     if len(result) >= n:
         return result[:n]
     return result + (None,) * (n - len(result))
+
+
+def _sigmoid_into(x: np.ndarray, y: np.ndarray, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """A float32 Sigmoid of ``x`` written into ``y`` (an aliased Concat's slice) by the kernel's own
+    pass (``sigmoid_f32``) when ``x`` is C-contiguous with ``y``'s shape, else ``kernel(x)``."""
+    if x.__class__ is np.ndarray and x.dtype is _F32 and x.shape == y.shape and x.ndim and x.flags.c_contiguous:
+        if not np.may_share_memory(x, y):
+            return sigmoid_f32(x, y)
+    return kernel(x)
 
 
 def _cbuf(lent: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -354,6 +364,9 @@ class _Emitter:
         if options.writes_out and any(intos):
             lend = [f"out={into}"] if len(intos) == 1 else [f"out=({', '.join(t or 'None' for t in intos)},)"]
         call = f"k{i}({', '.join(args + lend)})"
+        if aliased and options.float_ufunc == "sigmoid" and into is not None and len(args) == 1:
+            self.namespace["_sigmoid_into"] = _sigmoid_into  # into an aliased Concat's slice
+            return f"{outs[0]} = _sigmoid_into({args[0]}, {into}, k{i})"
         ufunc = options.inline_ufunc
         inplace = options.inplace
         if (
@@ -554,6 +567,9 @@ def _typed_step(
             stmt = f"{o} = p{i}({x})"
         else:
             stmt = f"{o} = k{i}({x})"
+    elif kind == "sigmoid" and dtype is _F32 and aliased and into is not None:
+        namespace["_sigmoid_into"] = _sigmoid_into  # into an aliased Concat's slice
+        stmt = f"{o} = _sigmoid_into({args[0]}, {into}, k{i})"
     elif kind == "sigmoid" and dtype is _F32 and _native_sized(shape):
         # float32 beyond the native threshold: the kernel's one native pass (in place when it may)
         x = args[0]

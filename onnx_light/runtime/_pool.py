@@ -49,6 +49,7 @@ __all__ = [
     "plan_concats",
     "poolable",
     "same_type_dtypes",
+    "writes_into",
 ]
 
 #: the smallest value the pool holds (below glibc's 128 KiB mmap threshold malloc reuses memory well)
@@ -231,8 +232,8 @@ class ConcatAlias:
 
 
 def _concat_geometry(step: Step, record: Seen) -> tuple[np.dtype, tuple[int, ...], int] | None:
-    """(dtype, shape, axis) of a plain Concat's observed output whose slices along the axis are
-    contiguous and large enough to alias (see :class:`ConcatAlias`), else None."""
+    """(dtype, shape, axis) of a plain Concat's observed output of at least ``ALIAS_MIN_BYTES``
+    (see :class:`ConcatAlias`), else None."""
     node = step.node
     if node.op_type != "Concat" or node.domain not in ("", "ai.onnx") or not step.options.fresh_output:
         return None  # (a kernel wrapped for bit-pattern floats has no options)
@@ -244,17 +245,28 @@ def _concat_geometry(step: Step, record: Seen) -> tuple[np.dtype, tuple[int, ...
     axis = step.kwargs["axis"]
     if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
         return None
-    axis %= len(shape)
-    if math.prod(shape[:axis]) != 1 or math.prod(shape) * dtype.itemsize < ALIAS_MIN_BYTES:
+    if math.prod(shape) * dtype.itemsize < ALIAS_MIN_BYTES:
         return None
-    return dtype, shape, axis
+    return dtype, shape, axis % len(shape)
+
+
+def writes_into(step: Step) -> bool:
+    """Whether the generated line of ``step`` (one output) can write its result into a given array:
+    the :func:`poolable` steps, and float Sigmoid (``_codegen``'s typed line, native or twin)."""
+    if len(step.outputs) != 1 or step.outputs[0] <= 1:
+        return False
+    if poolable(step) == step.outputs:
+        return True
+    return step.options.float_ufunc == "sigmoid" and len(step.inputs) == 1 and step.inputs[0] != 0
 
 
 def plan_concats(plan: Plan, record: Seen) -> list[ConcatAlias]:
-    """The Concats of ``plan`` whose inputs' producers may write straight into their slices:
-    inputs read by nothing but the Concat, once, and released there (not a plan output, a
-    kept or a captured value), made by a one-output step that can write into a given array
-    (:func:`poolable`); each Concat's inputs observed with its dtype and rank."""
+    """The Concats of ``plan`` whose output may live in a lent buffer (each Concat's inputs observed
+    with its dtype and rank), and of their inputs those whose producers may write straight into
+    their slices: with contiguous slices (every dimension before the axis is 1), inputs read by
+    nothing but the Concat, once, and released there (not a plan output, a kept or a captured
+    value), made by a step that can write into a given array (:func:`writes_into`). A Concat
+    without such inputs (``aliased`` empty) only copies into its buffer (the arena's, when it lends one)."""
     released = {s: i for i, free in enumerate(plan.free_after) for s in free}
     producer = {s: i for i, step in enumerate(plan.steps) for s in step.outputs}
     reads: dict[int, int] = {}
@@ -279,14 +291,12 @@ def plan_concats(plan: Plan, record: Seen) -> list[ConcatAlias]:
         aliased = {}
         for j, s in enumerate(step.inputs):
             p = producer.get(s)
-            if p is None or reads[s] != 1 or released.get(s) != i:
+            if math.prod(shape[:axis]) != 1 or p is None or reads[s] != 1 or released.get(s) != i:
                 continue
-            made = plan.steps[p]
-            if len(made.outputs) == 1 and poolable(made) == (s,):
+            if writes_into(plan.steps[p]):
                 aliased[s] = j
-        if aliased:
-            first = min(producer[s] for s in aliased)
-            found.append(ConcatAlias(i, first, axis, dtype, shape, tuple(bounds), aliased))
+        first = min((producer[s] for s in aliased), default=i)
+        found.append(ConcatAlias(i, first, axis, dtype, shape, tuple(bounds), aliased))
     return found
 
 
@@ -296,6 +306,7 @@ def plan_arena(plan: Plan, record: Seen, min_bytes: int = MIN_BYTES) -> Arenas |
     concats = plan_concats(plan, record)
     aliased = {s for c in concats for s in c.aliased}
     joins = {c.step: c for c in concats}
+    pooled_joins: set[int] = set()
     released = {s: i for i, free in enumerate(plan.free_after) for s in free}
     shares = _may_share(plan.steps, plan.free_after, record.shared)
     lives: list[tuple[int, int, int, _View]] = []  # (first step, last step, bytes, (-, dtype, shape))
@@ -327,9 +338,11 @@ def plan_arena(plan: Plan, record: Seen, min_bytes: int = MIN_BYTES) -> Arenas |
                 nbytes = math.prod(join.shape) * join.dtype.itemsize
                 builtin = next(d for d in _OUT_DTYPES if d == join.dtype)
                 lives.append((join.first, end, step.outputs[0], (nbytes, builtin, join.shape)))
+                pooled_joins.add(i)
         if not step.options.makes_new_arrays:
             fresh.difference_update(step.inputs)
         fresh.update(step.outputs if step.options.makes_new_arrays else pooled if step.options.writes_out else ())
+    concats = [c for c in concats if c.aliased or c.step in pooled_joins]  # (else the kernel's copy is as good)
     if not lives and not concats:
         return None
     arenas = _assign(sorted(lives, key=lambda life: life[0]))

@@ -68,6 +68,10 @@ def _mul(x: str, out: str, t: str) -> list[Any]:
     return [helper.make_node("Mul", [x, x], [out])]
 
 
+def _sigmoid(x: str, out: str, t: str) -> list[Any]:
+    return [helper.make_node("Sigmoid", [x], [out])]
+
+
 #: producer kind -> the nodes that make ``out`` (C channels, x's size) from ``x`` (``t``: a prefix
 #: for their intermediates); each runs as one step that writes into a given array (natively:
 #: every kind; on the numpy twins the ufuncs and MaxPool, not the convolutions)
@@ -79,6 +83,7 @@ PRODUCERS = {
     "max_pool": _max_pool,
     "add": _add,
     "mul": _mul,
+    "sigmoid": _sigmoid,
 }
 
 
@@ -144,7 +149,7 @@ def _feeds(n: int, x: tuple[int, ...], y: tuple[int, ...] | None = None) -> list
 
 
 # a producer whose kernel writes into a given array natively (numpy twins: not the convolutions)
-_WRITES_TWIN = {"max_pool", "add", "mul"}
+_WRITES_TWIN = {"max_pool", "add", "mul", "sigmoid"}
 
 
 @pytest.mark.parametrize("size", [16, 32], ids=["new-buffer", "pooled-buffer"])  # 24 KiB / 96+ KiB outputs
@@ -171,16 +176,38 @@ def test_the_untyped_lines_alias_too() -> None:
     nodes = [
         helper.make_node("Mul", ["x", "x"], ["p"]),
         helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], pads=_PADS),
-        helper.make_node("Concat", ["m", "p"], ["cat"], axis=1),
+        helper.make_node("Sigmoid", ["x"], ["g"]),
+        helper.make_node("Concat", ["m", "p", "g"], ["cat"], axis=1),
         helper.make_node("Neg", ["cat"], ["out"]),
     ]
     sess, ref = _pair(_model(nodes, ["out"], None))
     feeds = _feeds(3, (1, C, 24, 24))
     sess.run(None, feeds[0])
-    assert _aliased(sess) == {"cat": ["m", "p"]}
+    assert _aliased(sess) == {"cat": ["g", "m", "p"]}
     calls = _fallbacks(sess)
     _check_runs(sess, ref, feeds)
     assert calls == []
+
+
+def test_a_large_concat_without_aliased_inputs_copies_into_a_pooled_buffer() -> None:
+    # batch 2 (slices not contiguous) and inputs read elsewhere: nothing aliased, but the
+    # 256 KiB output lives in the arena; runs with other shapes run the kernel
+    nodes = [
+        *_mul("x", "p", ""),
+        helper.make_node("Concat", ["p", "x"], ["cat"], axis=1),
+        helper.make_node("Add", ["cat", "cat"], ["d"]),
+        helper.make_node("ReduceSum", ["d"], ["out"], keepdims=0),
+        helper.make_node("ReduceMax", ["p"], ["pm"], keepdims=0),
+    ]
+    sess, ref = _pair(_model(nodes, ["out", "pm"], [2, C, "h", 32]))
+    feeds = [{"x": _f32(2, C, 32, 32)}, {"x": _f32(2, C, 32, 32)}, {"x": _f32(2, C, 20, 32)}]
+    sess.run(None, feeds[0])
+    assert _aliased(sess) == {"cat": []}
+    plan = sess._plan
+    assert plan.arenas is not None and plan.slot_of["cat"] in plan.arenas.index
+    calls = _fallbacks(sess)
+    _check_runs(sess, ref, feeds)
+    assert len(calls) == 1  # the third feed's shape
 
 
 def test_a_concat_that_is_a_graph_output_is_a_new_array_per_run() -> None:
