@@ -68,6 +68,10 @@ def _mul(x: str, out: str, t: str) -> list[Any]:
     return [helper.make_node("Mul", [x, x], [out])]
 
 
+def _matmul(x: str, out: str, t: str) -> list[Any]:
+    return [helper.make_node("MatMul", [x, x], [out])]  # square maps: (1, C, H, H) @ (1, C, H, H)
+
+
 def _sigmoid(x: str, out: str, t: str) -> list[Any]:
     return [helper.make_node("Sigmoid", [x], [out])]
 
@@ -82,6 +86,7 @@ PRODUCERS = {
     "conv_transpose": _conv_transpose,
     "max_pool": _max_pool,
     "add": _add,
+    "matmul": _matmul,
     "mul": _mul,
     "sigmoid": _sigmoid,
 }
@@ -149,7 +154,7 @@ def _feeds(n: int, x: tuple[int, ...], y: tuple[int, ...] | None = None) -> list
 
 
 # a producer whose kernel writes into a given array natively (numpy twins: not the convolutions)
-_WRITES_TWIN = {"max_pool", "add", "mul", "sigmoid"}
+_WRITES_TWIN = {"max_pool", "add", "matmul", "mul", "sigmoid"}
 
 
 @pytest.mark.parametrize("size", [16, 32], ids=["new-buffer", "pooled-buffer"])  # 24 KiB / 96+ KiB outputs
