@@ -7,6 +7,7 @@ faster with 2 threads than with 1; one thread stays the default.
     PYTHONPATH=. python benchmarks/bench_threads.py [--models resnet18,dbnet,yolo] [--rounds 9]
     PYTHONPATH=. python benchmarks/bench_threads.py --profile --models yolo   # per-op, 1 vs 2 threads
     PYTHONPATH=. python benchmarks/bench_threads.py --layers --models resnet18  # per conv layer, 1 vs 2
+    PYTHONPATH=. python benchmarks/bench_threads.py --policy --models mobilenetv3,yolo  # thresholds, spin
 
 Measure on a quiet machine: with other jobs on the cores, the second thread is rarely scheduled
 (the load is printed with the table, and "CPU/wall" is the process CPU time over the wall time
@@ -276,6 +277,53 @@ def _layers(name: str, rounds: int) -> None:
             print(f"| {tag}all | {len(calls)} | {wall} | {c * 1e3:.2f} ms | {m * 1e3:.2f} ms | {c / m:.2f}x |")
 
 
+#: ``--policy``: (threads, multiply-adds per worker of a threaded conv, the helpers' spin in us; None: the default)
+POLICIES: dict[str, tuple[int, int | None, int | None]] = {
+    "1 thread": (1, None, None),
+    "2": (2, None, None),
+    "2, >= 2M MACs/worker": (2, 1 << 21, None),
+    "2, >= 8M MACs/worker": (2, 1 << 23, None),
+    "2, convs on 1": (2, 1 << 50, None),
+    "2, no spin": (2, None, 0),
+    "2, spin 2 ms": (2, None, 2000),
+}
+
+
+def _policy(name: str, rounds: int) -> None:
+    """Our runtime with 1 thread against 2 under other thread policies (the conv's per-worker
+    threshold ``_native._THREAD_MIN_MACS``, the pool's spin), one process, alternating, wall clock:
+    which policy keeps a model from getting slower with 2 threads."""
+    import onnx_light as ol
+    from onnx_light.runtime import _native
+
+    ext: Any = _native.NATIVE
+    path = real_model_path(name)
+    feeds = {"input": np.random.default_rng(0).standard_normal(SHAPES[name]).astype(np.float32)}
+    macs, spin = _native._THREAD_MIN_MACS, ext.thread_pool_spin_us()
+    sessions = {k: ol.runtime.InferenceSession(ol.load(path), intra_op_num_threads=v[0]) for k, v in POLICIES.items()}
+
+    def run(k: str) -> Callable[[], Any]:
+        def call() -> Any:
+            _native._THREAD_MIN_MACS = POLICIES[k][1] or macs
+            ext.thread_pool_set_spin_us(spin if POLICIES[k][2] is None else POLICIES[k][2])
+            return sessions[k].run(None, feeds)
+
+        return call
+
+    fns = {k: run(k) for k in POLICIES}
+    try:
+        _alternate(fns, 2)
+        samples = _alternate(fns, rounds)
+    finally:
+        _native._THREAD_MIN_MACS = macs
+        ext.thread_pool_set_spin_us(spin)
+    base = _stats(samples["1 thread"])[0]
+    print(f"\n{name}: median of {rounds} | policy | wall | 1 thread / this | CPU/wall |")
+    for k, v in samples.items():
+        median, _, cpu = _stats(v)
+        print(f"| {k} | {median * 1e3:.2f} ms | {base / median:.2f}x | {cpu:.2f} |", flush=True)
+
+
 def _stats(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
     """(median wall, best wall, median CPU / wall) of the runs."""
     walls = [w for w, _ in runs]
@@ -288,6 +336,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--profile", action="store_true", help="per-op time with 1 and 2 threads instead")
     p.add_argument("--layers", action="store_true", help="every conv layer alone, 1 and 2 threads, instead")
+    p.add_argument("--policy", action="store_true", help="1 thread against 2 under other thread policies instead")
     p.add_argument("--before", default="", help="with --layers: another build of _native*.so, modelled beside ours")
     args = p.parse_args()
     print(
@@ -302,9 +351,9 @@ def main() -> None:
         assert spec is not None and spec.loader is not None
         BEFORE = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(BEFORE)
-    if args.profile or args.layers:
+    if args.profile or args.layers or args.policy:
         for name in args.models.split(","):
-            (_layers if args.layers else _profile)(name, args.rounds)
+            (_layers if args.layers else _policy if args.policy else _profile)(name, args.rounds)
         print(f"# load after: {os.getloadavg()[0]:.2f}")
         return
     head = ["model", "ours 1 thread", "ours 2 threads", "ours 1/2 median (>= 1.6x)", "best / best", "CPU/wall (2)"]

@@ -40,6 +40,15 @@ result is written into it (``out=``) instead of a new array::
 A value stops being fresh as soon as a kernel not known to return new arrays (Reshape,
 Identity, ...) reads it, since its output may be a view of it.
 
+With a buffer pool (``_pool.py``), a Concat whose producers write into its output
+(``ConcatAlias``) takes that buffer on its first aliased producer's line and gives each
+aliased input's producer ``out=`` its slice; the Concat's line then checks that those inputs
+*are* the slices, copies the others into theirs, and runs the kernel only when not::
+
+        _cb7 = _cbuf(_ar.lend(3), _cs7, _cd7); _cv5 = _cb7[:, 0:64]; _cv6 = _cb7[:, 64:128]; v5 = k2(v4, c1, out=_cv5)
+        v9 = _cb7 if v5 is _cv5 and v6 is _cv6 and _put(_cb7, 1, ((v8, 128, 192),)) else k7(v5, v6, v8, **kw7); \\
+            del _cb7, _cv5, _cv6
+
 Values live in local variables, kernels, constants and keyword dicts are globals of
 the generated module, and each intermediate is ``del``-ed right after its last
 reader, so memory behaves exactly as in the generic loop. Step ``i`` sits alone on
@@ -59,11 +68,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._native import _ELEMENTWISE_MIN as NATIVE_ELEMENTWISE_MIN
+from ._native import sigmoid_f32
 from ._pool import same_type_dtypes
 from .kernels.elementwise import _RELU_ROW
 
 if TYPE_CHECKING:
     from ._plan import Plan, Step
+    from ._pool import ConcatAlias
 
 __all__ = ["generate", "failed_step", "FIRST_LINE"]
 
@@ -86,6 +97,36 @@ def _outputs(result: Any, n: int) -> tuple[Any, ...]:
     if len(result) >= n:
         return result[:n]
     return result + (None,) * (n - len(result))
+
+
+def _sigmoid_into(x: np.ndarray, y: np.ndarray, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """A float32 Sigmoid of ``x`` written into ``y`` (an aliased Concat's slice) by the kernel's own
+    pass (``sigmoid_f32``) when ``x`` is C-contiguous with ``y``'s shape, else ``kernel(x)``."""
+    if x.__class__ is np.ndarray and x.dtype is _F32 and x.shape == y.shape and x.ndim and x.flags.c_contiguous:
+        if not np.may_share_memory(x, y):
+            return sigmoid_f32(x, y)
+    return kernel(x)
+
+
+def _cbuf(lent: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An aliased Concat's output buffer: the pool's view when it lent one, else a new array."""
+    return np.empty(shape, dtype) if lent is None else lent
+
+
+def _put(buf: np.ndarray, axis: int, parts: tuple[tuple[Any, int, int], ...]) -> bool:
+    """Copies each ``(x, start, stop)`` of an aliased Concat's unaliased inputs into its slice of
+    ``buf`` along ``axis`` when every ``x`` is an exact ndarray of ``buf``'s dtype and of exactly
+    its slice's shape (then True); copies nothing and gives False when one is not."""
+    shape = buf.shape
+    for x, start, stop in parts:
+        if x.__class__ is not np.ndarray or x.dtype != buf.dtype or x.ndim != len(shape):
+            return False
+        if x.shape[axis] != stop - start or x.shape[:axis] != shape[:axis] or x.shape[axis + 1 :] != shape[axis + 1 :]:
+            return False
+    lead = (slice(None),) * axis
+    for x, start, stop in parts:
+        np.copyto(buf[(*lead, slice(start, stop))], x, casting="no")
+    return True
 
 
 def generate(plan: Plan, typed: bool = True) -> Callable[[list[Any], dict[str, Any] | None], list[Any]]:
@@ -162,6 +203,41 @@ class _Emitter:
         self.lent: dict[int, int] = {}
         if arenas is not None:
             self.namespace.update(_take=arenas.take, _give=arenas.give, _lent=_lent)
+        #: aliased Concats (``_pool.ConcatAlias``) by the step that takes their buffer, and by their own step
+        self.takes: dict[int, list[ConcatAlias]] = {}
+        self.joins: dict[int, ConcatAlias] = {}
+        #: an aliased producer's output slot -> the variable holding its slice of the Concat's buffer
+        self.slices: dict[int, str] = {}
+        for c in arenas.concats if arenas is not None else ():
+            self.takes.setdefault(c.first, []).append(c)
+            self.joins[c.step] = c
+            self.slices.update((s, f"_cv{s}") for s in c.aliased)
+        if self.joins:
+            self.namespace.update(_cbuf=_cbuf, _put=_put)
+
+    def take_buffers(self, i: int) -> str:
+        """The statements that take, on step ``i``'s line, the buffers of the Concats whose first
+        aliased producer it is, and their aliased inputs' slices (empty when none)."""
+        parts = []
+        for c in self.takes.get(i, ()):
+            out = self.plan.steps[c.step].outputs[0]
+            self.namespace[f"_cs{c.step}"], self.namespace[f"_cd{c.step}"] = c.shape, c.dtype
+            lent = f"_ar.lend({self.pooled[out]})" if out in self.pooled else "None"
+            parts.append(f"_cb{c.step} = _cbuf({lent}, _cs{c.step}, _cd{c.step})")
+            parts += [f"_cv{s} = _cb{c.step}{c.view(j)}" for s, j in c.aliased.items()]
+        return "; ".join(parts + [""]) if parts else ""
+
+    def join_stmt(self, i: int, c: ConcatAlias, args: list[str], out: str) -> str:
+        """The line of aliased Concat ``i``: its buffer when every aliased input is its slice and
+        the other inputs fit theirs (copied in), else the kernel's concatenation."""
+        step = self.plan.steps[i]
+        checks = [f"{args[j]} is _cv{s}" for s, j in c.aliased.items()]
+        rest = [(args[j], *c.bounds[j]) for j in range(len(step.inputs)) if j not in c.aliased.values()]
+        if rest:
+            checks.append(f"_put(_cb{i}, {c.axis}, ({''.join(f'({a}, {b}, {e}), ' for a, b, e in rest)}))")
+        call = f"k{i}({', '.join(args)})"  # (``args`` ends with the attributes' ``**kw{i}``)
+        names = ", ".join([f"_cb{i}", *(f"_cv{s}" for s in c.aliased)])
+        return f"{out} = _cb{i} if {' and '.join(checks)} else {call}; del {names}"
 
     def ref(self, slot: int) -> str:
         """How the code reads ``slot``: None, a constant global or a local variable."""
@@ -223,16 +299,24 @@ class _Emitter:
         outs = [self.target(s) for s in step.outputs]
         options = step.options
         ufunc = options.inline_ufunc
-        # the arena views lent to this step's outputs (``_pool.py``), or None
-        intos = [f"_ar.lend({self.pooled[s]})" if s in self.pooled else None for s in step.outputs]
+        # the arena views lent to this step's outputs (``_pool.py``), or None; an aliased Concat
+        # input's slice of the Concat's buffer (then the result goes nowhere else)
+        slices = self.slices
+        intos = [slices.get(s) or (f"_ar.lend({self.pooled[s]})" if s in self.pooled else None) for s in step.outputs]
         into = intos[0] if intos else None
+        aliased = bool(step.outputs) and step.outputs[0] in slices
         # a dying input that is the arena's view may take the result in place
         lent = {s: self.lent[s] for s in step.inputs if s in self.lent and s in free}
+        join = self.joins.get(i)
         typed_stmt = (
-            _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name, into) if types else None
+            _typed_step(step, i, args, outs, free, types, fresh, namespace, self.dtype_name, into, aliased)
+            if types and join is None
+            else None
         )
-        if typed_stmt is None:
-            stmt = self._untyped_stmt(i, step, args, outs, free, fresh, intos, lent)
+        if join is not None:
+            stmt = self.join_stmt(i, join, args, outs[0])
+        elif typed_stmt is None:
+            stmt = self._untyped_stmt(i, step, args, outs, free, fresh, intos, lent, aliased)
         else:
             stmt = typed_stmt
         if typed_stmt is None and types and options.float_shape is not None:
@@ -245,6 +329,12 @@ class _Emitter:
             fresh.update(step.outputs)
         if options.writes_out:
             self.lent.update((s, self.pooled[s]) for s in step.outputs if s in self.pooled)
+        if aliased:
+            fresh.difference_update(step.outputs)  # a view of the Concat's buffer
+        if join is not None and step.outputs[0] in self.pooled:
+            fresh.discard(step.outputs[0])  # the arena's view, or the kernel's new array
+            self.lent[step.outputs[0]] = self.pooled[step.outputs[0]]
+        stmt = self.take_buffers(i) + stmt
         dead = [f"v{s}" for s in free if s > 1 and s not in self.plan.constants]
         if dead:
             stmt += f"; del {', '.join(dead)}"
@@ -260,10 +350,12 @@ class _Emitter:
         fresh: set[int],
         intos: list[str | None] | None = None,
         lent: dict[int, int] | None = None,
+        aliased: bool = False,
     ) -> str:
         """The statement of a step that the typed lines do not cover: in place, inline ufunc or a
         call (given the pool's buffers ``intos``, one per output, when the kernel takes ``out``;
-        ``lent``: dying inputs that may take the result when they are the arena's view ``k``)."""
+        ``lent``: dying inputs that may take the result when they are the arena's view ``k``;
+        ``aliased``: the output goes into its Concat's buffer, never in place)."""
         options = step.options
         intos = intos or []
         lent = lent or {}
@@ -272,10 +364,14 @@ class _Emitter:
         if options.writes_out and any(intos):
             lend = [f"out={into}"] if len(intos) == 1 else [f"out=({', '.join(t or 'None' for t in intos)},)"]
         call = f"k{i}({', '.join(args + lend)})"
+        if aliased and options.float_ufunc == "sigmoid" and into is not None and len(args) == 1:
+            self.namespace["_sigmoid_into"] = _sigmoid_into  # into an aliased Concat's slice
+            return f"{outs[0]} = _sigmoid_into({args[0]}, {into}, k{i})"
         ufunc = options.inline_ufunc
         inplace = options.inplace
         if (
             inplace is not None
+            and not aliased
             and len(outs) == 1
             and not step.kwargs
             and len(step.inputs) == 1
@@ -290,7 +386,7 @@ class _Emitter:
             o = outs[0]
             self.namespace[f"u{i}"] = ufunc
             first = f"u{i}({', '.join(args)})"
-            dying = _dying_operand(step, args, free, fresh | lent.keys(), ufunc)
+            dying = None if aliased else _dying_operand(step, args, free, fresh | lent.keys(), ufunc)
             if dying is not None:
                 # checked at run time: both exact ndarrays of one dtype and the other operand
                 # broadcasting to the dying one, so the answer has the dying buffer's shape and dtype
@@ -402,6 +498,17 @@ def _native_sized(shape: tuple[int | None, ...]) -> bool:
     return len(dims) < len(shape) or math.prod(dims) >= NATIVE_ELEMENTWISE_MIN
 
 
+def _dying_buffer(
+    step: Step, args: list[str], free: tuple[int, ...], types: dict[int, _Type], fresh: set[int]
+) -> str | None:
+    """The operand of a typed step that is a fresh array dying here with the result's shape (the
+    result may go into it), or None."""
+    for s, a in zip(step.inputs, args):
+        if s in fresh and s in free and _fits_into(types[s][1], [types[t][1] for t in step.inputs if t != s]):
+            return a
+    return None
+
+
 def _typed_step(
     step: Step,
     i: int,
@@ -413,11 +520,12 @@ def _typed_step(
     namespace: dict[str, Any],
     dtype_name: Callable[[np.dtype], str],
     into: str | None = None,
+    aliased: bool = False,
 ) -> str | None:
     """The line of a step whose inputs are all proven float arrays of one dtype and whose kernel
     is then exactly ``float_ufunc`` (a ufunc, or ``"relu"``/``"sigmoid"``); records its output's
-    type. None when the step does not qualify. ``into``: the pool's buffer for the result, used
-    when no dying input takes it and the operands give exactly its dtype and shape."""
+    type. None when the step does not qualify. ``into``: the pool's buffer (``aliased``: its
+    Concat's slice, which no dying input displaces) when the operands give its dtype and shape."""
     kind = step.options.float_ufunc
     if kind is None or len(outs) != 1 or step.kwargs or not step.inputs:
         return None
@@ -434,12 +542,7 @@ def _typed_step(
     if len(step.inputs) != nin:
         return None
     o = outs[0]
-    buffer = None  # a dying fresh input of the output's shape: the result may go there
-    for s, a in zip(step.inputs, args):
-        others = [types[t][1] for t in step.inputs if t != s]
-        if s in fresh and s in free and _fits_into(types[s][1], others):
-            buffer = a
-            break
+    buffer = None if aliased else _dying_buffer(step, args, free, types, fresh)
     d = dtype_name(dtype)[2:]
     if isinstance(kind, np.ufunc):
         namespace[f"u{i}"] = kind
@@ -464,6 +567,9 @@ def _typed_step(
             stmt = f"{o} = p{i}({x})"
         else:
             stmt = f"{o} = k{i}({x})"
+    elif kind == "sigmoid" and dtype is _F32 and aliased and into is not None:
+        namespace["_sigmoid_into"] = _sigmoid_into  # into an aliased Concat's slice
+        stmt = f"{o} = _sigmoid_into({args[0]}, {into}, k{i})"
     elif kind == "sigmoid" and dtype is _F32 and _native_sized(shape):
         # float32 beyond the native threshold: the kernel's one native pass (in place when it may)
         x = args[0]

@@ -69,16 +69,30 @@ if THREAD_POOL and EXTENSION is not None:
 #: the native kernels' thread count in this context (``InferenceSession``'s
 #: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
 CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
-#: output elements below which a pooling, Sigmoid, Softmax or resampling call stays on one thread
-_THREADED_ELEMENTS = 1 << 16
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive integer setting from the environment (benchmarks tune the thresholds below)."""
+    try:
+        return max(1, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+#: output elements each worker of a pooling, Sigmoid, Softmax or resampling call must get
+#: (fewer workers below that, down to one): the pool's cost of a call against the work it splits
+_THREAD_MIN_ELEMENTS = _env_int("ONNX_LIGHT_THREAD_MIN_ELEMENTS", 1 << 15)
 
 
 def _threads(size: int) -> dict[str, int]:
     """``threads=`` for a native loop (other than the convolution) of ``size`` output elements:
-    the context's count when the pool runs it and the work is large enough, else nothing."""
+    the context's count when the pool runs it and the work is large enough (at most one worker
+    per ``_THREAD_MIN_ELEMENTS``), else nothing."""
     threads = CONV_THREADS.get()
-    if threads > 1 and THREAD_POOL and NATIVE is not None and size >= _THREADED_ELEMENTS:
-        return {"threads": threads}
+    if threads > 1 and THREAD_POOL and NATIVE is not None:
+        threads = min(threads, size // _THREAD_MIN_ELEMENTS)
+        if threads > 1:
+            return {"threads": threads}
     return {}
 
 
@@ -353,9 +367,19 @@ CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CON
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
 #: the extension's conv2d takes ``out`` (the buffer pool's array; an older extension does not)
 _CONV_TAKES_OUT = CONV2D and NATIVE is not None and "out: object" in (NATIVE.conv2d.__doc__ or "")
-#: multiply-adds below which a convolution stays on one thread (~40 us of work: handing
-#: items to the pool's spinning helper costs about a microsecond, waking a sleeping one tens)
-_THREADED_MACS = 1 << 20
+#: multiply-adds each worker of a threaded convolution must get (fewer workers below that, down
+#: to one): ~20 us of one core's work, where handing items to the pool's spinning helper costs
+#: about a microsecond and waking a sleeping one tens
+_THREAD_MIN_MACS = _env_int("ONNX_LIGHT_THREAD_MIN_MACS", 1 << 19)
+
+
+def conv_threads(macs: int) -> int:
+    """The workers for a convolution of ``macs`` multiply-adds: the context's count
+    (``intra_op_num_threads``), at most one per ``_THREAD_MIN_MACS``, at least one."""
+    threads = CONV_THREADS.get()
+    return max(1, min(threads, macs // _THREAD_MIN_MACS)) if threads > 1 else 1
+
+
 #: output pixels per register tile of that kernel
 _TILE = 32 if CONV_ISA == "avx512" else 16
 _F32 = np.dtype(np.float32)
@@ -415,8 +439,8 @@ def _native_conv_pays(
 def _conv2d_options(macs: int, winograd: np.ndarray | None) -> dict[str, Any]:
     """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``."""
     extra: dict[str, Any] = {}
-    threads = CONV_THREADS.get()
-    if threads > 1 and _CONV_TAKES_THREADS and macs >= _THREADED_MACS:
+    threads = conv_threads(macs)
+    if threads > 1 and _CONV_TAKES_THREADS:
         extra["threads"] = threads
     if winograd is not None:
         extra["winograd"] = winograd

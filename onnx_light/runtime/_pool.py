@@ -37,10 +37,25 @@ import numpy as np
 if TYPE_CHECKING:
     from ._plan import Plan, Step
 
-__all__ = ["Arena", "Arenas", "MIN_BYTES", "Seen", "observe", "plan_arena", "poolable", "same_type_dtypes"]
+__all__ = [
+    "ALIAS_MIN_BYTES",
+    "Arena",
+    "Arenas",
+    "ConcatAlias",
+    "MIN_BYTES",
+    "Seen",
+    "observe",
+    "plan_arena",
+    "plan_concats",
+    "poolable",
+    "same_type_dtypes",
+    "writes_into",
+]
 
 #: the smallest value the pool holds (below glibc's 128 KiB mmap threshold malloc reuses memory well)
 MIN_BYTES = 1 << 17
+#: the smallest Concat output whose producers write into it (below, the views cost what the copy saves)
+ALIAS_MIN_BYTES = 1 << 14
 #: arenas kept for later runs (more only while runs overlap)
 _KEPT = 2
 #: the builtin dtypes a pooled value may have (``in`` tests identity first): numbers and bool
@@ -77,7 +92,8 @@ def poolable(step: Step) -> tuple[int, ...]:
 class Seen:
     """What the observed run recorded (see :func:`observe`)."""
 
-    #: slot -> (dtype, shape) of every exact ndarray value of a builtin dtype
+    #: slot -> (dtype, shape) of every exact ndarray value of a builtin dtype (a step's output,
+    #: or an input some step read: a feed, a constant)
     types: dict[int, tuple[np.dtype, tuple[int, ...]]]
     #: (output slot, input slot) pairs whose values shared memory
     shared: set[tuple[int, int]]
@@ -88,6 +104,9 @@ def observe(plan: Plan) -> tuple[Seen, Callable[[Step, list[Any], list[Any]], No
     seen = Seen({}, set())
 
     def trace(step: Step, args: list[Any], outputs: list[Any]) -> None:
+        for s, v in zip(step.inputs, args):
+            if s not in seen.types and v.__class__ is np.ndarray and not v.dtype.metadata:
+                seen.types[s] = (v.dtype, v.shape)
         for s, v in zip(step.outputs, outputs):
             if v.__class__ is np.ndarray and not v.dtype.metadata:
                 seen.types[s] = (v.dtype, v.shape)
@@ -121,6 +140,9 @@ class Arena:
         ]
         self.owner = [b for b, _, _ in layout]
         self.peers = [[j for j, (c, _, _) in enumerate(layout) if c == b] for b, _, _ in layout]
+        if not layout:  # only Concats' unpooled outputs (``ConcatAlias``): nothing to lend
+            self.idle = (-1, -1)
+            return
         # the reference counts of an unreferenced buffer (less its views) and view, as lend() sees them
         self.idle = (self._count(0), sys.getrefcount(self.views[0]))
         # checked once: lend() refuses a view held elsewhere and a buffer viewed elsewhere (else
@@ -163,6 +185,8 @@ class Arenas:
     layout: list[_View]
     index: dict[int, int]
     kept: list[Arena] = field(default_factory=list)
+    #: the Concats whose producers write into their output's buffer (:func:`plan_concats`)
+    concats: list[ConcatAlias] = field(default_factory=list)
 
     def take(self) -> Arena:
         """An arena no other run is using (a kept one, else new buffers)."""
@@ -182,9 +206,110 @@ class Arenas:
         return sum(self.sizes)
 
 
+@dataclass(frozen=True)
+class ConcatAlias:
+    """A Concat (step ``step``) whose aliased inputs' producers write into its output's buffer.
+
+    ``bounds[j]`` is input ``j``'s ``(start, stop)`` along ``axis`` of the output (``dtype``,
+    ``shape``, as observed); ``aliased`` maps each aliased input's slot to its position ``j``;
+    ``first`` is the step that takes the buffer (the first aliased producer's).
+    """
+
+    step: int
+    first: int
+    axis: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    bounds: tuple[tuple[int, int], ...]
+    aliased: dict[int, int]
+
+    def view(self, j: int) -> str:
+        """The subscript of input ``j``'s slice of the buffer, as the generated code writes it."""
+        start, stop = self.bounds[j]
+        return "[" + ":, " * self.axis + f"{start}:{stop}]"
+
+    def shape_of(self, j: int) -> tuple[int, ...]:
+        """Input ``j``'s shape (its slice's)."""
+        start, stop = self.bounds[j]
+        return (*self.shape[: self.axis], stop - start, *self.shape[self.axis + 1 :])
+
+
+def _concat_geometry(step: Step, record: Seen) -> tuple[np.dtype, tuple[int, ...], int] | None:
+    """(dtype, shape, axis) of a plain Concat's observed output of at least ``ALIAS_MIN_BYTES``
+    (see :class:`ConcatAlias`), else None."""
+    node = step.node
+    if node.op_type != "Concat" or node.domain not in ("", "ai.onnx") or not step.options.fresh_output:
+        return None  # (a kernel wrapped for bit-pattern floats has no options)
+    if len(step.outputs) != 1 or step.outputs[0] <= 1 or 0 in step.inputs or len(step.inputs) < 2:
+        return None
+    dtype, shape = record.types.get(step.outputs[0], (None, ()))
+    if dtype is None or dtype not in _OUT_DTYPES or not shape or "axis" not in step.kwargs:
+        return None
+    axis = step.kwargs["axis"]
+    if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+        return None
+    if math.prod(shape) * dtype.itemsize < ALIAS_MIN_BYTES:
+        return None
+    return dtype, shape, axis % len(shape)
+
+
+def writes_into(step: Step) -> bool:
+    """Whether the generated line of ``step`` (one output) can write its result into a given array:
+    the :func:`poolable` steps, and float Sigmoid (``_codegen``'s typed line, native or twin)."""
+    if len(step.outputs) != 1 or step.outputs[0] <= 1:
+        return False
+    if poolable(step) == step.outputs:
+        return True
+    return step.options.float_ufunc == "sigmoid" and len(step.inputs) == 1 and step.inputs[0] != 0
+
+
+def plan_concats(plan: Plan, record: Seen) -> list[ConcatAlias]:
+    """The Concats of ``plan`` whose output may live in a lent buffer (each Concat's inputs observed
+    with its dtype and rank), and of their inputs those whose producers may write straight into
+    their slices: with contiguous slices (every dimension before the axis is 1), inputs read by
+    nothing but the Concat, once, and released there (not a plan output, a kept or a captured
+    value), made by a step that can write into a given array (:func:`writes_into`). A Concat
+    without such inputs (``aliased`` empty) only copies into its buffer (the arena's, when it lends one)."""
+    released = {s: i for i, free in enumerate(plan.free_after) for s in free}
+    producer = {s: i for i, step in enumerate(plan.steps) for s in step.outputs}
+    reads: dict[int, int] = {}
+    for step in plan.steps:
+        for s in step.inputs:
+            reads[s] = reads.get(s, 0) + 1
+    found = []
+    for i, step in enumerate(plan.steps):
+        geometry = _concat_geometry(step, record)
+        if geometry is None:
+            continue
+        dtype, shape, axis = geometry
+        bounds, start = [], 0
+        for s in step.inputs:
+            t_dtype, t_shape = record.types.get(s, (None, ()))
+            if t_dtype != dtype or len(t_shape) != len(shape):
+                break
+            bounds.append((start, start + t_shape[axis]))
+            start += t_shape[axis]
+        if len(bounds) != len(step.inputs) or start != shape[axis]:
+            continue
+        aliased = {}
+        for j, s in enumerate(step.inputs):
+            p = producer.get(s)
+            if math.prod(shape[:axis]) != 1 or p is None or reads[s] != 1 or released.get(s) != i:
+                continue
+            if writes_into(plan.steps[p]):
+                aliased[s] = j
+        first = min((producer[s] for s in aliased), default=i)
+        found.append(ConcatAlias(i, first, axis, dtype, shape, tuple(bounds), aliased))
+    return found
+
+
 def plan_arena(plan: Plan, record: Seen, min_bytes: int = MIN_BYTES) -> Arenas | None:
-    """The buffers for ``plan``'s large poolable values (lifetimes as the module says), or None
-    when no value qualifies."""
+    """The buffers for ``plan``'s large poolable values (lifetimes as the module says) and its
+    aliased Concats' outputs (from their first aliased producer on), or None when nothing qualifies."""
+    concats = plan_concats(plan, record)
+    aliased = {s for c in concats for s in c.aliased}
+    joins = {c.step: c for c in concats}
+    pooled_joins: set[int] = set()
     released = {s: i for i, free in enumerate(plan.free_after) for s in free}
     shares = _may_share(plan.steps, plan.free_after, record.shared)
     lives: list[tuple[int, int, int, _View]] = []  # (first step, last step, bytes, (-, dtype, shape))
@@ -195,6 +320,8 @@ def plan_arena(plan: Plan, record: Seen, min_bytes: int = MIN_BYTES) -> Arenas |
     for i, (step, free) in enumerate(zip(plan.steps, plan.free_after)):
         pooled = []
         for out in poolable(step):
+            if out in aliased:
+                continue  # written into its Concat's buffer
             dtype, shape = record.types.get(out, (None, ()))
             if dtype is None or dtype not in _OUT_DTYPES or math.prod(shape) * dtype.itemsize < min_bytes:
                 continue
@@ -207,12 +334,23 @@ def plan_arena(plan: Plan, record: Seen, min_bytes: int = MIN_BYTES) -> Arenas |
                 builtin = next(d for d in _OUT_DTYPES if d == dtype)  # numpy's own descriptor (``is`` tests)
                 lives.append((i, end, out, (math.prod(shape) * dtype.itemsize, builtin, shape)))
                 pooled.append(out)
+        join = joins.get(i)
+        if join is not None and math.prod(join.shape) * join.dtype.itemsize >= min_bytes:
+            end = _last_use(step.outputs[0], shares, released)
+            if end is not None:  # the Concat's buffer lives from its first aliased producer on
+                nbytes = math.prod(join.shape) * join.dtype.itemsize
+                builtin = next(d for d in _OUT_DTYPES if d == join.dtype)
+                lives.append((join.first, end, step.outputs[0], (nbytes, builtin, join.shape)))
+                pooled_joins.add(i)
         if not step.options.makes_new_arrays:
             fresh.difference_update(step.inputs)
         fresh.update(step.outputs if step.options.makes_new_arrays else pooled if step.options.writes_out else ())
-    if not lives:
+    concats = [c for c in concats if c.aliased or c.step in pooled_joins]  # (else the kernel's copy is as good)
+    if not lives and not concats:
         return None
-    return _assign(lives)
+    arenas = _assign(sorted(lives, key=lambda life: life[0]))
+    arenas.concats = concats
+    return arenas
 
 
 def _assign(lives: list[tuple[int, int, int, _View]]) -> Arenas:

@@ -341,9 +341,7 @@ class PreparedConv:
             return None
         if args is None:
             return self._matvec(x, residual, out_shape)
-        threads = _native.CONV_THREADS.get()
-        if threads > 1 and macs < _native._THREADED_MACS:
-            threads = 1  # too little work to hand out (as _native._conv2d_options decides)
+        threads = _native.conv_threads(macs)  # (as _native._conv2d_options decides)
         ext = _native.NATIVE
         assert ext is not None
         y: np.ndarray = ext.conv2d(
