@@ -249,9 +249,10 @@ def _fold_seed(
                 out.append(helper.make_node("Identity" if same else "Expand", args, list(node.output)))
                 continue
         out.append(node)
-    used = {i for n in out for i in n.input} | set(results)
+    # what the nodes read, inside their subgraphs too (a nested If may read the shape)
+    used = {i for n in out for i in _reads(n)} | set(results)
     dead = {e for e in ones if e not in used}
-    used = {i for n in out if n.output[0] not in dead for i in n.input} | set(results)
+    used = {i for n in out if n.output[0] not in dead for i in _reads(n)} | set(results)
     shapes = {ones[e] for e in dead} - used  # the Constant or Shape that fed only the dropped Expands
     return [n for n in out if not (set(n.output) & (dead | shapes))]
 
