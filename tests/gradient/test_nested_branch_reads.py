@@ -63,3 +63,51 @@ def test_reverse_mode(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_forward_mode(case: Case) -> None:
     check_tangent(case)
+
+
+# A branch holding an If on a condition its inner pass folds (Size(x) == 6): the pass inlines
+# that If, renaming the inlined values (cb); the copy of the inner If(cb), which computes a
+# value of the source (ko, then mo), sorted before the node computing cb (a renamed name sorts
+# as a tangent node), so the outer If read cb from outside: forward mode failed, "graph output
+# 'cb_..' is not computed by any node or input" (silero_vad.onnx's LSTM branch).
+_KT = _branch(
+    [
+        oh.make_node("ReduceSum", ["x"], ["r"], keepdims=0),
+        oh.make_node("Constant", [], ["hundred"], value=oh.make_tensor("h", D, [], [100.0])),
+        oh.make_node("Less", ["r", "hundred"], ["cb"]),
+        oh.make_node(
+            "If",
+            ["cb"],
+            ["ko"],
+            then_branch=_branch([oh.make_node("Mul", ["x", "x"], ["kt"])], "kt", "kt"),
+            else_branch=_branch([oh.make_node("Sin", ["x"], ["ke"])], "ke", "ke"),
+        ),
+    ],
+    "ko",
+    "folded_then",
+)
+_FE = _branch([oh.make_node("Cos", ["x"], ["fe"])], "fe", "fe")
+_FOLDED = _branch(
+    [
+        oh.make_node("Size", ["x"], ["n"]),
+        oh.make_node("Constant", [], ["six"], value=oh.make_tensor("six", TensorProto.INT64, [], [6])),
+        oh.make_node("Equal", ["n", "six"], ["k"]),
+        oh.make_node(
+            "If", ["k"], ["mo"], then_branch=_KT, else_branch=_branch([oh.make_node("Cos", ["x"], ["fe"])], "fe", "fe")
+        ),
+        oh.make_node("Mul", ["mo", "mo"], ["mm"]),
+    ],
+    "mm",
+    "folded",
+)
+FOLDED_CASE = Case(
+    "If_with_folded_If",
+    [oh.make_node("If", ["c"], ["o"], then_branch=_FOLDED, else_branch=_ELSE), oh.make_node("Mul", ["o", "o"], ["y"])],
+    {"x": _X, "c": np.array(True)},
+    ["x"],
+)
+
+
+def test_folded_inner_if_forward_mode() -> None:
+    check_tangent(FOLDED_CASE)
+    check_gradient(FOLDED_CASE)
