@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -65,12 +66,17 @@ def _arrays(path: str, names: list[str]) -> list[np.ndarray]:
     """The arrays of an .npz in the model's input order: by name, else in file order."""
     if not os.path.exists(path):
         raise OnnxLightError(f"data file {path} does not exist")
-    with np.load(path) as f:
-        files = list(f.files)
-        if all(n in files for n in names):
-            return [f[n] for n in names]
-        if len(files) == len(names):
-            return [f[k] for k in files]
+    try:
+        with np.load(path) as f:
+            files = list(f.files)
+            if all(n in files for n in names):
+                return [f[n] for n in names]
+            if len(files) == len(names):
+                return [f[k] for k in files]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:  # not an .npz, or object arrays
+        raise OnnxLightError(
+            f"{path} is not an .npz of numeric arrays ({e}); write it with np.savez(path, name=array, ...)"
+        ) from e
     raise OnnxLightError(
         f"{path} holds {files}; the model takes {names} (name the arrays so, or store them in that order)"
     )

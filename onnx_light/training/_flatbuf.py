@@ -66,7 +66,7 @@ class RawCheckpoint:
 
 
 def _tensor(b: flatbuffers.Builder, name: str, array: np.ndarray) -> int:
-    arr = np.ascontiguousarray(array)
+    arr = np.asarray(array, order="C")  # keeps a 0-d array 0-d (ascontiguousarray makes it (1,))
     dtype = helper.np_dtype_to_tensor_dtype(arr.dtype)
     name_off = b.CreateString(name)
     raw_off = b.CreateByteVector(arr.tobytes())

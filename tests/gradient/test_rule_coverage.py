@@ -53,7 +53,9 @@ def test_emitted_ops_have_rules(case: Case) -> None:
 
 
 # one row per op family member whose backward graph is itself smooth at the inputs
-SECOND_ORDER = [c for c in CASES if len(c.xs) >= 1 and np.dtype(c.dtype) == np.float64]
+#: rows whose x sits on a kink of the op (an LpPool window of zeros: the norm's Hessian is infinite there)
+AT_A_KINK = {"lppool-zero-window", "lppool-p3-zero-window", "globallppool-zero-plane"}
+SECOND_ORDER = [c for c in CASES if len(c.xs) >= 1 and np.dtype(c.dtype) == np.float64 and c.name not in AT_A_KINK]
 #: rows whose backward graph is refused when differentiated again, and why
 NOT_TWICE: dict[str, str] = {}
 

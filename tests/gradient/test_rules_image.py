@@ -384,12 +384,17 @@ def test_grid_sample(case: Case) -> None:
     check_gradient(case)
 
 
-def lp(name: str, op: str, x: tuple[int, ...], opset: int = 22, dynamic: bool = False, **attrs: Any) -> Case:
-    """An LpPool / GlobalLpPool row (onnxruntime has them in float32 only)."""
+def lp(
+    name: str, op: str, x: tuple[int, ...], opset: int = 22, dynamic: bool = False, zero: Any = None, **attrs: Any
+) -> Case:
+    """An LpPool / GlobalLpPool row (onnxruntime has them in float32 only); x[zero] = 0."""
+    value = rnd(*x)
+    if zero is not None:
+        value[zero] = 0.0
     return Case(
         name,
         [oh.make_node(op, ["x"], ["y"], **attrs)],
-        {"x": rnd(*x)},
+        {"x": value},
         ["x"],
         opset=opset,
         ort_dtype=F32,
@@ -415,6 +420,27 @@ LP_POOL = [
     lp("lppool-dynamic-batch", "LpPool", (2, 2, 3, 4), kernel_shape=[2, 2], dynamic=True, opset=11),
     lp("globallppool-p2", "GlobalLpPool", (2, 3, 2, 3), opset=21),  # onnxruntime lacks GlobalLpPool-22
     lp("globallppool-p3-1d", "GlobalLpPool", (1, 2, 5), p=3, opset=2),
+    # windows whose cells are all 0 (after a Relu), or that hold no cell (a dilation stepping
+    # over x): Y = 0 has the subgradient 0 (torch's); Y^(1-p) gave their cells NaN
+    lp(
+        "lppool-zero-window",
+        "LpPool",
+        (1, 2, 4),
+        kernel_shape=[2],
+        strides=[2],
+        zero=(slice(None), slice(None), slice(0, 2)),
+    ),
+    lp(
+        "lppool-p3-zero-window",
+        "LpPool",
+        (1, 1, 4, 4),
+        kernel_shape=[2, 2],
+        strides=[2, 2],
+        p=3,
+        zero=(0, 0, slice(2, 4), slice(0, 2)),
+    ),
+    lp("lppool-empty-window", "LpPool", (1, 2, 6), kernel_shape=[2], pads=[1, 1], dilations=[7]),
+    lp("globallppool-zero-plane", "GlobalLpPool", (1, 2, 3), opset=21, zero=(0, 1)),
 ]
 
 

@@ -428,3 +428,28 @@ def test_optimize_refuses_a_model_with_a_clear_error() -> None:
     )
     with pytest.raises(OnnxLightError, match="takes a FunctionProto.*not ModelProto"):
         optimize(helper.make_model(graph))
+
+
+def test_value_a_branch_returns_directly_is_kept() -> None:
+    """A branch whose output names an outer value (no node between) reads it: the second
+    Neg(x), read only so, is not merged into the first (the optimized function failed with
+    "graph output 'n2' is not computed by any node or input")."""
+    double = TensorProto.DOUBLE
+    then = helper.make_graph([], "t", [], [helper.make_tensor_value_info("n2", double, [2])])
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["n1"], ["e"])], "e", [], [helper.make_tensor_value_info("e", double, [2])]
+    )
+    fn = _fn(
+        [
+            helper.make_node("Neg", ["x"], ["n1"]),
+            helper.make_node("Neg", ["x"], ["n2"]),
+            helper.make_node("If", ["c"], ["o"], then_branch=then, else_branch=other),
+            helper.make_node("Add", ["o", "n1"], ["y"]),
+        ],
+        ["x", "c"],
+        ["y"],
+        opset=18,
+    )
+    x = np.array([1.0, 2.0])
+    (y,) = _run(ol.optimize(fn), {"x": x, "c": np.array(True)})
+    np.testing.assert_array_equal(y, -2 * x)

@@ -706,6 +706,29 @@ def test_softmax_cross_entropy_vs_ort(spec: tuple, dtype: Any) -> None:
     _compare("SoftmaxCrossEntropyLoss", _loss_inputs(shape, w, ign, dtype), attrs, n_out, tol=10)
 
 
+@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"])
+@pytest.mark.parametrize("label,ignore", [(-1, None), (4, None), (-2, -1)])
+def test_loss_target_outside_the_classes_is_an_error(op: str, label: int, ignore: int | None) -> None:
+    """A target that is no class nor ignore_index (numpy wrapped -1 to the last class: a
+    silently wrong loss, what `onnx-light train` gave for labels of -1)."""
+    from onnx import helper as oh
+
+    import onnx_light as ol
+    from onnx_light.runtime import InferenceSession
+
+    attrs = {} if ignore is None else {"ignore_index": ignore}
+    graph = oh.make_graph(
+        [oh.make_node(op, ["x", "t"], ["loss"], **attrs)],
+        "loss",
+        [oh.make_tensor_value_info("x", 1, [3, 4]), oh.make_tensor_value_info("t", 7, [3])],
+        [oh.make_tensor_value_info("loss", 1, [])],
+    )
+    model = ol.ModelProto.FromString(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]).SerializeToString())
+    feeds = {"x": np.zeros((3, 4), np.float32), "t": np.array([0, label, 1], np.int64)}
+    with pytest.raises(ol.OnnxLightError, match="not a class index"):
+        InferenceSession(model).run(None, feeds)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("spec", _params([("nll-" + n, s) for n, s in _LOSS]))
 def test_nll_loss_vs_ort(spec: tuple, dtype: Any) -> None:

@@ -209,6 +209,23 @@ def test_train_cli_resumes_and_exports(tmp_path: pathlib.Path, capsys: pytest.Ca
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind", ["not_a_zip", "object_array"])
+def test_train_on_a_bad_data_file_is_a_one_line_error(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Not "internal error, please report it" (a ValueError from np.load)."""
+    from onnx_light.cli import main
+
+    data = tmp_path / "d.npz"
+    if kind == "not_a_zip":
+        data.write_bytes(b"not a zip file")
+    else:
+        np.savez(data, input=np.array([None] * 8, dtype=object), labels=np.zeros(8, np.int64))
+    assert main(["train", str(DATA / "mlp.onnx"), "--data", str(data), "-o", str(tmp_path / "x.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "is not an .npz of numeric arrays" in err and "internal error" not in err, err
+
+
 def _dropout_model(ratio: float) -> object:
     from onnx_light import TensorProto, helper, numpy_helper
 

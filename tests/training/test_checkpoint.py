@@ -44,6 +44,28 @@ def test_round_trip(tmp_path: pathlib.Path) -> None:
     assert s.properties == {"epoch": 3, "best": 0.5, "note": "hello"}
 
 
+ODD = {
+    "scalar": np.array(3.5, np.float32),  # was read back as shape (1,)
+    "empty": np.zeros((0, 3), np.float32),
+    "half": np.arange(6, dtype=np.float16).reshape(3, 2),
+    "steps": np.arange(5, dtype=np.int64),
+    "n" * 300: np.ones(4, np.float32),
+    "double/x:0": np.full((2, 2), 0.25),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD), ids=lambda n: n[:12])
+def test_odd_tensors_round_trip(tmp_path: pathlib.Path, name: str) -> None:
+    s = olt.CheckpointState()
+    s.parameters[name] = olt.Parameter(name, ODD[name], requires_grad=ODD[name].dtype.kind == "f")
+    s.optimizer_states[f"{name}.exp_avg"] = ODD[name]
+    olt.CheckpointState.save_checkpoint(s, tmp_path / "ck")
+    back = olt.CheckpointState.load_checkpoint(tmp_path / "ck")
+    for got in (back.parameters[name].data, back.optimizer_states[f"{name}.exp_avg"]):
+        assert (got.dtype, got.shape) == (ODD[name].dtype, ODD[name].shape)
+        np.testing.assert_array_equal(got, ODD[name])
+
+
 def _ort_bindings(monkeypatch: pytest.MonkeyPatch) -> object:
     """onnxruntime's generated checkpoint bindings, imported without importing onnxruntime."""
     spec = importlib.util.find_spec("onnxruntime")

@@ -55,6 +55,7 @@ from ._fastpath import (
     tensor_attribute,
     value_type,
 )
+from ._local_outputs import localised_outputs
 from ._names import DY, EMITTED_OPSET, GradCounter, NewGradName, _SeedAccum, nested_names
 from ._registry import GradRegistry, GradRule, SeedGradFn, ShortGradFn
 from ._sequences import output_is_sequence, sequence_elem_type, sequence_info, sum_body
@@ -128,6 +129,9 @@ class _GradientPass:
         nested = [n for n, f in zip(nodes, fields) if f[4] and has_subgraph(f[4])]
         if nested:
             self.counter.taken.update(nested_names(nested))
+            localised = localised_outputs(nodes, self.new_name)
+            if localised is not nodes:  # a body returned an outer value directly
+                nodes, fields = localised, nodes_fields(localised)
         #: value_info entries not read yet, by name (see _api._graph_types); each is read
         #: before anything can look its type up
         self._declared = declared or {}
@@ -1176,4 +1180,6 @@ def subgraph_inputs(node: NodeProto) -> list[str]:
                     if name and name not in local:
                         names.append(name)
                 local.update(n.output)
+            # a body output may be an outer value itself, returned with no node between
+            names.extend(o.name for o in g.output if o.name and o.name not in local)
     return names

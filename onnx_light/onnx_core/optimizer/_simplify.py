@@ -80,6 +80,8 @@ def subgraph_reads(node: NodeProto) -> list[str]:
             for n in g.node:
                 names.extend(name for name in [*n.input, *subgraph_reads(n)] if name and name not in local)
                 local.update(n.output)
+            # a body output may be an outer value itself, returned with no node between
+            names.extend(o.name for o in g.output if o.name and o.name not in local)
     return names
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ...onnx_core import GraphProto, NodeProto, ValueInfoProto
 from ...onnx_core.gradient import GradContext, TangentOfNodes
-from ._subgraph import pruned, renamed_nodes, tensor_info
+from ._subgraph import node_reads, pruned, renamed_nodes, tensor_info
 
 __all__ = ["jvp_nodes", "pruned"]
 
@@ -80,7 +80,7 @@ def jvp_nodes(
         is_tangent = {id(n) for n in tangent}
         forward = [n for n in fn.node if id(n) not in is_tangent]
     declared = [tensor_info(rename[vi.name], vi) for vi in fn.value_info if vi.name in new]
-    body = renamed_nodes([*forward, *tangent], rename)
+    body = renamed_nodes(_in_order([*forward, *tangent]), rename)
     return body, [rename.get(o, o) for o in fn.output], declared, rename
 
 
@@ -94,4 +94,33 @@ def _defined(nodes: Iterable[NodeProto]) -> set[str]:
             for g in graphs:
                 out.update(i.name for i in g.input)
                 out |= _defined(g.node)
+    return out
+
+
+def _in_order(nodes: list[NodeProto]) -> list[NodeProto]:
+    """``nodes`` with each after the producers of what it reads (its subgraphs' reads too),
+    otherwise in their order. A forward value the inner pass renamed (a constant If it
+    inlined) sorts as a tangent node, after the copies of the forward nodes reading it."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    deps = [{producer[r] for r in node_reads(n) if r in producer} - {k} for k, n in enumerate(nodes)]
+    if all(d < k for k, ds in enumerate(deps) for d in ds):
+        return nodes
+    done: set[int] = set()
+    out: list[NodeProto] = []
+
+    def visit(k: int) -> None:
+        stack = [k]
+        while stack:
+            top = stack[-1]
+            todo = [d for d in sorted(deps[top]) if d not in done and d not in stack]
+            if todo:
+                stack.append(todo[0])
+                continue
+            stack.pop()
+            if top not in done:
+                done.add(top)
+                out.append(nodes[top])
+
+    for k in range(len(nodes)):
+        visit(k)
     return out

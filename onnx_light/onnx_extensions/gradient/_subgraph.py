@@ -170,18 +170,18 @@ def pruned(nodes: Sequence[NodeProto], outputs: Iterable[str]) -> list[NodeProto
     for node in reversed(nodes):
         if any(o in needed for o in node.output if o):
             keep.append(node)
-            needed.update(_reads(node))
+            needed.update(node_reads(node))
     return keep[::-1]
 
 
-def _reads(node: NodeProto) -> set[str]:
+def node_reads(node: NodeProto) -> set[str]:
     """The names a node reads: its inputs and what its subgraphs' nodes read."""
     out = {i for i in node.input if i}
     for attr in node.attribute:
         graphs: list[GraphProto] = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
         for g in graphs:
             for n in g.node:
-                out |= _reads(n)
+                out |= node_reads(n)
             out.update(o.name for o in g.output)
     return out
 
@@ -249,9 +249,10 @@ def _fold_seed(
                 out.append(helper.make_node("Identity" if same else "Expand", args, list(node.output)))
                 continue
         out.append(node)
-    used = {i for n in out for i in n.input} | set(results)
+    # what the nodes read, inside their subgraphs too (a nested If may read the shape)
+    used = {i for n in out for i in node_reads(n)} | set(results)
     dead = {e for e in ones if e not in used}
-    used = {i for n in out if n.output[0] not in dead for i in n.input} | set(results)
+    used = {i for n in out if n.output[0] not in dead for i in node_reads(n)} | set(results)
     shapes = {ones[e] for e in dead} - used  # the Constant or Shape that fed only the dropped Expands
     return [n for n in out if not (set(n.output) & (dead | shapes))]
 

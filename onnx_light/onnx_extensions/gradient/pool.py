@@ -625,6 +625,14 @@ def _lp_slope(ctx: GradContext, x: str, p: float) -> str:
     return slope
 
 
+def _lp_scale(ctx: GradContext, y: str, like: str, p: float) -> str:
+    """Y^(1-p), 0 where Y = 0: a window whose cells are all 0 (or that holds no cell) has the
+    subgradient 0, as torch's; Y^(1-p) alone made its cells' gradients 0 * inf = NaN."""
+    zero = ctx.const(0.0, like=like)
+    scale: str = ctx.op.Where(ctx.op.Equal(y, zero), zero, ctx.op.Pow(y, ctx.const(1.0 - p, like=like)))
+    return scale
+
+
 def _lp_geometry(ctx: GradContext) -> tuple[Geometry, int, str]:
     """(geometry, channels, ones(C, 1, k...)) of an LpPool node: the window sum W is the
     depthwise Conv by the ones, its transpose the ConvTranspose by them."""
@@ -644,7 +652,7 @@ def lp_pool_grad(ctx: GradContext, dy: str) -> Grads:
     x, y = ctx.input(0), ctx.output(0)
     p = float(ctx.attr("p", 2))
     geo, channels, ones = _lp_geometry(ctx)
-    scaled = ctx.op.Mul(dy, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
+    scaled = ctx.op.Mul(dy, _lp_scale(ctx, y, x, p))
     return (ctx.op.Mul(_lp_slope(ctx, x, p), transpose_into(ctx, scaled, ones, geo, channels)),)
 
 
@@ -671,7 +679,7 @@ def lp_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         pads=geo.begin + end,
         group=channels,
     )
-    return ctx.op.Mul(window, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
+    return ctx.op.Mul(window, _lp_scale(ctx, y, x, p))
 
 
 @rule("", "GlobalLpPool")
@@ -679,7 +687,7 @@ def global_lp_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """Y = (sum over the plane of |X|^p)^(1/p): dX = sign(X) |X|^(p-1) dY Y^(1-p) (broadcast)."""
     x, y = ctx.input(0), ctx.output(0)
     p = float(ctx.attr("p", 2))
-    return (ctx.op.Mul(_lp_slope(ctx, x, p), ctx.op.Mul(dy, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))),)
+    return (ctx.op.Mul(_lp_slope(ctx, x, p), ctx.op.Mul(dy, _lp_scale(ctx, y, x, p))),)
 
 
 @jvp_rule("", "GlobalLpPool")
@@ -691,7 +699,7 @@ def global_lp_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangent
     p = float(ctx.attr("p", 2))
     axes = ctx.ints(list(range(2, ctx.require_rank(x))))
     total = ctx.op.ReduceSum(ctx.op.Mul(_lp_slope(ctx, x, p), ts[0]), axes, keepdims=1)
-    return ctx.op.Mul(total, ctx.op.Pow(y, ctx.const(1.0 - p, like=x)))
+    return ctx.op.Mul(total, _lp_scale(ctx, y, x, p))
 
 
 refuses(

@@ -23,6 +23,13 @@ def _nll(
     neither in the numerator nor in the denominator.
     """
     keep = np.ones(target.shape, dtype=bool) if ignore_index is None else target != ignore_index
+    classes = log_prob.shape[1]
+    bad = keep & ((target < 0) | (target >= classes))
+    if bad.any():  # numpy would wrap a negative one to the last class: a silently wrong loss
+        raise ValueError(
+            f"target {int(target[bad].flat[0])} is not a class index in [0, {classes}) nor ignore_index "
+            f"({ignore_index}); pass class indices, or set ignore_index for the ones to skip"
+        )
     safe = np.where(keep, target, 0).astype(np.int64)
     picked = np.take_along_axis(log_prob, safe[:, None], axis=1)[:, 0]
     dt = log_prob.dtype
