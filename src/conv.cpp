@@ -378,6 +378,7 @@ struct TiledPlan {
 // 1) or its phase planes (strided), null for a packed panel), weight row blocks [mb0, mb1)
 struct TiledBlock {
     int64_t block, n, g, mb0, mb1, p0, len, panels;
+    bool any_in_place;  // some panel read in place
     const float *xg, *xp, *xq;
     const float *origin[MAX_PANELS];
     TiledBlock(const TileKernel &t, const TiledPlan &q, const Shape &s, const float *x, const PaddedPlanes *pad,
@@ -389,10 +390,12 @@ struct TiledBlock {
         xg = x + (n * s.c + g * q.cg) * s.h * s.w;
         xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
         xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
+        any_in_place = false;
         for (int64_t j = 0; j < panels; ++j) {
             const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
             const bool in_place = t.direct && ((pad && s.sw == 1) || ph) && j0 + t.nr <= s.ow && p + t.nr <= q.P;
             origin[j] = !in_place ? nullptr : ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0;
+            any_in_place = any_in_place || in_place;
         }
     }
     // rows [k0, k0 + kc) of the block's panels not read in place, into cols (kc x nr per panel)
@@ -400,6 +403,8 @@ struct TiledBlock {
               const PhasePlanes *ph, int64_t k0, int64_t kc, float *cols) const {
         if (q.pointwise) return pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
         int64_t koff[MAX_KC];
+        if (t.pack_block && pad && !any_in_place) return t.pack_block(gs, xp, pad->hp, pad->wp, 0, 0, k0, kc, p0, len, cols);
+        if (t.pack_block && !pad && !ph) return t.pack_block(gs, xg, gs.h, gs.w, gs.pt, gs.pl, k0, kc, p0, len, cols);
         if (ph) ph->tap_offsets(gs, k0, kc, koff);
         for (int64_t j = 0; j < panels; ++j)
             if (ph && !origin[j])
@@ -479,7 +484,9 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         // 49 GFLOP/s packed; 3 x 3 / 2 and 1 x 1 / 2 lose: 38 vs 50 at 64 -> 128 @ 56, 11 vs 27)
         ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
         fill_phases(*ph, s, x, s.n * s.c, threads);
-    } else if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
+    } else if (t.pack_padded && !q.pointwise &&
+               (s.sw == 1 ? !(t.pack_block && s.ow < t.nr) : s.sw == 2 && !t.pack_block)) {
+        // (pack_block reads the input as it is: the bordered copy only for panels read in place)
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true, 0));
         fill_planes(*pad, s, x, s.n * s.c, threads);
     }
