@@ -1,6 +1,7 @@
 """The AVX2 convolution's panels packed a pixel block at a time (``pack_block`` in
 ``src/conv_avx2.cpp``): from the input as it is (strided columns, rows narrower than a panel)
-or from the zero-bordered copy (stride 1 blocks with no panel read in place). Checked against
+or from the zero-bordered copy (stride 1 blocks with no panel read in place); and 1 x 1
+panels read in place from the input rows (few output channels, ``src/conv.cpp``). Checked against
 the numpy twin (im2col + matmul) on the geometries that take it, non-finite values at every
 border, and 2 threads against 1 bit for bit."""
 
@@ -32,6 +33,13 @@ CASES = [
     (2, 8, 5, 15, 6, (1, 3), (1, 1), (1, 2), (0, 3, 0, 1)),
     (1, 50, 30, 30, 8, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
     (1, 2, 70, 90, 4, (3, 3), (2, 2), (1, 1), (0, 1, 1, 0)),
+    # 1 x 1 with at most 6 weight row blocks: full panels read in place from the input rows, the
+    # last partial one packed (P = 35, 81, 16, 5; K of two blocks; 37 outputs: packed again)
+    (2, 300, 5, 7, 16, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
+    (1, 20, 9, 9, 36, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
+    (1, 8, 4, 4, 5, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
+    (1, 3, 1, 5, 2, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
+    (1, 20, 9, 9, 37, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
 ]
 
 
@@ -66,7 +74,7 @@ def test_block_packed_panels_match_twin(case: tuple) -> None:
     np.testing.assert_allclose(silu, want / (1 + np.exp(-want.astype(np.float64))), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", [0, 2, 4, 6, 8, 10], ids=lambda i: f"case{i}")
+@pytest.mark.parametrize("case", [0, 2, 4, 6, 8, 10, 13, 14], ids=lambda i: f"case{i}")
 @pytest.mark.parametrize("where", ["top left", "bottom right", "left column", "right column", "middle"])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 def test_block_packed_panels_carry_non_finite_values(case: int, where: str, value: float) -> None:
