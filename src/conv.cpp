@@ -378,7 +378,7 @@ struct TiledPlan {
 // 1) or its phase planes (strided), null for a packed panel), weight row blocks [mb0, mb1)
 struct TiledBlock {
     int64_t block, n, g, mb0, mb1, p0, len, panels;
-    bool any_in_place;  // some panel read in place
+    bool any_in_place;  // some panel read in place (a 1 x 1's: all full ones)
     const float *xg, *xp, *xq;
     const float *origin[MAX_PANELS];
     TiledBlock(const TileKernel &t, const TiledPlan &q, const Shape &s, const float *x, const PaddedPlanes *pad,
@@ -415,8 +415,7 @@ struct TiledBlock {
             return;
         }
         int64_t koff[MAX_KC];
-        if (t.pack_block && pad && !any_in_place) return t.pack_block(gs, xp, pad->hp, pad->wp, 0, 0, k0, kc, p0, len, cols);
-        if (t.pack_block && !pad && !ph) return t.pack_block(gs, xg, gs.h, gs.w, gs.pt, gs.pl, k0, kc, p0, len, cols);
+        if (t.pack_block && !pad && !ph) return t.pack_block(gs, xg, k0, kc, p0, len, cols);
         if (ph) ph->tap_offsets(gs, k0, kc, koff);
         for (int64_t j = 0; j < panels; ++j)
             if (ph && !origin[j])
@@ -498,9 +497,11 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         // 49 GFLOP/s packed; 3 x 3 / 2 and 1 x 1 / 2 lose: 38 vs 50 at 64 -> 128 @ 56, 11 vs 27)
         ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
         fill_phases(*ph, s, x, s.n * s.c, threads);
-    } else if (t.pack_padded && !q.pointwise &&
-               (s.sw == 1 ? !(t.pack_block && s.ow < t.nr) : s.sw == 2 && !t.pack_block)) {
-        // (pack_block reads the input as it is: the bordered copy only for panels read in place)
+    } else if (t.pack_padded && !q.pointwise && (s.sw == 1 || s.sw == 2) &&
+               !(t.pack_block && (s.sw == 2 || s.ow < t.nr))) {
+        // pack_block reads the input as it is: the bordered copy only for panels read in place
+        // (one process, raw vs copied: yolo's 16 -> 32 3x3/2 @160 2.32 vs 2.59 ms, 32 -> 64 @80
+        // 1.20 vs 1.38; 512 -> 512 3x3 @7x7 4.85 vs 5.21)
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true, 0));
         fill_planes(*pad, s, x, s.n * s.c, threads);
     }

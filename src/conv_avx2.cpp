@@ -174,18 +174,18 @@ AVX2 void pack_padded(const Shape &s, const float *xp, int64_t hp, int64_t wp, i
     }
 }
 
-// TileKernel::pack_block for this tile: row k of the block's pixels is first gathered in
-// `line`, one output row segment at a time (per 8 pixels, a plain 8-float copy at stride 1, two
-// loads and a shuffle at stride 2, masked loads where the window leaves the planes; a
-// segment's last vector may spill past it, and the next one rewrites those cells), then
-// copied out as row k of each panel. Each tap reads its input rows in order, all rows of one
+// TileKernel::pack_block for this tile, from the input as it is (no bordered copy): row k of
+// the block's pixels is first gathered in `line`, one output row segment at a time (per 8
+// pixels, a plain 8-float copy at stride 1, two loads and a shuffle at stride 2, masked loads
+// where the window leaves the planes, zeros for rows in the padding; a segment's last vector
+// may spill past it, and the next one rewrites those cells), then copied out as row k of each
+// panel. Each tap reads its input rows in order, all rows of one
 // tap before the next, where per panel the taps hop between kc rows every 16 pixels (48 rows
 // of 16 planes at 3 x 3: too many streams for the prefetcher).
-AVX2 void pack_block(const Shape &s, const float *x, int64_t h, int64_t w, int64_t top, int64_t left, int64_t k0,
-                     int64_t kc, int64_t p0, int64_t len, float *cols) {
+AVX2 void pack_block(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, int64_t len, float *cols) {
     thread_local std::vector<int64_t> segs;  // per output row segment: output row, column, first pixel, count
     thread_local std::vector<float> line;
-    const int64_t panels = (len + NR - 1) / NR, kk = s.kh * s.kw;
+    const int64_t panels = (len + NR - 1) / NR, kk = s.kh * s.kw, h = s.h, w = s.w, top = s.pt, left = s.pl;
     segs.clear();
     for (int64_t t = 0; t < len;) {
         const int64_t p = p0 + t, i = p / s.ow, j0 = p % s.ow, n = std::min(len - t, s.ow - j0);

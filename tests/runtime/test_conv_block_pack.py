@@ -1,8 +1,7 @@
 """The AVX2 convolution's panels packed a pixel block at a time (``pack_block`` in
-``src/conv_avx2.cpp``): from the input as it is (strided columns, rows narrower than a panel)
-or from the zero-bordered copy (stride 1 blocks with no panel read in place); and 1 x 1
-panels read in place from the input rows (few output channels, ``src/conv.cpp``). Checked against
-the numpy twin (im2col + matmul) on the geometries that take it, non-finite values at every
+``src/conv_avx2.cpp``) from the input as it is (strided columns, rows narrower than a panel),
+and 1 x 1 panels read in place from the input rows (few output channels, ``src/conv.cpp``).
+Checked against the numpy twin (im2col + matmul) on the geometries that take it, non-finite values at every
 border, and 2 threads against 1 bit for bit."""
 
 from __future__ import annotations
