@@ -34,24 +34,24 @@ AVX2 inline __m256 evens(__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < rows, row k of the pixel panel
+// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < R, row k of the pixel panel
 // Bk = B + k * NR (packed) or, Direct, B + koff[k] (16 pixels of one output row read in
-// place from the bordered input); rows past `rows` read the last row and are dropped. `first` adds bias[r] instead
-// of reading C; `relu` clamps at zero when storing. 12 accumulators + 2 panel vectors + 1
-// weight = 15 of the 16 ymm registers.
-template <bool Direct>
-AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
-                    int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
-    const float *a_row[MR];
-    for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
-    __m256 acc[MR][2];
+// place from the bordered input). `first` adds bias[r] instead of reading C; `relu` clamps
+// at zero when storing. At R = 6, 12 accumulators + 2 panel vectors + 1 weight = 15 of the 16
+// ymm registers.
+template <bool Direct, int R>
+AVX2 void tile_rows(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                    int64_t ldc, int64_t cols, const float *bias, bool first, bool relu) {
+    const float *a_row[R];
+    for (int r = 0; r < R; ++r) a_row[r] = A + r * lda;
+    __m256 acc[R][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
         const float *row = Direct ? B + koff[k] : B + k * NR;
         const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; ++r) {
+        for (int r = 0; r < R; ++r) {
             const __m256 a = _mm256_broadcast_ss(a_row[r] + k);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
@@ -62,8 +62,7 @@ AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, con
     const bool whole = cols == NR;
     const __m256 zero = _mm256_setzero_ps();
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {  // fully unrolled, so that acc stays in registers
-        if (r >= rows) break;
+    for (int r = 0; r < R; ++r) {  // fully unrolled, so that acc stays in registers
         float *c = C + r * ldc;
         alignas(32) float edge[NR] = {};
         float *dst = whole ? c : edge;
@@ -84,6 +83,22 @@ AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, con
         _mm256_storeu_ps(dst, v0);
         _mm256_storeu_ps(dst + 8, v1);
         if (!whole) std::memcpy(c, edge, sizeof(float) * cols);
+    }
+}
+
+// TileKernel::tile (Direct: TileKernel::direct) for this ISA: tile_rows with R = rows (1-6),
+// so that a last row block of fewer than 6 weight rows (32 outputs: 5 x 6 + 2) does only its
+// own rows' multiply-adds; each row's sums are the same either way
+template <bool Direct>
+AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                    int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    switch (rows) {
+        case 1: return tile_rows<Direct, 1>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 2: return tile_rows<Direct, 2>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 3: return tile_rows<Direct, 3>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 4: return tile_rows<Direct, 4>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 5: return tile_rows<Direct, 5>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        default: return tile_rows<Direct, MR>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
     }
 }
 
