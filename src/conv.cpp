@@ -392,8 +392,9 @@ struct TiledBlock {
         xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
         any_in_place = false;
         // a 1 x 1's full panels read in place from the input rows when few weight row blocks
-        // would share a packed copy (bench_conv, one process: 16 -> 16 @ 80 x 80 0.16 vs 0.20 ms,
-        // 32 -> 32 0.32 vs 0.33; many lose: 64 -> 255 @ 40 x 40 1.08 vs 0.80, 256 -> 64 @ 56 2.95 vs 1.98)
+        // would share a packed copy (conv2d alone, in place vs packed, one process: 16 -> 16 @ 80 x 80
+        // 0.16 vs 0.20 ms, 32 -> 32 0.32 vs 0.33; more outputs lose: 64 -> 255 @ 40 x 40 1.08 vs
+        // 0.80, 256 -> 64 @ 56 2.95 vs 1.98)
         const bool pointwise_in_place = t.direct && q.pointwise && q.mblocks <= 6;
         for (int64_t j = 0; j < panels; ++j) {
             const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
