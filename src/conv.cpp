@@ -378,6 +378,7 @@ struct TiledPlan {
 // 1) or its phase planes (strided), null for a packed panel), weight row blocks [mb0, mb1)
 struct TiledBlock {
     int64_t block, n, g, mb0, mb1, p0, len, panels;
+    bool any_in_place;  // some panel read in place (a 1 x 1's: all full ones)
     const float *xg, *xp, *xq;
     const float *origin[MAX_PANELS];
     TiledBlock(const TileKernel &t, const TiledPlan &q, const Shape &s, const float *x, const PaddedPlanes *pad,
@@ -389,17 +390,33 @@ struct TiledBlock {
         xg = x + (n * s.c + g * q.cg) * s.h * s.w;
         xp = pad ? pad->buf.get() + (n * s.c + g * q.cg) * pad->hp * pad->wp : nullptr;
         xq = ph ? ph->buf.get() + (n * s.c + g * q.cg) * ph->plane_floats() : nullptr;
+        any_in_place = false;
+        // a 1 x 1's full panels read in place from the input rows when few weight row blocks
+        // would share a packed copy (conv2d alone, in place vs packed, one process: 16 -> 16 @ 80 x 80
+        // 0.16 vs 0.20 ms, 32 -> 32 0.32 vs 0.33; more outputs lose: 64 -> 255 @ 40 x 40 1.08 vs
+        // 0.80, 256 -> 64 @ 56 2.95 vs 1.98)
+        const bool pointwise_in_place = t.direct && q.pointwise && q.mblocks <= 6;
         for (int64_t j = 0; j < panels; ++j) {
             const int64_t p = p0 + j * t.nr, i = p / s.ow, j0 = p % s.ow;
             const bool in_place = t.direct && ((pad && s.sw == 1) || ph) && j0 + t.nr <= s.ow && p + t.nr <= q.P;
-            origin[j] = !in_place ? nullptr : ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0;
+            origin[j] = in_place ? (ph ? xq + i * ph->wq + j0 : xp + i * s.sh * pad->wp + j0)
+                        : pointwise_in_place && p + t.nr <= q.P ? xg + p
+                                                                : nullptr;
+            any_in_place = any_in_place || origin[j];
         }
     }
     // rows [k0, k0 + kc) of the block's panels not read in place, into cols (kc x nr per panel)
     void pack(const TileKernel &t, const TiledPlan &q, const Shape &gs, const PaddedPlanes *pad,
               const PhasePlanes *ph, int64_t k0, int64_t kc, float *cols) const {
-        if (q.pointwise) return pack_pointwise(xg, q.P, k0, kc, p0, len, t.nr, cols);
+        if (q.pointwise) {
+            // the panels not read in place: all, or the last (partial) one
+            const int64_t from = any_in_place ? panels - 1 : 0;
+            if (!origin[from])
+                pack_pointwise(xg, q.P, k0, kc, p0 + from * t.nr, len - from * t.nr, t.nr, cols + from * kc * t.nr);
+            return;
+        }
         int64_t koff[MAX_KC];
+        if (t.pack_block && !pad && !ph) return t.pack_block(gs, xg, k0, kc, p0, len, cols);
         if (ph) ph->tap_offsets(gs, k0, kc, koff);
         for (int64_t j = 0; j < panels; ++j)
             if (ph && !origin[j])
@@ -428,6 +445,8 @@ void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const S
         if (!packed) b.pack(t, q, gs, pad, ph, k0, kc, cols);
         if (ph) ph->tap_offsets(s, k0, kc, koff);
         else if (pad) pad->tap_offsets(s, k0, kc, koff);
+        else if (b.any_in_place)  // pointwise: row k of the input planes
+            for (int64_t k = 0; k < kc; ++k) koff[k] = (k0 + k) * q.P;
         const bool first = k0 == 0, last = k0 + kc == q.K;
         for (int64_t mb = b.mb0; mb < b.mb1; ++mb) {
             const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
@@ -479,7 +498,11 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
         // 49 GFLOP/s packed; 3 x 3 / 2 and 1 x 1 / 2 lose: 38 vs 50 at 64 -> 128 @ 56, 11 vs 27)
         ph.reset(new PhasePlanes(s, s.n * s.c, TileKernel::padded_width(s)));
         fill_phases(*ph, s, x, s.n * s.c, threads);
-    } else if (t.pack_padded && (s.sw == 1 || s.sw == 2) && !q.pointwise) {
+    } else if (t.pack_padded && !q.pointwise && (s.sw == 1 || s.sw == 2) &&
+               !(t.pack_block && (s.sw == 2 || s.ow < t.nr))) {
+        // pack_block reads the input as it is: the bordered copy only for panels read in place
+        // (one process, raw vs copied: yolo's 16 -> 32 3x3/2 @160 2.32 vs 2.59 ms, 32 -> 64 @80
+        // 1.20 vs 1.38; 512 -> 512 3x3 @7x7 4.85 vs 5.21)
         pad.reset(new PaddedPlanes(s, s.n * s.c, TileKernel::padded_width(s), true, 0));
         fill_planes(*pad, s, x, s.n * s.c, threads);
     }

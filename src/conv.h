@@ -236,6 +236,11 @@ struct TileKernel {
     // `tile` reading row k of the panel at B + koff[k] in the bordered input (nr cells of one
     // output row, stride 1) instead of a packed panel; null: always packed
     Tile direct = nullptr;
+    // `pack` for all `len` pixels from p0 at once (a pixel block: len / nr panels rounded up,
+    // kc x nr each), row k of every panel before row k + 1, so that each tap reads its input
+    // rows in order: the same panels, bit for bit; null: `pack` per panel
+    void (*pack_block)(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, int64_t len,
+                       float *cols) = nullptr;
     // the padded width pack_padded reads: every window plus a 16-column spill per run
     static int64_t padded_width(const Shape &s) { return (s.ow + 16) * s.sw + (s.kw - 1) * s.dw + 16; }
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "conv.h"
 #include "simd.h"
@@ -33,24 +34,24 @@ AVX2 inline __m256 evens(__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < rows, row k of the pixel panel
+// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < R, row k of the pixel panel
 // Bk = B + k * NR (packed) or, Direct, B + koff[k] (16 pixels of one output row read in
-// place from the bordered input); rows past `rows` read the last row and are dropped. `first` adds bias[r] instead
-// of reading C; `relu` clamps at zero when storing. 12 accumulators + 2 panel vectors + 1
-// weight = 15 of the 16 ymm registers.
-template <bool Direct>
-AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
-                    int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
-    const float *a_row[MR];
-    for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
-    __m256 acc[MR][2];
+// place from the bordered input). `first` adds bias[r] instead of reading C; `relu` clamps
+// at zero when storing. At R = 6, 12 accumulators + 2 panel vectors + 1 weight = 15 of the 16
+// ymm registers.
+template <bool Direct, int R>
+AVX2 void tile_rows(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                    int64_t ldc, int64_t cols, const float *bias, bool first, bool relu) {
+    const float *a_row[R];
+    for (int r = 0; r < R; ++r) a_row[r] = A + r * lda;
+    __m256 acc[R][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
         const float *row = Direct ? B + koff[k] : B + k * NR;
         const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; ++r) {
+        for (int r = 0; r < R; ++r) {
             const __m256 a = _mm256_broadcast_ss(a_row[r] + k);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
@@ -61,8 +62,7 @@ AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, con
     const bool whole = cols == NR;
     const __m256 zero = _mm256_setzero_ps();
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {  // fully unrolled, so that acc stays in registers
-        if (r >= rows) break;
+    for (int r = 0; r < R; ++r) {  // fully unrolled, so that acc stays in registers
         float *c = C + r * ldc;
         alignas(32) float edge[NR] = {};
         float *dst = whole ? c : edge;
@@ -83,6 +83,22 @@ AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, con
         _mm256_storeu_ps(dst, v0);
         _mm256_storeu_ps(dst + 8, v1);
         if (!whole) std::memcpy(c, edge, sizeof(float) * cols);
+    }
+}
+
+// TileKernel::tile (Direct: TileKernel::direct) for this ISA: tile_rows with R = rows (1-6),
+// so that a last row block of fewer than 6 weight rows (32 outputs: 5 x 6 + 2) does only its
+// own rows' multiply-adds; each row's sums are the same either way
+template <bool Direct>
+AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                    int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    switch (rows) {
+        case 1: return tile_rows<Direct, 1>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 2: return tile_rows<Direct, 2>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 3: return tile_rows<Direct, 3>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 4: return tile_rows<Direct, 4>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 5: return tile_rows<Direct, 5>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        default: return tile_rows<Direct, MR>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
     }
 }
 
@@ -165,6 +181,71 @@ AVX2 void pack_padded(const Shape &s, const float *xp, int64_t hp, int64_t wp, i
         if (!whole) {
             _mm256_storeu_ps(dst, _mm256_load_ps(row8));
             _mm256_storeu_ps(dst + 8, _mm256_load_ps(row8 + 8));
+        }
+        if (++b == s.kw) {
+            b = 0;
+            if (++a == s.kh) a = 0, ++c;
+        }
+    }
+}
+
+// TileKernel::pack_block for this tile, from the input as it is (no bordered copy): row k of
+// the block's pixels is first gathered in `line`, one output row segment at a time (per 8
+// pixels, a plain 8-float copy at stride 1, two loads and a shuffle at stride 2, masked loads
+// where the window leaves the planes, zeros for rows in the padding; a segment's last vector
+// may spill past it, and the next one rewrites those cells), then copied out as row k of each
+// panel. Each tap reads its input rows in order, all rows of one
+// tap before the next, where per panel the taps hop between kc rows every 16 pixels (48 rows
+// of 16 planes at 3 x 3: too many streams for the prefetcher).
+AVX2 void pack_block(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, int64_t len, float *cols) {
+    thread_local std::vector<int64_t> segs;  // per output row segment: output row, column, first pixel, count
+    thread_local std::vector<float> line;
+    const int64_t panels = (len + NR - 1) / NR, kk = s.kh * s.kw, h = s.h, w = s.w, top = s.pt, left = s.pl;
+    segs.clear();
+    for (int64_t t = 0; t < len;) {
+        const int64_t p = p0 + t, i = p / s.ow, j0 = p % s.ow, n = std::min(len - t, s.ow - j0);
+        segs.insert(segs.end(), {i, j0, t, n});
+        t += n;
+    }
+    const size_t need = static_cast<size_t>(panels * NR + 8);
+    if (line.size() < need) line.resize(need);
+    float *lin = line.data();
+    std::fill(lin + len, lin + need, 0.0f);  // past the last pixel: zeros until a spill
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
+    for (int64_t k = 0; k < kc; ++k) {
+        const float *plane = x + c * h * w;
+        const int64_t dy = a * s.dh - top, dx = b * s.dw - left;
+        for (size_t q = 0; q < segs.size(); q += 4) {
+            const int64_t ih = segs[q] * s.sh + dy, first = segs[q + 1] * s.sw + dx, n = segs[q + 3];
+            float *o = lin + segs[q + 2];
+            const float *row = plane + ih * w;
+            if (ih < 0 || ih >= h) {
+                for (int64_t u = 0; u < n; u += 8) _mm256_storeu_ps(o + u, zero);
+            } else if (s.sw == 1) {
+                const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(n, w - first);  // pixels in the row
+                for (int64_t u = 0; u < n; u += 8)
+                    _mm256_storeu_ps(o + u, u >= lo && u + 8 <= hi ? _mm256_loadu_ps(row + first + u)
+                                                                 : _mm256_maskload_ps(row + first + u, lanes(lo - u, hi - u)));
+            } else if (s.sw == 2) {
+                const int64_t end = std::min(w, first + 2 * n);  // past the segment's last cell
+                for (int64_t u = 0; u < n; u += 8) {
+                    const int64_t v = first + 2 * u;  // input column of lane 0
+                    const bool inside = v >= 0 && v + 16 <= end;
+                    const __m256 va = inside ? _mm256_loadu_ps(row + v) : _mm256_maskload_ps(row + v, lanes(-v, end - v));
+                    const __m256 vb = inside ? _mm256_loadu_ps(row + v + 8)
+                                             : _mm256_maskload_ps(row + v + 8, lanes(-v - 8, end - v - 8));
+                    _mm256_storeu_ps(o + u, evens(va, vb));
+                }
+            } else {
+                for (int64_t u = 0; u < n; u += 8) _mm256_storeu_ps(o + u, zero);
+                copy_strided(row, first, n, s.sw, w, o);
+            }
+        }
+        float *dst = cols + k * NR;
+        for (int64_t j = 0; j < panels; ++j, dst += kc * NR) {
+            _mm256_storeu_ps(dst, _mm256_loadu_ps(lin + j * NR));
+            _mm256_storeu_ps(dst + 8, _mm256_loadu_ps(lin + j * NR + 8));
         }
         if (++b == s.kw) {
             b = 0;
@@ -423,7 +504,8 @@ AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y, threads);
-    static const TileKernel kernel{MR, NR, KC, tile_6x16<false>, pack_cols, epilogue8, pack_padded, tile_6x16<true>};
+    static const TileKernel kernel{MR,         NR,          KC,         tile_6x16<false>, pack_cols,
+                                   epilogue8,  pack_padded, tile_6x16<true>, pack_block};
     if (winograd_applies(s, winograd)) return run_winograd_avx2(kernel, s, x, w, winograd, bias, ep, y, threads);
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
