@@ -170,6 +170,40 @@ def test_the_pass_pauses_gc_only_while_it_runs_and_when_asked() -> None:
     assert gc.isenabled()
 
 
+def test_the_paused_pass_leaves_its_result_in_the_oldest_generation_and_frozen_objects_frozen() -> None:
+    import gc
+
+    from onnx_light import TensorProto, helper
+
+    g = helper.make_graph(
+        [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Mul", ["t", "x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    reg = ol.DefaultGradRegistry()
+    for transform in (
+        lambda: ol.GradientOfFunction(g, ["x"], "y", registry=reg),
+        lambda: ol.TangentOfFunction(g, ["x"], ["y"], registry=reg),
+    ):
+        gc.collect()
+        fn = transform()
+        young = {id(o) for o in gc.get_objects(0)} | {id(o) for o in gc.get_objects(1)}
+        # the result and its nodes skipped the young generations: no collection walks them first
+        assert id(fn) not in young and not any(id(n) in young for n in fn.node)
+        assert gc.get_freeze_count() == 0 and gc.isenabled()
+    # objects the caller froze stay frozen (freeze and unfreeze would thaw them)
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        ol.GradientOfFunction(g, ["x"], "y", registry=reg)
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--update"]:
         LOCK.write_text("\n".join(surface()) + "\n")

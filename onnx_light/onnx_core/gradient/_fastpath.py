@@ -139,10 +139,11 @@ def copy_node(node: NodeProto, outputs: list[str]) -> NodeProto:
 _NODE_SLOTS = (*NodeProto.__slots__, "_unknown")
 
 
-def raw_tensor(value: np.ndarray, raw: bytes) -> TensorProto | None:
+def raw_tensor(value: np.ndarray, raw: bytes, dtype_str: str | None = None) -> TensorProto | None:
     """``from_array(value)`` when ``raw`` is ``value.tobytes()`` (which the caller has),
-    for the byte-sized numeric dtypes; None for any other dtype (use ``from_array``)."""
-    data_type = _RAW_TYPES.get(value.dtype.str)
+    for the byte-sized numeric dtypes; None for any other dtype (use ``from_array``).
+    ``dtype_str``: ``value.dtype.str`` when the caller has it (numpy builds it on each read)."""
+    data_type = _RAW_TYPES.get(value.dtype.str if dtype_str is None else dtype_str)
     if data_type is None:
         return None
     tensor: Any = TensorProto.__new__(TensorProto)

@@ -265,17 +265,20 @@ class _GradientPass:
 
     def constant(self, value: np.ndarray) -> str:
         raw = value.tobytes()
-        key = (value.dtype.str, value.shape, raw)
+        dtype_str = value.dtype.str  # (numpy builds the string on each read: read once)
+        shape = value.shape
+        key = (dtype_str, shape, raw)
         name = self._const_cache.get(key)
         if name is None:
             name = self._const_cache[key] = self.new_name("const")
             outs = [name]
-            tensor = raw_tensor(value, raw) or from_array(value)  # the bytes are at hand: no second copy
+            # the bytes are at hand: no second copy
+            tensor = raw_tensor(value, raw, dtype_str) or from_array(value)
             node = new_node("Constant", [], outs, "", [tensor_attribute("value", tensor)])
             self._push(node, [], outs, "")
             self.emit_record.constants[id(node)] = (node, key)
-            self.types[name] = ValueType(int(tensor.data_type), tuple(value.shape))
-            if value.dtype.kind in "iu" and value.size <= FOLD_MAX:
+            self.types[name] = ValueType(int(tensor.data_type), shape)
+            if dtype_str[1] in "iu" and value.size <= FOLD_MAX:
                 self.constants[name] = value
         return name
 

@@ -133,9 +133,9 @@ class Signature:
                     f"attribute {name!r} of {self.label}-{self.since} is {ATTRIBUTE_TYPE_NAMES.get(expected)}, "
                     f"got {type(value).__name__} {value!r:.60}"
                 )
-        if self.required:
-            missing = sorted(self.required.difference(k for k, v in attrs.items() if v is not None))
-            if missing:
+        for r in self.required:  # every required one given (the common case): no sorted list built
+            if attrs.get(r) is None:
+                missing = sorted(self.required.difference(k for k, v in attrs.items() if v is not None))
                 return f"{self.label}-{self.since} needs attribute(s) {', '.join(missing)}"
         return None
 
