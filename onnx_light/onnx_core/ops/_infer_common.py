@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .._axes import axis_index
 from .._dtypes import np_dtype_to_tensor_dtype, pattern_np_dtype
+from ..axes import axis_index
 from ..gradient._types import UNKNOWN, Dim, InferContext, Shape, ValueType
 
 __all__ = [

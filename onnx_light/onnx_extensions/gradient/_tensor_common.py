@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...onnx_core import TensorProto
-from ...onnx_core._axes import axis_index
+from ...onnx_core.axes import axis_index
 from ...onnx_core.gradient import GradContext
 from ...onnx_core.helper import tensor_dtype_to_np_dtype
 from ...onnx_core.numpy_helper import from_array
