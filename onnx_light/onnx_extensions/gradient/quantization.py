@@ -33,11 +33,11 @@ no_grad("", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv")
 def _layout(ctx: GradContext) -> tuple[str, int, int]:
     """("tensor" | "axis" | "block", axis, rank) of a DequantizeLinear node's scale."""
     rank = ctx.require_rank(ctx.inputs[0])
+    blocked = int(ctx.attr("block_size", 0)) > 0
+    if not blocked and ctx.require_rank(ctx.inputs[1]) == 0:
+        return "tensor", 0, rank  # a scalar scale: the spec ignores ``axis``
     axis = axis_index(int(ctx.attr("axis", 1)), rank) if rank else 0
-    if int(ctx.attr("block_size", 0)) > 0:
-        return "block", axis, rank
-    scale_rank = ctx.require_rank(ctx.inputs[1])
-    return ("tensor" if scale_rank == 0 else "axis"), axis, rank
+    return ("block" if blocked else "axis"), axis, rank
 
 
 def _block_index(ctx: GradContext, axis: int) -> str:
