@@ -25,28 +25,18 @@ from onnx_light.runtime.kernels.normalization import layer_norm
 from onnx_light.runtime.kernels.activation import softmax
 from onnx_light.runtime.kernels.resize import _replicate
 
-ns = {"__name__": "oldresize"}
-src = open(os.path.join(OLD, "onnx_light/runtime/kernels/resize.py")).read()
-exec(
-    compile(
-        src.replace("from onnx_light.runtime._registry import kernel", "kernel = lambda *a, **k: (lambda f: f)"),
-        "old",
-        "exec",
-    ),
-    ns,
-)
-old_replicate = ns["_replicate"]
-ns2 = {"__name__": "oldnorm"}
-src = open(os.path.join(OLD, "onnx_light/runtime/kernels/normalization.py")).read()
-exec(
-    compile(
-        src.replace("from onnx_light.runtime._registry import kernel", "kernel = lambda *a, **k: (lambda f: f)"),
-        "old2",
-        "exec",
-    ),
-    ns2,
-)
-old_ln = ns2["layer_norm"]
+
+def _old_kernel(module: str, name: str):
+    """``name`` from OLD's ``onnx_light/runtime/kernels/<module>.py``, its @kernel registration a no-op."""
+    ns = {"__name__": f"old_{module}"}
+    src = open(os.path.join(OLD, f"onnx_light/runtime/kernels/{module}.py")).read()
+    src = src.replace("from onnx_light.runtime._registry import kernel", "kernel = lambda *a, **k: (lambda f: f)")
+    exec(compile(src, f"old_{module}", "exec"), ns)
+    return ns[name]
+
+
+old_replicate = _old_kernel("resize", "_replicate")
+old_ln = _old_kernel("normalization", "layer_norm")
 rng = np.random.default_rng(0)
 
 
