@@ -17,6 +17,8 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -39,6 +41,7 @@ from ..helper import (
 from ..numpy_helper import from_array
 from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, traits, upgrade_nodes
 from ..optimizer._plan import EmitRecord
+from ._assembly import NEEDED, marked_ancestors, needed_indices, read_order, singles_live
 from ._branches import condition_value, inline_graph
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._expand import expand_ruleless
@@ -487,13 +490,11 @@ class _GradientPass:
         """The phases of the module docstring, in order; returns the backward function."""
         self._validate_names()
         producer = self._index_producers()
-        order = sorted(self._ancestors([self.y], producer))
-        self._check_order(order, producer)
+        order = self._checked_ancestors([self.y], producer)
         self._infer(order, producer)
         if self._inline_known_branches(order):  # the new nodes indexed and typed again
             producer = self._index_producers()
-            order = sorted(self._ancestors([self.y], producer))
-            self._check_order(order, producer)
+            order = self._checked_ancestors([self.y], producer)
             self._infer(order, producer)
         diff = self._dependence(order)[1]
         self._check_xs(self._reaching(order, [self.y]))
@@ -621,6 +622,16 @@ class _GradientPass:
                     f"x={x!r} has element type {TensorProto.DataType.Name(dt)}, which carries no gradient; "
                     "differentiate with respect to a floating-point value"
                 )
+
+    def _checked_ancestors(self, roots: list[str], producer: dict[str, int]) -> list[int]:
+        """``sorted(self._ancestors(roots, producer))``, checked by ``_check_order``: one sweep
+        over the indices when the nodes are in order (``_assembly.marked_ancestors``)."""
+        mark = marked_ancestors(self._reads, producer, [producer[r] for r in roots if r in producer])
+        if mark is not None:
+            return needed_indices(mark)
+        order = sorted(self._ancestors(roots, producer))
+        self._check_order(order, producer)  # raises: a node reads a value of its own or a later node
+        return order
 
     def _check_order(self, order: list[int], producer: dict[str, int]) -> None:
         """The nodes of ``order`` read only values produced before them: no cycle, and the
@@ -1029,35 +1040,42 @@ class _GradientPass:
         types_get = self.types.get
         value_info = fn.value_info
         inputs = set(fn.input)
-        # (no sequence declared or typed, and a value no node here produces: not a sequence)
-        maybe_sequences = bool(self.sequence_types or self._declared)
+        # a name neither known as a sequence, nor declared (unread), nor produced by a node
+        # here is no sequence (what is_sequence and sequence_type would find, without them)
+        sequences = self.sequence_types
+        declared = self._declared
         produced = self._producer
+        infos = []
         for name in [*fn.input, *self.declared_outputs]:
             t = types_get(name)
             if t is not None and t.dtype:
                 elem = (
                     self.sequence_type(name)
-                    if (maybe_sequences or name in produced) and name in inputs and self.is_sequence(name)
+                    if (name in sequences or name in declared or name in produced)
+                    and name in inputs
+                    and self.is_sequence(name)
                     else None
                 )
                 # a sequence fed to the function (a forward value it does not compute) is one
-                value_info.append(
+                infos.append(
                     make_tensor_value_info(name, t.dtype, t.shape) if elem is None else sequence_info(name, elem)
                 )
+        value_info.extend(infos)
         if self.sequence_types:  # the sequences' element types, which inference does not follow
             for name in dict.fromkeys(o for n in fn.node for o in n.output if o):
                 elem = self.sequence_type(name)
                 if elem is not None:
                     value_info.append(sequence_info(name, elem))
 
-    def _record_reads(self, read: set[str], needed: list[int], outputs: list[str]) -> None:
+    def _record_reads(self, read: dict[str, None], needed: list[int], live: bool) -> None:
         """What the assembly's read sets tell: whether every node is live (for the optimizer's
         record) and whether ``dy`` may be read (``dy_read``).
 
-        ``read``: the names the backward nodes read; ``needed``: the forward nodes kept.
+        ``read``: the names the backward nodes read; ``needed``: the forward nodes kept;
+        ``live``: whether every backward node has an output read or returned.
         """
         # the forward nodes kept are ancestors of what backward nodes read: each has a reader
-        self.emit_record.live = not self._replaced and _all_read(self._backward_io, read, set(outputs))
+        self.emit_record.live = not self._replaced and live
         #: False when no node of the result reads ``dy``, not even in a subgraph (None: it may;
         #: forward mode, where ``dy`` is an ordinary name, then looks at the nodes' inputs)
         self.dy_read: bool | None = None
@@ -1065,23 +1083,29 @@ class _GradientPass:
             reads_of = self._reads
             self.dy_read = None if any(DY in reads_of[i] for i in needed) else False
 
-    def _assemble(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
-        backward_io = self._backward_io
-        # forward values the backward nodes read, and everything they are computed from
-        read = {n for names, _, _ in backward_io for n in names}
+    def _kept_forward(self, producer: dict[str, int], read: dict[str, None]) -> tuple[list[int], bytearray | None]:
+        """The forward nodes the result computes again (ascending) and, when the sweep could
+        take its shortcut (see ``_assembly.marked_ancestors``), their marks by index."""
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
         maybe = op_types_with("random") | op_types_with("random_if_input")
         random = {i for i, f in enumerate(self._fields) if f[0] in maybe and is_random(self.nodes[i])}
         # nor is the producer of an intermediate x (a cut point): x is an input
         stop = random | {producer[x] for x in self.xs if x in producer}
-        roots = [n for n in read if n in producer and producer[n] not in stop]
-        needed = sorted(self._ancestors(roots, producer, stop))
-        self._record_reads(read, needed, outputs)
-        # the free values in first-use order, and the domains used
+        get = producer.get
+        roots = {j for n in read if (j := get(n)) is not None and j not in stop}
+        mark = None if self._replaced else marked_ancestors(self._reads, producer, roots, stop)
+        if mark is not None:
+            return needed_indices(mark), mark
+        names = [n for n in read if n in producer and producer[n] not in stop]
+        return sorted(self._ancestors(names, producer, stop)), None
+
+    def _free_general(self, needed: list[int], read: dict[str, None]) -> list[str]:
+        """The free values in first-use order (forward nodes kept, then backward nodes); records
+        the domains used (``self._domains``)."""
         defined = {self.dy} | set(self.xs)  # also every free value once seen
         free: list[str] = []
-        domains = {"": self.opset}
+        domains = self._domains
         fields = self._fields
         reads = self._reads
         extra_outputs = self._extra_outputs
@@ -1099,7 +1123,7 @@ class _GradientPass:
                 defined.update(o for n in self._replaced[i] for o in n.output)
             if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
-        for names, outs, d in backward_io:
+        for names, outs, d in self._backward_io:
             for name in names:
                 if name and name not in defined:
                     defined.add(name)
@@ -1107,32 +1131,76 @@ class _GradientPass:
             defined.update(outs)
             if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
                 domains[d] = self.opset_imports.get(d, 1)
+        return free
+
+    def _free_marked(self, needed: list[int], mark: bytearray, read: dict[str, None], made: set[str]) -> list[str]:
+        """``_free_general`` when the kept forward nodes are in topological order (``mark``
+        tells them) and ``made`` holds every backward node's output: a name is defined before
+        it is read exactly when its producer is kept, or it is an x, ``dy`` or emitted."""
+        reads = self._reads
+        get = self._producer.get
+        defined = {self.dy, *self.xs}
+        forward = dict.fromkeys(chain.from_iterable(reads[i] for i in needed))
+        free = [n for n in forward if n and n not in defined and ((j := get(n)) is None or mark[j] != NEEDED)]
+        defined.update(free)
+        defined.update(made)
+        free += [n for n in read if n and n not in defined and ((j := get(n)) is None or mark[j] != NEEDED)]
+        domains = self._domains
+        fields = self._fields
+        used = {fields[i][1] for i in needed}
+        used.update(map(itemgetter(2), self._backward_io))
+        for d in sorted(used):
+            if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
+                domains[d] = self.opset_imports.get(d, 1)
+        return free
+
+    def _inputs_order(self, free: list[str]) -> list[str]:
+        """The ``zs``: given, or the free values with the source's inputs first, in its order."""
         if self.zs is None:
+            # (a stable sort: the other free values keep their first-use order, after)
             rank = {n: i for i, n in enumerate(self.free_order)}
-            first_use = {n: i for i, n in enumerate(free)}
-            zs = sorted(free, key=lambda n: (rank.get(n, len(rank)), first_use[n]))
+            ranked = sorted((n for n in free if n in rank), key=rank.__getitem__)
+            return ranked + [n for n in free if n not in rank]
+        missing = [n for n in free if n not in self.zs]
+        if missing:
+            raise GradientError(
+                f"the gradient needs {missing}, which are neither in xs nor in zs; add them to zs "
+                "(or leave zs=None to have them chosen)"
+            )
+        return self.zs
+
+    def _assemble(self, producer: dict[str, int], outputs: list[str]) -> FunctionProto:
+        backward_io = self._backward_io
+        # forward values the backward nodes read (in first-read order), and everything they
+        # are computed from
+        read = read_order(backward_io)
+        needed, mark = self._kept_forward(producer, read)
+        returned = set(outputs)
+        singles = singles_live(backward_io, read, returned)
+        self._record_reads(read, needed, singles[0] if singles else _all_read(backward_io, read, returned))
+        # the free values in first-use order, and the domains used
+        self._domains: dict[str, int] = {"": self.opset}
+        if mark is not None and singles is not None:
+            free = self._free_marked(needed, mark, read, singles[1])
         else:
-            missing = [n for n in free if n not in self.zs]
-            if missing:
-                raise GradientError(
-                    f"the gradient needs {missing}, which are neither in xs nor in zs; add them to zs "
-                    "(or leave zs=None to have them chosen)"
-                )
-            zs = self.zs
+            free = self._free_general(needed, read)
+        domains = self._domains
+        zs = self._inputs_order(free)
         fn = FunctionProto(name=self.name, domain="onnx_light.gradient")
         fn.input[:] = [*self.xs, *zs, self.dy]
         fn.output[:] = outputs
-        if extra_outputs or self._replaced:
+        if self._extra_outputs or self._replaced:
             fn.node[:] = [n for i in needed for n in self._emitted_forward(i)] + self.backward
         else:
-            fn.node[:] = [self.nodes[i] for i in needed] + self.backward
+            nodes = self.nodes
+            fn.node[:] = [nodes[i] for i in needed] + self.backward
         fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
         self.emit_record.opset = self.opset if len(domains) == 1 else None
         self._value_info(fn)
         return fn
 
 
-def _all_read(io: list[tuple[list[str], list[str], str]], read: set[str], outputs: set[str]) -> bool:
+def _all_read(io: list[tuple[list[str], list[str], str]], read: dict[str, None], outputs: set[str]) -> bool:
     """Whether each node of ``io`` (reads, outputs, domain) has a named output in ``read`` or ``outputs``."""
     for _, outs, _ in io:
         if len(outs) == 1:
