@@ -364,7 +364,7 @@ def make_tensor_value_info(
     return info
 
 
-_new = object.__new__
+_new: Any = object.__new__  # (Any: the slots behind the fields are written)
 _DIMENSION = TensorShapeProto.Dimension
 _TENSOR_TYPE = TypeProto.Tensor
 
