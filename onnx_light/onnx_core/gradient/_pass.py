@@ -575,17 +575,22 @@ class _GradientPass:
             self._read_declared(self.types, [n for n in self._declared if producer.get(n) not in ancestors])
         infos: list[NodeInfo] = []
         attrs_of = self._attrs  # (what _node_attrs reads and fills, inline)
+        inferred: dict[str, bool] = {}  # `op_type in INFER` by op type (two Python calls each)
         for i in order:
             op_type, domain, inputs, outputs, attributes = fields[i]
             # attribute values only where inference reads them (a node without an
             # inference function may hold values get_attribute_value rejects)
-            if (not domain or domain == "ai.onnx") and op_type in INFER:
-                attrs = attrs_of.get(i)
-                if attrs is None:
-                    attrs = attrs_of[i] = attribute_values(attributes)
-                infos.append((op_type, domain, inputs, outputs, attrs))
-            else:
-                infos.append((op_type, domain, inputs, outputs, None))
+            if not domain or domain == "ai.onnx":
+                known = inferred.get(op_type)
+                if known is None:
+                    known = inferred[op_type] = op_type in INFER
+                if known:
+                    attrs = attrs_of.get(i)
+                    if attrs is None:
+                        attrs = attrs_of[i] = attribute_values(attributes) if attributes else {}
+                    infos.append((op_type, domain, inputs, outputs, attrs))
+                    continue
+            infos.append((op_type, domain, inputs, outputs, None))
         declared = self._declared
         self.types, self.constants = infer_types(
             [self.nodes[i] for i in order],
@@ -756,6 +761,8 @@ class _GradientPass:
     def _name_gradients(self, grads: dict[str, list[str]]) -> list[str]:
         """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
         outputs = []
+        read = []
+        start = len(self.backward)
         for x in self.xs:
             g = self._collect(grads, x)
             if g is None:
@@ -763,6 +770,10 @@ class _GradientPass:
             named = [f"grad_{x}"]
             self._push(new_node("Identity", [g], named), [g], named, "")
             outputs.append(named[0])
+            read.append(g)
+        # the last nodes are these Identities (no zeros between), none reading an output: tell the optimizer
+        if len(self.backward) - start == len(outputs) and set(outputs).isdisjoint(read):
+            self.emit_record.named = len(outputs)
         return outputs
 
     def _read_declared(self, types: dict[str, ValueType], names: Iterable[str]) -> None:
@@ -821,23 +832,21 @@ class _GradientPass:
         return {x for x in self.xs if x in read}
 
     def _dependence(self, order: list[int], per_x: bool = False) -> tuple[dict[str, int], dict[str, int]]:
-        """``reach[v]`` / ``diff[v]`` non-zero: v depends on an x at all / differentiably.
+        """``(diff, diff)``: ``diff[v]`` non-zero when v depends on an x differentiably.
 
         ``order`` lists the forward nodes to sweep (indices, topological order). With
         ``per_x``, bit k of the masks tells xs[k] (what an error message names); without,
         every x sets bit 0: the pass asks only whether a value depends on some x, and masks
         of one bit per x would make the sweep quadratic on a graph with many xs (each value
         holding a bit for every x upstream of it).
+
+        (The first element was the masks of the values that depend on an x at all; nothing
+        read them, and a node whose inputs carry no differentiable dependence adds none, so
+        the sweep passes over it: the pair keeps the callers' form.)
         """
-        reach: dict[str, int] = {}
-        diff: dict[str, int] = {}
-        for k, x in enumerate(self.xs):
-            bit = 1 << k if per_x else 1
-            reach[x] = reach.get(x, 0) | bit
-            diff[x] = diff.get(x, 0) | bit
+        diff: dict[str, int] = {x: 1 << k if per_x else 1 for k, x in enumerate(self.xs)}
         #: intermediate xs (cut points): their bit survives their producer's write
-        cut = {x: 1 << k if per_x else 1 for k, x in enumerate(self.xs) if x in self._producer}
-        reach_get = reach.get
+        cut = {x for x in self.xs if x in self._producer}
         diff_get = diff.get
         types_get = self.types.get
         fields = self._fields
@@ -846,12 +855,10 @@ class _GradientPass:
         #: integer values with a straight-through gradient (see GradRule.straight_through)
         straight_values: set[str] = set()
         for i in order:
-            r = 0
             d = 0
             for name in reads[i]:
-                r |= reach_get(name, 0)
                 d |= diff_get(name, 0)
-            if not r:
+            if not d:
                 continue
             op_type, domain, _, outputs, _ = fields[i]
             key = (domain, op_type)
@@ -863,26 +870,28 @@ class _GradientPass:
                     rule is not None and rule.straight_through,
                 )
             passes, straight = cached
+            if not passes:
+                continue
             if straight_values and not straight:  # only straight-through ops read those gradients
                 d = 0
                 for name in reads[i]:
                     if name not in straight_values:
                         d |= diff_get(name, 0)
+                if not d:
+                    continue
             for out in outputs:
                 if not out:
                     continue
                 if cut and out in cut:
-                    reach[out] = r | cut[out]
-                    diff[out] = diff_get(out, 0) | (d if passes else 0)
+                    diff[out] |= d
                     continue
-                reach[out] = r
                 dt = types_get(out, UNKNOWN).dtype
-                if passes and d and (dt == 0 or dt in FLOAT_TYPES):
+                if dt == 0 or dt in FLOAT_TYPES:
                     diff[out] = d
-                elif straight and passes and d:
+                elif straight:
                     diff[out] = d
                     straight_values.add(out)
-        return reach, diff
+        return diff, diff
 
     def _collect(self, grads: dict[str, list[str]], name: str) -> str | None:
         """The accumulated gradient of ``name``: one Add for two contributions, Sum for more."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -37,10 +38,14 @@ class EmitRecord:
             of its value (dtype, shape, bytes: equal keys exactly for equal values).
         opset: the default domain's opset when the function imports no other domain
             (None: it does, or unknown).
+        named: the function's last ``named`` nodes are the pass's ``Identity(v) -> output``,
+            one per output, none reading an output or another Identity's result: what the
+            scan's Identity test lets pass, known without it (0: none known).
     """
 
     live: bool = False
     opset: int | None = None
+    named: int = 0
     constants: dict[int, tuple[NodeProto, tuple[Any, ...]]] = field(default_factory=dict)
 
 
@@ -70,6 +75,7 @@ class _Scan:
 #: what :func:`has_work` does with a node of an op type (other op types: 0, nothing more)
 _CONSTANT, _IDENTITY, _SHAPE, _GRAPH, _FUSED = 1, 2, 3, 4, 5
 _KINDS = {"Constant": _CONSTANT, "Identity": _IDENTITY, "Shape": _SHAPE, "Sigmoid": _FUSED}
+_OP = itemgetter(0)
 _INPUTS = itemgetter(1)
 
 
@@ -107,7 +113,9 @@ def has_work(fn: FunctionProto, record: EmitRecord) -> bool:
             special[op_type] = kind
     scan = _Scan(fn, record)
     if special:
-        picked = [k for k, key in enumerate(keys) if key[0] in special]
+        # (the pass's own output Identities, last, pass the test: not looked at)
+        own = record.named if record.named == len(fn.output) else 0
+        picked = list(compress(range(len(keys) - own), map(special.__contains__, map(_OP, keys))))
         # the Constants first: their outputs are what the fold test looks for
         picked.sort(key=lambda k: special[keys[k][0]] != _CONSTANT)
         for k in picked:
