@@ -16,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
+from typing import Any
 
-__all__ = ["NEEDED", "STOP", "marked_ancestors", "needed_indices", "read_order", "singles_live"]
+from .._proto import FunctionProto, NodeProto, OperatorSetIdProto
+
+__all__ = ["NEEDED", "STOP", "function_proto", "marked_ancestors", "needed_indices", "read_order", "singles_live"]
 
 #: a mark of ``marked_ancestors``: the node is an ancestor
 NEEDED = 1
@@ -90,3 +93,34 @@ def singles_live(
     made = set(chain.from_iterable(outs))
     live = "" not in made and not made.difference(read, outputs)
     return live, made
+
+
+def function_proto(
+    name: str,
+    domain: str,
+    inputs: list[str],
+    outputs: list[str],
+    nodes: list[NodeProto],
+    opsets: Iterable[tuple[str, int]],
+) -> FunctionProto:
+    """``FunctionProto(name=name, domain=domain)`` with ``input``, ``output``, ``node`` and
+    ``opset_import`` (one ``make_opsetid(d, v)`` each) assigned: the same message, its slots
+    filled directly (owning the lists), as the codec does; each property write would look
+    up an unset slot (an AttributeError formatted and discarded) first."""
+    fn: Any = _new(FunctionProto)
+    fn._name = name
+    fn._domain = domain
+    fn._input = inputs
+    fn._output = list(outputs)
+    fn._node = nodes
+    imports = []
+    for d, v in opsets:
+        opset: Any = _new(OperatorSetIdProto)
+        opset._domain = d
+        opset._version = v
+        imports.append(opset)
+    fn._opset_import = imports
+    return fn
+
+
+_new = object.__new__

@@ -34,14 +34,13 @@ from .._proto import (
 )
 from ..helper import (
     OPSET_VERSION,
-    make_opsetid,
     make_tensor_value_info,
     tensor_dtype_to_np_dtype,
 )
 from ..numpy_helper import from_array
 from ..ops import DEFAULT_DOMAIN, is_random, normalise_domain, op_label, op_types_with, traits, upgrade_nodes
 from ..optimizer._plan import EmitRecord
-from ._assembly import NEEDED, marked_ancestors, needed_indices, read_order, singles_live
+from ._assembly import NEEDED, function_proto, marked_ancestors, needed_indices, read_order, singles_live
 from ._branches import condition_value, inline_graph
 from ._context import FLOAT_TYPES, BuilderError, GradContext, OpBuilder
 from ._expand import expand_ruleless
@@ -1195,15 +1194,14 @@ class _GradientPass:
             free = self._free_general(needed, read)
         domains = self._domains
         zs = self._inputs_order(free)
-        fn = FunctionProto(name=self.name, domain="onnx_light.gradient")
-        fn.input[:] = [*self.xs, *zs, self.dy]
-        fn.output[:] = outputs
         if self._extra_outputs or self._replaced:
-            fn.node[:] = [n for i in needed for n in self._emitted_forward(i)] + self.backward
+            nodes = [n for i in needed for n in self._emitted_forward(i)] + self.backward
         else:
-            nodes = self.nodes
-            fn.node[:] = [nodes[i] for i in needed] + self.backward
-        fn.opset_import[:] = [make_opsetid(d, v) for d, v in sorted(domains.items())]
+            kept = self.nodes
+            nodes = [kept[i] for i in needed] + self.backward
+        fn = function_proto(
+            self.name, "onnx_light.gradient", [*self.xs, *zs, self.dy], outputs, nodes, sorted(domains.items())
+        )
         self.emit_record.opset = self.opset if len(domains) == 1 else None
         self._value_info(fn)
         return fn
