@@ -258,7 +258,7 @@ def _graph_source(graph: GraphProto) -> _Source:
         types[init.name] = ValueType(init.data_type, tuple(init.dims))
         if init.data_type in _FOLDED_INT_TYPES and int(np.prod(init.dims)) <= FOLD_MAX:
             constants[init.name] = to_array(init)
-    free_order = [i.name for i in graph.input] + [t.name for t in graph.initializer]
+    free_order = _names(graph.input) + _names(graph.initializer)
     return list(graph.node), types, constants, declared, free_order
 
 
@@ -286,12 +286,22 @@ def _graph_types(graph: GraphProto, types: dict[str, ValueType]) -> dict[str, Va
     graph (6,000 on the benchmark chain), are left to the pass, which reads few of them:
     type inference gives every value on the way to ``y`` a type of its own.
     """
-    in_out = {vi.name for vi in graph.input}
-    in_out.update(vi.name for vi in graph.output)
+    in_out = set(_names(graph.input))
+    in_out.update(_names(graph.output))
+    infos = graph.value_info
+    names = _names(infos)
+    if in_out.isdisjoint(names) and len(set(names)) == len(names):  # the common case, in C loops
+        for vi in graph.input:
+            if (t := value_type(vi)) is not None:
+                types[vi.name] = t
+        for vi in graph.output:
+            if (t := value_type(vi)) is not None:
+                types[vi.name] = t
+        return dict(zip(names, infos))
     unread: dict[str, ValueInfoProto] = {}
     read_now: list[ValueInfoProto] = []
     repeated: set[str] = set()
-    for vi in graph.value_info:
+    for vi in infos:
         name = vi.name
         if name in in_out or name in repeated:
             read_now.append(vi)
@@ -306,3 +316,8 @@ def _graph_types(graph: GraphProto, types: dict[str, ValueType]) -> dict[str, Va
         if t is not None:
             types[vi.name] = t
     return unread
+
+
+def _names(messages: Iterable[ValueInfoProto | TensorProto]) -> list[str]:
+    """``[m.name for m in messages]`` by slot reads (no property call per message)."""
+    return [getattr(m, "_name", "") for m in messages]
