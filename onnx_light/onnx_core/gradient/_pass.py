@@ -153,7 +153,9 @@ class _GradientPass:
             self.opset,
             lambda domain, op_type: registry.lookup(domain, op_type, self.opset) is not None,
             self.new_name,
-            kinds={(f[0], f[1]) for f in fields} if upgraded is renamed_nodes else None,
+            kinds=set(zip(map(itemgetter(0), fields), map(itemgetter(1), fields)))
+            if upgraded is renamed_nodes
+            else None,
         )
         if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
             by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique
@@ -205,10 +207,8 @@ class _GradientPass:
         differentiating a backward function again): then it gets a fresh name, since the
         caller feeds that input by its own name.
         """
-        names: set[str] = set()
-        for f in fields:
-            names.update(f[2])
-            names.update(f[3])
+        names = set(chain.from_iterable(map(itemgetter(2), fields)))
+        names.update(chain.from_iterable(map(itemgetter(3), fields)))
         seed_renamed = DY in free_order or DY in self.xs or (self.zs is not None and DY in self.zs)
         reserved = self._reserved() - ({DY} if seed_renamed else set()) - set(self.xs)
         clash = reserved & names
