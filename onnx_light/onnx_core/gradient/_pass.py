@@ -153,9 +153,7 @@ class _GradientPass:
             self.opset,
             lambda domain, op_type: registry.lookup(domain, op_type, self.opset) is not None,
             self.new_name,
-            kinds=set(zip(map(itemgetter(0), fields), map(itemgetter(1), fields)))
-            if upgraded is renamed_nodes
-            else None,
+            kinds=_kinds(fields) if upgraded is renamed_nodes else None,
         )
         if self.nodes is not nodes:  # renamed or upgraded: read the new nodes, reuse the others
             by_id = {id(n): f for n, f in zip(nodes, fields)}  # `nodes` is alive: ids are unique
@@ -1205,6 +1203,11 @@ class _GradientPass:
         self.emit_record.opset = self.opset if len(domains) == 1 else None
         self._value_info(fn)
         return fn
+
+
+def _kinds(fields: list[Fields]) -> set[tuple[str, str]]:
+    """The distinct ``(op_type, domain)`` of nodes by their fields (C loops)."""
+    return set(zip(map(itemgetter(0), fields), map(itemgetter(1), fields)))
 
 
 def _all_read(io: list[tuple[list[str], list[str], str]], read: dict[str, None], outputs: set[str]) -> bool:
