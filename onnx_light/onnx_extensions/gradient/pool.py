@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -467,7 +468,7 @@ def _max_pool_tangent(ctx: TangentContext, t: str) -> str:
     """tX at each window's first maximum (``max_pool_jvp``), whatever empty windows read."""
     if not ctx.output(1):
         geo = _tiling_geometry(ctx)
-        if geo is not None and int(np.prod(geo.kernel)) <= _PREFIX_POOL_MAX_CELLS and _plane_cells(geo) < _EXACT_F32:
+        if geo is not None and math.prod(geo.kernel) <= _PREFIX_POOL_MAX_CELLS:
             return _prefix_max_pool_jvp(ctx, t, geo)
     if int(ctx.attr("storage_order", 0)) == 1:
         rank = ctx.require_rank(ctx.inputs[0])
@@ -479,14 +480,6 @@ def _max_pool_tangent(ctx: TangentContext, t: str) -> str:
     return tangent
 
 
-#: integers up to this are exact in float32 (the window offsets are summed in float32)
-_EXACT_F32 = 1 << 24
-
-
-def _plane_cells(geo: Geometry) -> int:
-    return int(np.prod(geo.size))
-
-
 def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
     """tY = tX at each window's first maximum, for tiling windows of K <= 4 cells.
 
@@ -496,15 +489,16 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
     than 1: along one axis a of length k the first maximum lies sum_{v < k - 1} n(v + 1)
     steps in; for a 2x2 window (cells 00, 01, 10, 11 in raster order) its offset is
     n(1, 1) * (c + n(1, 2) * (r - c + n(2, 1) * c)), r and c the flat steps of the two
-    axes. The offsets are summed in float32 on pooled tensors (exact: a plane holds fewer
-    than 2^24 cells), then ``_gather_at_offsets`` reads tX there. X is cut to the cells
-    the windows cover (the pools' output counts then equal Y's).
+    axes (not the shorter n(1, 1) c + n(1, 2) (...): with NaN, onnxruntime's float32
+    pools can make n(1, 2) = 1 while n(1, 1) = 0). The offsets are int64 arithmetic on
+    pooled tensors, then ``_gather_at_offsets`` reads tX there. X is cut to the cells the
+    windows cover (the pools' output counts then equal Y's).
     """
     x, y, nd = ctx.input(0), ctx.output(0), geo.nd
     full = [o * k for o, k in zip(geo.out, geo.kernel)]
     if full != list(geo.size):
         x = ctx.op.Slice(x, ctx.ints([0] * nd), ctx.ints(full), ctx.ints(list(range(2, 2 + nd))))
-    step = [int(np.prod(geo.size[a + 1 :])) for a in range(nd)]  # flat step of each spatial axis
+    step = [math.prod(geo.size[a + 1 :]) for a in range(nd)]  # flat step of each spatial axis
 
     def lacks_max(box: list[int]) -> str:
         if all(d == 1 for d in box):
@@ -512,10 +506,10 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
             q = ctx.op.Slice(x, ctx.ints([0] * nd), ctx.ints(full), axes, ctx.ints(geo.kernel))
         else:
             q = ctx.op.MaxPool(x, kernel_shape=box, strides=geo.kernel)
-        return ctx.op.Cast(ctx.op.Less(q, y), to=_FLOAT)
+        return ctx.op.Cast(ctx.op.Less(q, y), to=_INT64)
 
-    def f32(v: float) -> str:
-        return ctx.const(float(v), dtype=_FLOAT)
+    def times(n: str, k: int) -> str:
+        return n if k == 1 else ctx.op.Mul(n, ctx.ints(k))
 
     long_axes = [a for a, k in enumerate(geo.kernel) if k > 1]
     if not long_axes:  # one-cell windows with strides 1 tile X: Y is X
@@ -526,46 +520,47 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
         count = lacks_max(boxes[0])
         for box in boxes[1:]:
             count = ctx.op.Add(count, lacks_max(box))
-        offset = ctx.op.Mul(count, f32(step[a]))
+        offset = times(count, step[a])
     else:  # K <= 4 cells: two long axes are a 2x2 window
         (a, b) = long_axes
         r, c = step[a], step[b]
         n11 = lacks_max([1] * nd)
         n12 = lacks_max([2 if i == b else 1 for i in range(nd)])
         n21 = lacks_max([2 if i == a else 1 for i in range(nd)])
-        inner = ctx.op.Add(n21 if c == 1 else ctx.op.Mul(n21, f32(c)), f32(r - c))
-        offset = ctx.op.Mul(n11, ctx.op.Add(ctx.op.Mul(n12, inner), f32(c)))
+        inner = ctx.op.Add(times(n21, c), ctx.ints(r - c))
+        offset = ctx.op.Mul(n11, ctx.op.Add(ctx.op.Mul(n12, inner), ctx.ints(c)))
     return _gather_at_offsets(ctx, t, geo, offset, step)
 
 
 def _gather_at_offsets(ctx: TangentContext, t: str, geo: Geometry, offset: str, step: list[int]) -> str:
-    """tX at each window's first cell plus ``offset`` (float32, shaped like Y): one
+    """tX at each window's first cell plus ``offset`` (int64, shaped like Y): one
     GatherElements on the flat tX (onnxruntime runs it as fast as per (n, c) plane,
-    numpy 4x faster), the flat index in int64."""
+    numpy 4x faster)."""
     nd = geo.nd
-    first = np.zeros([1, 1, *geo.out], dtype=np.float32)  # each window's first cell in its plane
+    first = np.zeros([1, 1, *geo.out], dtype=np.int64)  # each window's first cell in its plane
     for a in range(nd):
         shape = [1] * (2 + nd)
         shape[2 + a] = geo.out[a]
-        first = first + (np.arange(geo.out[a]) * geo.kernel[a] * step[a]).reshape(shape)
-    start = ctx.op.Cast(ctx.op.Add(offset, ctx.const(first, dtype=_FLOAT)), to=_INT64)
+        first = first + (np.arange(geo.out[a], dtype=np.int64) * (geo.kernel[a] * step[a])).reshape(shape)
+    start = ctx.op.Add(offset, ctx.const(first, dtype=_INT64))
     # plane (n, c) starts at (n C + c) * cells
     batch, channels = ctx.require_shape(ctx.input(0))[:2]
+    cells = math.prod(geo.size)
     if isinstance(batch, int):
-        planes = np.arange(batch * channels).reshape(batch, channels, *[1] * nd) * _plane_cells(geo)
+        planes = np.arange(0, batch * channels * cells, cells, dtype=np.int64).reshape(batch, channels, *[1] * nd)
         index = ctx.op.Add(start, ctx.const(planes, dtype=_INT64))
     else:  # a CumSum of the plane sizes, one per plane
-        start = ctx.op.Reshape(start, ctx.ints([-1, int(np.prod(geo.out))]))
+        start = ctx.op.Reshape(start, ctx.ints([-1, math.prod(geo.out)]))
         count = ctx.op.Concat(ctx.op.Shape(start, end=1), ctx.ints([1]), axis=0)
-        planes = ctx.op.CumSum(ctx.op.Expand(ctx.ints([_plane_cells(geo)]), count), ctx.ints(0), exclusive=1)
+        planes = ctx.op.CumSum(ctx.op.Expand(ctx.ints([cells]), count), ctx.ints(0), exclusive=1)
         index = ctx.op.Add(start, planes)
     flat = ctx.ints([-1])
     picked = ctx.op.GatherElements(ctx.op.Reshape(t, flat), ctx.op.Reshape(index, flat), axis=0)
     return ctx.op.Reshape(picked, ctx.ints([-1, channels, *geo.out]))
 
 
-#: TensorProto.FLOAT, TensorProto.INT64
-_FLOAT, _INT64 = 1, 7
+#: TensorProto.INT64
+_INT64 = 7
 
 
 @jvp_rule("", "GlobalMaxPool")
