@@ -48,7 +48,9 @@ def test_max_pool_jvp_ties(name: str, shape: tuple[int, ...], attrs: dict[str, A
     model, fwd = tangent(hidden)
     _, fwd_indexed = tangent(indexed)
     pools = [n for n in fwd.node if n.op_type == "MaxPool"]
-    if int(np.prod(attrs["kernel_shape"])) <= 4:  # the prefix pools: no MaxPool computes Indices
+    if dtype == np.float32:  # as the reverse rule's MaxUnpool: the forward's Indices, one pool
+        assert [len(n.output) for n in pools] == [2], f"{name}: {[list(n.output) for n in pools]}"
+    elif int(np.prod(attrs["kernel_shape"])) <= 4:  # the prefix pools: no MaxPool computes Indices
         assert all(len(n.output) == 1 for n in pools), f"{name}: {[list(n.output) for n in pools]}"
     assert "Gather" not in {n.op_type for n in fwd.node} | {n.op_type for n in fwd_indexed.node}
 
@@ -82,13 +84,15 @@ _NAN_POOLS = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize(("name", "shape", "attrs"), _NAN_POOLS, ids=[t[0] for t in _NAN_POOLS])
 def test_max_pool_jvp_nan(name: str, shape: tuple[int, ...], attrs: dict[str, Any], dtype: Any) -> None:
-    """Windows holding NaN, first or not, among ties. In float64 onnxruntime's pools are plain
-    loops (a NaN first cell is the max and the index, a later NaN is skipped) and tY is tX at
-    its Indices, where the reverse rule routes dY. Ours makes Y NaN wherever a window holds
-    one, and tY is then tX at the window's first cell (elsewhere onnxruntime's Indices).
-    onnxruntime's float32 pools treat NaN by SIMD lane, differently from its Indices and
-    from one kernel shape to the next: no Indices-free rule can agree with them there, so
-    float32 is checked in our runtime only."""
+    """Windows holding NaN, first or not, among ties: tY is tX where the reverse rule routes dY.
+
+    float32 reads the forward's Indices, as the reverse rule's MaxUnpool does: tX at each
+    runtime's own Indices (with NaN ours and onnxruntime's differ). float64 takes the
+    Indices-free prefix pools, as the reverse rule does: onnxruntime's float64 pools are
+    plain loops (a NaN first cell is the max and the index, a later NaN is skipped), so tY
+    is tX at its Indices; ours makes Y NaN wherever a window holds one, and tY is then tX
+    at the window's first cell. (onnxruntime's float32 pools treat NaN by SIMD lane, unlike
+    its Indices: no Indices-free form could agree with them.)"""
     import onnxruntime as ort
 
     rng = np.random.default_rng(11)
@@ -99,7 +103,8 @@ def test_max_pool_jvp_nan(name: str, shape: tuple[int, ...], attrs: dict[str, An
         f"jvp-nan-{name}-indices", [node("MaxPool", ["x"], ["y", "idx"], **attrs)], {"x": x}, ["x"], y="y", dtype=dtype
     )
     model, fwd = tangent(hidden)
-    assert all(len(n.output) == 1 for n in fwd.node if n.op_type == "MaxPool")  # the Indices-free form
+    outputs = [len(n.output) for n in fwd.node if n.op_type == "MaxPool"]
+    assert outputs == [2] if dtype == np.float32 else set(outputs) == {1}  # Indices / the prefix pools
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     forward = build_model(indexed, dtype)
@@ -118,11 +123,14 @@ def test_max_pool_jvp_nan(name: str, shape: tuple[int, ...], attrs: dict[str, An
     feeds = tangent_feeds(fwd, {"x": x}, {"fwd_x": t}, model)
     wrapped = _tangent_model(fwd, feeds, "y", y.shape)
     (in_ort,) = ort.InferenceSession(wrapped.SerializeToString(), opts).run(None, feeds)
-    if dtype == np.float64:
-        np.testing.assert_array_equal(in_ort, expected)
+    np.testing.assert_array_equal(in_ort, expected)
     first_cell = t[(..., *[slice(0, o * k, k) for o, k in zip(y.shape[2:], kernel)])]
     (ours,) = ol.runtime.InferenceSession(fwd).run(None, feeds)
-    np.testing.assert_array_equal(ours, np.where(has_nan, first_cell, expected))
+    if dtype == np.float32:  # tX at our own Indices (with NaN they differ from onnxruntime's)
+        _, own_idx = ol.runtime.InferenceSession(forward.SerializeToString()).run(["y", "idx"], {"x": x})
+        np.testing.assert_array_equal(ours, t.reshape(-1)[own_idx.reshape(-1)].reshape(y.shape))
+    else:
+        np.testing.assert_array_equal(ours, np.where(has_nan, first_cell, expected))
 
 
 @pytest.mark.parametrize(

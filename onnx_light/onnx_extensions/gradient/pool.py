@@ -450,14 +450,22 @@ jvp_rule("", "AveragePool", "GlobalAveragePool")(same_op(0))
 @jvp_rule("", "MaxPool")
 def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """tY[o] = tX[I[o]], I the cell of window o the reverse rule routes dY to (its first
-    maximum in kernel raster order, the forward's Indices).
+    maximum in kernel raster order, the forward's Indices), found the way the reverse rule
+    finds it.
 
-    Without Indices in the source, tiling windows of up to 4 cells find I from pools over
-    the windows' leading sub-boxes (``_prefix_max_pool_jvp``): onnxruntime's MaxPool is
-    ~7x slower when it must also output Indices. Otherwise the Indices of the forward node
-    (flat over N*C*D..., ``storage_order=1``: column-major within each (n, c) plane, so the
-    spatial axes of tX are reversed first) drive one GatherElements on the flat tX, which
-    onnxruntime runs ~3x faster than the equivalent Gather.
+    Where the reverse rule takes MaxUnpool at the forward's Indices (windows sharing no
+    cell, float32/float16: ``_unpool_attrs``), or the source computes Indices, those
+    Indices (flat over N*C*D..., ``storage_order=1``: column-major within each (n, c)
+    plane, so the spatial axes of tX are reversed first) drive one GatherElements on the
+    flat tX, which onnxruntime runs ~3x faster than the equivalent Gather: 4 nodes, the
+    same cell as the reverse rule's on ties and NaN in every runtime (onnxruntime's float32
+    pools treat NaN by SIMD lane, unlike its Indices). On the CNN of bench_jvp.py that
+    costs onnxruntime ~0.7 ms more than the Indices-free form (its MaxPool is ~7x slower
+    with Indices; the JVP/forward ratio stays under 2.5) and saves ~0.8 ms in ours and 40%
+    of the transform (benchmarks/RESULTS.md, h-jvp session 9). Otherwise (float64, which
+    onnxruntime's MaxUnpool lacks, and the other types) tiling windows of up to 4 cells
+    find I from pools over the windows' leading sub-boxes (``_prefix_max_pool_jvp``), as
+    the reverse rule does; other geometries ask the re-emitted forward node for Indices.
     """
     if ts[0] is None:
         return None
@@ -466,9 +474,9 @@ def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
 
 def _max_pool_tangent(ctx: TangentContext, t: str) -> str:
     """tX at each window's first maximum (``max_pool_jvp``), whatever empty windows read."""
-    if not ctx.output(1):
+    if not ctx.output(1) and _unpool_attrs(ctx) is None:  # the reverse rule finds the cell without Indices
         geo = _tiling_geometry(ctx)
-        if geo is not None and math.prod(geo.kernel) <= _PREFIX_POOL_MAX_CELLS:
+        if geo is not None and math.prod(geo.kernel) <= _PREFIX_POOL_MAX_CELLS and _plane_cells(geo) < _EXACT_F32:
             return _prefix_max_pool_jvp(ctx, t, geo)
     if int(ctx.attr("storage_order", 0)) == 1:
         rank = ctx.require_rank(ctx.inputs[0])
@@ -480,6 +488,14 @@ def _max_pool_tangent(ctx: TangentContext, t: str) -> str:
     return tangent
 
 
+#: integers up to this are exact in float32 (the window offsets are summed in float32)
+_EXACT_F32 = 1 << 24
+
+
+def _plane_cells(geo: Geometry) -> int:
+    return math.prod(geo.size)
+
+
 def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
     """tY = tX at each window's first maximum, for tiling windows of K <= 4 cells.
 
@@ -489,10 +505,9 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
     than 1: along one axis a of length k the first maximum lies sum_{v < k - 1} n(v + 1)
     steps in; for a 2x2 window (cells 00, 01, 10, 11 in raster order) its offset is
     n(1, 1) * (c + n(1, 2) * (r - c + n(2, 1) * c)), r and c the flat steps of the two
-    axes (not the shorter n(1, 1) c + n(1, 2) (...): with NaN, onnxruntime's float32
-    pools can make n(1, 2) = 1 while n(1, 1) = 0). The offsets are int64 arithmetic on
-    pooled tensors, then ``_gather_at_offsets`` reads tX there. X is cut to the cells the
-    windows cover (the pools' output counts then equal Y's).
+    axes. The offsets are summed in float32 on pooled tensors (exact: a plane holds fewer
+    than 2^24 cells), then ``_gather_at_offsets`` reads tX there. X is cut to the cells
+    the windows cover (the pools' output counts then equal Y's).
     """
     x, y, nd = ctx.input(0), ctx.output(0), geo.nd
     full = [o * k for o, k in zip(geo.out, geo.kernel)]
@@ -506,10 +521,10 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
             q = ctx.op.Slice(x, ctx.ints([0] * nd), ctx.ints(full), axes, ctx.ints(geo.kernel))
         else:
             q = ctx.op.MaxPool(x, kernel_shape=box, strides=geo.kernel)
-        return ctx.op.Cast(ctx.op.Less(q, y), to=_INT64)
+        return ctx.op.Cast(ctx.op.Less(q, y), to=_FLOAT)
 
-    def times(n: str, k: int) -> str:
-        return n if k == 1 else ctx.op.Mul(n, ctx.ints(k))
+    def f32(v: float) -> str:
+        return ctx.const(float(v), dtype=_FLOAT)
 
     long_axes = [a for a, k in enumerate(geo.kernel) if k > 1]
     if not long_axes:  # one-cell windows with strides 1 tile X: Y is X
@@ -520,47 +535,46 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
         count = lacks_max(boxes[0])
         for box in boxes[1:]:
             count = ctx.op.Add(count, lacks_max(box))
-        offset = times(count, step[a])
+        offset = ctx.op.Mul(count, f32(step[a]))
     else:  # K <= 4 cells: two long axes are a 2x2 window
         (a, b) = long_axes
         r, c = step[a], step[b]
         n11 = lacks_max([1] * nd)
         n12 = lacks_max([2 if i == b else 1 for i in range(nd)])
         n21 = lacks_max([2 if i == a else 1 for i in range(nd)])
-        inner = ctx.op.Add(times(n21, c), ctx.ints(r - c))
-        offset = ctx.op.Mul(n11, ctx.op.Add(ctx.op.Mul(n12, inner), ctx.ints(c)))
+        inner = ctx.op.Add(n21 if c == 1 else ctx.op.Mul(n21, f32(c)), f32(r - c))
+        offset = ctx.op.Mul(n11, ctx.op.Add(ctx.op.Mul(n12, inner), f32(c)))
     return _gather_at_offsets(ctx, t, geo, offset, step)
 
 
 def _gather_at_offsets(ctx: TangentContext, t: str, geo: Geometry, offset: str, step: list[int]) -> str:
-    """tX at each window's first cell plus ``offset`` (int64, shaped like Y): one
+    """tX at each window's first cell plus ``offset`` (float32, shaped like Y): one
     GatherElements on the flat tX (onnxruntime runs it as fast as per (n, c) plane,
-    numpy 4x faster)."""
+    numpy 4x faster), the flat index in int64."""
     nd = geo.nd
-    first = np.zeros([1, 1, *geo.out], dtype=np.int64)  # each window's first cell in its plane
+    first = np.zeros([1, 1, *geo.out], dtype=np.float32)  # each window's first cell in its plane
     for a in range(nd):
         shape = [1] * (2 + nd)
         shape[2 + a] = geo.out[a]
-        first = first + (np.arange(geo.out[a], dtype=np.int64) * (geo.kernel[a] * step[a])).reshape(shape)
-    start = ctx.op.Add(offset, ctx.const(first, dtype=_INT64))
+        first = first + (np.arange(geo.out[a]) * geo.kernel[a] * step[a]).reshape(shape)
+    start = ctx.op.Cast(ctx.op.Add(offset, ctx.const(first, dtype=_FLOAT)), to=_INT64)
     # plane (n, c) starts at (n C + c) * cells
     batch, channels = ctx.require_shape(ctx.input(0))[:2]
-    cells = math.prod(geo.size)
     if isinstance(batch, int):
-        planes = np.arange(0, batch * channels * cells, cells, dtype=np.int64).reshape(batch, channels, *[1] * nd)
+        planes = np.arange(batch * channels).reshape(batch, channels, *[1] * nd) * _plane_cells(geo)
         index = ctx.op.Add(start, ctx.const(planes, dtype=_INT64))
     else:  # a CumSum of the plane sizes, one per plane
         start = ctx.op.Reshape(start, ctx.ints([-1, math.prod(geo.out)]))
         count = ctx.op.Concat(ctx.op.Shape(start, end=1), ctx.ints([1]), axis=0)
-        planes = ctx.op.CumSum(ctx.op.Expand(ctx.ints([cells]), count), ctx.ints(0), exclusive=1)
+        planes = ctx.op.CumSum(ctx.op.Expand(ctx.ints([_plane_cells(geo)]), count), ctx.ints(0), exclusive=1)
         index = ctx.op.Add(start, planes)
     flat = ctx.ints([-1])
     picked = ctx.op.GatherElements(ctx.op.Reshape(t, flat), ctx.op.Reshape(index, flat), axis=0)
     return ctx.op.Reshape(picked, ctx.ints([-1, channels, *geo.out]))
 
 
-#: TensorProto.INT64
-_INT64 = 7
+#: TensorProto.FLOAT, TensorProto.INT64
+_FLOAT, _INT64 = 1, 7
 
 
 @jvp_rule("", "GlobalMaxPool")
