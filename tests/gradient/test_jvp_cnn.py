@@ -48,7 +48,9 @@ def test_max_pool_jvp_ties(name: str, shape: tuple[int, ...], attrs: dict[str, A
     model, fwd = tangent(hidden)
     _, fwd_indexed = tangent(indexed)
     pools = [n for n in fwd.node if n.op_type == "MaxPool"]
-    if int(np.prod(attrs["kernel_shape"])) <= 4:  # the prefix pools: no MaxPool computes Indices
+    if dtype == np.float32:  # as the reverse rule's MaxUnpool: the forward's Indices, one pool
+        assert [len(n.output) for n in pools] == [2], f"{name}: {[list(n.output) for n in pools]}"
+    elif int(np.prod(attrs["kernel_shape"])) <= 4:  # the prefix pools: no MaxPool computes Indices
         assert all(len(n.output) == 1 for n in pools), f"{name}: {[list(n.output) for n in pools]}"
     assert "Gather" not in {n.op_type for n in fwd.node} | {n.op_type for n in fwd_indexed.node}
 
@@ -68,6 +70,67 @@ def test_max_pool_jvp_ties(name: str, shape: tuple[int, ...], attrs: dict[str, A
         (in_ort,) = ort.InferenceSession(wrapped.SerializeToString(), opts).run(None, feeds)
         np.testing.assert_array_equal(ours, expected)
         np.testing.assert_array_equal(in_ort, expected)
+
+
+#: tiling geometries of the Indices-free tangent (name, x shape, attributes)
+_NAN_POOLS = [
+    ("2d", (2, 3, 6, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("2d-cut", (2, 2, 5, 7), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("1d-4", (2, 3, 13), {"kernel_shape": [4], "strides": [4]}),
+    ("3d-4cells", (2, 2, 4, 3, 5), {"kernel_shape": [2, 1, 2], "strides": [2, 1, 2]}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize(("name", "shape", "attrs"), _NAN_POOLS, ids=[t[0] for t in _NAN_POOLS])
+def test_max_pool_jvp_nan(name: str, shape: tuple[int, ...], attrs: dict[str, Any], dtype: Any) -> None:
+    """Windows holding NaN, first or not, among ties: tY is tX where the reverse rule routes dY.
+
+    float32 reads the forward's Indices, as the reverse rule's MaxUnpool does: tX at each
+    runtime's own Indices (with NaN ours and onnxruntime's differ). float64 takes the
+    Indices-free prefix pools, as the reverse rule does: onnxruntime's float64 pools are
+    plain loops (a NaN first cell is the max and the index, a later NaN is skipped), so tY
+    is tX at its Indices; ours makes Y NaN wherever a window holds one, and tY is then tX
+    at the window's first cell. (onnxruntime's float32 pools treat NaN by SIMD lane, unlike
+    its Indices: no Indices-free form could agree with them.)"""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(11)
+    x = np.maximum(rng.integers(-2, 3, shape), 0).astype(dtype)
+    x[rng.random(shape) < 0.15] = np.nan
+    hidden = Case(f"jvp-nan-{name}", [node("MaxPool", ["x"], **attrs)], {"x": x}, ["x"], dtype=dtype)
+    indexed = Case(
+        f"jvp-nan-{name}-indices", [node("MaxPool", ["x"], ["y", "idx"], **attrs)], {"x": x}, ["x"], y="y", dtype=dtype
+    )
+    model, fwd = tangent(hidden)
+    outputs = [len(n.output) for n in fwd.node if n.op_type == "MaxPool"]
+    assert outputs == [2] if dtype == np.float32 else set(outputs) == {1}  # Indices / the prefix pools
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    forward = build_model(indexed, dtype)
+    forward.graph.output.append(oh.make_tensor_value_info("idx", 7, None))  # INT64
+    y, idx = ort.InferenceSession(forward.SerializeToString(), opts).run(["y", "idx"], {"x": x})
+    kernel = attrs["kernel_shape"]
+    cut = x[(..., *[slice(0, o * k) for o, k in zip(y.shape[2:], kernel)])]
+    windows = cut.reshape(*x.shape[:2], *[d for o, k in zip(y.shape[2:], kernel) for d in (o, k)])
+    window_axes = tuple(range(3, 3 + 2 * len(kernel), 2))
+    has_nan = np.isnan(windows).any(axis=window_axes)
+    first_nan = np.isnan(windows[(..., *[s for _ in kernel for s in (slice(None), slice(0, 1))])]).reshape(y.shape)
+    assert first_nan.any() and (has_nan & ~first_nan).any()  # both kinds of window occur
+    t = rng.standard_normal(x.shape).astype(dtype)
+    expected = t.reshape(-1)[idx.reshape(-1)].reshape(y.shape)  # tX at onnxruntime's Indices
+
+    feeds = tangent_feeds(fwd, {"x": x}, {"fwd_x": t}, model)
+    wrapped = _tangent_model(fwd, feeds, "y", y.shape)
+    (in_ort,) = ort.InferenceSession(wrapped.SerializeToString(), opts).run(None, feeds)
+    np.testing.assert_array_equal(in_ort, expected)
+    first_cell = t[(..., *[slice(0, o * k, k) for o, k in zip(y.shape[2:], kernel)])]
+    (ours,) = ol.runtime.InferenceSession(fwd).run(None, feeds)
+    if dtype == np.float32:  # tX at our own Indices (with NaN they differ from onnxruntime's)
+        _, own_idx = ol.runtime.InferenceSession(forward.SerializeToString()).run(["y", "idx"], {"x": x})
+        np.testing.assert_array_equal(ours, t.reshape(-1)[own_idx.reshape(-1)].reshape(y.shape))
+    else:
+        np.testing.assert_array_equal(ours, np.where(has_nan, first_cell, expected))
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -449,14 +450,22 @@ jvp_rule("", "AveragePool", "GlobalAveragePool")(same_op(0))
 @jvp_rule("", "MaxPool")
 def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """tY[o] = tX[I[o]], I the cell of window o the reverse rule routes dY to (its first
-    maximum in kernel raster order, the forward's Indices).
+    maximum in kernel raster order, the forward's Indices), found the way the reverse rule
+    finds it.
 
-    Without Indices in the source, tiling windows of up to 4 cells find I from pools over
-    the windows' leading sub-boxes (``_prefix_max_pool_jvp``): onnxruntime's MaxPool is
-    ~7x slower when it must also output Indices. Otherwise the Indices of the forward node
-    (flat over N*C*D..., ``storage_order=1``: column-major within each (n, c) plane, so the
-    spatial axes of tX are reversed first) drive one GatherElements on the flat tX, which
-    onnxruntime runs ~3x faster than the equivalent Gather.
+    Where the reverse rule takes MaxUnpool at the forward's Indices (windows sharing no
+    cell, float32/float16: ``_unpool_attrs``), or the source computes Indices, those
+    Indices (flat over N*C*D..., ``storage_order=1``: column-major within each (n, c)
+    plane, so the spatial axes of tX are reversed first) drive one GatherElements on the
+    flat tX, which onnxruntime runs ~3x faster than the equivalent Gather: 4 nodes, the
+    same cell as the reverse rule's on ties and NaN in every runtime (onnxruntime's float32
+    pools treat NaN by SIMD lane, unlike its Indices). On the CNN of bench_jvp.py that
+    costs onnxruntime ~0.7 ms more than the Indices-free form (its MaxPool is ~7x slower
+    with Indices; the JVP/forward ratio stays under 2.5) and saves ~0.8 ms in ours and 40%
+    of the transform (benchmarks/RESULTS.md, h-jvp session 9). Otherwise (float64, which
+    onnxruntime's MaxUnpool lacks, and the other types) tiling windows of up to 4 cells
+    find I from pools over the windows' leading sub-boxes (``_prefix_max_pool_jvp``), as
+    the reverse rule does; other geometries ask the re-emitted forward node for Indices.
     """
     if ts[0] is None:
         return None
@@ -465,9 +474,9 @@ def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
 
 def _max_pool_tangent(ctx: TangentContext, t: str) -> str:
     """tX at each window's first maximum (``max_pool_jvp``), whatever empty windows read."""
-    if not ctx.output(1):
+    if not ctx.output(1) and _unpool_attrs(ctx) is None:  # the reverse rule finds the cell without Indices
         geo = _tiling_geometry(ctx)
-        if geo is not None and int(np.prod(geo.kernel)) <= _PREFIX_POOL_MAX_CELLS and _plane_cells(geo) < _EXACT_F32:
+        if geo is not None and math.prod(geo.kernel) <= _PREFIX_POOL_MAX_CELLS and _plane_cells(geo) < _EXACT_F32:
             return _prefix_max_pool_jvp(ctx, t, geo)
     if int(ctx.attr("storage_order", 0)) == 1:
         rank = ctx.require_rank(ctx.inputs[0])
@@ -484,7 +493,7 @@ _EXACT_F32 = 1 << 24
 
 
 def _plane_cells(geo: Geometry) -> int:
-    return int(np.prod(geo.size))
+    return math.prod(geo.size)
 
 
 def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
@@ -504,7 +513,7 @@ def _prefix_max_pool_jvp(ctx: TangentContext, t: str, geo: Geometry) -> str:
     full = [o * k for o, k in zip(geo.out, geo.kernel)]
     if full != list(geo.size):
         x = ctx.op.Slice(x, ctx.ints([0] * nd), ctx.ints(full), ctx.ints(list(range(2, 2 + nd))))
-    step = [int(np.prod(geo.size[a + 1 :])) for a in range(nd)]  # flat step of each spatial axis
+    step = [math.prod(geo.size[a + 1 :]) for a in range(nd)]  # flat step of each spatial axis
 
     def lacks_max(box: list[int]) -> str:
         if all(d == 1 for d in box):
@@ -555,7 +564,7 @@ def _gather_at_offsets(ctx: TangentContext, t: str, geo: Geometry, offset: str, 
         planes = np.arange(batch * channels).reshape(batch, channels, *[1] * nd) * _plane_cells(geo)
         index = ctx.op.Add(start, ctx.const(planes, dtype=_INT64))
     else:  # a CumSum of the plane sizes, one per plane
-        start = ctx.op.Reshape(start, ctx.ints([-1, int(np.prod(geo.out))]))
+        start = ctx.op.Reshape(start, ctx.ints([-1, math.prod(geo.out)]))
         count = ctx.op.Concat(ctx.op.Shape(start, end=1), ctx.ints([1]), axis=0)
         planes = ctx.op.CumSum(ctx.op.Expand(ctx.ints([_plane_cells(geo)]), count), ctx.ints(0), exclusive=1)
         index = ctx.op.Add(start, planes)
