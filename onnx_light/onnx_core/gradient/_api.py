@@ -213,7 +213,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         if functions:
             nodes = FunctionInliner(functions).expand(nodes)
         imports.setdefault("", EMITTED_OPSET)
-        nodes = fold_conv_batch_norms(nodes, types, constants, {y, *xs, *(zs or ())}, imports[""])
+        nodes = fold_conv_batch_norms(nodes, types, constants, (y, xs, zs), imports[""])
         return _run(_GradientPass(
             nodes, xs, y, zs, rules, allow_unused=allow_unused, types=types, constants=constants,
             free_order=free_order, opset_imports=imports, name=name, declared=declared,

@@ -23,7 +23,7 @@ its weights have at most as many elements as its output (known shapes; see below
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def fold_conv_batch_norms(
     nodes: list[NodeProto],
     types: dict[str, ValueType],
     constants: dict[str, np.ndarray],
-    protected: Collection[str],
+    protected: Iterable[object],
     opset: int,
 ) -> list[NodeProto]:
     """``nodes`` with each inference ``Conv -> BatchNormalization`` pair rewritten as above,
@@ -54,7 +54,8 @@ def fold_conv_batch_norms(
         nodes: the forward's nodes, in topological order (not changed: new nodes replace them).
         types: the types known (the weights' and parameters' are needed: rank and dtype).
         constants: the constant values known (for the shapes' inference; not changed).
-        protected: names that must keep their values (the ``xs``, ``y``, ``zs``, outputs).
+        protected: names that must keep their values, or lists of them (``y``, ``xs``, ``zs``:
+            anything else in it is left to the pass's own checks of those arguments).
         opset: the default domain's opset of ``nodes``.
 
     Returns:
@@ -62,9 +63,12 @@ def fold_conv_batch_norms(
     """
     if opset < 9 or not any(n.op_type == "BatchNormalization" for n in nodes):
         return nodes
+    kept = _names(protected)
+    if kept is None:
+        return nodes
     producer: dict[str, int] = {}
     readers: dict[str, int] = {}
-    names: set[str] = set(protected)
+    names: set[str] = set(kept)
     for k, node in enumerate(nodes):
         for i in node.input:
             readers[i] = readers.get(i, 0) + 1
@@ -75,7 +79,7 @@ def fold_conv_batch_norms(
     pairs: dict[int, int] = {}  # BN index -> its Conv's
     for k, node in enumerate(nodes):
         conv_k = producer.get(node.input[0], -1) if node.op_type == "BatchNormalization" and node.input else -1
-        if conv_k >= 0 and _foldable(node, nodes[conv_k], types, protected, readers):
+        if conv_k >= 0 and _foldable(node, nodes[conv_k], types, kept, readers):
             pairs[k] = conv_k
     if not pairs:
         return nodes
@@ -89,6 +93,25 @@ def fold_conv_batch_norms(
         elif k not in dropped:
             out.append(node)
     return out if folded else nodes
+
+
+def _names(groups: Iterable[object]) -> set[str] | None:
+    """The str names in ``groups`` (names or collections of them); None where a group is an
+    iterator (reading it would consume it) or a name is not a str (the pass reports those)."""
+    out: set[str] = set()
+    for g in groups:
+        if g is None:
+            continue
+        if isinstance(g, str):
+            out.add(g)
+            continue
+        if not isinstance(g, Collection) or iter(g) is g:
+            return None
+        for n in g:
+            if not isinstance(n, str):
+                return None
+            out.add(n)
+    return out
 
 
 def _elements(t: ValueType | None) -> int | None:
