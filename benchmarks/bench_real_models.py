@@ -514,7 +514,7 @@ def per_op_table(name: str, rounds: int) -> str:
         "| class | nodes | ms | % of bwd | / forward convs | GFLOP/s |",
         "|---|---|---|---|---|---|",
     ]
-    for label, (count, secs, work) in sorted(classes.items(), key=lambda kv: -kv[1][1])[:10]:
+    for label, (count, secs, work) in sorted(classes.items(), key=lambda kv: -kv[1][1])[:16]:
         rate = f"{work / secs / 1e9:.1f}" if work and secs else ""
         lines.append(
             f"| {label} | {count:.0f} | {secs * 1e3:.1f} | {100 * secs / t_bwd:.1f} | {secs / t_conv:.2f} | {rate} |"

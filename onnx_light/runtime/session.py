@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -521,31 +521,74 @@ def _unaliased(results: list[Any], fed: list[Any]) -> list[Any]:
 
     An output that owns its memory (``base`` None: made during this run) cannot be a view of a
     feed, which existed before it; it is compared only with the other outputs that are views.
+    ``np.may_share_memory`` is asked only of arrays over the same allocation (``_Roots``): one
+    call per pair cost 11 ms a run on MobileNetV3's backward (210 outputs, 212 feeds).
     """
-    fed_arrays = [v for v in fed if isinstance(v, np.ndarray)]
     fed_ids = {id(v) for v in fed}
-    seen: list[np.ndarray] = []
-    views: list[np.ndarray] = []  # the outputs in ``seen`` that do not own their memory
+    feeds: _Roots | None = None  # built at the first view among the outputs
+    seen = _Roots()  # every output so far
+    views = _Roots()  # the outputs in ``seen`` that do not own their memory
     out = []
     for r in results:
         if isinstance(r, np.ndarray):
             owns = r.base is None
+            if not owns and feeds is None:
+                feeds = _Roots([v for v in fed if isinstance(v, np.ndarray)])
             if (
                 id(r) in fed_ids
                 or not r.flags.writeable
-                or (not owns and any(np.may_share_memory(r, f) for f in fed_arrays))
-                or any(np.may_share_memory(r, o) for o in (views if owns else seen))
-                or (owns and any(o is r for o in seen))
+                or (not owns and feeds is not None and feeds.shares(r))
+                or (views if owns else seen).shares(r)
+                or (owns and seen.holds(r))
             ):
                 r = _copy(r)
                 owns = True
-            seen.append(r)
+            seen.add(r)
             if not owns:
-                views.append(r)
+                views.add(r)
         elif id(r) in fed_ids:
             r = _copy(r)
         out.append(r)
     return out
+
+
+class _Roots:
+    """Arrays grouped by the allocation under them: the root of their ``base`` chain when it
+    owns its memory, or the ``bytes`` it reads (``np.frombuffer``). Two allocations never
+    overlap; an array over other memory (a memoryview, a memory map) is compared with all."""
+
+    def __init__(self, arrays: Sequence[np.ndarray] = ()) -> None:
+        self.groups: dict[int, list[np.ndarray]] = {}
+        self.other: list[np.ndarray] = []
+        self.ids: set[int] = set()
+        for a in arrays:
+            self.add(a)
+
+    @staticmethod
+    def _allocation(a: np.ndarray) -> int | None:
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        base = a.base
+        if base is None:  # an array over a pointer it was given (no base, no data of its own): other
+            return id(a) if a.flags.owndata else None
+        return id(base) if type(base) is bytes else None
+
+    def add(self, a: np.ndarray) -> None:
+        key = self._allocation(a)
+        (self.other if key is None else self.groups.setdefault(key, [])).append(a)
+        self.ids.add(id(a))
+
+    def holds(self, a: np.ndarray) -> bool:
+        return id(a) in self.ids
+
+    def shares(self, a: np.ndarray) -> bool:
+        """``np.may_share_memory(a, b)`` for some ``b`` held."""
+        key = self._allocation(a)
+        if key is None:
+            candidates = [b for group in self.groups.values() for b in group]
+        else:
+            candidates = self.groups.get(key, [])
+        return any(np.may_share_memory(a, b) for b in (*candidates, *self.other))
 
 
 def _opsets_and_graph(proto: Any, fns: list[FunctionProto]) -> tuple[dict[str, int], GraphProto | None]:

@@ -71,3 +71,29 @@ def test_batch_norm_divides_the_channel_sum_not_every_cell() -> None:
     xhat = (feeds["x"] - feeds["m"][:, None, None]) / std
     np.testing.assert_allclose(got["grad_s"], (feeds["dy"] * xhat).sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got["grad_x"], feeds["dy"] * feeds["s"][:, None, None] / std, rtol=1e-5, atol=1e-6)
+
+
+def _conv_bn(
+    extra: list[ol.NodeProto], y: str = "y", xs: tuple[str, ...] = ("w", "s", "b", "m", "v"), **bn: object
+) -> ol.FunctionProto:
+    shapes = {"x": [1, 3, 6, 6], "w": [4, 3, 3, 3], "s": [4], "b": [4], "m": [4], "v": [4]}
+    inputs = [helper.make_tensor_value_info(k, FLOAT, v) for k, v in shapes.items()]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], **bn),
+        *extra,
+    ]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(y, FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return ol.GradientOfFunction(model, list(xs), y)
+
+
+def test_inference_batch_norm_after_a_conv_folds_into_it() -> None:
+    ops = Counter(n.op_type for n in _conv_bn([]).node)
+    assert ops["BatchNormalization"] == 0, ops  # no BatchNormalization over the map, recomputed or differentiated
+    read_twice = Counter(n.op_type for n in _conv_bn([helper.make_node("Mul", ["y", "c"], ["z"])], y="z").node)
+    assert read_twice["BatchNormalization"] == 1, read_twice  # the Conv's own output is read: not folded
+    training = Counter(n.op_type for n in _conv_bn([], training_mode=1).node)
+    assert training["ReduceMean"] > 0, training  # batch statistics: not folded, the rule takes them
+    cut = _conv_bn([], xs=("c", "s"))  # the Conv's output is an x (a cut point): kept, BN's rule gives grad_c
+    assert "c" in cut.input and Counter(n.op_type for n in cut.node)["Conv"] == 0, [n.op_type for n in cut.node]

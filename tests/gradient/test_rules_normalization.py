@@ -56,6 +56,7 @@ def combine(*names: str) -> list[Any]:
 
 
 LN_X = rnd(2, 3, 4)
+READ_C_AGAIN = oh.make_node("Mul", ["y", "c"], ["z"])
 CASES = [
     row("layernorm-last", "LayerNormalization", {"x": LN_X, "scale": rnd(4), "bias": rnd(4)}),
     row("layernorm-axis1", "LayerNormalization", {"x": LN_X, "scale": rnd(3, 4), "bias": rnd(4)}, axis=1, epsilon=1e-3),
@@ -115,6 +116,40 @@ CASES = [
         training_mode=1,
         momentum=0.8,
         extra=[*combine("t", "o1", "o2")],
+    ),
+    # Conv -> inference BatchNormalization: folded into one Conv before the pass (optimizer._conv_bn)
+    *(
+        Case(
+            f"conv-batchnorm-{tag}",
+            [
+                oh.make_node("Conv", ["x", "w", *bias], ["c"], **conv),
+                oh.make_node("BatchNormalization", ["c", "scale", "b", "mean", "var"], ["y"], epsilon=eps),
+                *tail,
+            ],
+            {**bn_inputs(w[0]), "x": rnd(*x), "w": rnd(*w), **({"cb": rnd(w[0])} if bias else {})},
+            xs or ["x", "w", *bias, "scale", "b", "mean", "var"],
+            y="y" if not tail else "z",
+            opset=opset,
+            ort_dtype=F32,  # onnxruntime has no float64 ConvTranspose
+        )
+        for tag, x, w, bias, conv, eps, tail, xs, opset in [
+            ("bias", (2, 3, 5, 5), (4, 3, 3, 3), ["cb"], {"pads": [1, 1, 1, 1]}, 1e-5, [], None, 21),
+            ("nobias-strided", (1, 2, 6, 5), (3, 2, 3, 2), [], {"strides": [2, 1]}, 1e-3, [], None, 17),
+            ("depthwise", (2, 4, 5, 5), (4, 1, 3, 3), [], {"group": 4, "dilations": [2, 1]}, 1e-5, [], None, 21),
+            ("1d-weights-only", (2, 3, 7), (2, 3, 3), ["cb"], {}, 1e-5, [], ["w", "cb", "scale", "var"], 21),
+            # the Conv's output read again: not folded, the two rules as they are
+            (
+                "conv-read-twice",
+                (1, 2, 4, 4),
+                (3, 2, 1, 1),
+                [],
+                {},
+                1e-5,
+                [oh.make_node("Mul", ["y", "c"], ["z"])],
+                None,
+                21,
+            ),
+        ]
     ),
     row("instancenorm", "InstanceNormalization", {"x": rnd(2, 3, 2, 3), "scale": rnd(3), "b": rnd(3)}, ort_dtype=F32),
     row(

@@ -178,18 +178,33 @@ _GEMM = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize("k", [5, 1])  # 1: the outer product, run as a broadcast multiply
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("spec", _params(_GEMM))
-def test_gemm_vs_ort(spec: tuple, dtype: Any) -> None:
+def test_gemm_vs_ort(spec: tuple, dtype: Any, k: int) -> None:
     ta, tb, c, alpha, beta = spec
     rng = np.random.default_rng(1)
-    m, k, n = 3, 5, 4
+    m, n = 3, 4
     a = _rand(rng, (k, m) if ta else (m, k), dtype)
     b = _rand(rng, (n, k) if tb else (k, n), dtype)
     shapes = {"none": None, "row": (n,), "col": (m, 1), "full": (m, n), "scalar": ()}
     cc = None if shapes[c] is None else _rand(rng, shapes[c], dtype)
     attrs = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
     _compare("Gemm", [a, b, cc], attrs)
+
+
+def test_gemm_outer_product_is_the_matmul_with_nan_inf_and_into_out() -> None:
+    from onnx_light.runtime.kernels.linalg import gemm
+
+    rng = np.random.default_rng(2)
+    a, b = _rand(rng, (1, 7), np.float32), _rand(rng, (9, 1), np.float32)
+    a[0, 2], a[0, 5], b[3, 0] = np.inf, np.nan, 0.0
+    out = np.empty((7, 9), np.float32)
+    with np.errstate(invalid="ignore"):  # inf * 0
+        want = a.T.astype(np.float64) @ b.T.astype(np.float64)
+        got = gemm(a, b, transA=1, transB=1, alpha=2.0, out=out)
+    assert got is out
+    np.testing.assert_array_equal(got, (2.0 * want).astype(np.float32))  # inf * 0 = NaN where the product has it
 
 
 # ---- conv

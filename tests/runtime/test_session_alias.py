@@ -53,3 +53,33 @@ def test_two_outputs_are_two_arrays() -> None:
     r, y = _session(nodes, ["r", "y"]).run(None, {"x": np.ones((2, 3), np.float32)})
     y[...] = 5.0
     assert (r == 1.0).all()
+
+
+@pytest.mark.parametrize("kind", ["array", "bytes", "bytearray", "memoryview-of-array", "base-less"])
+def test_a_view_of_a_feed_over_any_memory_is_copied(kind: str) -> None:
+    """The feed's memory from an array, ``np.frombuffer`` of bytes / a bytearray, a memoryview
+    of another array, or a pointer without a base: the Reshape's view of it is copied."""
+    values = np.arange(6, dtype=np.float32)
+    owner = values.copy()
+    if kind == "array":
+        x = owner.reshape(2, 3)
+    elif kind == "memoryview-of-array":
+        x = np.frombuffer(memoryview(owner), np.float32).reshape(2, 3)
+    elif kind == "base-less":
+        x = np.ctypeslib.as_array(np.ctypeslib.as_ctypes(owner)).reshape(2, 3)
+    else:
+        raw = values.tobytes() if kind == "bytes" else bytearray(values.tobytes())
+        x = np.frombuffer(raw, np.float32).reshape(2, 3)
+    sess = _session([helper.make_node("Reshape", ["x", "shape"], ["y"])], ["y"])
+    (y,) = sess.run(None, {"x": x})
+    assert not np.may_share_memory(y, x)
+
+
+def test_outputs_viewing_one_array_are_copied_apart() -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["y"]),
+        helper.make_node("Flatten", ["r"], ["z"]),
+    ]
+    y, z, r = _session(nodes, ["y", "z", "r"]).run(None, {"x": np.ones((2, 3), np.float32)})
+    assert not np.may_share_memory(y, z) and not np.may_share_memory(r, y) and not np.may_share_memory(r, z)

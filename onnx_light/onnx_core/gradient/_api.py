@@ -13,6 +13,7 @@ from .._interop import from_foreign
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..numpy_helper import to_array
 from ..ops import normalise_domain
+from ..optimizer._conv_bn import fold_conv_batch_norms
 from ..optimizer._optimize import optimize_own
 from ..optimizer._plan import EmitRecord
 from ._fastpath import value_type
@@ -212,6 +213,7 @@ def GradientOfFunction(  # noqa: N802  (the seed's name)
         if functions:
             nodes = FunctionInliner(functions).expand(nodes)
         imports.setdefault("", EMITTED_OPSET)
+        nodes = fold_conv_batch_norms(nodes, types, constants, (y, xs, zs), imports[""])
         return _run(_GradientPass(
             nodes, xs, y, zs, rules, allow_unused=allow_unused, types=types, constants=constants,
             free_order=free_order, opset_imports=imports, name=name, declared=declared,
