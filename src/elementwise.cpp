@@ -255,11 +255,11 @@ void layer_norm_rows_stats_f32(In2 x, In1 scale, In1 bias, bool has_bias, float 
 
 // A straight-line program of float32 binary/unary operations over arrays of one size (an
 // optimizer's update: runtime/_fuse_pointwise.py), run block by block so that every
-// intermediate stays in a BLOCK-float buffer instead of a full array. Register r is input r
+// intermediate stays in a PW_BLOCK-float buffer instead of a full array. Register r is input r
 // (its full array, or its one value broadcast), then output r - inputs, then temporary
 // r - inputs - outputs (one block each). Each operation is one IEEE float32 operation,
 // correctly rounded as numpy's ufunc gives it, and nothing is contracted (each loop holds one
-// operation; the vector variant is compiled without FMA): the results are bitwise numpy's.
+// operation, the vector loop one intrinsic stored at once): the results are bitwise numpy's.
 enum PointwiseOp : int32_t { PW_ADD = 0, PW_SUB = 1, PW_MUL = 2, PW_DIV = 3, PW_SQRT = 4 };
 constexpr int64_t PW_BLOCK = 256;
 
