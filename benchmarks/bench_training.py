@@ -20,10 +20,13 @@ libraries (parameters, optimizer states, session and the steps).
 
 Each row also gives the minor page faults per step (``getrusage``: fresh pages touched).
 ``--trace`` prints, per node of our train_step (its generated function's calls wrapped), the
-page faults and the new arrays of >= 128 KiB that are not the buffer pool's (with onnxruntime's
-step run between ours, as in the timing):
+process CPU time in its calls, the page faults and the new arrays of >= 128 KiB that are not
+the buffer pool's (with onnxruntime's step run between ours, as in the timing), costliest
+first; ``--torch-profile`` prints torch's profiler table of the same eager step (self CPU time
+per aten op); ``--top N`` keeps the N costliest rows of either:
 
     PYTHONPATH=. python benchmarks/bench_training.py --models cnn --trace
+    PYTHONPATH=. python benchmarks/bench_training.py --models transformer --trace --torch-profile --top 40
 ``ONNX_LIGHT_BUFFER_POOL=0`` turns our session's buffer pool off; ``ONNX_LIGHT_MALLOC_KEEP=1``
 makes glibc keep freed memory for the whole process (every engine in it; ``runtime/_malloc.py``).
 """
@@ -281,7 +284,13 @@ def main() -> int:
         help="the engines to time (torch, ours, 'ours train_step', 'ort train_step'; ort always runs: the ratios)",
     )
     parser.add_argument(
-        "--trace", action="store_true", help="per node of our train_step: page faults, new arrays not from the pool"
+        "--trace",
+        action="store_true",
+        help="per node of our train_step: CPU time, page faults, new arrays not from the pool",
+    )
+    parser.add_argument("--top", type=int, default=0, help="with --trace / --torch-profile: only the costliest rows")
+    parser.add_argument(
+        "--torch-profile", action="store_true", help="torch's profiler over 5 eager steps (time per aten op, self CPU)"
     )
     parser.add_argument("--memory-child", nargs=3, metavar=("DIR", "KIND", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -292,9 +301,11 @@ def main() -> int:
     for kind in args.models.split(","):
         with tempfile.TemporaryDirectory() as d:
             _export(d, kind)
+            if args.torch_profile:
+                _torch_profile(kind, args.top)
             if args.trace:
-                _trace(kind, d)
-            elif not args.no_time:
+                _trace(kind, d, top=args.top)
+            elif not args.no_time and not args.torch_profile:
                 _bench(kind, d, args.rounds, args.repeat, time.process_time if args.cpu else time.perf_counter, engines)
             if args.memory:
                 _memory(kind, d)
@@ -335,8 +346,9 @@ def _bench(
         )
 
 
-def _trace(kind: str, d: str, steps: int = 5) -> None:
-    """Per node of our train_step: minor faults and new arrays >= 128 KiB that are not the pool's."""
+def _trace(kind: str, d: str, steps: int = 5, top: int = 0) -> None:
+    """Per node of our train_step (most time first; ``top``: only that many rows): the time in its
+    calls, minor faults and new arrays >= 128 KiB that are not the pool's."""
     engines = _engines(d, kind, ["ours train_step", "ort train_step"])
     ours, ort_step = engines["ours train_step"], engines["ort train_step"]
     for _ in range(3):
@@ -354,9 +366,13 @@ def _trace(kind: str, d: str, steps: int = 5) -> None:
 
         def traced(*a: Any, **kw: Any) -> Any:
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            t0 = time.process_time()
             result = fn(*a, **kw)
-            row = stats.setdefault(label, [0, 0])
+            t1 = time.process_time()
+            row = stats.setdefault(label, [0, 0, 0.0, 0])
             row[0] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            row[2] += t1 - t0
+            row[3] += 1
             for v in result if isinstance(result, tuple) else (result,):
                 base = v
                 while isinstance(base, np.ndarray) and isinstance(base.base, np.ndarray):
@@ -394,11 +410,37 @@ def _trace(kind: str, d: str, steps: int = 5) -> None:
         f"{len(arenas.index)} values in {len(arenas.sizes)} buffers, {arenas.nbytes / 1e6:.1f} MB" if arenas else "none"
     )
     print(f"{TITLES[kind]}: our train_step per node, {steps} steps (pooled: {pooled})")
-    for label, (faults, fresh) in sorted(stats.items(), key=lambda kv: (-kv[1][0], -kv[1][1])):
-        if faults or fresh:
-            print(f"  {label:34s} {faults / steps:8.0f} faults/step  {fresh / steps / 1e6:7.2f} MB not pooled/step")
-    total = [sum(v[k] for v in stats.values()) / steps for k in (0, 1)]
-    print(f"  total: {total[0]:.0f} faults/step, {total[1] / 1e6:.1f} MB of new arrays >= 128 KiB not pooled/step")
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])
+    for label, (faults, fresh, seconds, calls) in rows[:top] if top else rows:
+        print(
+            f"  {label:44s} {seconds / steps * 1e3:7.3f} ms  {calls // steps:3d} calls"
+            f"  {faults / steps:6.0f} faults  {fresh / steps / 1e6:6.2f} MB not pooled  (per step)"
+        )
+    total = [sum(v[k] for v in stats.values()) / steps for k in (0, 1, 2)]
+    print(
+        f"  total: {total[2] * 1e3:.2f} ms in calls, {total[0]:.0f} faults/step, "
+        f"{total[1] / 1e6:.1f} MB of new arrays >= 128 KiB not pooled/step"
+    )
+
+
+def _torch_profile(kind: str, top: int = 0, steps: int = 5) -> None:
+    """torch's profiler over ``steps`` eager steps (after 3 warm-up steps): self CPU time per aten op."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step = _torch_step(kind)
+    for _ in range(3):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events)
+    print(f"{TITLES[kind]}: torch eager per aten op, {steps} steps, self CPU {total / steps / 1e3:.2f} ms/step")
+    for e in events[:top] if top else events:
+        if e.self_cpu_time_total:
+            print(
+                f"  {e.key:44s} {e.self_cpu_time_total / steps / 1e3:7.3f} ms  {e.count // steps:3d} calls (per step)"
+            )
 
 
 def _options() -> str:

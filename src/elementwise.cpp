@@ -10,6 +10,7 @@
 // FLT_MIN come out denormal and above FLT_MAX infinite, as numpy's exp gives them; NaN gives NaN.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <cmath>
@@ -198,16 +199,11 @@ using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>
 
 // Per row of x (rows, n): mean = sum / n, c = x - mean, var = sum(c * c) / n,
 // y = c * (1 / sqrt(var + eps)) * scale (+ bias), each step rounded to float32 as numpy's
-// passes round it (plain SSE code: nothing is contracted into an FMA)
-void layer_norm_rows_f32(In2 x, In1 scale, In1 bias, bool has_bias, float eps, Out2 y) {
-    const int64_t rows = static_cast<int64_t>(x.shape(0)), n = static_cast<int64_t>(x.shape(1));
-    if (static_cast<int64_t>(scale.shape(0)) != n || static_cast<int64_t>(bias.shape(0)) != n ||
-        y.shape(0) != x.shape(0) || y.shape(1) != x.shape(1))
-        throw std::invalid_argument("layer_norm_rows_f32: scale and bias must hold one value per column, y be x's shape");
-    const float *src = x.data(), *s = scale.data(), *b = bias.data();
-    float *dst = y.data();
+// passes round it (plain SSE code: nothing is contracted into an FMA); with ``mean_out`` and
+// ``inv_std_out`` (one value per row) each row's mean and 1 / sqrt(var + eps) too
+void layer_norm_rows(const float *src, const float *s, const float *b, bool has_bias, float eps, float *dst,
+                     int64_t rows, int64_t n, float *mean_out, float *inv_std_out) {
     const float count = static_cast<float>(n);
-    nb::gil_scoped_release release;
     std::vector<float> square(static_cast<size_t>(std::max<int64_t>(n, 1)));
     for (int64_t r = 0; r < rows; ++r) {
         const float *xr = src + r * n;
@@ -219,6 +215,10 @@ void layer_norm_rows_f32(In2 x, In1 scale, In1 bias, bool has_bias, float eps, O
             square[j] = c * c;
         }
         const float inv_std = 1.0f / std::sqrt(pairwise_sum(square.data(), n) / count + eps);
+        if (mean_out) {
+            mean_out[r] = mean;
+            inv_std_out[r] = inv_std;
+        }
         for (int64_t j = 0; j < n; ++j) {
             const float v = (yr[j] * inv_std) * s[j];
             yr[j] = has_bias ? v + b[j] : v;
@@ -226,11 +226,145 @@ void layer_norm_rows_f32(In2 x, In1 scale, In1 bias, bool has_bias, float eps, O
     }
 }
 
+void layer_norm_rows_f32(In2 x, In1 scale, In1 bias, bool has_bias, float eps, Out2 y) {
+    const int64_t rows = static_cast<int64_t>(x.shape(0)), n = static_cast<int64_t>(x.shape(1));
+    if (static_cast<int64_t>(scale.shape(0)) != n || static_cast<int64_t>(bias.shape(0)) != n ||
+        y.shape(0) != x.shape(0) || y.shape(1) != x.shape(1))
+        throw std::invalid_argument("layer_norm_rows_f32: scale and bias must hold one value per column, y be x's shape");
+    const float *src = x.data(), *s = scale.data(), *b = bias.data();
+    float *dst = y.data();
+    nb::gil_scoped_release release;
+    layer_norm_rows(src, s, b, has_bias, eps, dst, rows, n, nullptr, nullptr);
+}
+
+using Out1 = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+void layer_norm_rows_stats_f32(In2 x, In1 scale, In1 bias, bool has_bias, float eps, Out2 y, Out1 mean, Out1 inv_std) {
+    const int64_t rows = static_cast<int64_t>(x.shape(0)), n = static_cast<int64_t>(x.shape(1));
+    if (static_cast<int64_t>(scale.shape(0)) != n || static_cast<int64_t>(bias.shape(0)) != n ||
+        y.shape(0) != x.shape(0) || y.shape(1) != x.shape(1) || static_cast<int64_t>(mean.shape(0)) != rows ||
+        static_cast<int64_t>(inv_std.shape(0)) != rows)
+        throw std::invalid_argument(
+            "layer_norm_rows_stats_f32: scale and bias must hold one value per column, y be x's shape, mean and "
+            "inv_std one value per row");
+    const float *src = x.data(), *s = scale.data(), *b = bias.data();
+    float *dst = y.data(), *m = mean.data(), *v = inv_std.data();
+    nb::gil_scoped_release release;
+    layer_norm_rows(src, s, b, has_bias, eps, dst, rows, n, m, v);
+}
+
+// A straight-line program of float32 binary/unary operations over arrays of one size (an
+// optimizer's update: runtime/_fuse_pointwise.py), run block by block so that every
+// intermediate stays in a PW_BLOCK-float buffer instead of a full array. Register r is input r
+// (its full array, or its one value broadcast), then output r - inputs, then temporary
+// r - inputs - outputs (one block each). Each operation is one IEEE float32 operation,
+// correctly rounded as numpy's ufunc gives it, and nothing is contracted (each loop holds one
+// operation, the vector loop one intrinsic stored at once): the results are bitwise numpy's.
+enum PointwiseOp : int32_t { PW_ADD = 0, PW_SUB = 1, PW_MUL = 2, PW_DIV = 3, PW_SQRT = 4 };
+constexpr int64_t PW_BLOCK = 256;
+
+template <typename F>
+inline void pw_loop(float *d, const float *a, const float *b, int64_t n, F f) {
+    for (int64_t i = 0; i < n; ++i) d[i] = f(a[i], b[i]);
+}
+
+void pw_run_scalar(int32_t op, float *d, const float *a, const float *b, int64_t n) {
+    switch (op) {
+        case PW_ADD: return pw_loop(d, a, b, n, [](float x, float y) { return x + y; });
+        case PW_SUB: return pw_loop(d, a, b, n, [](float x, float y) { return x - y; });
+        case PW_MUL: return pw_loop(d, a, b, n, [](float x, float y) { return x * y; });
+        case PW_DIV: return pw_loop(d, a, b, n, [](float x, float y) { return x / y; });
+        default: return pw_loop(d, a, a, n, [](float x, float) { return std::sqrt(x); });
+    }
+}
+
+#if ONNX_LIGHT_AVX512
+// one intrinsic per vector (nothing to contract), the last n % 8 elements by the scalar loop
+#define PW_AVX2_LOOP(EXPR)                                          \
+    for (; i + 8 <= n; i += 8) {                                    \
+        const __m256 x = _mm256_loadu_ps(a + i);                    \
+        const __m256 y = _mm256_loadu_ps(b + i);                    \
+        (void)y;                                                    \
+        _mm256_storeu_ps(d + i, EXPR);                              \
+    }
+AVX2 void pw_run_avx2(int32_t op, float *d, const float *a, const float *b, int64_t n) {
+    int64_t i = 0;
+    switch (op) {
+        case PW_ADD: PW_AVX2_LOOP(_mm256_add_ps(x, y)) break;
+        case PW_SUB: PW_AVX2_LOOP(_mm256_sub_ps(x, y)) break;
+        case PW_MUL: PW_AVX2_LOOP(_mm256_mul_ps(x, y)) break;
+        case PW_DIV: PW_AVX2_LOOP(_mm256_div_ps(x, y)) break;
+        default: PW_AVX2_LOOP(_mm256_sqrt_ps(x)) break;
+    }
+    if (i < n) pw_run_scalar(op, d + i, a + i, b + i, n - i);
+}
+#undef PW_AVX2_LOOP
+#endif
+
+void pointwise_f32(std::vector<InF> inputs, std::vector<OutF> outputs, nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> code,
+                   int64_t temps) {
+    const int64_t nin = static_cast<int64_t>(inputs.size()), nout = static_cast<int64_t>(outputs.size());
+    if (nout < 1 || code.shape(1) != 4 || temps < 0 || temps > 1024)
+        throw std::invalid_argument("pointwise_f32: needs outputs, a (k, 4) program and at most 1024 temporaries");
+    const int64_t n = static_cast<int64_t>(outputs[0].size()), regs = nin + nout + temps;
+    for (const auto &o : outputs)
+        if (static_cast<int64_t>(o.size()) != n) throw std::invalid_argument("pointwise_f32: outputs differ in size");
+    for (const auto &x : inputs)
+        if (static_cast<int64_t>(x.size()) != n && x.size() != 1)
+            throw std::invalid_argument("pointwise_f32: an input is neither the outputs' size nor one value");
+    const int64_t k = static_cast<int64_t>(code.shape(0));
+    const int32_t *prog = code.data();
+    for (int64_t j = 0; j < k; ++j) {
+        const int32_t *c = prog + 4 * j;
+        if (c[0] < PW_ADD || c[0] > PW_SQRT || c[1] < nin || c[1] >= regs || c[2] < 0 || c[2] >= regs || c[3] < 0 ||
+            c[3] >= regs)
+            throw std::invalid_argument("pointwise_f32: an instruction names an unknown operation or register");
+    }
+    std::vector<const float *> in_ptr(nin);
+    std::vector<float *> out_ptr(nout);
+    for (int64_t r = 0; r < nin; ++r) in_ptr[r] = inputs[r].data();
+    for (int64_t r = 0; r < nout; ++r) out_ptr[r] = outputs[r].data();
+    std::vector<bool> scalar(nin);
+    for (int64_t r = 0; r < nin; ++r) scalar[r] = inputs[r].size() == 1 && n != 1;
+    nb::gil_scoped_release release;
+    // one block per broadcast input (its value repeated) and per temporary
+    std::vector<float> buf(static_cast<size_t>((nin + temps) * PW_BLOCK));
+    for (int64_t r = 0; r < nin; ++r)
+        if (scalar[r]) std::fill_n(buf.data() + r * PW_BLOCK, PW_BLOCK, in_ptr[r][0]);
+    float *tmp = buf.data() + nin * PW_BLOCK;
+    bool simd = false;
+#if ONNX_LIGHT_AVX512
+    simd = has_avx2_fma();
+#endif
+    std::vector<float *> ptr(regs);
+    for (int64_t lo = 0; lo < n; lo += PW_BLOCK) {
+        const int64_t len = std::min(PW_BLOCK, n - lo);
+        for (int64_t r = 0; r < nin; ++r)
+            ptr[r] = scalar[r] ? buf.data() + r * PW_BLOCK : const_cast<float *>(in_ptr[r]) + lo;
+        for (int64_t r = 0; r < nout; ++r) ptr[nin + r] = out_ptr[r] + lo;
+        for (int64_t r = 0; r < temps; ++r) ptr[nin + nout + r] = tmp + r * PW_BLOCK;
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t *c = prog + 4 * j;
+#if ONNX_LIGHT_AVX512
+            if (simd) {
+                pw_run_avx2(c[0], ptr[c[1]], ptr[c[2]], ptr[c[3]], len);
+                continue;
+            }
+#endif
+            (void)simd;
+            pw_run_scalar(c[0], ptr[c[1]], ptr[c[2]], ptr[c[3]], len);
+        }
+    }
+}
+
 }  // namespace
 
 void bind_elementwise(nb::module_ &m) {
+    m.def("pointwise_f32", &pointwise_f32, nb::arg("inputs"), nb::arg("outputs"), nb::arg("code"), nb::arg("temps"));
     m.def("sigmoid_f32", &sigmoid_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
     m.def("softmax_rows_f32", &softmax_rows_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
     m.def("layer_norm_rows_f32", &layer_norm_rows_f32, nb::arg("x"), nb::arg("scale"), nb::arg("bias"),
           nb::arg("has_bias"), nb::arg("eps"), nb::arg("y"));
+    m.def("layer_norm_rows_stats_f32", &layer_norm_rows_stats_f32, nb::arg("x"), nb::arg("scale"), nb::arg("bias"),
+          nb::arg("has_bias"), nb::arg("eps"), nb::arg("y"), nb::arg("mean"), nb::arg("inv_std"));
 }

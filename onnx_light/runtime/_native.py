@@ -34,6 +34,8 @@ __all__ = [
     "layer_norm_rows_f32_twin",
     "mean_rows_f32",
     "mean_rows_f32_twin",
+    "pointwise_f32",
+    "pointwise_f32_twin",
     "replicate2d",
     "replicate2d_twin",
     "sigmoid_f32",
@@ -292,27 +294,49 @@ def replicate2d(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def layer_norm_rows_f32_twin(
-    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, epsilon: np.float32, y: np.ndarray
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None,
+    epsilon: np.float32,
+    y: np.ndarray,
+    mean: np.ndarray | None = None,
+    inv_std: np.ndarray | None = None,
 ) -> np.ndarray:
     """LayerNormalization of each row of a C-contiguous float32 matrix ``x`` into ``y``:
     ``(x - mean) * (1 / sqrt(var + epsilon)) * scale (+ bias)``, numpy's passes in their order
-    (the native loop of ``src/elementwise.cpp`` gives the same bits)."""
-    mean = x.mean(axis=1, keepdims=True)
-    np.subtract(x, mean, out=y)
-    inv_std = 1 / np.sqrt(np.multiply(y, y).mean(axis=1, keepdims=True) + epsilon)
-    np.multiply(y, inv_std, out=y)
+    (the native loop of ``src/elementwise.cpp`` gives the same bits); with ``mean`` and
+    ``inv_std`` (C-contiguous float32, one value per row) each row's mean and
+    ``1 / sqrt(var + epsilon)`` are written there too."""
+    row_mean = x.mean(axis=1, keepdims=True)
+    np.subtract(x, row_mean, out=y)
+    row_inv_std = 1 / np.sqrt(np.multiply(y, y).mean(axis=1, keepdims=True) + epsilon)
+    if mean is not None and inv_std is not None:
+        mean[...] = row_mean[:, 0]
+        inv_std[...] = row_inv_std[:, 0]
+    np.multiply(y, row_inv_std, out=y)
     np.multiply(y, scale, out=y)
     return y if bias is None else np.add(y, bias, out=y)
 
 
 def layer_norm_rows_f32(
-    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, epsilon: np.float32, y: np.ndarray
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None,
+    epsilon: np.float32,
+    y: np.ndarray,
+    mean: np.ndarray | None = None,
+    inv_std: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`layer_norm_rows_f32_twin`, natively when selected (``scale``/``bias``: 1-D, one per column)."""
-    if NATIVE is not None and hasattr(NATIVE, "layer_norm_rows_f32") and x.shape[1]:
+    if mean is not None and inv_std is not None:
+        if NATIVE is not None and hasattr(NATIVE, "layer_norm_rows_stats_f32") and x.shape[1]:
+            b = scale if bias is None else bias
+            NATIVE.layer_norm_rows_stats_f32(x, scale, b, bias is not None, float(epsilon), y, mean, inv_std)
+            return y
+    elif NATIVE is not None and hasattr(NATIVE, "layer_norm_rows_f32") and x.shape[1]:
         NATIVE.layer_norm_rows_f32(x, scale, scale if bias is None else bias, bias is not None, float(epsilon), y)
         return y
-    return layer_norm_rows_f32_twin(x, scale, bias, epsilon, y)
+    return layer_norm_rows_f32_twin(x, scale, bias, epsilon, y, mean, inv_std)
 
 
 def sigmoid_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -332,6 +356,39 @@ def softmax_rows_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 #: float32 elements below which numpy's passes cost less than a native call
 _ELEMENTWISE_MIN = 1024
+
+#: the operations of a pointwise program (``enum PointwiseOp`` of ``src/elementwise.cpp``), by ufunc
+POINTWISE_OPS: dict[np.ufunc, int] = {np.add: 0, np.subtract: 1, np.multiply: 2, np.divide: 3, np.sqrt: 4}
+_POINTWISE_UFUNCS = {code: ufunc for ufunc, code in POINTWISE_OPS.items()}
+
+
+def pointwise_f32_twin(inputs: list[np.ndarray], outputs: list[np.ndarray], code: np.ndarray, temps: int) -> None:
+    """Runs a straight-line program of float32 operations (``code``: rows ``(op, dst, a, b)``).
+
+    Register ``r`` is ``inputs[r]`` (C-contiguous float32, of the outputs' size or one value,
+    broadcast), then ``outputs[r - len(inputs)]`` (C-contiguous float32, one size), then temporary
+    ``r - len(inputs) - len(outputs)``; ``op`` is a key of ``POINTWISE_OPS`` (``sqrt`` reads ``a``
+    only); ``dst`` is never an input. Each row is one numpy ufunc call, so the native loop
+    (``src/elementwise.cpp``, block by block) gives the same bits.
+    """
+    n = outputs[0].size
+    flat = [x.reshape(-1) if x.size == n else x.reshape(()) for x in inputs]
+    regs: list[np.ndarray] = [*flat, *(o.reshape(-1) for o in outputs)]
+    regs += [np.empty(n, np.float32) for _ in range(temps)]
+    for op, dst, a, b in code.tolist():
+        ufunc = _POINTWISE_UFUNCS[op]
+        if ufunc.nin == 1:
+            ufunc(regs[a], out=regs[dst])
+        else:
+            ufunc(regs[a], regs[b], out=regs[dst])
+
+
+def pointwise_f32(inputs: list[np.ndarray], outputs: list[np.ndarray], code: np.ndarray, temps: int) -> None:
+    """:func:`pointwise_f32_twin`, natively when selected."""
+    if NATIVE is not None and hasattr(NATIVE, "pointwise_f32"):
+        NATIVE.pointwise_f32(inputs, outputs, code, temps)
+    else:
+        pointwise_f32_twin(inputs, outputs, code, temps)
 
 
 def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ from . import kernels as _kernels  # noqa: F401  (registers the kernels)
 from ._codegen import failed_step, generate
 from ._fold import fold_affine, fold_constant_step
 from ._fuse import fuse_conv_epilogues
+from ._fuse_pointwise import fuse_pointwise
 from ._pool import Arenas
 from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
 from ._tile import fuse_padded_sums
@@ -383,12 +384,14 @@ def _optimised(
     steps: list[Step], constants: dict[int, Any], keep: set[int], new_slot: Callable[[], int], outputs: list[int]
 ) -> tuple[list[Step], dict[int, Any]]:
     """The plan-time rewrites after constant folding: BatchNormalization folded, epilogues and
-    ReLUs fused, sums of zero-padded tiles concatenated; constants nothing reads any more
+    ReLUs fused, sums of zero-padded tiles concatenated, chains of float32 Add/Sub/Mul/Div/Sqrt
+    run as one pass (``_fuse_pointwise.py``); constants nothing reads any more
     (folded into others) are not kept alive."""
     steps = fold_affine(steps, constants, keep, new_slot)
     steps = fuse_conv_epilogues(steps, constants, keep)
     steps = _fuse_relu(steps, keep)
     steps = fuse_padded_sums(steps, constants, keep)
+    steps = fuse_pointwise(steps, keep)
     read = {s for step in steps for s in step.inputs} | set(outputs)
     return steps, {s: v for s, v in constants.items() if s in read}
 

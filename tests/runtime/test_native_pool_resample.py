@@ -197,13 +197,57 @@ def test_resize_replication_writes_into_the_pools_buffer() -> None:
     np.testing.assert_array_equal(run_plan(x[:, :, ::-1], plan), run_plan(x[:, :, ::-1].copy(), plan))
 
 
+def _layer_norm_general_outputs(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int
+) -> tuple[np.ndarray, ...]:
+    """Y, Mean and InvStdDev by the general (numpy) path of the LayerNormalization kernel."""
+    from onnx_light.runtime.kernels import normalization
+
+    rows = normalization._float32_rows
+    normalization._float32_rows = lambda *args: False  # type: ignore[assignment]
+    try:
+        y = normalization.layer_norm(x, scale, bias, axis=axis, epsilon=1e-5, _num_outputs=3)
+    finally:
+        normalization._float32_rows = rows  # type: ignore[assignment]
+    assert isinstance(y, tuple)
+    return y
+
+
 def _layer_norm_general(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int) -> np.ndarray:
-    """The general (numpy) path of the LayerNormalization kernel (asking for Mean and InvStdDev too)."""
+    """Y by the general (numpy) path of the LayerNormalization kernel."""
+    return _layer_norm_general_outputs(x, scale, bias, axis)[0]
+
+
+@pytest.mark.parametrize("width", [1, 7, 256, 1030])
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_layer_norm_rows_mean_and_inv_std_are_the_general_paths(width: int, axis: int) -> None:
+    """With Mean and InvStdDev asked for (a training graph), the rows path gives all three
+    outputs bit for bit as the general path does, natively and in its twin."""
     from onnx_light.runtime.kernels.normalization import layer_norm
 
-    y = layer_norm(x, scale, bias, axis=axis, epsilon=1e-5, _num_outputs=3)
-    assert isinstance(y, tuple)
-    return y[0]
+    x = (_RNG.standard_normal((3, 5, width)) * 30 + 4).astype(np.float32)
+    x[1, 2, 0] = np.nan
+    x[2, 1, -1] = np.inf
+    scale = _RNG.standard_normal(width).astype(np.float32)
+    bias: np.ndarray | None = _RNG.standard_normal(width).astype(np.float32)
+    if axis != -1:
+        scale, bias = _RNG.standard_normal(x.shape[axis:]).astype(np.float32), None
+    want = _layer_norm_general_outputs(x, scale, bias, axis)
+    got = layer_norm(x, scale, bias, axis=axis, epsilon=1e-5, _num_outputs=3)
+    assert isinstance(got, tuple) and len(got) == 3
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == np.float32
+        np.testing.assert_array_equal(_bits(np.nan_to_num(g, nan=7.0)), _bits(np.nan_to_num(w, nan=7.0)))
+    two = layer_norm(x, scale, bias, axis=axis, epsilon=1e-5, _num_outputs=2)
+    assert isinstance(two, tuple) and len(two) == 2
+    if axis == -1:
+        rows = x.reshape(-1, width)
+        mean, inv_std = np.empty(15, np.float32), np.empty(15, np.float32)
+        y = _native.layer_norm_rows_f32_twin(rows, scale, bias, np.float32(1e-5), np.empty_like(rows), mean, inv_std)
+        for g, w in zip((y, mean, inv_std), want):
+            np.testing.assert_array_equal(
+                _bits(np.nan_to_num(g, nan=7.0)), _bits(np.nan_to_num(w, nan=7.0).reshape(g.shape))
+            )
 
 
 @pytest.mark.parametrize("width", [1, 7, 8, 100, 256, 300, 1030])

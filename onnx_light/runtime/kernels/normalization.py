@@ -210,10 +210,11 @@ def _float32_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, sta
 
 
 def _layer_norm_rows(
-    x: np.ndarray, first: int, scale: np.ndarray, bias: np.ndarray | None, epsilon: float
-) -> np.ndarray | None:
+    x: np.ndarray, first: int, scale: np.ndarray, bias: np.ndarray | None, epsilon: float, outputs: int = 1
+) -> np.ndarray | tuple[np.ndarray, ...] | None:
     """LayerNormalization of float32 ``x`` over the axes from ``first``, as rows: one native
-    pass per row in numpy's order of operations (the same bits as the general path); None
+    pass per row in numpy's order of operations (the same bits as the general path), with
+    ``outputs`` > 1 also Mean and InvStdDev (shaped ``x``'s leading axes, then ones); None
     when ``scale`` or ``bias`` does not broadcast to the normalized shape."""
     width = math.prod(x.shape[first:])
     trailing = x.shape[first:]
@@ -223,8 +224,15 @@ def _layer_norm_rows(
     except ValueError:  # not the normalized shape's: numpy's broadcasting decides (the general path)
         return None
     y = np.empty_like(x)
-    layer_norm_rows_f32(x.reshape(-1, width), s, b, np.float32(epsilon), y.reshape(-1, width))
-    return y
+    if outputs == 1:
+        layer_norm_rows_f32(x.reshape(-1, width), s, b, np.float32(epsilon), y.reshape(-1, width))
+        return y
+    stats = x.shape[:first] + (1,) * (x.ndim - first)
+    mean, inv_std = np.empty(stats, np.float32), np.empty(stats, np.float32)
+    layer_norm_rows_f32(
+        x.reshape(-1, width), s, b, np.float32(epsilon), y.reshape(-1, width), mean.reshape(-1), inv_std.reshape(-1)
+    )
+    return (y, mean, inv_std)[:outputs]
 
 
 @kernel("", "LayerNormalization", since=17)
@@ -240,8 +248,8 @@ def layer_norm(
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Standardizes over axes ``axis..`` in ``stash_type``; Mean and InvStdDev are optional."""
     first = axis_index(axis, x.ndim)
-    if _num_outputs == 1 and _float32_rows(x, scale, bias, stash_type):
-        rows = _layer_norm_rows(x, first, scale, bias, epsilon)
+    if _float32_rows(x, scale, bias, stash_type):
+        rows = _layer_norm_rows(x, first, scale, bias, epsilon, _num_outputs)
         if rows is not None:
             return rows
     axes = tuple(range(first, x.ndim))
