@@ -463,12 +463,14 @@ def conv2d_native(
     residual: np.ndarray | None = None,
     winograd: np.ndarray | None = None,
     into: np.ndarray | None = None,
+    packed: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A float32 1-D or 2-D convolution (+ ReLU) by the extension, or None when it does not apply.
 
     ``act`` (with its parameters ``a``, ``b_act``) and ``residual`` are the epilogue of
     ``src/conv.h``: ``act(conv + residual)``, the residual a float32 array of the output's shape.
-    ``winograd``: the weights' Winograd transform kept by the caller (``kernels/conv.py``), or None.
+    ``winograd``: the weights' Winograd transform kept by the caller (``kernels/conv.py``), or None;
+    ``packed``: likewise their ``conv2d_pack_weights`` form (2-D convolutions only), or None.
     ``into``: a buffer of the plan's pool (``KernelOptions.writes_out``): a writeable C-contiguous
     float32 array of exactly the result's shape that overlaps no input gets the result and is
     returned; any other array is ignored (a new array, as without it).
@@ -502,6 +504,8 @@ def conv2d_native(
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
     extra = _conv2d_options(x.shape[0] * w.size * out[0] * out[1], winograd if nd == 2 else None)
+    if packed is not None and nd == 2:
+        extra["packed"] = packed
     if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
         if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):
             extra["out"] = into.reshape(x.shape[0], w.shape[0], *out)  # 1-D: a 4-D view of it
