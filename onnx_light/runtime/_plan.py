@@ -36,6 +36,7 @@ from ._fold import fold_affine, fold_constant_step
 from ._fuse import fuse_conv_epilogues
 from ._pool import Arenas
 from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
+from ._shape_chain import fuse_shape_chains
 from ._tile import fuse_padded_sums
 from .kernels import _dtypes
 
@@ -385,6 +386,7 @@ def _optimised(
     """The plan-time rewrites after constant folding: BatchNormalization folded, epilogues and
     ReLUs fused, sums of zero-padded tiles concatenated; constants nothing reads any more
     (folded into others) are not kept alive."""
+    steps = fuse_shape_chains(steps, constants, keep)
     steps = fold_affine(steps, constants, keep, new_slot)
     steps = fuse_conv_epilogues(steps, constants, keep)
     steps = _fuse_relu(steps, keep)

@@ -11,19 +11,19 @@ from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._axes import axes_index
 
 
-@kernel("", "Shape", since=(1, 13))
+@kernel("", "Shape", since=(1, 13), reads_only_shape=True)
 def shape_1(x: np.ndarray) -> np.ndarray:
     """Shape-1: the dimensions of ``x`` as int64."""
     return np.array(x.shape, dtype=np.int64)
 
 
-@kernel("", "Shape", since=(15, 19, 21, 23, 24, 25))
+@kernel("", "Shape", since=(15, 19, 21, 23, 24, 25), reads_only_shape=True)
 def shape_15(x: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Shape-15: the dimensions ``start:end`` (clamped, negatives from the back)."""
     return np.array(x.shape[start:end], dtype=np.int64)
 
 
-@kernel("", "Size", since=(1, 13, 19, 21, 23, 24, 25))
+@kernel("", "Size", since=(1, 13, 19, 21, 23, 24, 25), reads_only_shape=True)
 def size(x: np.ndarray) -> np.ndarray:
     """Size: the element count as an int64 scalar."""
     return np.array(x.size, dtype=np.int64)
