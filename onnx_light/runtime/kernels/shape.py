@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.runtime import _native
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._axes import axes_index
 
@@ -33,6 +34,14 @@ def _reshape(x: np.ndarray, shape: np.ndarray, allowzero: int) -> np.ndarray:
     dims = [int(d) for d in shape.tolist()] if isinstance(shape, np.ndarray) else [int(d) for d in shape]
     if not allowzero:
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    if not x.flags.c_contiguous and x.size >= _native.TRANSPOSE_MIN:
+        # a Transpose's view that needs a copy: numpy's reads a float per cache line
+        try:
+            return x.reshape(dims, copy=False)  # (a view after all)
+        except (ValueError, TypeError):  # a copy is needed (TypeError: numpy < 2.1 has no copy=)
+            y = _native.contiguous_transposed(x)
+            if y is not None:
+                return y.reshape(dims)
     return x.reshape(dims)
 
 
