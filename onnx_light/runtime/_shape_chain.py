@@ -129,7 +129,9 @@ def fuse_shape_chains(steps: list[Step], constants: dict[int, Any], keep: set[in
         made = {s for i in group for s in steps[i].outputs}
         readers = {s: [i for i in read_by.get(s, ()) if i not in inside] for s in made}
         outputs = tuple(s for s in sorted(made) if readers[s])
-        sources = tuple(dict.fromkeys(steps[i].inputs[0] for i in group if steps[i].options.reads_only_shape))
+        # the tensors measured (a Shape of a value the chain makes itself reads it inside)
+        roots = (steps[i].inputs[0] for i in group if steps[i].options.reads_only_shape)
+        sources = tuple(dict.fromkeys(s for s in roots if s not in made))
         if not outputs:
             continue
         # just before the first step outside it that reads it, once every tensor it measures exists

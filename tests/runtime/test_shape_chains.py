@@ -111,3 +111,21 @@ def test_a_failing_kernel_in_a_chain_names_its_node() -> None:
     assert "Shape+Gather+Unsqueeze" in _labels(fast)
     with pytest.raises(OnnxLightError, match="bad_gather"):
         fast.run(None, {"X": np.ones((2, 3), np.float32)})
+
+
+def test_a_shape_of_a_value_the_chain_makes_is_read_inside_it() -> None:
+    """(The chain once took that value as an input too: the generated code read it unset.)"""
+    nodes = [
+        H.make_node("Shape", ["X"], ["s"]),
+        H.make_node("ConstantOfShape", ["s"], ["z"]),
+        H.make_node("Shape", ["z"], ["s2"]),
+        H.make_node("Gather", ["s2", "zero"], ["n"], axis=0),
+        H.make_node("Unsqueeze", ["n", "axis0"], ["n1"]),
+        H.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        H.make_node("Reshape", ["X", "shape"], ["R"]),
+    ]
+    fast, plain = _session(nodes, ["R"], INITS), _session(nodes, ["R"], INITS, optimize=False)
+    assert "Shape+ConstantOfShape+Shape+Gather+Unsqueeze+Concat" in _labels(fast)
+    for shape in [(2, 3, 4), (5, 1, 2)]:
+        x = np.ones(shape, np.float32)
+        np.testing.assert_array_equal(fast.run(None, {"X": x})[0], plain.run(None, {"X": x})[0])
