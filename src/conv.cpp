@@ -15,7 +15,9 @@
 // tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
 // On AVX2, 3x3 stride-1 convolutions with enough channels run as Winograd F(2x2, 3x3) instead
 // (src/conv_winograd.cpp), and strided ones with a 7x7 window read their panels in place
-// from the input split into phase planes (conv.h PhasePlanes).
+// from the input split into phase planes (conv.h PhasePlanes). With the weights packed once by
+// the caller (conv2d_pack_weights: AVX2, stride 1, >= 8 row blocks) the order turns around: each
+// panel (read in place) stays in L1 while every row block's packed weights stream past it.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>

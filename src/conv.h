@@ -48,11 +48,10 @@ using EpilogueFn = void (*)(const Epilogue &ep, float *y, const float *res, int6
 // are zeroed once and never written), tall enough for every window row and at least
 // `width` wide, so that kernels read whole vectors with no bounds checks. Without pads
 // and extra width (and unless `always`) the planes are read where they are.
-// At least n floats of a per-thread buffer (slot 0, 1 or 2) that grows and is kept: the drivers'
-// whole-input copies, packed panels and (slot 2, each worker its own) packed weights, which fresh
-// memory would page-fault in every call (a conv net training step: ~7 us per 4 KiB page). A
-// call's uses take different slots; no call nests another on one thread; the helper threads
-// only read the caller's slots 0 and 1.
+// At least n floats of a per-thread buffer (slot 0 or 1) that grows and is kept: the drivers'
+// whole-input copies and packed panels, which fresh memory would page-fault in every call (a
+// conv net training step: ~7 us per 4 KiB page). A call's two uses take two slots; no call
+// nests another on one thread; the helper threads only read the caller's.
 float *thread_scratch(int slot, size_t n);
 
 // floats owned, or borrowed from thread_scratch
