@@ -436,14 +436,17 @@ def _native_conv_pays(
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
-def _conv2d_options(macs: int, winograd: np.ndarray | None) -> dict[str, Any]:
-    """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``."""
+def _conv2d_options(macs: int, winograd: np.ndarray | None, packed: np.ndarray | None = None) -> dict[str, Any]:
+    """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``,
+    ``packed``."""
     extra: dict[str, Any] = {}
     threads = conv_threads(macs)
     if threads > 1 and _CONV_TAKES_THREADS:
         extra["threads"] = threads
     if winograd is not None:
         extra["winograd"] = winograd
+    if packed is not None:
+        extra["packed"] = packed
     return extra
 
 
@@ -469,13 +472,12 @@ def conv2d_native(
 
     ``act`` (with its parameters ``a``, ``b_act``) and ``residual`` are the epilogue of
     ``src/conv.h``: ``act(conv + residual)``, the residual a float32 array of the output's shape.
-    ``winograd``: the weights' Winograd transform kept by the caller (``kernels/conv.py``), or None;
-    ``packed``: likewise their ``conv2d_pack_weights`` form (2-D convolutions only), or None.
-    ``into``: a buffer of the plan's pool (``KernelOptions.writes_out``): a writeable C-contiguous
-    float32 array of exactly the result's shape that overlaps no input gets the result and is
-    returned; any other array is ignored (a new array, as without it).
-    The twin is the numpy im2col convolution in ``runtime/kernels/conv.py``, which runs
-    whenever this returns None.
+    ``winograd`` / ``packed``: the weights' Winograd transform / ``conv2d_pack_weights`` form kept
+    by the caller (``kernels/conv.py``; 2-D only), or None. ``into``: a buffer of the plan's pool
+    (``KernelOptions.writes_out``): a writeable C-contiguous float32 array of exactly the result's
+    shape that overlaps no input gets the result and is returned; any other array is ignored (a
+    new array, as without it). The twin is the numpy im2col convolution in
+    ``runtime/kernels/conv.py``, which runs whenever this returns None.
     """
     nd = x.ndim - 2
     if (
@@ -503,9 +505,8 @@ def conv2d_native(
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
-    extra = _conv2d_options(x.shape[0] * w.size * out[0] * out[1], winograd if nd == 2 else None)
-    if packed is not None and nd == 2:
-        extra["packed"] = packed
+    macs = x.shape[0] * w.size * out[0] * out[1]
+    extra = _conv2d_options(macs, winograd if nd == 2 else None, packed if nd == 2 else None)
     if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
         if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):
             extra["out"] = into.reshape(x.shape[0], w.shape[0], *out)  # 1-D: a 4-D view of it
@@ -515,10 +516,8 @@ def conv2d_native(
         None if b is None else np.ascontiguousarray(b.reshape(-1)),
         *strides,
         *dilations,
-        begin[0],
-        begin[1],
-        end[0],
-        end[1],
+        *begin[:2],
+        *end[:2],
         group,
         relu,
         CONV_ISA,
