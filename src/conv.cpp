@@ -15,7 +15,9 @@
 // tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
 // On AVX2, 3x3 stride-1 convolutions with enough channels run as Winograd F(2x2, 3x3) instead
 // (src/conv_winograd.cpp), and strided ones with a 7x7 window read their panels in place
-// from the input split into phase planes (conv.h PhasePlanes).
+// from the input split into phase planes (conv.h PhasePlanes). With the weights packed once by
+// the caller (conv2d_pack_weights: AVX2, stride 1, >= 8 row blocks) the order turns around: each
+// panel (read in place) stays in L1 while every row block's packed weights stream past it.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -51,6 +53,7 @@ using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>
 using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 using Out3 = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
+using Out1 = nb::ndarray<nb::numpy, float, nb::ndim<1>>;
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
 
 #if ONNX_LIGHT_AVX512
@@ -320,7 +323,7 @@ AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int6
 }
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                       float *y, int threads, const float *) {
+                       float *y, int threads, const float *, const float *) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
@@ -330,7 +333,7 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
 #else
 }  // namespace
 void run_avx512(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int,
-                const float *) {}
+                const float *, const float *) {}
 void epilogue_avx512(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 
@@ -428,16 +431,44 @@ struct TiledBlock {
     }
 };
 
+// One kc block of tiled_item with the group's weights packed (wpg: pack_weights): panel by
+// panel, every row block of the item
+void packed_weights_item(const TileKernel &t, const TiledPlan &q, const TiledBlock &b, const float *wpg,
+                         const float *gbias, float *yg, const float *panel, const int64_t *koff, int64_t k0,
+                         int64_t kc, bool first, bool relu) {
+    for (int64_t j = 0; j < b.panels; ++j) {
+        const int64_t ncols = std::min(t.nr, b.len - j * t.nr);
+        for (int64_t mb = b.mb0; mb < b.mb1; ++mb) {
+            const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
+            const float *A = wpg + mb * t.mr * q.K + k0 * rows, *mbias = gbias ? gbias + mb * t.mr : nullptr;
+            float *C = yg + mb * t.mr * q.P + j * t.nr;
+            if (b.origin[j])
+                t.direct_packed(kc, A, rows, b.origin[j], koff, C, q.P, rows, ncols, mbias, first, relu);
+            else
+                t.tile_packed(kc, A, rows, panel + j * kc * t.nr, nullptr, C, q.P, rows, ncols, mbias, first, relu);
+        }
+    }
+}
+
 // One work item of run_tiled: the block's pixels times weight row blocks [mb0, mb1); `cols`
 // holds the block's packed panels of one kc block (packed here), or `packed` all of them (K nc
 // floats, rows [k0, k0 + kc) at packed + k0 nc: TiledPlan::shared)
 void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const Shape &gs, const float *x,
                 const PaddedPlanes *pad, const PhasePlanes *ph, const float *w, const float *bias, const Epilogue &ep,
-                float *y, int64_t item, float *cols, const float *packed) {
+                float *y, int64_t item, float *cols, const float *packed, const float *wpacked) {
     const TiledBlock b(t, q, s, x, pad, ph, item);
     const float *wg = w + b.g * q.mg * q.K, *gbias = bias ? bias + b.g * q.mg : nullptr;
     float *yg = y + (b.n * s.m + b.g * q.mg) * q.P + b.p0;
     const bool relu = ep.tile_relu();
+    // the weights packed (pack_weights: the caller keeps them), stride 1 (panels read in place
+    // from the bordered input: tap rows scattered over the planes) and several row blocks over
+    // several panels: panel by panel (the panel's lines stay in L1) every row block streams its
+    // packed weights past it; the same products summed in the same order, so the same bits.
+    // Strided panels (packed, contiguous) gain nothing (one process, 41 runs, load 8: 64 -> 128
+    // 3x3/2 @40 1.00x, 128 -> 256 @20 0.90-1.13x)
+    const bool pack_w = wpacked && t.tile_packed && pad && s.sh == 1 && s.sw == 1 && !q.pointwise &&
+                        b.mb1 - b.mb0 > 1 && b.panels > 1;
+    const float *wpg = pack_w ? wpacked + b.g * q.mg * q.K : nullptr;
     int64_t koff[MAX_KC];  // tap offsets of rows [k0, k0 + kc) in the bordered or phase planes
     for (int64_t k0 = 0; k0 < q.K; k0 += q.kc) {
         const int64_t kc = std::min(q.kc, q.K - k0);
@@ -448,6 +479,10 @@ void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const S
         else if (b.any_in_place)  // pointwise: row k of the input planes
             for (int64_t k = 0; k < kc; ++k) koff[k] = (k0 + k) * q.P;
         const bool first = k0 == 0, last = k0 + kc == q.K;
+        if (pack_w) {
+            packed_weights_item(t, q, b, wpg, gbias, yg, panel, koff, k0, kc, first, relu && last);
+            continue;
+        }
         for (int64_t mb = b.mb0; mb < b.mb1; ++mb) {
             const int64_t rows = std::min(t.mr, q.mg - mb * t.mr);
             const float *A = wg + mb * t.mr * q.K + k0, *mbias = gbias ? gbias + mb * t.mr : nullptr;
@@ -470,6 +505,21 @@ void tiled_item(const TileKernel &t, const TiledPlan &q, const Shape &s, const S
 
 }  // namespace
 
+bool packs_weights(bool avx2, int64_t mg, int64_t kh, int64_t kw) {
+    return avx2 && (kh > 1 || kw > 1) && mg >= (PACK_MIN_BLOCKS - 1) * AVX2_MR + 1;
+}
+
+void pack_weights(const float *wg, int64_t mg, int64_t K, int64_t mr, float *out) {
+    for (int64_t r0 = 0; r0 < mg; r0 += mr) {
+        const int64_t rows = std::min(mr, mg - r0);
+        float *dst = out + r0 * K;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float *src = wg + (r0 + r) * K;
+            for (int64_t k = 0; k < K; ++k) dst[k * rows + r] = src[k];
+        }
+    }
+}
+
 float *thread_scratch(int slot, size_t n) {
     thread_local std::unique_ptr<float[]> buffers[2];
     thread_local size_t sizes[2] = {0, 0};
@@ -483,7 +533,7 @@ float *thread_scratch(int slot, size_t n) {
 }
 
 void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float *w, const float *bias,
-               const Epilogue &ep, float *y, int threads) {
+               const Epilogue &ep, float *y, int threads, const float *wpacked) {
     const TiledPlan q(t, s, threads);
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, q.items)));
     const Shape gs = {s.n, q.cg, s.h, s.w, q.mg, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, 1};
@@ -518,7 +568,7 @@ void run_tiled(const TileKernel &t, const Shape &s, const float *x, const float 
     }
     parallel_items(threads, q.items, [&](int worker, int64_t i) {
         const float *shared = packed ? packed.get() + i / q.mchunks * q.K * q.nc : nullptr;
-        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols + worker * per, shared);
+        tiled_item(t, q, s, gs, x, pad.get(), ph.get(), w, bias, ep, y, i, cols + worker * per, shared, wpacked);
     });
 }
 
@@ -549,7 +599,8 @@ bool takes_out(nb::handle out, const Shape &s, OutBuf &lent, const float *const 
 
 nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
             int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
-            float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd, nb::handle out) {
+            float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd, nb::handle out,
+            std::optional<In1> packed) {
     const std::string use = isa.empty() ? best_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
@@ -574,6 +625,9 @@ nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, in
     if (winograd && (static_cast<int64_t>(winograd->shape(0)) != 16 || static_cast<int64_t>(winograd->shape(1)) != s.m ||
                      static_cast<int64_t>(winograd->shape(2)) != s.c || s.group != 1))
         throw std::invalid_argument("conv2d: the Winograd weights are not 16 x M x C (one group)");
+    if (packed && (static_cast<int64_t>(packed->shape(0)) != static_cast<int64_t>(w.size()) || use != "avx2"))
+        throw std::invalid_argument("conv2d: the packed weights are not conv2d_pack_weights(w) (isa avx2)");
+    const float *wpacked = packed ? packed->data() : nullptr;
     Epilogue ep;
     ep.act = relu && act == ACT_NONE ? ACT_RELU : act;
     ep.a = a, ep.b = act_b;
@@ -588,7 +642,7 @@ nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, in
         {
             nb::gil_scoped_release release;
             (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y, threads,
-                                                      winograd ? winograd->data() : nullptr);
+                                                      winograd ? winograd->data() : nullptr, wpacked);
         }
         return nb::borrow(out);
     }
@@ -596,7 +650,7 @@ nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, in
     {
         nb::gil_scoped_release release;
         (use == "avx512" ? run_avx512 : run_avx2)(s, x.data(), w.data(), bias, ep, y.get(), threads,
-                                                  winograd ? winograd->data() : nullptr);
+                                                  winograd ? winograd->data() : nullptr, wpacked);
     }
     nb::capsule owner(y.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
     float *data = y.release();
@@ -604,6 +658,24 @@ nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, in
                          {static_cast<size_t>(s.n), static_cast<size_t>(s.m), static_cast<size_t>(s.oh),
                           static_cast<size_t>(s.ow)},
                          owner));
+}
+
+// Weights w (M x C / group x kh x kw) packed for the AVX2 tile (pack_weights), for a caller that
+// keeps them with the weights (conv2d's `packed`); None where the tiled driver would not read
+// them (another ISA, a 1 x 1 kernel, fewer than PACK_MIN_BLOCKS row blocks per group)
+nb::object pack_weights_py(In4 w, int64_t group) {
+    const int64_t M = w.shape(0), cg = w.shape(1), K = cg * w.shape(2) * w.shape(3);
+    if (group <= 0 || M % group) throw std::invalid_argument("conv2d_pack_weights: M is not a multiple of group");
+    if (!packs_weights(best_isa() == std::string("avx2"), M / group, w.shape(2), w.shape(3))) return nb::none();
+    std::unique_ptr<float[]> p(new float[std::max<int64_t>(1, M * K)]);
+    {
+        nb::gil_scoped_release release;
+        for (int64_t g = 0; g < group; ++g)
+            pack_weights(w.data() + g * (M / group) * K, M / group, K, AVX2_MR, p.get() + g * (M / group) * K);
+    }
+    nb::capsule owner(p.get(), [](void *ptr) noexcept { delete[] static_cast<float *>(ptr); });
+    float *data = p.release();
+    return nb::cast(Out1(data, {static_cast<size_t>(M * K)}, owner));
 }
 
 // The Winograd transform of 3 x 3 weights w (M x C x 3 x 3): 16 x M x C floats (conv2d's
@@ -665,9 +737,12 @@ void bind_conv(nb::module_ &m) {
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),
           nb::arg("relu"), nb::arg("isa") = "", nb::arg("act") = 0, nb::arg("a") = 0.0f, nb::arg("b_act") = 0.0f,
           nb::arg("residual").none() = nb::none(), nb::arg("threads") = 1, nb::arg("winograd").none() = nb::none(),
-          nb::arg("out").none() = nb::none(),
+          nb::arg("out").none() = nb::none(), nb::arg("packed").none() = nb::none(),
           "The convolution (+ epilogue), float32 (N, M, OH, OW); written into `out` (and `out` returned) when it is a "
           "writeable C-contiguous float32 array of that shape, else a new array");
+    m.def("conv2d_pack_weights", &pack_weights_py, nb::arg("w"), nb::arg("group") = 1,
+          "Weights (M, C / group, kh, kw) packed for conv2d's `packed` (float32, M C / group kh kw), or None where "
+          "conv2d would not read them");
     m.def("conv2d_winograd_weights", &winograd_weights_py, nb::arg("w"),
           "The Winograd F(2x2, 3x3) transform of 3 x 3 weights (M, C, 3, 3): float32 (16, M, C)");
     m.def("conv2d_winograd_applies", &winograd_applies_py, nb::arg("c"), nb::arg("h"), nb::arg("w"), nb::arg("m"),

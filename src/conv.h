@@ -241,6 +241,10 @@ struct TileKernel {
     // rows in order: the same panels, bit for bit; null: `pack` per panel
     void (*pack_block)(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, int64_t len,
                        float *cols) = nullptr;
+    // `tile` / `direct` reading the weights packed (a row block's rows as kc x rows floats, k
+    // major: A[k * rows + r]; lda unused), so that the driver can keep a panel in L1 and stream
+    // the packed weights past it; null: the weights are read as they are
+    Tile tile_packed = nullptr, direct_packed = nullptr;
     // the padded width pack_padded reads: every window plus a 16-column spill per run
     static int64_t padded_width(const Shape &s) { return (s.ow + 16) * s.sw + (s.kw - 1) * s.dw + 16; }
 };
@@ -291,17 +295,31 @@ inline void fill_phases(PhasePlanes &ph, const Shape &s, const float *x, int64_t
 // panels is packed once (kc x nr per panel, the block's panels together in L2) and every
 // block of mr weight rows runs over all of them (its kc x mr weights stay in L1). `threads`
 // share the (sample, group, pixel block) items, and the weight rows when those are few.
+// `wpacked`: the weights as pack_weights(w, mg, K, t.mr) packs each group's (kept by the caller)
+// or null: read as they are.
 void run_tiled(const TileKernel &kernel, const Shape &s, const float *x, const float *w, const float *bias,
-               const Epilogue &ep, float *y, int threads);
+               const Epilogue &ep, float *y, int threads, const float *wpacked = nullptr);
+
+// The AVX2 tile's weight rows (src/conv_avx2.cpp), and the fewest row blocks per group for which
+// run_tiled reads packed weights panel by panel (one process, packing free, this order / the
+// row-block-outer one: crnn 256 -> 256 3x3 @2x40 0.81, 128 -> 256 @4x40 0.84, 32 -> 64 @16x80 0.93;
+// yolo 16 -> 16 3x3 @80x80 (3 row blocks) 1.23)
+constexpr int64_t AVX2_MR = 6, PACK_MIN_BLOCKS = 8;
+// whether conv2d reads packed weights of mg outputs per group with a kh x kw kernel
+bool packs_weights(bool avx2, int64_t mg, int64_t kh, int64_t kw);
+// weights wg (mg rows of K) as TileKernel::tile_packed reads them: the block of rows [r0, r0 + mr)
+// at out + r0 K, K x rows floats, k major (its kc block from k0 at out + r0 K + k0 rows)
+void pack_weights(const float *wg, int64_t mg, int64_t K, int64_t mr, float *out);
 
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
 // `threads` (>= 1) workers share the work.
 // `winograd`: the weights' Winograd transform (winograd_weights) when the caller keeps it, or
 // null (computed per call where the Winograd kernel runs; AVX-512 does not use it)
+// `packed`: pack_weights' form of w kept by the caller (AVX2 only; conv2d_pack_weights) or null
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                int threads, const float *winograd = nullptr);
+                int threads, const float *winograd = nullptr, const float *packed = nullptr);
 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-              int threads, const float *winograd = nullptr);
+              int threads, const float *winograd = nullptr, const float *packed = nullptr);
 
 // Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 takes it for this geometry
 // (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of

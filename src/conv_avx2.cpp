@@ -14,7 +14,7 @@ namespace onnx_light_conv {
 #if ONNX_LIGHT_AVX512  // x86 with GCC/Clang: the AVX2 code compiles there too
 namespace {
 
-constexpr int64_t MR = 6;    // output channels per register tile
+constexpr int64_t MR = AVX2_MR;  // output channels per register tile
 constexpr int64_t NR = 16;   // output pixels per register tile (two 8-float vectors)
 constexpr int64_t KC = 256;  // reduction block: 6 KiB of weights per row block, 16 KiB per panel
 
@@ -36,14 +36,17 @@ AVX2 inline __m256 evens(__m256 a, __m256 b) {
 
 // C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < R, row k of the pixel panel
 // Bk = B + k * NR (packed) or, Direct, B + koff[k] (16 pixels of one output row read in
-// place from the bordered input). `first` adds bias[r] instead of reading C; `relu` clamps
-// at zero when storing. At R = 6, 12 accumulators + 2 panel vectors + 1 weight = 15 of the 16
-// ymm registers.
-template <bool Direct, int R>
+// place from the bordered input). Packed: the weights are A[k * R + r] (one contiguous
+// stream, TileKernel::tile_packed) instead. `first` adds bias[r] instead of reading C; `relu`
+// clamps at zero when storing. At R = 6, 12 accumulators + 2 panel vectors + 1 weight = 15 of
+// the 16 ymm registers.
+template <bool Direct, int R, bool Packed = false>
 AVX2 void tile_rows(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
                     int64_t ldc, int64_t cols, const float *bias, bool first, bool relu) {
     const float *a_row[R];
-    for (int r = 0; r < R; ++r) a_row[r] = A + r * lda;
+    // packed: row r's weight k at A + k * R + r, so a_row[r] + k * step
+    const int64_t step = Packed ? R : 1;
+    for (int r = 0; r < R; ++r) a_row[r] = Packed ? A + r : A + r * lda;
     __m256 acc[R][2];
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -52,7 +55,7 @@ AVX2 void tile_rows(int64_t kc, const float *A, int64_t lda, const float *B, con
         const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < R; ++r) {
-            const __m256 a = _mm256_broadcast_ss(a_row[r] + k);
+            const __m256 a = _mm256_broadcast_ss(a_row[r] + k * step);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
         }
@@ -86,19 +89,20 @@ AVX2 void tile_rows(int64_t kc, const float *A, int64_t lda, const float *B, con
     }
 }
 
-// TileKernel::tile (Direct: TileKernel::direct) for this ISA: tile_rows with R = rows (1-6),
-// so that a last row block of fewer than 6 weight rows (32 outputs: 5 x 6 + 2) does only its
-// own rows' multiply-adds; each row's sums are the same either way
-template <bool Direct>
+// TileKernel::tile (Direct: TileKernel::direct; Packed: their tile_packed / direct_packed) for
+// this ISA: tile_rows with R = rows (1-6), so that a last row block of fewer than 6 weight rows
+// (32 outputs: 5 x 6 + 2) does only its own rows' multiply-adds; each row's sums are the same
+// either way
+template <bool Direct, bool Packed = false>
 AVX2 void tile_6x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
                     int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
     switch (rows) {
-        case 1: return tile_rows<Direct, 1>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
-        case 2: return tile_rows<Direct, 2>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
-        case 3: return tile_rows<Direct, 3>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
-        case 4: return tile_rows<Direct, 4>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
-        case 5: return tile_rows<Direct, 5>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
-        default: return tile_rows<Direct, MR>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 1: return tile_rows<Direct, 1, Packed>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 2: return tile_rows<Direct, 2, Packed>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 3: return tile_rows<Direct, 3, Packed>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 4: return tile_rows<Direct, 4, Packed>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        case 5: return tile_rows<Direct, 5, Packed>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
+        default: return tile_rows<Direct, MR, Packed>(kc, A, lda, B, koff, C, ldc, cols, bias, first, relu);
     }
 }
 
@@ -500,18 +504,19 @@ AVX2 void depthwise(const Shape &s, const float *x, const float *w, const float 
 AVX2 void epilogue_avx2(const Epilogue &ep, float *y, const float *res, int64_t n) { epilogue8(ep, y, res, n); }
 
 AVX2 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
-                   int threads, const float *winograd) {
+                   int threads, const float *winograd, const float *packed) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise(s, x, w, bias, ep, y, threads);
     static const TileKernel kernel{MR,         NR,          KC,         tile_6x16<false>, pack_cols,
-                                   epilogue8,  pack_padded, tile_6x16<true>, pack_block};
+                                   epilogue8,  pack_padded, tile_6x16<true>, pack_block,
+                                   tile_6x16<false, true>, tile_6x16<true, true>};
     if (winograd_applies(s, winograd)) return run_winograd_avx2(kernel, s, x, w, winograd, bias, ep, y, threads);
-    run_tiled(kernel, s, x, w, bias, ep, y, threads);
+    run_tiled(kernel, s, x, w, bias, ep, y, threads, packed);
 }
 #else
 void run_avx2(const Shape &, const float *, const float *, const float *, const Epilogue &, float *, int,
-              const float *) {}
+              const float *, const float *) {}
 void epilogue_avx2(const Epilogue &, float *, const float *, int64_t) {}
 #endif  // ONNX_LIGHT_AVX512
 

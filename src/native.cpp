@@ -24,6 +24,7 @@ void bind_pool(nb::module_ &m);  // src/pool.cpp: separable float32 max pooling
 void bind_elementwise(nb::module_ &m);  // src/elementwise.cpp: Sigmoid, Softmax rows (float32)
 void bind_thread_pool(nb::module_ &m);  // src/thread_pool.cpp: the persistent helper threads
 void bind_squeeze_excite(nb::module_ &m);  // src/squeeze_excite.cpp: a squeeze-excite block in one call
+void bind_transpose(nb::module_ &m);  // src/transpose.cpp: a blocked copy of a transposed view
 
 namespace {
 
@@ -269,4 +270,5 @@ NB_MODULE(_native, m) {
     bind_elementwise(m);
     bind_thread_pool(m);
     bind_squeeze_excite(m);
+    bind_transpose(m);
 }

@@ -493,14 +493,17 @@ def _native_conv_pays(
     return in_place or (w_shape[0] // group > 1 and _filled(oh * ow) >= 0.85)
 
 
-def _conv2d_options(macs: int, winograd: np.ndarray | None) -> dict[str, Any]:
-    """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``."""
+def _conv2d_options(macs: int, winograd: np.ndarray | None, packed: np.ndarray | None = None) -> dict[str, Any]:
+    """conv2d's keyword options: ``threads`` for a convolution of ``macs`` multiply-adds, ``winograd``,
+    ``packed``."""
     extra: dict[str, Any] = {}
     threads = conv_threads(macs)
     if threads > 1 and _CONV_TAKES_THREADS:
         extra["threads"] = threads
     if winograd is not None:
         extra["winograd"] = winograd
+    if packed is not None:
+        extra["packed"] = packed
     return extra
 
 
@@ -520,17 +523,18 @@ def conv2d_native(
     residual: np.ndarray | None = None,
     winograd: np.ndarray | None = None,
     into: np.ndarray | None = None,
+    packed: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A float32 1-D or 2-D convolution (+ ReLU) by the extension, or None when it does not apply.
 
     ``act`` (with its parameters ``a``, ``b_act``) and ``residual`` are the epilogue of
     ``src/conv.h``: ``act(conv + residual)``, the residual a float32 array of the output's shape.
-    ``winograd``: the weights' Winograd transform kept by the caller (``kernels/conv.py``), or None.
-    ``into``: a buffer of the plan's pool (``KernelOptions.writes_out``): a writeable C-contiguous
-    float32 array of exactly the result's shape that overlaps no input gets the result and is
-    returned; any other array is ignored (a new array, as without it).
-    The twin is the numpy im2col convolution in ``runtime/kernels/conv.py``, which runs
-    whenever this returns None.
+    ``winograd`` / ``packed``: the weights' Winograd transform / ``conv2d_pack_weights`` form kept
+    by the caller (``kernels/conv.py``; 2-D only), or None. ``into``: a buffer of the plan's pool
+    (``KernelOptions.writes_out``): a writeable C-contiguous float32 array of exactly the result's
+    shape that overlaps no input gets the result and is returned; any other array is ignored (a
+    new array, as without it). The twin is the numpy im2col convolution in
+    ``runtime/kernels/conv.py``, which runs whenever this returns None.
     """
     nd = x.ndim - 2
     if (
@@ -558,7 +562,8 @@ def conv2d_native(
         if residual.dtype != _F32 or residual.shape != (x.shape[0], w.shape[0], *out):
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
-    extra = _conv2d_options(x.shape[0] * w.size * out[0] * out[1], winograd if nd == 2 else None)
+    macs = x.shape[0] * w.size * out[0] * out[1]
+    extra = _conv2d_options(macs, winograd if nd == 2 else None, packed if nd == 2 else None)
     if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
         if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):
             extra["out"] = into.reshape(x.shape[0], w.shape[0], *out)  # 1-D: a 4-D view of it
@@ -568,10 +573,8 @@ def conv2d_native(
         None if b is None else np.ascontiguousarray(b.reshape(-1)),
         *strides,
         *dilations,
-        begin[0],
-        begin[1],
-        end[0],
-        end[1],
+        *begin[:2],
+        *end[:2],
         group,
         relu,
         CONV_ISA,
@@ -584,6 +587,25 @@ def conv2d_native(
     if "out" in extra and y is extra["out"]:
         return into
     return y[:, :, 0, :] if nd == 1 else y
+
+
+#: the extension has the blocked transposed copy (src/transpose.cpp)
+TRANSPOSE = NATIVE is not None and hasattr(NATIVE, "transpose_rows_f32")
+TRANSPOSE_MIN = 1 << 16  # smaller views: numpy's copy costs as little (yolo 85 x 100 heads: 0.016 vs 0.022 ms)
+
+
+def contiguous_transposed(x: np.ndarray) -> np.ndarray | None:
+    """A C-contiguous copy of ``x`` when ``x`` is a float32 view whose last two axes are those of
+    a C-contiguous array swapped (a Transpose's view), by the extension's blocked copy; None
+    otherwise (the caller's numpy copy, the twin, gives the same bits)."""
+    if not TRANSPOSE or x.__class__ is not np.ndarray or x.dtype is not _F32 or x.ndim < 2 or x.size < TRANSPOSE_MIN:
+        return None
+    t = x.swapaxes(-1, -2)
+    if x.flags.c_contiguous or not t.flags.c_contiguous:
+        return None
+    assert NATIVE is not None
+    y: np.ndarray = NATIVE.transpose_rows_f32(t.reshape(-1, t.shape[-2], t.shape[-1]))
+    return y.reshape(x.shape)
 
 
 #: the extension has the resampling loops (an extension built before them lacks them)

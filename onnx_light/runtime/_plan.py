@@ -37,6 +37,7 @@ from ._fuse import fuse_conv_epilogues
 from ._fuse_pointwise import fuse_pointwise
 from ._pool import Arenas
 from ._registry import NO_OPTIONS, KernelInfo, KernelOptions, lookup_kernel, registered_kernels
+from ._shape_chain import fuse_shape_chains
 from ._tile import fuse_padded_sums
 from .kernels import _dtypes
 
@@ -387,6 +388,7 @@ def _optimised(
     ReLUs fused, sums of zero-padded tiles concatenated, chains of float32 Add/Sub/Mul/Div/Sqrt
     run as one pass (``_fuse_pointwise.py``); constants nothing reads any more
     (folded into others) are not kept alive."""
+    steps = fuse_shape_chains(steps, constants, keep)
     steps = fold_affine(steps, constants, keep, new_slot)
     steps = fuse_conv_epilogues(steps, constants, keep)
     steps = _fuse_relu(steps, keep)

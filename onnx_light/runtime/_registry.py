@@ -89,6 +89,8 @@ class KernelOptions:
             one array or None per output (MaxPool's Y and Indices). When an array has exactly its
             result's dtype and shape the kernel writes the result there and returns that array;
             otherwise it ignores it (a hint, never an error). It never reads ``out``.
+        reads_only_shape: the kernel's result depends on its single input's shape alone (Shape,
+            Size): the planner may run what follows from it and constants once per input shape.
     """
 
     returns_one: bool = False
@@ -107,6 +109,7 @@ class KernelOptions:
     shape_values: tuple[int, ...] = ()
     writes_out: bool = False
     prepare_epilogue: Kernel | None = None
+    reads_only_shape: bool = False
 
     @property
     def makes_new_arrays(self) -> bool:
@@ -158,6 +161,7 @@ def kernel(
     shape_values: tuple[int, ...] = (),
     writes_out: bool = False,
     prepare_epilogue: Kernel | None = None,
+    reads_only_shape: bool = False,
 ) -> Callable[[Kernel], Kernel]:
     """Registers a numpy kernel for ``domain::op_type`` from opset ``since`` on.
 
@@ -184,6 +188,7 @@ def kernel(
         shape_values: the inputs ``float_shape`` reads by value.
         writes_out: it takes ``out``, a buffer of the plan's pool it may write its result into.
         prepare_epilogue: its ``with_epilogue`` decided at plan time for constant weights.
+        reads_only_shape: its result depends on its input's shape alone.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -191,7 +196,8 @@ def kernel(
     versions = (since,) if isinstance(since, int) else tuple(since)
     options = KernelOptions(
         returns_one, fresh_output, inline_ufunc, float_ufunc, inplace, with_relu, channel_affine, absorb_affine,
-        with_epilogue, epilogue, float_shape, zero_pad, sums_inputs, shape_values, writes_out, prepare_epilogue
+        with_epilogue, epilogue, float_shape, zero_pad, sums_inputs, shape_values, writes_out, prepare_epilogue,
+        reads_only_shape,
     )  # fmt: skip
     if options == NO_OPTIONS:
         options = NO_OPTIONS

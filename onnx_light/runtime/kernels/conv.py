@@ -134,7 +134,8 @@ def conv(
         if y is not None:
             return y
     u = winograd_weights(x, w, strides, dilations, begin, end, group)
-    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, _relu, winograd=u, into=out)
+    p = None if u is not None or x.ndim != 4 else packed_weights(w, group)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, _relu, winograd=u, into=out, packed=p)
     if y is not None:
         return y
     y = _conv_im2col(x, w, b, strides, dilations, begin, end, group)
@@ -200,8 +201,7 @@ def winograd_weights(
         or not _immutable(w)
     ):
         return None
-    key = id(w)
-    hit = _WINOGRAD.get(key)
+    hit = _WINOGRAD.get(id(w))
     if hit is not None and hit[0]() is w and hit[1] == x.shape:
         return hit[2]  # the transform, or None: this geometry does not take Winograd
     c, h, wd = x.shape[1:]
@@ -212,15 +212,56 @@ def winograd_weights(
     if applies and np.isfinite(w).all():  # an infinity would turn into NaNs in the transform
         u = ext.conv2d_winograd_weights(np.ascontiguousarray(w))
         u.flags.writeable = False
-    if len(_WINOGRAD) >= _WINOGRAD_LIMIT:
-        _WINOGRAD.clear()
+    return _keep(_WINOGRAD, w, x.shape, u)
 
-    def forget(ref: weakref.ref[np.ndarray], key: int = key) -> None:
-        if _WINOGRAD.get(key, (None,))[0] is ref:
-            del _WINOGRAD[key]
 
-    _WINOGRAD[key] = (weakref.ref(w, forget), x.shape, u)
-    return u
+def _keep(
+    table: dict[int, tuple[weakref.ref[np.ndarray], Any, np.ndarray | None]],
+    w: np.ndarray,
+    key: Any,
+    value: np.ndarray | None,
+) -> np.ndarray | None:
+    """``value`` kept in ``table`` for weights ``w`` (and ``key``) until ``w`` is freed; returned."""
+    if len(table) >= _WINOGRAD_LIMIT:
+        table.clear()
+    ident = id(w)
+
+    def forget(ref: weakref.ref[np.ndarray], ident: int = ident) -> None:
+        if table.get(ident, (None,))[0] is ref:
+            del table[ident]
+
+    table[ident] = (weakref.ref(w, forget), key, value)
+    return value
+
+
+#: id(weights) -> (a weak reference to them, the group, their packed form or None): see packed_weights
+_PACKED: dict[int, tuple[weakref.ref[np.ndarray], Any, np.ndarray | None]] = {}
+
+
+def packed_weights(w: np.ndarray, group: int) -> np.ndarray | None:
+    """Immutable float32 weights packed once for the AVX2 tile (``conv2d_pack_weights``: each
+    row block's weights k major, streamed past a pixel panel held in L1), or None where the native
+    kernel would not read them (another ISA, a 1 x 1 kernel, few outputs, an older extension) or
+    the weights may change (a stale copy would be a silent wrong answer). Kept per weights array.
+    """
+    ext = _native.NATIVE if _native.CONV2D and _native.CONV_ISA == "avx2" else None
+    if (
+        ext is None
+        or not hasattr(ext, "conv2d_pack_weights")
+        or w.ndim != 4
+        or w.dtype != np.float32
+        or group < 1
+        or w.shape[0] % group
+        or not _immutable(w)
+    ):
+        return None
+    hit = _PACKED.get(id(w))
+    if hit is not None and hit[0]() is w and hit[1] == group:
+        return hit[2]
+    p = ext.conv2d_pack_weights(np.ascontiguousarray(w), group)
+    if p is not None:
+        p.flags.writeable = False
+    return _keep(_PACKED, w, group, p)
 
 
 def _im2col_as_copies(
@@ -279,7 +320,8 @@ def conv_epilogue(
     strides, dilations = _defaults(nd, strides, dilations)
     begin, end = explicit_pads(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     u = winograd_weights(x, w, strides, dilations, begin, end, group)
-    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual, u, out)
+    p = None if u is not None or x.ndim != 4 else packed_weights(w, group)
+    y = conv2d_native(x, w, b, strides, dilations, begin, end, group, False, act, a, b_act, residual, u, out, p)
     if y is not None:
         return y
     # the convolution by numpy / BLAS, the epilogue natively in place
@@ -346,11 +388,12 @@ class PreparedConv:
         assert ext is not None
         y: np.ndarray = ext.conv2d(
             np.ascontiguousarray(x),
-            *args[:-1],
+            *args[:-2],
             None if residual is None else np.ascontiguousarray(residual),
             threads=threads,
-            winograd=args[-1],
+            winograd=args[-2],
             out=out,
+            **args[-1],
         )
         return y
 
@@ -419,7 +462,9 @@ def _prepare_shape(
         a,
         b_act,
     )
-    return out_shape, (w, b, *geometry, u), shape[0] * w.size * out[0] * out[1]
+    p = None if u is not None else packed_weights(w, group)
+    extra = {} if p is None else {"packed": p}
+    return out_shape, (w, b, *geometry, u, extra), shape[0] * w.size * out[0] * out[1]
 
 
 def prepare_conv(
@@ -480,9 +525,10 @@ def _conv_im2col(
     windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
     # (N, C, *out, *k) -> (N, group, C / group * prod(k), prod(out)): the im2col copy.
     order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
-    cols = windows.transpose(order).reshape(n, group, -1, int(np.prod(out_shape)))
+    taps = w.shape[1] * int(np.prod(ksize))  # explicit: an empty batch cannot infer a -1
+    cols = windows.transpose(order).reshape(n, group, taps, int(np.prod(out_shape)))
     # One batched matmul over (N, group): (group, M / group, Cg * k) @ cols.
-    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape((n, m, *out_shape))
+    y = np.matmul(w.reshape(group, m // group, taps), cols).reshape((n, m, *out_shape))
     if b is not None:
         y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
     return y

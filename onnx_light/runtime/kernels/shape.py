@@ -7,23 +7,24 @@ from typing import Any
 
 import numpy as np
 
+from onnx_light.runtime import _native
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._axes import axes_index
 
 
-@kernel("", "Shape", since=(1, 13))
+@kernel("", "Shape", since=(1, 13), reads_only_shape=True)
 def shape_1(x: np.ndarray) -> np.ndarray:
     """Shape-1: the dimensions of ``x`` as int64."""
     return np.array(x.shape, dtype=np.int64)
 
 
-@kernel("", "Shape", since=(15, 19, 21, 23, 24, 25))
+@kernel("", "Shape", since=(15, 19, 21, 23, 24, 25), reads_only_shape=True)
 def shape_15(x: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """Shape-15: the dimensions ``start:end`` (clamped, negatives from the back)."""
     return np.array(x.shape[start:end], dtype=np.int64)
 
 
-@kernel("", "Size", since=(1, 13, 19, 21, 23, 24, 25))
+@kernel("", "Size", since=(1, 13, 19, 21, 23, 24, 25), reads_only_shape=True)
 def size(x: np.ndarray) -> np.ndarray:
     """Size: the element count as an int64 scalar."""
     return np.array(x.size, dtype=np.int64)
@@ -33,6 +34,14 @@ def _reshape(x: np.ndarray, shape: np.ndarray, allowzero: int) -> np.ndarray:
     dims = [int(d) for d in shape.tolist()] if isinstance(shape, np.ndarray) else [int(d) for d in shape]
     if not allowzero:
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    if not x.flags.c_contiguous and x.size >= _native.TRANSPOSE_MIN:
+        # a Transpose's view that needs a copy: numpy's reads a float per cache line
+        try:
+            return x.reshape(dims, copy=False)  # (a view after all)
+        except (ValueError, TypeError):  # a copy is needed (TypeError: numpy < 2.1 has no copy=)
+            y = _native.contiguous_transposed(x)
+            if y is not None:
+                return y.reshape(dims)
     return x.reshape(dims)
 
 
