@@ -24,6 +24,7 @@ The spatial helpers here are shared with ``pool.py``.
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections.abc import Iterator, Sequence
@@ -469,7 +470,9 @@ def _conv_im2col(
     nd = x.ndim - 2
     if group == 1 and all(k == 1 for k in w.shape[2:]) and set(strides) <= {1} and not any(begin + end):
         n, m = x.shape[0], w.shape[0]
-        y = np.matmul(w.reshape(m, -1), x.reshape(n, x.shape[1], -1)).reshape((n, m, *x.shape[2:]))
+        # sizes spelled out, not -1: numpy cannot infer a -1 beside a 0-size dim (empty batch)
+        y = np.matmul(w.reshape(m, w.shape[1]), x.reshape(n, x.shape[1], math.prod(x.shape[2:])))
+        y = y.reshape((n, m, *x.shape[2:]))
         if b is not None:
             y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
         return y
@@ -480,9 +483,10 @@ def _conv_im2col(
     windows = sliding_windows(xp, ksize, strides, dilations, out_shape)
     # (N, C, *out, *k) -> (N, group, C / group * prod(k), prod(out)): the im2col copy.
     order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
-    cols = windows.transpose(order).reshape(n, group, -1, int(np.prod(out_shape)))
+    cg_k = w.shape[1] * math.prod(ksize)
+    cols = windows.transpose(order).reshape(n, group, cg_k, math.prod(out_shape))
     # One batched matmul over (N, group): (group, M / group, Cg * k) @ cols.
-    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape((n, m, *out_shape))
+    y = np.matmul(w.reshape(group, m // group, cg_k), cols).reshape((n, m, *out_shape))
     if b is not None:
         y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
     return y
