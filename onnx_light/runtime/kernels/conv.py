@@ -97,7 +97,12 @@ def kernel_offsets(
     for k in np.ndindex(*kernel_shape):
         yield (
             k,
-            tuple(slice(ki * d, ki * d + (o - 1) * s + 1, s) for ki, s, d, o in zip(k, strides, dilations, out_shape)),
+            # an empty output axis (o = 0) reads nothing: a stop of ki * d - s + 1 could be
+            # negative, which numpy would count from the end
+            tuple(
+                slice(ki * d, ki * d + ((o - 1) * s + 1 if o else 0), s)
+                for ki, s, d, o in zip(k, strides, dilations, out_shape)
+            ),
         )
 
 
