@@ -177,6 +177,8 @@ def _loss(
         return [], name, None, vi
     if loss not in LOSSES:
         raise OnnxLightError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
+    if not outputs and not loss_input_names:
+        raise OnnxLightError(f"the model has no outputs: the {loss} loss needs the prediction as an output")
     names = list(loss_input_names or [outputs[0].name])
     pred = next((o for o in outputs if o.name == names[0]), outputs[0])
     tt = pred.type.tensor_type
