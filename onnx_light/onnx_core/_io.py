@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import stat
@@ -263,6 +264,8 @@ def _write_atomically(path: str, chunks: Iterator[Any] | list[Any], like: str | 
     and is no regular file (``/dev/null``, a FIFO) is written in place, never replaced.
     """
     path = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(path):  # os.replace would name the temporary file, not this path
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name", path)
     if os.path.exists(path) and not os.path.isdir(path) and not stat.S_ISREG(os.stat(path).st_mode):
         with open(path, "wb") as out:
             for chunk in chunks:
