@@ -161,6 +161,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _seeds(text: str) -> int | str:
+    """``--seeds``: a positive count of directions or 'dynamic'."""
+    if text == "dynamic":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive int or 'dynamic'") from None
+
+
 def _jvp(args: argparse.Namespace) -> int:
     """Writes a model computing fwd_<y> = J fwd_<x> (forward mode), its nodes inlined."""
     model = _read_model(args.model)
@@ -169,7 +179,7 @@ def _jvp(args: argparse.Namespace) -> int:
     for y in ys:
         _require(model, y, "--of")
     out_path = _output_path(args.output)
-    seeds: int | str | None = None if args.seeds is None else "dynamic" if args.seeds == "dynamic" else int(args.seeds)
+    seeds: int | str | None = args.seeds
     fwd = TangentOfFunction(model, xs, ys, seeds=seeds, allow_unused=args.allow_unused)
     types = {vi.name: vi for vi in fwd.value_info}
     known = input_types(model, ys[0], list(fwd.input) + ys)
@@ -268,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", required=True, help="comma-separated inputs with a tangent (globs, @params)")
     p.add_argument("--of", required=True, help="comma-separated outputs whose tangent to compute")
     p.add_argument("-o", "--output", required=True, help="the forward-mode model file to write")
-    p.add_argument("--seeds", default=None, help="k directions (a trailing axis) or 'dynamic'")
+    p.add_argument("--seeds", type=_seeds, default=None, help="k directions (a trailing axis) or 'dynamic'")
     p.add_argument("--allow-unused", action="store_true", help="accept names that reach no output (zeros)")
     p.set_defaults(run=_jvp)
 

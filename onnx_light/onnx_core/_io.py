@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -257,8 +259,18 @@ def _write_atomically(path: str, chunks: Iterator[Any] | list[Any], like: str | 
     """Writes ``path`` through a temporary file in its folder renamed into place.
 
     The file keeps the permissions of the one it replaces (or of ``like``); a new one
-    gets those ``open()`` gives. The temporary file never survives an exception.
+    gets those ``open()`` gives. The temporary file never survives an exception. A symbolic
+    link is written through (its target is replaced, the link stays); a path that exists
+    and is no regular file (``/dev/null``, a FIFO) is written in place, never replaced.
     """
+    path = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(path):  # os.replace would name the temporary file, not this path
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name", path)
+    if os.path.exists(path) and not os.path.isdir(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        with open(path, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        return
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:

@@ -177,8 +177,15 @@ def _loss(
         return [], name, None, vi
     if loss not in LOSSES:
         raise OnnxLightError(f"unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
+    if not outputs and not loss_input_names:
+        raise OnnxLightError(f"the model has no outputs: the {loss} loss needs the prediction as an output")
     names = list(loss_input_names or [outputs[0].name])
-    pred = next((o for o in outputs if o.name == names[0]), outputs[0])
+    pred = next((o for o in outputs if o.name == names[0]), None)
+    if pred is None:  # never another output in its place: the loss would be of the wrong value
+        raise OnnxLightError(
+            f"loss_input_names names {names[0]!r}, which is not an output of the model; its outputs are"
+            f" {[o.name for o in outputs]}"
+        )
     tt = pred.type.tensor_type
     shape = (
         [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]

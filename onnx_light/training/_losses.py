@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..onnx_core import TensorProto
+from ..onnx_core import OnnxLightError, TensorProto
 from ._emit import Emitter
 
 __all__ = ["LOSSES", "label_type"]
@@ -58,6 +58,11 @@ def label_type(
 ) -> tuple[int, list[int | str | None] | None]:
     """The dtype and shape of ``labels`` for ``loss`` given the prediction's."""
     if loss == "CrossEntropyLoss":
+        if pred_shape is not None and len(pred_shape) < 2:
+            raise OnnxLightError(
+                f"CrossEntropyLoss takes logits of shape [N, C, ...]; the prediction has shape {pred_shape}:"
+                " pick the logits output (loss_input_names) or another loss"
+            )
         shape = None if pred_shape is None else [pred_shape[0], *pred_shape[2:]]
         return TensorProto.INT64, shape
     return pred_dtype, pred_shape

@@ -139,3 +139,24 @@ def test_ops_write_rewrites_the_readme_block(tmp_path: pathlib.Path, capsys: pyt
     assert page.read_text() == "top\n<!-- ops:begin -->\n" + ops_markdown() + "<!-- ops:end -->\n"
     assert main(["ops", "--write", str(page)]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_misuse_found_by_the_hunt_is_one_line(
+    tmp_path: pathlib.Path, model_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three inputs that ended in 'internal error, please report it' (IndexError, ValueError)."""
+    out = str(tmp_path / "o.onnx")
+    err = _error(capsys, ["jvp", model_path, "--wrt", "fc1_w", "--of", "loss", "--seeds", "abc", "-o", out])
+    assert "--seeds" in err and "positive int or 'dynamic'" in err
+    # the model's only output is a scalar: no logits for a cross entropy
+    err = _error(capsys, ["artifacts", model_path, "--loss", "cross_entropy", "-o", str(tmp_path / "art")])
+    assert "CrossEntropyLoss takes logits of shape [N, C, ...]" in err
+    assert not (tmp_path / "art").exists()
+    # a ModelProto with no graph outputs (an empty file decodes to one)
+    no_outputs = tmp_path / "no_outputs.onnx"
+    no_outputs.write_bytes(b"")
+    data = tmp_path / "d.npz"
+    np.savez(data, x=np.ones((2, 3), np.float32))
+    err = _error(capsys, ["train", str(no_outputs), "--loss", "mse", "--data", str(data), "-o", out])
+    assert "no outputs" in err
+    assert not os.path.exists(out)

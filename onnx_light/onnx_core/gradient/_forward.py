@@ -129,6 +129,8 @@ class _TangentPass(_GradientPass):
             ys = [ys]
         if not ys:
             raise GradientError("ys is empty: name at least one output whose tangent to compute")
+        if len(set(ys)) != len(ys):  # one fwd_<y> output each: a function's outputs are distinct
+            raise GradientError(f"ys has repeated names: {list(ys)}")
         super().__init__(nodes, xs, ys[0], **kw)
         self.ys = list(ys)
         if seeds is not None and seeds != "dynamic" and not (isinstance(seeds, int) and seeds >= 1):
@@ -411,6 +413,13 @@ def TangentOfNodes(  # noqa: N802  (the contract's name)
     return _gc_paused(True, lambda: _finish(run(), {id(n) for n in forward}, optimize))
 
 
+def _names(given: Sequence[str] | str | None, default: list[str]) -> list[str]:
+    """``given`` as a list (one name alone is a list of one, not of its characters), or ``default``."""
+    if given is None:
+        return default
+    return [given] if isinstance(given, str) else list(given)
+
+
 def TangentOfFunction(  # noqa: N802  (the contract's name)
     fn: FunctionProto | GraphProto | ModelProto,
     xs: Sequence[str] | None = None,
@@ -460,7 +469,7 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
             nodes = FunctionInliner(functions).expand(nodes)
         imports.setdefault("", EMITTED_OPSET)
         return _run(_TangentPass(
-            nodes, list(xs) if xs is not None else inputs, list(ys) if ys is not None else outputs, seeds,
+            nodes, _names(xs, inputs), _names(ys, outputs), seeds,
             zs=zs, registry=rules, allow_unused=allow_unused, types=types, constants=constants,
             free_order=free_order, opset_imports=imports, name=name.replace("_grad", "_fwd"), declared=declared,
         ))  # fmt: skip

@@ -86,6 +86,12 @@ def vjp_nodes(
         The renamed nodes, the renamed name of each gradient, the renaming, and the types
         the inner pass declared for values inference cannot follow (renamed).
     """
+    redefined = sorted({o for n in nodes for o in n.output} & set(xs))
+    if redefined:  # the inner pass would take the body's own value for the outer one
+        raise ctx.error(
+            f"a body node redefines {redefined}, already a value of an enclosing scope (an outer value or a"
+            " body input); ONNX graphs are in SSA form across scopes: give the body's value another name"
+        )
     types = list(types)
     outs = {o for o, _ in seeds}
     sequences = {t.name: seq_elem_type(t) for t in types if t.name in outs and seq_elem_type(t)}

@@ -27,17 +27,23 @@ def _softmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndar
             y = np.empty_like(x) if y is None else y
             softmax_rows_f32(x.reshape(-1, x.shape[-1]), y.reshape(-1, x.shape[-1]))
             return y
+    if not x.size:  # numpy's max has no identity along an empty axis
+        return np.empty_like(x)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if not x.size:  # numpy's max has no identity along an empty axis
+        return np.empty_like(x)
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
     """One-hot of the first maximum along ``axis``."""
+    if not x.size:  # numpy's argmax has no answer along an empty axis
+        return np.zeros_like(x)
     first = np.expand_dims(x.argmax(axis=axis), axis)
     y = np.zeros_like(x)
     np.put_along_axis(y, first, 1, axis=axis)

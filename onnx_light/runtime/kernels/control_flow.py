@@ -86,8 +86,23 @@ def loop(*args: Any, body: Any, _captured: tuple[str, ...] = ()) -> tuple[Any, .
         # zero iterations: empty scan outputs of the declared element type and shape
         stacked = [_empty(body, 1 + n_carried + k) for k in range(n_scan)]
     else:
-        stacked = [np.stack(acc) for acc in scans]
+        stacked = [_stacked(k, acc) for k, acc in enumerate(scans)]
     return (*carried, *stacked)
+
+
+def _stacked(k: int, acc: list[Any]) -> np.ndarray:
+    """Loop scan output ``k``'s per-iteration values stacked along a new axis 0."""
+    try:
+        return np.stack(acc)
+    except ValueError:  # numpy would only say "all input arrays must have the same shape"
+        changed = next((t for t, v in enumerate(acc) if np.shape(v) != np.shape(acc[0])), None)
+        if changed is None:
+            raise
+        raise ValueError(
+            f"Loop scan output {k} has shape {list(np.shape(acc[changed]))} at iteration {changed},"
+            f" {list(np.shape(acc[0]))} before: a scan output keeps one shape (a gradient or tangent"
+            " graph tapes each iteration's carried values as scan outputs, so their shapes must not change)"
+        ) from None
 
 
 @kernel("", "Scan", since=9)

@@ -24,6 +24,7 @@ The spatial helpers here are shared with ``pool.py``.
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections.abc import Iterator, Sequence
@@ -96,7 +97,12 @@ def kernel_offsets(
     for k in np.ndindex(*kernel_shape):
         yield (
             k,
-            tuple(slice(ki * d, ki * d + (o - 1) * s + 1, s) for ki, s, d, o in zip(k, strides, dilations, out_shape)),
+            # an empty output axis (o = 0) reads nothing: a stop of ki * d - s + 1 could be
+            # negative, which numpy would count from the end
+            tuple(
+                slice(ki * d, ki * d + ((o - 1) * s + 1 if o else 0), s)
+                for ki, s, d, o in zip(k, strides, dilations, out_shape)
+            ),
         )
 
 
@@ -514,7 +520,9 @@ def _conv_im2col(
     nd = x.ndim - 2
     if group == 1 and all(k == 1 for k in w.shape[2:]) and set(strides) <= {1} and not any(begin + end):
         n, m = x.shape[0], w.shape[0]
-        y = np.matmul(w.reshape(m, -1), x.reshape(n, x.shape[1], -1)).reshape((n, m, *x.shape[2:]))
+        # sizes spelled out, not -1: numpy cannot infer a -1 beside a 0-size dim (empty batch)
+        y = np.matmul(w.reshape(m, w.shape[1]), x.reshape(n, x.shape[1], math.prod(x.shape[2:])))
+        y = y.reshape((n, m, *x.shape[2:]))
         if b is not None:
             y += b.reshape((m,) + (1,) * nd).astype(y.dtype, copy=False)
         return y

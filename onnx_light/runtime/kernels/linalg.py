@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -64,11 +65,12 @@ def matmul(a: np.ndarray, b: np.ndarray, *, out: np.ndarray | None = None) -> np
     """
     if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
         a = np.ascontiguousarray(a)
+        rows = math.prod(a.shape[:-1])  # not -1: numpy cannot infer it beside a 0-size dim
         into = _lent(out, a, b, (*a.shape[:-1], b.shape[-1]))
         if into is not None:
-            np.matmul(a.reshape(-1, a.shape[-1]), b, out=into.reshape(-1, b.shape[-1]))
+            np.matmul(a.reshape(rows, a.shape[-1]), b, out=into.reshape(rows, b.shape[-1]))
             return into
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+        return np.matmul(a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
     if out is not None and a.ndim >= 2 and b.ndim >= 2:
         shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
         into = _lent(out, a, b, shape)

@@ -33,6 +33,15 @@ class _Geometry:
         self.window = geo = window(in_shape, kernel_shape, strides, dilations, pads, auto_pad, bool(ceil_mode))
         self.kernel, self.strides, self.dilations = geo.kernel, geo.strides, geo.dilations
         self.begin, self.end, self.out = geo.begin, geo.end, geo.out
+        for i, (n, k, d, b, e, o) in enumerate(
+            zip(in_shape, self.kernel, self.dilations, self.begin, self.end, self.out)
+        ):
+            if o < 0:
+                raise ValueError(
+                    f"the window spans {(k - 1) * d + 1} cells on spatial axis {i} (kernel {k}, dilation {d}) but"
+                    f" the padded input has {n + b + e} (size {n}, pads {b} + {e}): use a smaller kernel or"
+                    " dilation, or more padding"
+                )
 
     def padded(self, x: np.ndarray, value: float) -> np.ndarray:
         """``x`` padded far enough that every (ceil-mode) window is in range."""
