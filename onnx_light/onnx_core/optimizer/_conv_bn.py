@@ -32,6 +32,7 @@ from ..gradient._fastpath import attribute_values
 from ..gradient._types import ValueType, infer_types
 from ..helper import make_node
 from ..numpy_helper import from_array
+from ._simplify import fresh_name
 
 __all__ = ["fold_conv_batch_norms"]
 
@@ -147,15 +148,6 @@ def _foldable(
     return all((t := types.get(v)) is not None and t.dtype == w.dtype and t.shape is not None for v in vectors if v)
 
 
-def _fresh(names: set[str], base: str) -> str:
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}{k}"
-    names.add(name)
-    return name
-
-
 def _folded(conv: NodeProto, bn: NodeProto, types: dict[str, ValueType], names: set[str]) -> list[NodeProto]:
     """The nodes computing ``bn``'s output as one Conv of rescaled weights and bias."""
     scale, bias, mean, var = bn.input[1:5]
@@ -167,7 +159,7 @@ def _folded(conv: NodeProto, bn: NodeProto, types: dict[str, ValueType], names: 
     y = bn.output[0]
 
     def name(tag: str) -> str:
-        return _fresh(names, f"{y}_bnfold_{tag}")
+        return fresh_name(names, f"{y}_bnfold_{tag}")
 
     eps_c, var_eps, shape_c, std, s, s_w, w2, shift, shift_s, t = (
         name(tag) for tag in ("eps", "var_eps", "shape", "std", "s", "s_w", "w", "shift", "shift_s", "b")

@@ -19,7 +19,7 @@ from operator import itemgetter
 
 from ..gradient._fastpath import attribute_values, tensor_array
 from ..helper import make_node
-from ._simplify import Entry
+from ._simplify import Entry, fresh_name
 
 __all__ = ["fuse_silu_gradients"]
 
@@ -56,9 +56,9 @@ def fuse_silu_gradients(entries: list[Entry], inputs: Sequence[str]) -> list[Ent
         y = first[1] if first is not None and first[0] < k else None
         new: list[Entry] = []
         if y is None:
-            y = _fresh(names, entry[4][0] + "_silu_y")
+            y = fresh_name(names, entry[4][0] + "_silu_y")
             new.append(_entry("Mul", [x, s], y))
-        v, w = _fresh(names, entry[4][0] + "_silu_v"), _fresh(names, entry[4][0] + "_silu_w")
+        v, w = fresh_name(names, entry[4][0] + "_silu_v"), fresh_name(names, entry[4][0] + "_silu_w")
         new += [_entry("Mul", [y, d], v), _entry("Add", [s, v], w), _entry("Mul", [g, w], entry[4][0])]
         out.extend(new)
         changed = True
@@ -67,15 +67,6 @@ def fuse_silu_gradients(entries: list[Entry], inputs: Sequence[str]) -> list[Ent
 
 def _entry(op_type: str, inputs: list[str], output: str) -> Entry:
     return (make_node(op_type, inputs, [output]), op_type, "", inputs, [output], None)
-
-
-def _fresh(names: set[str], base: str) -> str:
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}{k}"
-    names.add(name)
-    return name
 
 
 def _node(entries: list[Entry], producer: dict[str, int], name: str, op_type: str) -> list[str] | None:

@@ -25,7 +25,7 @@ from ..ops import get_schema as _get_schema
 from ..ops import has_schema
 from ._fold import FoldFn, fold_node, has_reference
 
-__all__ = ["Entry", "Foreign", "forward_sweep", "deterministic_ops", "subgraph_reads"]
+__all__ = ["Entry", "Foreign", "forward_sweep", "deterministic_ops", "subgraph_reads", "fresh_name"]
 
 #: answers "may two nodes of (domain, op_type) with the same inputs and attributes be merged?"
 Deterministic = Callable[[str, str], bool]
@@ -269,3 +269,13 @@ def static_shapes(fn: FunctionProto) -> dict[str, tuple[int, ...]]:
         if t is not None and t.shape is not None and all(type(d) is int for d in t.shape):
             shapes[vi.name] = tuple(int(d) for d in t.shape if d is not None)
     return shapes
+
+
+def fresh_name(names: set[str], base: str) -> str:
+    """``base``, or ``base`` with the first number that makes it new, added to ``names``."""
+    name, k = base, 0
+    while name in names:
+        k += 1
+        name = f"{base}{k}"
+    names.add(name)
+    return name
