@@ -161,7 +161,7 @@ class _TangentPass(_GradientPass):
             producer = self._prepare()
             order = sorted(self._ancestors(self.ys, producer))
             self._infer(order, producer)
-        diff = self._dependence(order)[1]
+        diff = self._dependence(order)
         self._check_xs(self._reaching(order, self.ys))
         for x, fx in zip(self.xs, self.fwd_in):
             t = self.types.get(x, UNKNOWN)

@@ -493,7 +493,7 @@ class _GradientPass:
             producer = self._index_producers()
             order = self._checked_ancestors([self.y], producer)
             self._infer(order, producer)
-        diff = self._dependence(order)[1]
+        diff = self._dependence(order)
         self._check_xs(self._reaching(order, [self.y]))
         try:
             grads = self._reverse_walk(order, diff)
@@ -718,7 +718,7 @@ class _GradientPass:
             rule = self._lookup(domain, op_type)
             if rule is None:
                 # which xs reach the node through its subgraphs only: one bit per x, now
-                raise self._no_rule_error(i, self._dependence(order, per_x=True)[1]) from error
+                raise self._no_rule_error(i, self._dependence(order, per_x=True)) from error
             if rule.no_grad:
                 continue
             nondiff = rule.nondiff
@@ -828,18 +828,15 @@ class _GradientPass:
             read.update(reads[i])
         return {x for x in self.xs if x in read}
 
-    def _dependence(self, order: list[int], per_x: bool = False) -> tuple[dict[str, int], dict[str, int]]:
-        """``(diff, diff)``: ``diff[v]`` non-zero when v depends on an x differentiably.
+    def _dependence(self, order: list[int], per_x: bool = False) -> dict[str, int]:
+        """``diff``: ``diff[v]`` non-zero when v depends on an x differentiably.
 
         ``order`` lists the forward nodes to sweep (indices, topological order). With
         ``per_x``, bit k of the masks tells xs[k] (what an error message names); without,
         every x sets bit 0: the pass asks only whether a value depends on some x, and masks
         of one bit per x would make the sweep quadratic on a graph with many xs (each value
         holding a bit for every x upstream of it).
-
-        (The first element was the masks of the values that depend on an x at all; nothing
-        read them, and a node whose inputs carry no differentiable dependence adds none, so
-        the sweep passes over it: the pair keeps the callers' form.)
+        A node whose inputs carry no differentiable dependence adds none: the sweep passes over it.
         """
         diff: dict[str, int] = {x: 1 << k if per_x else 1 for k, x in enumerate(self.xs)}
         #: intermediate xs (cut points): their bit survives their producer's write
@@ -888,7 +885,7 @@ class _GradientPass:
                 elif straight:
                     diff[out] = d
                     straight_values.add(out)
-        return diff, diff
+        return diff
 
     def _collect(self, grads: dict[str, list[str]], name: str) -> str | None:
         """The accumulated gradient of ``name``: one Add for two contributions, Sum for more."""
