@@ -17,7 +17,7 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, filterfalse
 from operator import itemgetter
 from typing import Any, cast
 
@@ -67,6 +67,8 @@ __all__ = ["FOLD_MAX", "subgraph_inputs"]
 
 #: integer constants up to this many elements are folded for shape inference
 FOLD_MAX = 64
+#: a cache's "not looked up yet"
+_UNSEEN: Any = object()
 
 
 def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
@@ -733,6 +735,8 @@ class _GradientPass:
         self.types[self.dy] = self.types.get(self.y, UNKNOWN)
         self._diff = diff
         grads: dict[str, list[str]] = {self.y: [self.dy]}
+        in_diff = diff.__contains__
+        no_empty = "" not in diff
         # a node whose outputs carry no gradient (none depends on an x differentiably,
         # or nothing flowed back to them) is passed over
         # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
@@ -751,7 +755,8 @@ class _GradientPass:
                 out_grads = [self._collect(grads, o) if o and o in diff else None for o in outs]
                 if all(g is None for g in out_grads):
                     continue
-            needs = [bool(n) and n in diff for n in fields[i][2]]
+            # (`""` is in `diff` only as an x's name: then an omitted input must read False)
+            needs = list(map(in_diff, fields[i][2])) if no_empty else [bool(n) and n in diff for n in fields[i][2]]
             self._apply(nodes[i], out_grads, needs, grads, i)
         return grads
 
@@ -823,9 +828,7 @@ class _GradientPass:
         tell the same, at a cost growing with the number of xs for every value.
         """
         read = set(targets)
-        reads = self._reads
-        for i in order:
-            read.update(reads[i])
+        read.update(chain.from_iterable(map(self._reads.__getitem__, order)))
         return {x for x in self.xs if x in read}
 
     def _dependence(self, order: list[int], per_x: bool = False) -> dict[str, int]:
@@ -949,7 +952,9 @@ class _GradientPass:
     ) -> None:
         """Runs the rule of forward node ``i`` (``node``) and records its contributions."""
         op_type, domain = self._fields[i][:2]
-        rule = self._lookup(domain, op_type)
+        rule = self._rule_cache.get((domain, op_type), _UNSEEN)  # (_lookup, inline: once a node)
+        if rule is _UNSEEN:
+            rule = self._lookup(domain, op_type)
         if rule is None:
             raise self._no_rule_error(i)
         if rule.no_grad:
@@ -980,7 +985,10 @@ class _GradientPass:
     ) -> list[tuple[str, str]]:
         assert rule.fn is not None
         fields = self._fields[i]
-        ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
+        attrs = self._attrs.get(i)  # (_node_attrs, inline: once a node)
+        if attrs is None:
+            attrs = self._attrs[i] = attribute_values(fields[4]) if fields[4] else {}
+        ctx = GradContext(self, node, out_grads, needs, attrs, fields, i)
         dy = out_grads[0] if out_grads else None
         # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
         try:
@@ -1091,8 +1099,7 @@ class _GradientPass:
         take its shortcut (see ``_assembly.marked_ancestors``), their marks by index."""
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
-        maybe = op_types_with("random") | op_types_with("random_if_input")
-        random = {i for i, f in enumerate(self._fields) if f[0] in maybe and is_random(self.nodes[i])}
+        random = self._random_nodes()
         # nor is the producer of an intermediate x (a cut point): x is an input
         stop = random | {producer[x] for x in self.xs if x in producer}
         get = producer.get
@@ -1102,6 +1109,14 @@ class _GradientPass:
             return needed_indices(mark), mark
         names = [n for n in read if n in producer and producer[n] not in stop]
         return sorted(self._ancestors(names, producer, stop)), None
+
+    def _random_nodes(self) -> set[int]:
+        """The indices of the forward nodes that draw random numbers (``ops.is_random``)."""
+        maybe = op_types_with("random") | op_types_with("random_if_input")
+        fields = self._fields
+        if maybe.isdisjoint(map(_OP_TYPE, fields)):  # the common case: no such op type (a C loop)
+            return set()
+        return {i for i, f in enumerate(fields) if f[0] in maybe and is_random(self.nodes[i])}
 
     def _free_general(self, needed: list[int], read: dict[str, None]) -> list[str]:
         """The free values in first-use order (forward nodes kept, then backward nodes); records
@@ -1140,17 +1155,23 @@ class _GradientPass:
         """``_free_general`` when the kept forward nodes are in topological order (``mark``
         tells them) and ``made`` holds every backward node's output: a name is defined before
         it is read exactly when its producer is kept, or it is an x, ``dy`` or emitted."""
-        reads = self._reads
-        get = self._producer.get
-        defined = {self.dy, *self.xs}
-        forward = dict.fromkeys(chain.from_iterable(reads[i] for i in needed))
-        free = [n for n in forward if n and n not in defined and ((j := get(n)) is None or mark[j] != NEEDED)]
+        fields = self._fields
+        kept = list(map(fields.__getitem__, needed))
+        # the names defined before any read: "", dy, the xs and the kept nodes' outputs (the
+        # values whose producer is marked NEEDED: with no replaced node, a node's outputs
+        # and those a rule added to it), then what the backward nodes make (C loops)
+        defined = {"", self.dy, *self.xs}
+        defined.update(chain.from_iterable(map(_OUTPUTS, kept)))
+        for i, extra in self._extra_outputs.items():
+            if mark[i] == NEEDED:
+                defined.update(extra.values())
+        forward = dict.fromkeys(chain.from_iterable(map(self._reads.__getitem__, needed)))
+        free = list(filterfalse(defined.__contains__, forward))
         defined.update(free)
         defined.update(made)
-        free += [n for n in read if n and n not in defined and ((j := get(n)) is None or mark[j] != NEEDED)]
+        free += filterfalse(defined.__contains__, read)
         domains = self._domains
-        fields = self._fields
-        used = {fields[i][1] for i in needed}
+        used = set(map(_DOMAIN, kept))
         used.update(map(itemgetter(2), self._backward_io))
         for d in sorted(used):
             if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
@@ -1200,6 +1221,11 @@ class _GradientPass:
         self.emit_record.opset = self.opset if len(domains) == 1 else None
         self._value_info(fn)
         return fn
+
+
+_OP_TYPE = itemgetter(0)
+_DOMAIN = itemgetter(1)
+_OUTPUTS = itemgetter(3)
 
 
 def _kinds(fields: list[Fields]) -> set[tuple[str, str]]:
