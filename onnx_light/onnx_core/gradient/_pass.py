@@ -764,13 +764,17 @@ class _GradientPass:
         """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
         outputs = []
         read = []
-        start = len(self.backward)
+        backward, io = self.backward, self._backward_io
+        start = len(backward)
+        get = grads.get
         for x in self.xs:
-            g = self._collect(grads, x)
+            parts = get(x)
+            g = parts[0] if parts and len(parts) == 1 else self._collect(grads, x)  # (one: nothing to add)
             if g is None:
                 g = self.zeros_like(x)
             named = [f"grad_{x}"]
-            self._push(new_node("Identity", [g], named), [g], named, "")
+            backward.append(new_node("Identity", [g], named))  # (what _push does, inline)
+            io.append(([g], named, ""))
             outputs.append(named[0])
             read.append(g)
         # the last nodes are these Identities (no zeros between), none reading an output: tell the optimizer
@@ -960,10 +964,10 @@ class _GradientPass:
         if rule.no_grad:
             return
         try:
-            if rule.seed_form:
-                contributions = self._apply_seed(rule, node, out_grads)
-            else:
-                contributions = self._apply_short(rule, node, out_grads, needs, i)
+            if not rule.seed_form:
+                self._apply_short(rule, node, out_grads, needs, i, grads)
+                return
+            contributions = self._apply_seed(rule, node, out_grads)
         except OnnxLightError:
             raise
         except Exception as e:  # a rule that crashed on an invalid node (Transpose perm=[0, 3])
@@ -973,16 +977,19 @@ class _GradientPass:
                 f"its rule {fn_name} failed: {type(e).__name__}: {e}; check the node's attributes and "
                 "input shapes against the operator's spec",
             ) from e
-        for name, g in contributions:
-            parts = grads.get(name)
-            if parts is None:
-                grads[name] = [g]
-            else:
-                parts.append(g)
+        _record(grads, contributions)
 
     def _apply_short(
-        self, rule: GradRule, node: NodeProto, out_grads: list[str | None], needs: list[bool], i: int
-    ) -> list[tuple[str, str]]:
+        self,
+        rule: GradRule,
+        node: NodeProto,
+        out_grads: list[str | None],
+        needs: list[bool],
+        i: int,
+        grads: dict[str, list[str]],
+    ) -> None:
+        """Runs the short-form rule of forward node ``i`` and records its contributions in ``grads``
+        (those of captured outer-scope values first, then the inputs', in order)."""
         assert rule.fn is not None
         fields = self._fields[i]
         attrs = self._attrs.get(i)  # (_node_attrs, inline: once a node)
@@ -992,24 +999,24 @@ class _GradientPass:
         dy = out_grads[0] if out_grads else None
         # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
         try:
-            grads = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
+            returned = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
         except BuilderError as e:
             fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
             raise self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {e}") from None
-        result = [grads] if grads is None or isinstance(grads, str) else list(grads)
+        result = [returned] if returned is None or isinstance(returned, str) else list(returned)
         inputs = fields[2]
         n_in = len(inputs)
-        out = []
         if len(result) > n_in:
             # gradients past the inputs' are those of the captured outer-scope values
             captured = self.captured(i)
             extra = result[n_in:]
             if len(extra) > len(captured) and any(g is not None for g in extra[len(captured) :]):
                 raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
-            out = [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff]
+            _record(grads, [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff])
             del result[n_in:]
         n_result = len(result)
-        if rule.broadcast:
+        broadcast = rule.broadcast
+        if broadcast:
             types_get = self.types.get
             frm = fields[3][0]
             src = types_get(frm, UNKNOWN).shape
@@ -1026,10 +1033,13 @@ class _GradientPass:
                     f"the rule gives no gradient for input {k} ({name!r}), which depends on a variable; "
                     "that input is not differentiable by this rule",
                 )
-            if rule.broadcast and not (same and types_get(name, UNKNOWN).shape == src):
+            if broadcast and not (same and types_get(name, UNKNOWN).shape == src):
                 g = self.unbroadcast(g, frm, name)  # (unbroadcast's first test, answered above)
-            out.append((name, g))
-        return out
+            parts = grads.get(name)
+            if parts is None:
+                grads[name] = [g]
+            else:
+                parts.append(g)
 
     def _apply_seed(self, rule: GradRule, node: NodeProto, out_grads: list[str | None]) -> list[tuple[str, str]]:
         assert rule.fn is not None
@@ -1221,6 +1231,16 @@ class _GradientPass:
         self.emit_record.opset = self.opset if len(domains) == 1 else None
         self._value_info(fn)
         return fn
+
+
+def _record(grads: dict[str, list[str]], contributions: Iterable[tuple[str, str]]) -> None:
+    """Appends each ``(value, gradient)`` of ``contributions`` to ``grads[value]``, in order."""
+    for name, g in contributions:
+        parts = grads.get(name)
+        if parts is None:
+            grads[name] = [g]
+        else:
+            parts.append(g)
 
 
 _OP_TYPE = itemgetter(0)
