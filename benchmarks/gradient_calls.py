@@ -16,18 +16,37 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench_gradient import REGISTRY, chain_model  # noqa: E402
-
 import onnx_light as ol  # noqa: E402
+from onnx_light import helper, shape_inference  # noqa: E402
+
+FLOAT = ol.TensorProto.FLOAT
+
+
+def chain_model(layers: int, width: int = 64) -> tuple[ol.ModelProto, list[str], str]:
+    """``bench_gradient.chain_model`` built with our helper (importing onnx would cost more
+    instructions than a small transform, and vary more between runs)."""
+    inputs = [helper.make_tensor_value_info("x", FLOAT, [width])]
+    nodes, prev = [], "x"
+    for i in range(layers):
+        inputs += [helper.make_tensor_value_info(n, FLOAT, [width]) for n in (f"w{i}", f"b{i}")]
+        nodes += [
+            helper.make_node("Mul", [prev, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            helper.make_node("Tanh", [f"a{i}"], [f"t{i}"]),
+        ]
+        prev = f"t{i}"
+    graph = helper.make_graph(nodes, "forward", inputs, [helper.make_tensor_value_info(prev, FLOAT, None)])
+    model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    return model, [i.name for i in inputs], prev
 
 
 def main() -> None:
     nodes, calls = int(sys.argv[1]), int(sys.argv[2])
     model, xs, y = chain_model(max(1, nodes // 3))
-    ours = ol.ModelProto.FromString(model.SerializeToString())
-    ol.GradientOfFunction(ours, xs, y, registry=REGISTRY)
+    registry = ol.DefaultGradRegistry()
+    ol.GradientOfFunction(model, xs, y, registry=registry)
     for _ in range(calls):
-        ol.GradientOfFunction(ours, xs, y, registry=REGISTRY)
+        ol.GradientOfFunction(model, xs, y, registry=registry)
 
 
 if __name__ == "__main__":
