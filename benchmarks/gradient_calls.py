@@ -2,7 +2,8 @@
 instruction counts, which the machine's load does not change (issue 15).
 
 One call's instructions are the difference of two runs (``calls`` 1 and 3, halved), with the
-hash seed fixed and the bytecode compiled beforehand (else the runs differ by the compiling)::
+hash seed fixed, the bytecode compiled beforehand and the collector off (else the runs differ by
+the compiling and by when collections happen)::
 
     python -m compileall -q onnx_light
     for k in 1 3; do PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE= PYTHONPATH=. valgrind --tool=callgrind \\
@@ -11,6 +12,7 @@ hash seed fixed and the bytecode compiled beforehand (else the runs differ by th
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -45,6 +47,8 @@ def main() -> None:
     model, xs, y = chain_model(max(1, nodes // 3))
     registry = ol.DefaultGradRegistry()
     ol.GradientOfFunction(model, xs, y, registry=registry)
+    gc.collect()
+    gc.disable()  # no collection between the calls: when one runs depends on the allocations
     for _ in range(calls):
         ol.GradientOfFunction(model, xs, y, registry=registry)
 
