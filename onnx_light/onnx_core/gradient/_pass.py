@@ -17,7 +17,7 @@ The pass (the seed's algorithm, with what it lacked):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, filterfalse
 from operator import itemgetter
 from typing import Any, cast
 
@@ -67,6 +67,8 @@ __all__ = ["FOLD_MAX", "subgraph_inputs"]
 
 #: integer constants up to this many elements are folded for shape inference
 FOLD_MAX = 64
+#: a cache's "not looked up yet"
+_UNSEEN: Any = object()
 
 
 def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
@@ -733,6 +735,8 @@ class _GradientPass:
         self.types[self.dy] = self.types.get(self.y, UNKNOWN)
         self._diff = diff
         grads: dict[str, list[str]] = {self.y: [self.dy]}
+        in_diff = diff.__contains__
+        no_empty = "" not in diff
         # a node whose outputs carry no gradient (none depends on an x differentiably,
         # or nothing flowed back to them) is passed over
         # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
@@ -751,7 +755,8 @@ class _GradientPass:
                 out_grads = [self._collect(grads, o) if o and o in diff else None for o in outs]
                 if all(g is None for g in out_grads):
                     continue
-            needs = [bool(n) and n in diff for n in fields[i][2]]
+            # (`""` is in `diff` only as an x's name: then an omitted input must read False)
+            needs = list(map(in_diff, fields[i][2])) if no_empty else [bool(n) and n in diff for n in fields[i][2]]
             self._apply(nodes[i], out_grads, needs, grads, i)
         return grads
 
@@ -759,13 +764,17 @@ class _GradientPass:
         """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
         outputs = []
         read = []
-        start = len(self.backward)
+        backward, io = self.backward, self._backward_io
+        start = len(backward)
+        get = grads.get
         for x in self.xs:
-            g = self._collect(grads, x)
+            parts = get(x)
+            g = parts[0] if parts and len(parts) == 1 else self._collect(grads, x)  # (one: nothing to add)
             if g is None:
                 g = self.zeros_like(x)
             named = [f"grad_{x}"]
-            self._push(new_node("Identity", [g], named), [g], named, "")
+            backward.append(new_node("Identity", [g], named))  # (what _push does, inline)
+            io.append(([g], named, ""))
             outputs.append(named[0])
             read.append(g)
         # the last nodes are these Identities (no zeros between), none reading an output: tell the optimizer
@@ -823,9 +832,7 @@ class _GradientPass:
         tell the same, at a cost growing with the number of xs for every value.
         """
         read = set(targets)
-        reads = self._reads
-        for i in order:
-            read.update(reads[i])
+        read.update(chain.from_iterable(map(self._reads.__getitem__, order)))
         return {x for x in self.xs if x in read}
 
     def _dependence(self, order: list[int], per_x: bool = False) -> dict[str, int]:
@@ -949,16 +956,18 @@ class _GradientPass:
     ) -> None:
         """Runs the rule of forward node ``i`` (``node``) and records its contributions."""
         op_type, domain = self._fields[i][:2]
-        rule = self._lookup(domain, op_type)
+        rule = self._rule_cache.get((domain, op_type), _UNSEEN)  # (_lookup, inline: once a node)
+        if rule is _UNSEEN:
+            rule = self._lookup(domain, op_type)
         if rule is None:
             raise self._no_rule_error(i)
         if rule.no_grad:
             return
         try:
-            if rule.seed_form:
-                contributions = self._apply_seed(rule, node, out_grads)
-            else:
-                contributions = self._apply_short(rule, node, out_grads, needs, i)
+            if not rule.seed_form:
+                self._apply_short(rule, node, out_grads, needs, i, grads)
+                return
+            contributions = self._apply_seed(rule, node, out_grads)
         except OnnxLightError:
             raise
         except Exception as e:  # a rule that crashed on an invalid node (Transpose perm=[0, 3])
@@ -968,40 +977,46 @@ class _GradientPass:
                 f"its rule {fn_name} failed: {type(e).__name__}: {e}; check the node's attributes and "
                 "input shapes against the operator's spec",
             ) from e
-        for name, g in contributions:
-            parts = grads.get(name)
-            if parts is None:
-                grads[name] = [g]
-            else:
-                parts.append(g)
+        _record(grads, contributions)
 
     def _apply_short(
-        self, rule: GradRule, node: NodeProto, out_grads: list[str | None], needs: list[bool], i: int
-    ) -> list[tuple[str, str]]:
+        self,
+        rule: GradRule,
+        node: NodeProto,
+        out_grads: list[str | None],
+        needs: list[bool],
+        i: int,
+        grads: dict[str, list[str]],
+    ) -> None:
+        """Runs the short-form rule of forward node ``i`` and records its contributions in ``grads``
+        (those of captured outer-scope values first, then the inputs', in order)."""
         assert rule.fn is not None
         fields = self._fields[i]
-        ctx = GradContext(self, node, out_grads, needs, self._node_attrs(i), fields, i)
+        attrs = self._attrs.get(i)  # (_node_attrs, inline: once a node)
+        if attrs is None:
+            attrs = self._attrs[i] = attribute_values(fields[4]) if fields[4] else {}
+        ctx = GradContext(self, node, out_grads, needs, attrs, fields, i)
         dy = out_grads[0] if out_grads else None
         # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
         try:
-            grads = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
+            returned = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
         except BuilderError as e:
             fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
             raise self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {e}") from None
-        result = [grads] if grads is None or isinstance(grads, str) else list(grads)
+        result = [returned] if returned is None or isinstance(returned, str) else list(returned)
         inputs = fields[2]
         n_in = len(inputs)
-        out = []
         if len(result) > n_in:
             # gradients past the inputs' are those of the captured outer-scope values
             captured = self.captured(i)
             extra = result[n_in:]
             if len(extra) > len(captured) and any(g is not None for g in extra[len(captured) :]):
                 raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
-            out = [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff]
+            _record(grads, [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff])
             del result[n_in:]
         n_result = len(result)
-        if rule.broadcast:
+        broadcast = rule.broadcast
+        if broadcast:
             types_get = self.types.get
             frm = fields[3][0]
             src = types_get(frm, UNKNOWN).shape
@@ -1018,10 +1033,13 @@ class _GradientPass:
                     f"the rule gives no gradient for input {k} ({name!r}), which depends on a variable; "
                     "that input is not differentiable by this rule",
                 )
-            if rule.broadcast and not (same and types_get(name, UNKNOWN).shape == src):
+            if broadcast and not (same and types_get(name, UNKNOWN).shape == src):
                 g = self.unbroadcast(g, frm, name)  # (unbroadcast's first test, answered above)
-            out.append((name, g))
-        return out
+            parts = grads.get(name)
+            if parts is None:
+                grads[name] = [g]
+            else:
+                parts.append(g)
 
     def _apply_seed(self, rule: GradRule, node: NodeProto, out_grads: list[str | None]) -> list[tuple[str, str]]:
         assert rule.fn is not None
@@ -1091,8 +1109,7 @@ class _GradientPass:
         take its shortcut (see ``_assembly.marked_ancestors``), their marks by index."""
         # a random op is not run again: the backward function would draw other numbers than
         # the forward run did, so its outputs become inputs (fed from the forward run)
-        maybe = op_types_with("random") | op_types_with("random_if_input")
-        random = {i for i, f in enumerate(self._fields) if f[0] in maybe and is_random(self.nodes[i])}
+        random = self._random_nodes()
         # nor is the producer of an intermediate x (a cut point): x is an input
         stop = random | {producer[x] for x in self.xs if x in producer}
         get = producer.get
@@ -1102,6 +1119,14 @@ class _GradientPass:
             return needed_indices(mark), mark
         names = [n for n in read if n in producer and producer[n] not in stop]
         return sorted(self._ancestors(names, producer, stop)), None
+
+    def _random_nodes(self) -> set[int]:
+        """The indices of the forward nodes that draw random numbers (``ops.is_random``)."""
+        maybe = op_types_with("random") | op_types_with("random_if_input")
+        fields = self._fields
+        if maybe.isdisjoint(map(_OP_TYPE, fields)):  # the common case: no such op type (a C loop)
+            return set()
+        return {i for i, f in enumerate(fields) if f[0] in maybe and is_random(self.nodes[i])}
 
     def _free_general(self, needed: list[int], read: dict[str, None]) -> list[str]:
         """The free values in first-use order (forward nodes kept, then backward nodes); records
@@ -1140,17 +1165,23 @@ class _GradientPass:
         """``_free_general`` when the kept forward nodes are in topological order (``mark``
         tells them) and ``made`` holds every backward node's output: a name is defined before
         it is read exactly when its producer is kept, or it is an x, ``dy`` or emitted."""
-        reads = self._reads
-        get = self._producer.get
-        defined = {self.dy, *self.xs}
-        forward = dict.fromkeys(chain.from_iterable(reads[i] for i in needed))
-        free = [n for n in forward if n and n not in defined and ((j := get(n)) is None or mark[j] != NEEDED)]
+        fields = self._fields
+        kept = list(map(fields.__getitem__, needed))
+        # the names defined before any read: "", dy, the xs and the kept nodes' outputs (the
+        # values whose producer is marked NEEDED: with no replaced node, a node's outputs
+        # and those a rule added to it), then what the backward nodes make (C loops)
+        defined = {"", self.dy, *self.xs}
+        defined.update(chain.from_iterable(map(_OUTPUTS, kept)))
+        for i, extra in self._extra_outputs.items():
+            if mark[i] == NEEDED:
+                defined.update(extra.values())
+        forward = dict.fromkeys(chain.from_iterable(map(self._reads.__getitem__, needed)))
+        free = list(filterfalse(defined.__contains__, forward))
         defined.update(free)
         defined.update(made)
-        free += [n for n in read if n and n not in defined and ((j := get(n)) is None or mark[j] != NEEDED)]
+        free += filterfalse(defined.__contains__, read)
         domains = self._domains
-        fields = self._fields
-        used = {fields[i][1] for i in needed}
+        used = set(map(_DOMAIN, kept))
         used.update(map(itemgetter(2), self._backward_io))
         for d in sorted(used):
             if d and d not in domains and normalise_domain(d) != DEFAULT_DOMAIN:
@@ -1200,6 +1231,21 @@ class _GradientPass:
         self.emit_record.opset = self.opset if len(domains) == 1 else None
         self._value_info(fn)
         return fn
+
+
+def _record(grads: dict[str, list[str]], contributions: Iterable[tuple[str, str]]) -> None:
+    """Appends each ``(value, gradient)`` of ``contributions`` to ``grads[value]``, in order."""
+    for name, g in contributions:
+        parts = grads.get(name)
+        if parts is None:
+            grads[name] = [g]
+        else:
+            parts.append(g)
+
+
+_OP_TYPE = itemgetter(0)
+_DOMAIN = itemgetter(1)
+_OUTPUTS = itemgetter(3)
 
 
 def _kinds(fields: list[Fields]) -> set[tuple[str, str]]:

@@ -56,6 +56,13 @@ class ValueType:
         fields["dtype"] = dtype
         fields["shape"] = shape
 
+    def __eq__(self, other: object) -> bool:
+        # what the generated __eq__ answers, without its two tuples (inference compares the
+        # input types of most elementwise nodes); the generated __hash__ stays
+        if type(other) is not ValueType:
+            return NotImplemented
+        return self is other or (self.dtype == other.dtype and self.shape == other.shape)
+
     @property
     def rank(self) -> int | None:
         """The number of dimensions, or None when unknown."""
@@ -169,7 +176,7 @@ def _same_unfolded(
             return False
     first = inputs[0]
     for n in inputs:
-        if n != first and types_get(n) != t:
+        if n != first and (u := types_get(n)) is not t and u != t:
             return False
     return True
 
