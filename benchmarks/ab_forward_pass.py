@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,10 @@ def main() -> None:
             src = ol.GradientOfFunction(src, [x], y, registry=bg.REGISTRY)
             ys = list(src.output)
         seeds = 4 if args.mode == "k4" else None
-        fns = {k: (lambda m=m: m.TangentOfFunction(src, [x], ys, registry=bg.REGISTRY, seeds=seeds)) for k, m in (("base", base), ("new", new))}  # fmt: skip
+        modules = {"base": base, "new": new}
+        fns = {
+            k: partial(m.TangentOfFunction, src, [x], ys, registry=bg.REGISTRY, seeds=seeds) for k, m in modules.items()
+        }
         same = fns["base"]().SerializeToString() == fns["new"]().SerializeToString()
         times: dict[str, list[float]] = {"base": [], "new": []}
         for r in range(args.calls):
