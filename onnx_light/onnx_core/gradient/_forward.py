@@ -33,10 +33,10 @@ from ._api import (
     _source_node_ids,
 )
 from ._context import FLOAT_TYPES, GradContext
-from ._fastpath import has_subgraph, value_type
-from ._names import DY, EMITTED_OPSET, nested_names
+from ._fastpath import value_type
+from ._names import DY, EMITTED_OPSET
 from ._pass import _GradientPass, subgraph_inputs
-from ._registry import GradRegistry, GradRule, JvpFn
+from ._registry import GradRegistry, JvpFn
 from ._types import UNKNOWN, ValueType
 
 __all__ = ["TangentOfFunction", "TangentOfNodes", "TangentContext", "diff_prefix"]
@@ -78,8 +78,9 @@ class TangentContext(GradContext):
         index: int,
         captured: dict[str, str] | None = None,
     ) -> None:
-        attrs = grad_pass._node_attrs(index)
-        needs = [t is not None for t in tangents]
+        attrs = grad_pass._attrs.get(index) or grad_pass._node_attrs(index)
+        # (the tangents stand for the needs, unread: needs_grad below reads the tangents)
+        needs = cast("list[bool]", tangents)
         super().__init__(grad_pass, node, [], needs, attrs, grad_pass._fields[index], index)
         self.tangents = tangents
         self._captured = captured or {}
@@ -92,6 +93,10 @@ class TangentContext(GradContext):
         values without a tangent are absent. A rule for an op with subgraphs must read this."""
         self.captured_read = True
         return dict(self._captured)
+
+    def needs_grad(self, i: int) -> bool:
+        """True when input ``i`` has a tangent."""
+        return i < len(self.tangents) and self.tangents[i] is not None
 
     def tangent(self, i: int) -> str | None:
         """The tangent of input ``i`` (None: zero)."""
@@ -139,15 +144,15 @@ class _TangentPass(_GradientPass):
         prefix = diff_prefix([*self.xs, *self.ys, *self.free_order])
         self.fwd_in = [prefix + x for x in self.xs]
         self.fwd_out = [prefix + y for y in self.ys]
-        # names defined inside subgraphs are not the reverse pass's concern, but a rule nesting
-        # the tangent of a body renames by name: no emitted name may repeat one of them
-        # (only nodes holding a graph are walked: the fields read once by the pass tell which)
-        nested = [n for n, f in zip(self.nodes, self._fields) if f[4] and has_subgraph(f[4])]
-        self.counter.taken.update(nested_names(nested))
+        # (the names defined inside subgraphs are taken already: the reverse pass's __init__
+        # takes them, and the nodes upgrading or expanding adds name theirs with new_name)
         clash = set(self.fwd_in + self.fwd_out) & self.counter.taken
         if clash:
             raise GradientError(f"the tangent names {sorted(clash)} are already used by the source; rename those")
         self.counter.taken.update(self.fwd_in + self.fwd_out)
+        #: whether a shape is static (no unknown or symbolic dim), by shape: a graph's few
+        #: shapes repeat on every node
+        self._static: dict[tuple[Any, ...] | None, bool] = {}
 
     def _reserved(self) -> set[str]:
         return set()  # the fwd_ names are checked against the source's in __init__
@@ -155,11 +160,11 @@ class _TangentPass(_GradientPass):
     def run(self) -> FunctionProto:
         self._validate_names()
         producer = self._prepare()
-        order = sorted(self._ancestors(self.ys, producer))
+        order = self._checked_ancestors(self.ys, producer)
         self._infer(order, producer)
         if self._inline_known_branches(order):  # as the reverse pass: the new nodes indexed and typed again
             producer = self._prepare()
-            order = sorted(self._ancestors(self.ys, producer))
+            order = self._checked_ancestors(self.ys, producer)
             self._infer(order, producer)
         diff = self._dependence(order)
         self._check_xs(self._reaching(order, self.ys))
@@ -206,15 +211,27 @@ class _TangentPass(_GradientPass):
 
     def _sweep(self, order: list[int], diff: dict[str, int], tang: dict[str, str]) -> list[str]:
         """Emits the tangent nodes for one direction; returns the tangent of each y."""
+        fields = self._fields
+        reads = self._reads
+        apply = self._apply_jvp
+        get = tang.get
+        # (`diff` holds only non-zero masks: `in diff` is "depends on an x differentiably")
         for i in order:
-            _, _, inputs, outputs, _ = self._fields[i]
-            if not any(o and o in diff for o in outputs):
+            f = fields[i]
+            outputs = f[3]
+            if len(outputs) == 1:  # the common case, without the generator
+                if outputs[0] not in diff:
+                    continue
+            elif not any(o and o in diff for o in outputs):
                 continue
-            ts = [tang.get(n) if n and n in diff else None for n in inputs]
-            captured = {n: tang[n] for n in self._reads[i][len(inputs) :] if n in tang}
-            if not captured and all(t is None for t in ts):
+            inputs = f[2]
+            ts = [get(n) if n and n in diff else None for n in inputs]
+            read = reads[i]
+            # (a node without subgraphs reads its input list itself: nothing captured)
+            captured = {} if read is inputs else {n: tang[n] for n in read[len(inputs) :] if n in tang}
+            if not captured and ts.count(None) == len(ts):
                 continue
-            for o, t in zip(outputs, self._apply_jvp(i, ts, captured)):
+            for o, t in zip(outputs, apply(i, ts, captured)):
                 if o and t is not None:
                     tang[o] = t
         return [tang[y] if y in tang else self._zero_tangent(y) for y in self.ys]
@@ -222,41 +239,49 @@ class _TangentPass(_GradientPass):
     def _zero_tangent(self, y: str) -> str:
         return self.zeros_like(y)
 
-    def _rule(self, i: int) -> GradRule | None:
-        op_type, domain = self._fields[i][:2]
-        key = (domain, op_type)
-        if key not in self._rule_cache:
-            self._rule_cache[key] = self.registry.lookup(domain, op_type, self.opset)
-        return self._rule_cache[key]
-
     def _apply_jvp(self, i: int, ts: list[str | None], captured: dict[str, str]) -> list[str | None]:
-        node = self.nodes[i]
         op_type, domain, inputs, outputs, _ = self._fields[i]
-        rule = self._rule(i)
+        rule = self._lookup(domain, op_type)
         if rule is not None and rule.no_grad:
             return []
         if rule is None or rule.jvp is None:
             what = "no gradient rule" if rule is None else "a reverse rule but no forward (jvp) rule"
             raise self.node_error(
-                node,
+                self.nodes[i],
                 f"{op_label(domain, op_type)} has {what}. Attach one: "
                 f"registry.set_jvp({domain!r}, {op_type!r}, fn) with fn(ctx, tangents) -> output tangents",
             )
         if rule.broadcast:
-            ts = [self._expand(t, n, outputs[0]) if t is not None else None for t, n in zip(ts, inputs)]
-        ctx = TangentContext(self, node, ts, i, captured)
-        result = cast(JvpFn, rule.jvp)(ctx, ts)
+            ts = self._expanded(ts, inputs, outputs[0])
+        ctx = TangentContext(self, self.nodes[i], ts, i, captured)
+        jvp: JvpFn = rule.jvp
+        result = jvp(ctx, ts)
         if captured and not ctx.captured_read:
             # a subgraph reads a value that has a tangent, and the rule did not look at it
             raise self.node_error(
-                node,
+                self.nodes[i],
                 f"its subgraph reads {sorted(captured)[:3]}, which carry tangents, and the forward rule of "
                 f"{op_label(domain, op_type)} does not handle captured values: differentiate it in reverse "
                 "mode, or register a jvp that reads ctx.captured_tangents",
             )
-        out = [result] if result is None or isinstance(result, str) else list(result)
+        if result is None or isinstance(result, str):
+            return [result]
         # tangents of optional outputs the node does not produce (nothing reads them) are dropped
-        return out[: len(outputs)]
+        return list(result)[: len(outputs)]
+
+    def _expanded(self, ts: list[str | None], inputs: list[str], out: str) -> list[str | None]:
+        """``ts`` with each tangent of an input shaped unlike ``out`` expanded to its shape (see ``_expand``)."""
+        types_get = self.types.get
+        dst = types_get(out, UNKNOWN).shape
+        # an input of exactly the output's static shape keeps its tangent (decided once per shape)
+        static = self._static.get(dst)
+        if static is None:
+            static = dst is not None and None not in dst and not any(isinstance(d, str) for d in dst)
+            self._static[dst] = static
+        return [
+            t if t is None or (static and types_get(n, UNKNOWN).shape == dst) else self._expand(t, n, out)
+            for t, n in zip(ts, inputs)
+        ]
 
     def _expand(self, t: str, name: str, out: str) -> str:
         src = self.types.get(name, UNKNOWN).shape

@@ -321,16 +321,24 @@ def rms_norm_grad(ctx: GradContext, dy: str) -> Grads:
 @jvp_rule("", "LayerNormalization")
 def layer_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     """With c = X - mu, r = InvStdDev over the axes from ``axis``: tmu = mean(tX),
-    tc = tX - tmu, tr = -r^3 mean(c tc), tY = (tc r + c tr) scale + c r tScale + tB."""
+    tc = tX - tmu, tr = -r^3 mean(c tc), tY = (tc r + c tr) scale + c r tScale + tB.
+
+    mu and r are the forward node's Mean and InvStdDev where they are as precise as X
+    (``_layer_norm_stats``, as the reverse rule), else recomputed in X's own type.
+    """
     x = ctx.inputs[0]
     rank = ctx.require_rank(x)
     axis = int(ctx.attr("axis", -1)) % rank
     axes = ctx.ints(list(range(axis, rank)))
-    # the statistics in X's own type (stash_type may have the node keep them in float32)
-    mu = ctx.op.ReduceMean(x, axes, keepdims=1)
-    c = ctx.op.Sub(x, mu)
-    var = ctx.op.ReduceMean(ctx.op.Mul(c, c), axes, keepdims=1)
-    r = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(var, ctx.const(float(ctx.attr("epsilon", 1e-5)), like=x))))
+    stashed = _layer_norm_stats(ctx, x)
+    if stashed is not None:
+        mu, r = stashed
+        c = ctx.op.Sub(x, mu)
+    else:
+        mu = ctx.op.ReduceMean(x, axes, keepdims=1)
+        c = ctx.op.Sub(x, mu)
+        var = ctx.op.ReduceMean(ctx.op.Mul(c, c), axes, keepdims=1)
+        r = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(var, ctx.const(float(ctx.attr("epsilon", 1e-5)), like=x))))
     tx, tscale = ts[0], ts[1] if len(ts) > 1 else None
     tb = ts[2] if len(ts) > 2 else None
     terms: list[str | None] = []
