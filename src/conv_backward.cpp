@@ -18,6 +18,14 @@
 // each phase is a stride-1 correlation of a zero-bordered copy of the plane (no zeros
 // multiplied, no dilated input, no flipped weights).
 // The twin is depthwise_conv_transpose_twin in _conv_backward.py.
+//
+// col2im_f32: the fold of a ConvTranspose's GEMM columns into its output. cols (P, kh*kw, ih*iw)
+// holds per plane p (sample, output channel) and tap (a, b) the product for every input cell
+// (i, j); output cell (i*sh + a*dh - top, j*sw + b*dw - left) of plane p adds it, cells outside
+// (oh, ow) are dropped. Every output cell sums its taps in kernel order starting from zero, as
+// the twin's one slice-add per tap does (col2im_f32_twin in _conv_backward.py): bitwise equal.
+// With the GEMM W^T X before it this is a ConvTranspose without flipping the weights (a copy of
+// all of them per call, the cost of the deep layers whose weights outweigh their maps).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
@@ -310,6 +318,51 @@ nb::object depthwise_conv_transpose(In4 x, In4 w, std::vector<int64_t> strides, 
     return result;
 }
 
+using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using Out3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+
+// the inputs j of one axis (of `in`) whose output j*s + off lands in [0, out): [first, last)
+inline void landing(int64_t in, int64_t s, int64_t off, int64_t out, int64_t &first, int64_t &last) {
+    first = off >= 0 ? 0 : (-off + s - 1) / s;
+    last = out - off <= 0 ? 0 : std::min(in, (out - 1 - off) / s + 1);
+    if (last < first) last = first;
+}
+
+void col2im_f32(In3 cols, int64_t kh, int64_t kw, int64_t ih, int64_t iw, int64_t sh, int64_t sw, int64_t dh,
+                int64_t dw, int64_t top, int64_t left, Out3 y) {
+    const int64_t planes = cols.shape(0), oh = y.shape(1), ow = y.shape(2);
+    if (kh < 1 || kw < 1 || ih < 0 || iw < 0 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
+        throw std::invalid_argument("col2im_f32: kernel, strides and dilations must be >= 1, sizes >= 0");
+    if (static_cast<int64_t>(cols.shape(1)) != kh * kw || static_cast<int64_t>(cols.shape(2)) != ih * iw ||
+        static_cast<int64_t>(y.shape(0)) != planes)
+        throw std::invalid_argument("col2im_f32: cols is not (planes, kh*kw, ih*iw) for y's planes");
+    const float *c = cols.data();
+    float *out = y.data();
+    nb::gil_scoped_release release;
+    std::fill(out, out + planes * oh * ow, 0.0f);
+    for (int64_t p = 0; p < planes; ++p) {
+        float *yp = out + p * oh * ow;
+        for (int64_t a = 0; a < kh; ++a) {
+            int64_t i0, i1;
+            landing(ih, sh, a * dh - top, oh, i0, i1);
+            for (int64_t b = 0; b < kw; ++b) {
+                int64_t j0, j1;
+                landing(iw, sw, b * dw - left, ow, j0, j1);
+                const float *tap = c + (p * kh * kw + a * kw + b) * ih * iw;
+                for (int64_t i = i0; i < i1; ++i) {
+                    const float *src = tap + i * iw;
+                    float *row = yp + (i * sh + a * dh - top) * ow + (b * dw - left);
+                    if (sw == 1) {
+                        for (int64_t j = j0; j < j1; ++j) row[j] += src[j];
+                    } else {
+                        for (int64_t j = j0; j < j1; ++j) row[j * sw] += src[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace onnx_light_conv_backward
 
@@ -324,4 +377,8 @@ void bind_conv_backward(nb::module_ &m) {
           nb::arg("dilations"), nb::arg("begin"), nb::arg("size"), nb::arg("out").none() = nb::none(),
           "A 2-D ConvTranspose of x (N, C, h, w) with depthwise weights (C, 1, kh, kw), group C, no bias: output "
           "(N, C, *size) after the begin crop `begin` (float32; into `out` when given)");
+    m.def("col2im_f32", &col2im_f32, nb::arg("cols"), nb::arg("kh"), nb::arg("kw"), nb::arg("ih"), nb::arg("iw"),
+          nb::arg("sh"), nb::arg("sw"), nb::arg("dh"), nb::arg("dw"), nb::arg("top"), nb::arg("left"), nb::arg("y"),
+          "y (P, oh, ow) = the fold of cols (P, kh*kw, ih*iw): tap (a, b) of input cell (i, j) adds to output cell "
+          "(i*sh + a*dh - top, j*sw + b*dw - left) where it lands (float32, taps in kernel order from zero)");
 }
