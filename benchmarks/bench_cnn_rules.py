@@ -451,6 +451,7 @@ def main() -> None:
             (128, 256, 28, 1, 0, 2),
             (96, 24, 28, 1, 0, 1),
             (3, 16, 224, 3, 1, 2),
+            (3, 64, 224, 7, 3, 2),  # ResNet-18's stem: 49 cells
         ):
             title = f"Conv dW, batch 1, X 1x{c}x{h}x{h}, W {m}x{c}x{k}x{k}, pad {pad}, stride {st} (real models)"
             _bench(title, dw1_forms(c, m, h, k, pad, st), args.runs)

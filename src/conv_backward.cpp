@@ -18,6 +18,19 @@
 // each phase is a stride-1 correlation of a zero-bordered copy of the plane (no zeros
 // multiplied, no dilated input, no flipped weights).
 // The twin is depthwise_conv_transpose_twin in _conv_backward.py.
+//
+// col2im_f32: the fold of a ConvTranspose's GEMM columns into its output. cols (P, kh*kw, ih*iw)
+// holds per plane p (sample, output channel) and tap (a, b) the product for every input cell
+// (i, j); output cell (i*sh + a*dh - top, j*sw + b*dw - left) of plane p adds it, cells outside
+// (oh, ow) are dropped. Every output cell sums its taps in kernel order starting from zero, as
+// the twin's one slice-add per tap does (col2im_f32_twin in _conv_backward.py): bitwise equal.
+// With the GEMM W^T X before it this is a ConvTranspose without flipping the weights (a copy of
+// all of them per call, the cost of the deep layers whose weights outweigh their maps).
+//
+// im2col_f32: the columns of a Conv's weight gradient, y[n, c*K + a*kw + b, i, j] =
+// x[n, c, i*sh + a*dh - top, j*sw + b*dw - left] (0 outside x), K = kh*kw: the one-hot grouped
+// Conv the rule emits (onnx_light/runtime/kernels/_one_hot_conv.py, whose strided-view copy is
+// the twin) as row copies, without a padded copy of x.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
@@ -310,6 +323,94 @@ nb::object depthwise_conv_transpose(In4 x, In4 w, std::vector<int64_t> strides, 
     return result;
 }
 
+using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+using Out3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
+
+// the inputs j of one axis (of `in`) whose output j*s + off lands in [0, out): [first, last)
+inline void landing(int64_t in, int64_t s, int64_t off, int64_t out, int64_t &first, int64_t &last) {
+    first = off >= 0 ? 0 : (-off + s - 1) / s;
+    last = out - off <= 0 ? 0 : std::min(in, (out - 1 - off) / s + 1);
+    if (last < first) last = first;
+}
+
+void col2im_f32(In3 cols, int64_t kh, int64_t kw, int64_t ih, int64_t iw, int64_t sh, int64_t sw, int64_t dh,
+                int64_t dw, int64_t top, int64_t left, Out3 y) {
+    const int64_t planes = cols.shape(0), oh = y.shape(1), ow = y.shape(2);
+    if (kh < 1 || kw < 1 || ih < 0 || iw < 0 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
+        throw std::invalid_argument("col2im_f32: kernel, strides and dilations must be >= 1, sizes >= 0");
+    if (static_cast<int64_t>(cols.shape(1)) != kh * kw || static_cast<int64_t>(cols.shape(2)) != ih * iw ||
+        static_cast<int64_t>(y.shape(0)) != planes)
+        throw std::invalid_argument("col2im_f32: cols is not (planes, kh*kw, ih*iw) for y's planes");
+    const float *c = cols.data();
+    float *out = y.data();
+    nb::gil_scoped_release release;
+    std::fill(out, out + planes * oh * ow, 0.0f);
+    for (int64_t p = 0; p < planes; ++p) {
+        float *yp = out + p * oh * ow;
+        for (int64_t a = 0; a < kh; ++a) {
+            int64_t i0, i1;
+            landing(ih, sh, a * dh - top, oh, i0, i1);
+            for (int64_t b = 0; b < kw; ++b) {
+                int64_t j0, j1;
+                landing(iw, sw, b * dw - left, ow, j0, j1);
+                const float *tap = c + (p * kh * kw + a * kw + b) * ih * iw;
+                for (int64_t i = i0; i < i1; ++i) {
+                    const float *src = tap + i * iw;
+                    float *row = yp + (i * sh + a * dh - top) * ow + (b * dw - left);
+                    if (sw == 1) {
+                        for (int64_t j = j0; j < j1; ++j) row[j] += src[j];
+                    } else {
+                        for (int64_t j = j0; j < j1; ++j) row[j * sw] += src[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void im2col_f32(In4 x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t top,
+                int64_t left, OutAny4 y) {
+    const int64_t n = x.shape(0), c = x.shape(1), h = x.shape(2), wd = x.shape(3);
+    const int64_t oh = y.shape(2), ow = y.shape(3), taps = kh * kw;
+    if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
+        throw std::invalid_argument("im2col_f32: kernel, strides and dilations must be >= 1");
+    if (static_cast<int64_t>(y.shape(0)) != n || static_cast<int64_t>(y.shape(1)) != c * taps)
+        throw std::invalid_argument("im2col_f32: y is not (N, C*kh*kw, oh, ow) for x");
+    const float *xs = x.data();
+    float *out = y.data();
+    nb::gil_scoped_release release;
+    for (int64_t p = 0; p < n * c; ++p) {
+        const float *plane = xs + p * h * wd;
+        for (int64_t a = 0; a < kh; ++a) {
+            for (int64_t b = 0; b < kw; ++b) {
+                float *dst = out + (p * taps + a * kw + b) * oh * ow;
+                int64_t j0 = 0, j1 = 0;  // [j0, j1): the outputs whose input column j*sw + b*dw - left is in x
+                for (int64_t j = 0; j < ow; ++j) {
+                    const int64_t q = j * sw + b * dw - left;
+                    if (q < 0) j0 = j + 1;
+                    if (q < wd) j1 = j + 1;
+                }
+                if (j1 < j0) j1 = j0;
+                for (int64_t i = 0; i < oh; ++i, dst += ow) {
+                    const int64_t r = i * sh + a * dh - top;
+                    if (r < 0 || r >= h || j0 == j1) {
+                        std::fill(dst, dst + ow, 0.0f);
+                        continue;
+                    }
+                    const float *src = plane + r * wd + (j0 * sw + b * dw - left);  // column of output j0
+                    std::fill(dst, dst + j0, 0.0f);
+                    if (sw == 1) {  // rows of a few floats (7 x 7 maps): a loop, not a memcpy call
+                        for (int64_t j = j0; j < j1; ++j) dst[j] = src[j - j0];
+                    } else {
+                        for (int64_t j = j0; j < j1; ++j) dst[j] = src[(j - j0) * sw];
+                    }
+                    std::fill(dst + j1, dst + ow, 0.0f);
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace onnx_light_conv_backward
 
@@ -324,4 +425,12 @@ void bind_conv_backward(nb::module_ &m) {
           nb::arg("dilations"), nb::arg("begin"), nb::arg("size"), nb::arg("out").none() = nb::none(),
           "A 2-D ConvTranspose of x (N, C, h, w) with depthwise weights (C, 1, kh, kw), group C, no bias: output "
           "(N, C, *size) after the begin crop `begin` (float32; into `out` when given)");
+    m.def("im2col_f32", &im2col_f32, nb::arg("x"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
+          nb::arg("dh"), nb::arg("dw"), nb::arg("top"), nb::arg("left"), nb::arg("y"),
+          "y (N, C*kh*kw, oh, ow): y[n, c*K + a*kw + b, i, j] = x[n, c, i*sh + a*dh - top, j*sw + b*dw - left], 0 "
+          "outside x (float32)");
+    m.def("col2im_f32", &col2im_f32, nb::arg("cols"), nb::arg("kh"), nb::arg("kw"), nb::arg("ih"), nb::arg("iw"),
+          nb::arg("sh"), nb::arg("sw"), nb::arg("dh"), nb::arg("dw"), nb::arg("top"), nb::arg("left"), nb::arg("y"),
+          "y (P, oh, ow) = the fold of cols (P, kh*kw, ih*iw): tap (a, b) of input cell (i, j) adds to output cell "
+          "(i*sh + a*dh - top, j*sw + b*dw - left) where it lands (float32, taps in kernel order from zero)");
 }

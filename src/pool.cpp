@@ -12,6 +12,11 @@
 //
 // mean_rows_f32: GlobalAveragePool's mean of each row of a (planes, cells) float32 matrix, in
 // numpy's pairwise summation order (so bitwise the twin's np.add.reduce, divided in float32).
+//
+// scatter_add_flat: y[index[i]] += u[i] in order of i on a flat array (ScatterElements with
+// reduction "add" on one axis: the gradient of a MaxPool whose windows overlap), so bitwise the
+// twin's np.add.at; negative indices count from the end, any other out-of-range one raises
+// before anything is written.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
@@ -20,6 +25,7 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pairwise.h"
@@ -262,6 +268,25 @@ void mean_rows_f32(In2f x, Out1f y) {
     for (int64_t p = 0; p < planes; ++p) ys[p] = pairwise_sum(xs + p * cells, cells) / count;
 }
 
+template <typename T>
+using Flat = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename T>
+void scatter_add_flat(Flat<T> y, Flat<const int64_t> index, Flat<const T> u) {
+    const int64_t n = static_cast<int64_t>(y.shape(0)), count = static_cast<int64_t>(index.shape(0));
+    if (static_cast<int64_t>(u.shape(0)) != count)
+        throw std::invalid_argument("scatter_add_flat: index and updates must have the same length");
+    const int64_t *is = index.data();
+    for (int64_t i = 0; i < count; ++i)
+        if (is[i] < -n || is[i] >= n)
+            throw std::out_of_range("scatter_add_flat: index " + std::to_string(is[i]) + " is out of range for " +
+                                    std::to_string(n) + " elements");
+    T *ys = y.data();
+    const T *us = u.data();
+    nb::gil_scoped_release release;
+    for (int64_t i = 0; i < count; ++i) ys[is[i] < 0 ? is[i] + n : is[i]] += us[i];
+}
+
 }  // namespace
 
 void bind_pool(nb::module_ &m) {
@@ -269,4 +294,6 @@ void bind_pool(nb::module_ &m) {
           nb::arg("dh"), nb::arg("dw"), nb::arg("oh"), nb::arg("ow"), nb::arg("pad_top"), nb::arg("pad_left"),
           nb::arg("threads") = 1, nb::arg("out").none() = nb::none());
     m.def("mean_rows_f32", &mean_rows_f32, nb::arg("x"), nb::arg("y"));
+    m.def("scatter_add_flat", &scatter_add_flat<float>, nb::arg("y"), nb::arg("index"), nb::arg("u"));
+    m.def("scatter_add_flat", &scatter_add_flat<double>, nb::arg("y"), nb::arg("index"), nb::arg("u"));
 }

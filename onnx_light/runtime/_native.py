@@ -44,6 +44,8 @@ __all__ = [
     "softmax_rows_f32_twin",
     "resample_axis",
     "resample_axis_twin",
+    "scatter_add_flat",
+    "scatter_add_flat_twin",
     "using_native",
 ]
 
@@ -273,6 +275,31 @@ def mean_rows_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         NATIVE.mean_rows_f32(x, y)
         return y
     return mean_rows_f32_twin(x, y)
+
+
+def scatter_add_flat_twin(y: np.ndarray, index: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``y[index[i]] += u[i]`` in order of ``i``, in place, for 1-D ``y``, int64 ``index`` and
+    ``u`` of ``y``'s dtype (negative indices count from the end): ScatterElements-add on a flat
+    array, the gradient of a MaxPool whose windows overlap."""
+    np.add.at(y, index, u)
+    return y
+
+
+def scatter_add_flat(y: np.ndarray, index: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """:func:`scatter_add_flat_twin`, natively when selected (the same additions in the same
+    order; numpy's ``add.at`` ran 10x slower inside a CNN backward than alone: 10-15 ms on
+    ResNet-18's stem pool)."""
+    if (
+        NATIVE is not None
+        and hasattr(NATIVE, "scatter_add_flat")
+        and y.dtype in (np.float32, np.float64)
+        and u.dtype == y.dtype
+        and index.dtype == np.int64
+        and y.flags.c_contiguous
+    ):
+        NATIVE.scatter_add_flat(y, np.ascontiguousarray(index), np.ascontiguousarray(u))
+        return y
+    return scatter_add_flat_twin(y, index, u)
 
 
 def replicate2d_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:

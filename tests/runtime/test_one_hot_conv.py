@@ -106,3 +106,68 @@ def test_bias_and_relu_keep_the_convolution() -> None:
     expected = _reference(x, w, 2) + b.reshape(-1, 1, 1)
     np.testing.assert_allclose(k.conv(x, w, b, group=2), expected, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(k.conv_relu(x, w, b, group=2), np.maximum(expected, 0), rtol=1e-6, atol=1e-6)
+
+
+_NATIVE_CASES = [
+    ((1, 64, 7, 7), (3, 3), {"pads": [1, 1, 1, 1]}),  # ResNet-18's deep layers: short rows
+    ((2, 4, 10, 9), (3, 3), {"strides": [2, 1], "pads": [1, 0, 2, 1]}),
+    ((1, 2, 12, 13), (3, 3), {"dilations": [2, 3], "strides": [1, 2], "pads": [3, 0, 1, 4]}),
+    ((1, 3, 5, 4), (5, 5), {"strides": [2, 2], "pads": [4, 4, 4, 4]}),  # rows and columns all pad
+    ((2, 2, 7, 6), (2, 2), {}),
+]
+
+
+@pytest.mark.parametrize("case", _NATIVE_CASES, ids=[str(i) for i in range(len(_NATIVE_CASES))])
+def test_native_columns_are_the_strided_copy_bit_for_bit(case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnx_light.runtime import _native
+
+    if _native.NATIVE is None or not hasattr(_native.NATIVE, "im2col_f32"):
+        pytest.skip("the native extension is not selected")
+    shape, kernel, attrs = case
+    x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, 0] = -0.0
+    w = _one_hot(shape[1], kernel, [(a, b) for a in range(kernel[0]) for b in range(kernel[1])])
+    calls: list[int] = []
+    ext = _native.NATIVE
+
+    class Recorder:
+        def __getattr__(self, name: str) -> object:
+            return getattr(ext, name)
+
+        def im2col_f32(self, *args: object) -> None:
+            calls.append(1)
+            ext.im2col_f32(*args)
+
+    monkeypatch.setattr(_native, "NATIVE", Recorder())
+    into = np.full(k.conv(x, w, group=shape[1], **attrs).shape, np.nan, np.float32)
+    got = k.conv(x, w, group=shape[1], out=into, **attrs)
+    assert calls == [1, 1] and got is into
+    monkeypatch.setattr(_native, "NATIVE", None)  # the strided view's copy (the twin)
+    want = k.conv(x, w, group=shape[1], **attrs)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_offsets_are_checked_once_per_immutable_weights_and_always_for_writeable_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    check = k.one_hot_offsets
+
+    def counting(w: np.ndarray, group: int) -> list[tuple[int, ...]] | None:
+        calls.append(group)
+        return check(w, group)
+
+    monkeypatch.setattr(k, "one_hot_offsets", counting)
+    x = np.random.default_rng(3).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    frozen = _one_hot(2, (3, 3), FULL_3X3)
+    frozen = np.frombuffer(frozen.tobytes(), np.float32).reshape(frozen.shape)  # read-only, over bytes
+    first = k.conv(x, frozen, group=2)
+    np.testing.assert_array_equal(k.conv(x, frozen, group=2), first)
+    assert calls == [2]
+    calls.clear()
+    w = _one_hot(2, (3, 3), FULL_3X3)
+    k.conv(x, w, group=2)
+    w[0, 0, 1, 1] = 2.0  # no longer one-hot: the convolution, not a stale copy
+    got = k.conv(x, w, group=2)
+    assert calls == [2, 2]
+    np.testing.assert_allclose(got[0, 0], x[0, 0, :-2, :-2] + 2.0 * x[0, 0, 1:-1, 1:-1], rtol=1e-6)

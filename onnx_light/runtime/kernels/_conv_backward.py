@@ -18,6 +18,12 @@ over the dilated input on MobileNetV3's layers. ``depthwise_conv_transpose_twin`
 twin. (A direct weight gradient, one dot product per output cell over dY's plane, was
 measured 1.6-3.8x slower than the native depthwise Conv the rule's correlation runs as, and
 removed: benchmarks/RESULTS.md, h-bwd session 8.)
+
+A dense 2-D float32 one whose weights outweigh its input map (ResNet-18's 256- and 512-channel
+layers over 14 x 14 and 7 x 7 maps, every strided one) is ``conv_transpose_gemm``: one GEMM
+``W^T X`` gives a column per kernel tap and input cell, ``col2im_f32`` folds them into the output
+(natively, ``src/conv_backward.cpp``; ``col2im_f32_twin`` is its numpy twin): no flipped copy of
+the weights, which costs as much as the convolution on a 7 x 7 map.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ import numpy as np
 from onnx_light.runtime import _native
 
 __all__ = [
+    "col2im_f32",
+    "col2im_f32_twin",
+    "conv_transpose_gemm",
     "conv_transpose_weights",
     "conv_transpose_weights_twin",
     "depthwise_conv_transpose",
@@ -156,4 +165,84 @@ def depthwise_conv_transpose(
     y: np.ndarray = ext.depthwise_conv_transpose(
         x, w, list(strides), list(dilations), list(begin), list(size), _into(out, shape, x, w)
     )
+    return y
+
+
+def col2im_f32_twin(
+    cols: np.ndarray,
+    kh: int,
+    kw: int,
+    ih: int,
+    iw: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    top: int,
+    left: int,
+    y: np.ndarray,
+) -> np.ndarray:
+    """``y[p, i*sh + a*dh - top, j*sw + b*dw - left] += cols[p, a*kw + b, i*iw + j]`` where that
+    cell is in ``y`` (P, oh, ow), from zeros, one slice-add per tap (a, b) in kernel order."""
+    y[...] = 0
+    taps = cols.reshape(cols.shape[0], kh, kw, ih, iw)
+    for a in range(kh):
+        rows = _tap_cells(ih, y.shape[1], a, sh, dh, top)
+        for b in range(kw):
+            cells = _tap_cells(iw, y.shape[2], b, sw, dw, left)
+            if rows is not None and cells is not None:
+                y[:, rows[0], cells[0]] += taps[:, a, b, rows[1], cells[1]]
+    return y
+
+
+def col2im_f32(
+    cols: np.ndarray,
+    kh: int,
+    kw: int,
+    ih: int,
+    iw: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    top: int,
+    left: int,
+    y: np.ndarray,
+) -> np.ndarray:
+    """:func:`col2im_f32_twin`, natively when selected (bitwise the same)."""
+    ext = _native.NATIVE
+    if ext is not None and hasattr(ext, "col2im_f32"):
+        ext.col2im_f32(cols, kh, kw, ih, iw, sh, sw, dh, dw, top, left, y)
+        return y
+    return col2im_f32_twin(cols, kh, kw, ih, iw, sh, sw, dh, dw, top, left, y)
+
+
+def conv_transpose_gemm(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    group: int,
+    begin: Sequence[int],
+    size: Sequence[int],
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """A float32 2-D ConvTranspose (no bias) as ``cols = W^T X`` per (sample, group) and
+    ``col2im_f32`` of the columns into the output cropped by ``begin`` to ``size``; ``out``:
+    the pool's buffer, written and returned when it fits."""
+    n, c, ih, iw = x.shape
+    mg, kh, kw = w.shape[1:]
+    cg = c // group
+    # (group, mg * taps, cg) @ (n, group, cg, ih * iw): the weights' transposed view, no copy
+    wt = w.reshape(group, cg, mg * kh * kw).swapaxes(1, 2)
+    cols = np.matmul(wt, x.reshape(n, group, cg, ih * iw))
+    shape = (n, group * mg, *size)
+    y = _into(out, shape, x, w)
+    if y is None:
+        y = np.empty(shape, np.float32)
+    col2im_f32(
+        cols.reshape(n * group * mg, kh * kw, ih * iw),
+        kh, kw, ih, iw, strides[0], strides[1], dilations[0], dilations[1], begin[0], begin[1],
+        y.reshape(n * group * mg, *size),
+    )  # fmt: skip
     return y

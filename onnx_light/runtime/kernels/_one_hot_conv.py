@@ -16,7 +16,45 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from onnx_light.runtime import _native
+
 __all__ = ["one_hot_offsets", "one_hot_conv"]
+
+
+def _fits(into: np.ndarray, shape: tuple[int, ...], x: np.ndarray) -> bool:
+    """Whether the pool's buffer ``into`` may take the columns of ``x``: writeable, C-contiguous,
+    ``x``'s dtype and ``shape``, not overlapping ``x``."""
+    return (
+        into.shape == shape
+        and into.dtype == x.dtype
+        and into.flags.c_contiguous
+        and into.flags.writeable
+        and not np.may_share_memory(into, x)
+    )
+
+
+def _native_columns(
+    x: np.ndarray,
+    offsets: Sequence[tuple[int, ...]],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    out_shape: Sequence[int],
+    into: np.ndarray | None,
+) -> np.ndarray | None:
+    """The columns of every tap in kernel order of a float32 2-D ``x`` natively (``src/conv_backward.cpp``
+    ``im2col_f32``: row copies, no padded copy of ``x``; the strided view's copy below is its twin), or
+    None when the extension is not selected or the taps are not the whole kernel in order."""
+    ext = _native.NATIVE
+    if ext is None or not hasattr(ext, "im2col_f32") or x.dtype != np.float32 or x.ndim != 4:
+        return None
+    kh, kw = (max(k[i] for k in offsets) + 1 for i in range(2))
+    if list(offsets) != list(np.ndindex(kh, kw)):
+        return None
+    shape = (x.shape[0], x.shape[1] * kh * kw, *out_shape)
+    y = into if into is not None and _fits(into, shape, x) else np.empty(shape, np.float32)
+    ext.im2col_f32(np.ascontiguousarray(x), kh, kw, *strides, *dilations, *begin, y)
+    return y
 
 
 def one_hot_offsets(w: np.ndarray, group: int) -> list[tuple[int, ...]] | None:
@@ -62,6 +100,9 @@ def one_hot_conv(
     """
     if not np.isfinite(np.add.reduce(x, axis=None)):  # NaN / inf, or a float overflow: convolve
         return None
+    y = _native_columns(x, offsets, strides, dilations, begin, out_shape, into)
+    if y is not None:
+        return y
     if any(begin) or any(end):
         x = np.pad(x, [(0, 0), (0, 0), *zip(begin, end)])
     n, c, nd = x.shape[0], x.shape[1], x.ndim - 2
@@ -76,14 +117,7 @@ def one_hot_conv(
     )
     shape = (n, c * len(offsets), *out_shape)
     if list(offsets) == list(np.ndindex(*kernel)):
-        if (
-            into is not None
-            and into.shape == shape
-            and into.dtype == x.dtype
-            and into.flags.c_contiguous
-            and into.flags.writeable
-            and not np.may_share_memory(into, x)
-        ):
+        if into is not None and _fits(into, shape, x):
             np.copyto(into.reshape(view.shape), view)
             return into
         y = np.ascontiguousarray(view)  # every tap in kernel order (9 copies: 3.0 vs 1.8 ms)

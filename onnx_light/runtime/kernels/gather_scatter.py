@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnx_light.runtime._native import scatter_add_flat
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._axes import axis_index
 
@@ -73,6 +74,8 @@ def _scatter_elements(
     data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int, reduction: str
 ) -> np.ndarray:
     axis = axis_index(axis, data.ndim)
+    if reduction == "add" and data.ndim == 1 and updates.shape == indices.shape:
+        return scatter_add_flat(data.copy(), indices.astype(np.int64, copy=False), updates)
     index: list[np.ndarray] = list(np.indices(indices.shape, sparse=True))
     idx = indices.astype(np.int64)
     index[axis] = np.where(idx < 0, idx + data.shape[axis], idx)
