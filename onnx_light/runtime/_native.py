@@ -417,9 +417,14 @@ ACT_RELU, ACT_CLIP, ACT_HARDSWISH, ACT_HARDSIGMOID, ACT_SILU, ACT_SIGMOID = 1, 2
 
 #: the native float32 convolution runs (built, selected, and the CPU has AVX-512F or AVX2 + FMA)
 CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
-#: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
-#: ``avx2``; for tests and benchmarks on a machine that has both)
-CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
+#: which of its kernels: the extension's default (AVX2 wherever the CPU has it: the kernels with
+#: Winograd and packed weights, see ``conv2d_default_isa`` in ``src/conv.cpp``), or
+#: ``ONNX_LIGHT_CONV_ISA`` (``avx512`` / ``avx2``; for tests and benchmarks on a machine that has both)
+CONV_ISA = (
+    (os.environ.get("ONNX_LIGHT_CONV_ISA") or getattr(NATIVE, "conv2d_default_isa", NATIVE.conv2d_isa)())
+    if CONV2D and NATIVE is not None
+    else ""
+)
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
 #: the extension's conv2d takes ``out`` (the buffer pool's array; an older extension does not)
