@@ -22,6 +22,7 @@ __all__ = [
     "EXTENSION",
     "RECURRENT",
     "CONV_THREADS",
+    "DEFAULT_THREADS",
     "conv2d_native",
     "conv_epilogue_native",
     "gather_points",
@@ -68,9 +69,6 @@ NATIVE = None if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1" else EXTENS
 THREAD_POOL = EXTENSION is not None and hasattr(EXTENSION, "thread_pool_shutdown")
 if THREAD_POOL and EXTENSION is not None:
     atexit.register(EXTENSION.thread_pool_shutdown)
-#: the native kernels' thread count in this context (``InferenceSession``'s
-#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
-CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -79,6 +77,15 @@ def _env_int(name: str, default: int) -> int:
         return max(1, int(os.environ.get(name, default)))
     except ValueError:
         return default
+
+
+#: the thread count of sessions not told one and of kernels called outside a session:
+#: ``ONNX_LIGHT_THREADS`` (1 when unset: one thread stays the default on small shared machines;
+#: the test suite runs its kernel tests with 2 as well)
+DEFAULT_THREADS = min(_env_int("ONNX_LIGHT_THREADS", 1), 64)
+#: the native kernels' thread count in this context (``InferenceSession``'s
+#: ``intra_op_num_threads`` sets it while the session runs; DEFAULT_THREADS otherwise)
+CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=DEFAULT_THREADS)
 
 
 #: output elements each worker of a pooling, Sigmoid, Softmax or resampling call must get
