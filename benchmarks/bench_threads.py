@@ -375,23 +375,24 @@ class _StepClock:
         return model
 
 
-def _dispatch_cost(ext: Any, calls: int = 2000) -> tuple[float, float]:
+def _dispatch_cost(ext: Any, calls: int = 2000) -> tuple[float, float, float]:
     """Wall microseconds a pool run of 2 empty items costs over a 1-thread call: back to back (the
-    helper spinning), and 1 ms apart (the helper asleep: a condition-variable wake-up); the least of
-    ``calls`` calls each (load only adds)."""
+    helper spinning; the least of ``calls``), and 1 ms apart (the helper asleep: a condition-variable
+    wake-up; the least and the median of ``calls // 10``). Load only adds to the least."""
 
-    def least(threads: int, gap: float) -> float:
-        best = float("inf")
+    def times(threads: int, gap: float) -> list[float]:
+        out = []
         for _ in range(calls if gap == 0 else calls // 10):
             if gap:
                 time.sleep(gap)
             t = time.perf_counter()
             ext.thread_pool_selftest(threads, 2)
-            best = min(best, time.perf_counter() - t)
-        return best
+            out.append(time.perf_counter() - t)
+        return out
 
-    spin = least(2, 0) - least(1, 0)
-    return spin * 1e6, (least(2, 1e-3) - least(1, 1e-3)) * 1e6
+    spin = min(times(2, 0)) - min(times(1, 0))
+    one, two = times(1, 1e-3), times(2, 1e-3)
+    return spin * 1e6, (min(two) - min(one)) * 1e6, (statistics.median(two) - statistics.median(one)) * 1e6
 
 
 def _amdahl(name: str, rounds: int, backward: bool = False) -> None:
@@ -432,7 +433,7 @@ def _amdahl(name: str, rounds: int, backward: bool = False) -> None:
         row[3] += len(two.runs[k])
         row[4] += two.modelled(k, 2) * 1e-9
     total = sum(r[1] for r in rows.values())
-    spin, asleep = _dispatch_cost(ext)
+    spin, asleep, asleep_median = _dispatch_cost(ext)
     what = "backward" if backward else "forward"
     print(f"\n{name} {what}: least thread CPU of {rounds} runs per step (generic loop), 2 threads modelled")
     print("| op | nodes | 1 thread | share | serial at 2 | pool runs | model 2 cores | model 1/2 |")
@@ -451,7 +452,8 @@ def _amdahl(name: str, rounds: int, backward: bool = False) -> None:
         f" | {model2 * 1e3:.2f} ms | **{total / model2:.2f}x** |"
     )
     print(
-        f"pool dispatch per run: {spin:.1f} us (helper spinning), {asleep:.1f} us (asleep); {runs:.0f} runs x"
+        f"pool dispatch per run: {spin:.1f} us (helper spinning), {asleep:.1f} us (asleep; median"
+        f" {asleep_median:.1f} us); {runs:.0f} runs x"
         f" {spin:.1f} us = {cost * 1e3:.2f} ms -> {total / (model2 + cost):.2f}x. Generated function, thread CPU"
         f" per run: 1 thread {fast[1] * 1e-6:.2f} ms, 2 threads (caller) {fast[2] * 1e-6:.2f} ms; steps' sum"
         f" {total * 1e3:.2f} ms"
