@@ -8,6 +8,7 @@ faster with 2 threads than with 1; one thread stays the default.
     PYTHONPATH=. python benchmarks/bench_threads.py --profile --models yolo   # per-op, 1 vs 2 threads
     PYTHONPATH=. python benchmarks/bench_threads.py --layers --models resnet18  # per conv layer, 1 vs 2
     PYTHONPATH=. python benchmarks/bench_threads.py --policy --models mobilenetv3,yolo  # thresholds, spin
+    PYTHONPATH=. python benchmarks/bench_threads.py --amdahl --models resnet18 [--backward]  # serial part, per op
 
 Measure on a quiet machine: with other jobs on the cores, the second thread is rarely scheduled
 (the load is printed with the table, and "CPU/wall" is the process CPU time over the wall time
@@ -324,6 +325,141 @@ def _policy(name: str, rounds: int) -> None:
         print(f"| {k} | {median * 1e3:.2f} ms | {base / median:.2f}x | {cpu:.2f} |", flush=True)
 
 
+def _case(name: str, backward: bool) -> tuple[Any, dict[str, np.ndarray]]:
+    """The model (our proto) and feeds of ``name``: its forward, or (``backward``) the emitted backward
+    of bench_real_models' ``--gradient`` (loss = sum of the outputs, xs = the float initializers)."""
+    import onnx_light as ol
+
+    if not backward:
+        feeds = {"input": np.random.default_rng(0).standard_normal(SHAPES[name]).astype(np.float32)}
+        return ol.load(real_model_path(name)), feeds
+    from bench_real_models import gradient_case
+
+    case = gradient_case(name)
+    return ol.ModelProto.FromString(case["backward"].SerializeToString()), case["bwd_feeds"]
+
+
+class _StepClock:
+    """Wraps every step of a plan: per step the least thread CPU time over the runs, and with the
+    pool's statistics on, the least serial part (CPU outside the pool's runs) and item times."""
+
+    def __init__(self, plan: Any, ext: Any) -> None:
+        self.ext, self.cpu, self.serial, self.items = ext, {}, {}, {}  # type: ignore[var-annotated]
+        self.runs: dict[int, list[int]] = {}
+        for k, step in enumerate(plan.steps):
+            step.fn = self._timed(k, step.fn)
+
+    def _timed(self, k: int, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.ext.thread_pool_stats()
+            t = time.thread_time_ns()
+            result = fn(*args, **kwargs)
+            total = time.thread_time_ns() - t
+            items, _, _, runs, caller = self.ext.thread_pool_stats()
+            self.cpu[k] = min(self.cpu.get(k, total), total)
+            self.serial[k] = min(self.serial.get(k, total - caller), total - caller)
+            if k not in self.items or len(self.items[k]) != len(items):
+                self.items[k], self.runs[k] = items, runs
+            else:
+                self.items[k] = [min(p, q) for p, q in zip(self.items[k], items)]
+            return result
+
+        return call
+
+    def modelled(self, k: int, workers: int) -> float:
+        """Step ``k`` on ``workers`` free cores: its serial part + each run's makespan."""
+        model, first = self.serial[k], 0
+        for size in self.runs[k]:
+            model += _makespan(self.items[k][first : first + size], workers)
+            first += size
+        return model
+
+
+def _dispatch_cost(ext: Any, calls: int = 2000) -> tuple[float, float, float]:
+    """Wall microseconds a pool run of 2 empty items costs over a 1-thread call: back to back (the
+    helper spinning; the least of ``calls``), and 1 ms apart (the helper asleep: a condition-variable
+    wake-up; the least and the median of ``calls // 10``). Load only adds to the least."""
+
+    def times(threads: int, gap: float) -> list[float]:
+        out = []
+        for _ in range(calls if gap == 0 else calls // 10):
+            if gap:
+                time.sleep(gap)
+            t = time.perf_counter()
+            ext.thread_pool_selftest(threads, 2)
+            out.append(time.perf_counter() - t)
+        return out
+
+    spin = min(times(2, 0)) - min(times(1, 0))
+    one, two = times(1, 1e-3), times(2, 1e-3)
+    return spin * 1e6, (min(two) - min(one)) * 1e6, (statistics.median(two) - statistics.median(one)) * 1e6
+
+
+def _amdahl(name: str, rounds: int, backward: bool = False) -> None:
+    """Per op type, from thread CPU time (robust to load): the 1-thread time, the 2-thread run's
+    serial part and its modelled time on 2 free cores (serial + the makespan of each pool run's items),
+    the speed-up that leaves (Amdahl), and the pool's dispatch cost per run."""
+    import contextlib
+    import io
+
+    import onnx_light as ol
+    from onnx_light.runtime import _native
+
+    ext: Any = _native.NATIVE
+    model, feeds = _case(name, backward)
+    sessions = {t: ol.runtime.InferenceSession(model, intra_op_num_threads=t) for t in (1, 2)}
+    fast = {}
+    for t, sess in sessions.items():
+        sess.run(None, feeds)  # observed: the generated function with the buffer pool
+        fast[t] = min(_cpu(lambda s=sess: s.run(None, feeds)) for _ in range(rounds))
+    clocks = {t: _StepClock(sess._plan, ext) for t, sess in sessions.items()}
+    ext.thread_pool_set_stats(True)
+    try:
+        for _ in range(rounds):
+            for sess in sessions.values():
+                sess.verbose = 2  # the generic loop, which calls the wrapped steps
+                with contextlib.redirect_stdout(io.StringIO()):
+                    sess.run(None, feeds)
+    finally:
+        ext.thread_pool_set_stats(False)
+    one, two = clocks[1], clocks[2]
+    steps = sessions[1]._plan.steps
+    rows: dict[str, list[float]] = {}
+    for k, step in enumerate(steps):
+        row = rows.setdefault(step.label, [0, 0.0, 0.0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += one.cpu[k] * 1e-9
+        row[2] += two.serial[k] * 1e-9
+        row[3] += len(two.runs[k])
+        row[4] += two.modelled(k, 2) * 1e-9
+    total = sum(r[1] for r in rows.values())
+    spin, asleep, asleep_median = _dispatch_cost(ext)
+    what = "backward" if backward else "forward"
+    print(f"\n{name} {what}: least thread CPU of {rounds} runs per step (generic loop), 2 threads modelled")
+    print("| op | nodes | 1 thread | share | serial at 2 | pool runs | model 2 cores | model 1/2 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, (n, c, s, r, m) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        print(
+            f"| {label} | {n:.0f} | {c * 1e3:.2f} ms | {c / total:.1%} | {s * 1e3:.2f} ms | {r:.0f}"
+            f" | {m * 1e3:.2f} ms | {c / m if m else float('nan'):.2f}x |"
+        )
+    model2 = sum(r[4] for r in rows.values())
+    serial = sum(r[2] for r in rows.values())
+    runs = sum(r[3] for r in rows.values())
+    cost = runs * spin * 1e-6
+    print(
+        f"| all | {len(steps)} | {total * 1e3:.2f} ms | | {serial * 1e3:.2f} ms ({serial / total:.1%}) | {runs:.0f}"
+        f" | {model2 * 1e3:.2f} ms | **{total / model2:.2f}x** |"
+    )
+    print(
+        f"pool dispatch per run: {spin:.1f} us (helper spinning), {asleep:.1f} us (asleep; median"
+        f" {asleep_median:.1f} us); {runs:.0f} runs x"
+        f" {spin:.1f} us = {cost * 1e3:.2f} ms -> {total / (model2 + cost):.2f}x. Generated function, thread CPU"
+        f" per run: 1 thread {fast[1] * 1e-6:.2f} ms, 2 threads (caller) {fast[2] * 1e-6:.2f} ms; steps' sum"
+        f" {total * 1e3:.2f} ms"
+    )
+
+
 def _stats(runs: list[tuple[float, float]]) -> tuple[float, float, float]:
     """(median wall, best wall, median CPU / wall) of the runs."""
     walls = [w for w, _ in runs]
@@ -337,6 +473,8 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="per-op time with 1 and 2 threads instead")
     p.add_argument("--layers", action="store_true", help="every conv layer alone, 1 and 2 threads, instead")
     p.add_argument("--policy", action="store_true", help="1 thread against 2 under other thread policies instead")
+    p.add_argument("--amdahl", action="store_true", help="per op, 1 thread vs 2 modelled from thread CPU time instead")
+    p.add_argument("--backward", action="store_true", help="with --amdahl: the model's emitted backward")
     p.add_argument("--before", default="", help="with --layers: another build of _native*.so, modelled beside ours")
     args = p.parse_args()
     print(
@@ -351,6 +489,11 @@ def main() -> None:
         assert spec is not None and spec.loader is not None
         BEFORE = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(BEFORE)
+    if args.amdahl:
+        for name in args.models.split(","):
+            _amdahl(name, args.rounds, args.backward)
+        print(f"# load after: {os.getloadavg()[0]:.2f}")
+        return
     if args.profile or args.layers or args.policy:
         for name in args.models.split(","):
             (_layers if args.layers else _policy if args.policy else _profile)(name, args.rounds)

@@ -578,6 +578,15 @@ namespace {
 const char *best_isa() { return has_avx512f() ? "avx512" : has_avx2_fma() ? "avx2" : ""; }
 bool conv2d_supported() { return *best_isa() != 0; }
 
+// The kernel conv2d runs when no isa is named: AVX2 wherever the CPU has it, AVX-512 only when
+// asked for. Only the AVX2 driver has Winograd F(2x2, 3x3), packed weights, tap-row packing and
+// phase-plane depthwise planes; on AMD Zen 4 (AVX-512 executed on 256-bit units) it ran every
+// real model's convolutions faster than the 8 x 32 AVX-512 tile, and let the threaded
+// splits of src/conv.h run where the AVX-512 policy sent small maps to one-thread BLAS
+// (benchmarks/bench_threads.py --amdahl: resnet18 1 thread 55 -> 46 ms thread CPU, serial part
+// with 2 threads 32% -> 4%). A CPU with two 512-bit FMA units was not measured.
+const char *default_isa() { return has_avx2_fma() ? "avx2" : best_isa(); }
+
 using OutBuf = nb::ndarray<float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 
 // Whether `out` (conv2d's optional argument: a buffer of the runtime's pool) is a writeable
@@ -601,7 +610,7 @@ nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, in
             int64_t pl, int64_t pb, int64_t pr, int64_t group, bool relu, const std::string &isa, int act, float a,
             float act_b, std::optional<In4> residual, int threads, std::optional<In3> winograd, nb::handle out,
             std::optional<In1> packed) {
-    const std::string use = isa.empty() ? best_isa() : isa;
+    const std::string use = isa.empty() ? default_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("conv2d: this CPU cannot run isa '" + use + "' (best: '" + best_isa() + "')");
     Shape s{};
@@ -666,7 +675,7 @@ nb::object conv2d(In4 x, In4 w, std::optional<In1> b, int64_t sh, int64_t sw, in
 nb::object pack_weights_py(In4 w, int64_t group) {
     const int64_t M = w.shape(0), cg = w.shape(1), K = cg * w.shape(2) * w.shape(3);
     if (group <= 0 || M % group) throw std::invalid_argument("conv2d_pack_weights: M is not a multiple of group");
-    if (!packs_weights(best_isa() == std::string("avx2"), M / group, w.shape(2), w.shape(3))) return nb::none();
+    if (!packs_weights(default_isa() == std::string("avx2"), M / group, w.shape(2), w.shape(3))) return nb::none();
     std::unique_ptr<float[]> p(new float[std::max<int64_t>(1, M * K)]);
     {
         nb::gil_scoped_release release;
@@ -698,7 +707,7 @@ Out3 winograd_weights_py(In4 w) {
 bool winograd_applies_py(int64_t c, int64_t h, int64_t w, int64_t m, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                          int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t pb, int64_t pr, int64_t group,
                          int64_t n, bool cached) {
-    if (best_isa() != std::string("avx2") || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0) return false;
+    if (default_isa() != std::string("avx2") || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0) return false;
     Shape s{};
     s.n = n, s.c = c, s.h = h, s.w = w, s.m = m, s.kh = kh, s.kw = kw, s.sh = sh, s.sw = sw, s.dh = dh, s.dw = dw;
     s.pt = pt, s.pl = pl, s.group = group;
@@ -713,7 +722,7 @@ using InAny = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
 // y = act(y + residual) in place, over the whole array: the epilogue of a convolution that
 // another kernel (BLAS) computed
 void epilogue_inplace(InOut y, int act, float a, float b, std::optional<InAny> residual, const std::string &isa) {
-    const std::string use = isa.empty() ? best_isa() : isa;
+    const std::string use = isa.empty() ? default_isa() : isa;
     if (use == "avx512" ? !has_avx512f() : use == "avx2" ? !has_avx2_fma() : true)
         throw std::invalid_argument("epilogue: this CPU cannot run isa '" + use + "'");
     if (act < ACT_NONE || act > ACT_SIGMOID) throw std::invalid_argument("epilogue: unknown activation");
@@ -732,6 +741,8 @@ void epilogue_inplace(InOut y, int act, float a, float b, std::optional<InAny> r
 void bind_conv(nb::module_ &m) {
     using namespace onnx_light_conv;
     m.def("conv2d_isa", &best_isa, "The widest native conv2d kernel this CPU runs: 'avx512', 'avx2' or ''");
+    m.def("conv2d_default_isa", &default_isa,
+          "The kernel conv2d runs when its isa is '': 'avx2' wherever the CPU has AVX2 + FMA, else conv2d_isa()");
     m.def("conv2d_supported", &conv2d_supported, "True when this CPU runs a native conv2d (AVX-512F or AVX2 + FMA)");
     m.def("conv2d", &conv2d, nb::arg("x"), nb::arg("w"), nb::arg("b").none(), nb::arg("sh"), nb::arg("sw"),
           nb::arg("dh"), nb::arg("dw"), nb::arg("pt"), nb::arg("pl"), nb::arg("pb"), nb::arg("pr"), nb::arg("group"),

@@ -22,6 +22,7 @@ __all__ = [
     "EXTENSION",
     "RECURRENT",
     "CONV_THREADS",
+    "DEFAULT_THREADS",
     "conv2d_native",
     "conv_epilogue_native",
     "gather_points",
@@ -70,9 +71,6 @@ NATIVE = None if os.environ.get("ONNX_LIGHT_PURE_PYTHON", "") == "1" else EXTENS
 THREAD_POOL = EXTENSION is not None and hasattr(EXTENSION, "thread_pool_shutdown")
 if THREAD_POOL and EXTENSION is not None:
     atexit.register(EXTENSION.thread_pool_shutdown)
-#: the native kernels' thread count in this context (``InferenceSession``'s
-#: ``intra_op_num_threads`` sets it while the session runs; 1 otherwise)
-CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=1)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -81,6 +79,15 @@ def _env_int(name: str, default: int) -> int:
         return max(1, int(os.environ.get(name, default)))
     except ValueError:
         return default
+
+
+#: the thread count of sessions not told one and of kernels called outside a session:
+#: ``ONNX_LIGHT_THREADS`` (1 when unset: one thread stays the default on small shared machines;
+#: the test suite runs its kernel tests with 2 as well)
+DEFAULT_THREADS = min(_env_int("ONNX_LIGHT_THREADS", 1), 64)
+#: the native kernels' thread count in this context (``InferenceSession``'s
+#: ``intra_op_num_threads`` sets it while the session runs; DEFAULT_THREADS otherwise)
+CONV_THREADS: contextvars.ContextVar[int] = contextvars.ContextVar("onnx_light_conv_threads", default=DEFAULT_THREADS)
 
 
 #: output elements each worker of a pooling, Sigmoid, Softmax or resampling call must get
@@ -444,9 +451,14 @@ ACT_RELU, ACT_CLIP, ACT_HARDSWISH, ACT_HARDSIGMOID, ACT_SILU, ACT_SIGMOID = 1, 2
 
 #: the native float32 convolution runs (built, selected, and the CPU has AVX-512F or AVX2 + FMA)
 CONV2D = NATIVE is not None and bool(NATIVE.conv2d_supported())
-#: which of its kernels: the widest the CPU runs, or ``ONNX_LIGHT_CONV_ISA`` (``avx512`` /
-#: ``avx2``; for tests and benchmarks on a machine that has both)
-CONV_ISA = (os.environ.get("ONNX_LIGHT_CONV_ISA") or NATIVE.conv2d_isa()) if CONV2D and NATIVE is not None else ""
+#: which of its kernels: the extension's default (AVX2 wherever the CPU has it: the kernels with
+#: Winograd and packed weights, see ``conv2d_default_isa`` in ``src/conv.cpp``), or
+#: ``ONNX_LIGHT_CONV_ISA`` (``avx512`` / ``avx2``; for tests and benchmarks on a machine that has both)
+CONV_ISA = (
+    (os.environ.get("ONNX_LIGHT_CONV_ISA") or getattr(NATIVE, "conv2d_default_isa", NATIVE.conv2d_isa)())
+    if CONV2D and NATIVE is not None
+    else ""
+)
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
 #: the extension's conv2d takes ``out`` (the buffer pool's array; an older extension does not)

@@ -29,7 +29,7 @@ from ..onnx_core.ops import normalise_domain
 from ._blas import default_blas_threads, use_blas_threads
 from ._codegen import generate
 from ._malloc import keep_freed_memory_from_env
-from ._native import CONV_THREADS
+from ._native import CONV_THREADS, DEFAULT_THREADS
 from ._plan import Plan, Step, compile_graph, node_label, run_plan, tag_dtype, tensor_value
 from ._pool import observe, plan_arena
 from .kernels import _dtypes
@@ -185,7 +185,8 @@ class InferenceSession:
         intra_op_num_threads: threads of the native convolution while ``run`` runs: the
             calling thread and helpers of one persistent pool per process, parked between
             calls (None: ``sess_options.intra_op_num_threads`` when that is set, as
-            onnxruntime spells it, else 1; the default stays 1 on small shared machines).
+            onnxruntime spells it, else ``ONNX_LIGHT_THREADS``, else 1; the default stays 1 on
+            small shared machines).
         buffer_pool: reuse the buffers of large intermediates across runs (``_pool.py``): the
             first run records the values' shapes, later runs write the large outputs of
             element-wise steps and of kernels that take ``out`` into buffers kept by the
@@ -217,7 +218,7 @@ class InferenceSession:
         self.check_finite = check_finite
         self.blas_threads = default_blas_threads() if blas_threads is None else int(blas_threads)
         if intra_op_num_threads is None:
-            intra_op_num_threads = getattr(sess_options, "intra_op_num_threads", 0) or 1
+            intra_op_num_threads = getattr(sess_options, "intra_op_num_threads", 0) or DEFAULT_THREADS
         self.intra_op_num_threads = max(1, min(int(intra_op_num_threads), 64))
         #: the next untraced run records the values' shapes for the buffer pool (then False)
         self._observe = _pool_wanted(buffer_pool)

@@ -139,3 +139,56 @@ def test_folded_weights_are_immutable_so_their_convs_keep_transforms_and_prepara
         assert conv_module._immutable(value), slot
         with pytest.raises(ValueError):
             value[...] = 0
+
+
+@pytest.mark.parametrize("access, immutable", [("read", True), ("write", False), ("copy", False)])
+def test_weights_of_a_read_only_mapped_file_are_immutable(tmp_path: Any, access: str, immutable: bool) -> None:
+    """``load`` maps the model file ACCESS_READ and its aligned tensors are views of that map: they
+    are immutable (nothing writes through the map; ``save`` renames a new file), so their convs keep
+    the Winograd transform and the packed weights (resnet18's 64 -> 64 layers re-transformed their
+    weights on the calling thread every call: 10% of each layer serial with 2 threads). A map that
+    can be written (ACCESS_WRITE, ACCESS_COPY) is not."""
+    import mmap
+
+    path = tmp_path / "w.bin"
+    path.write_bytes(_f32(64, 64, 3, 3).tobytes())
+    modes = {"read": mmap.ACCESS_READ, "write": mmap.ACCESS_WRITE, "copy": mmap.ACCESS_COPY}
+    with open(path, "r+b") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=modes[access])
+    w = np.frombuffer(memoryview(mapped), np.float32).reshape(64, 64, 3, 3)
+    assert conv_module._immutable(w) is immutable
+    if conv_module._native.CONV2D and conv_module._native.CONV_ISA == "avx2":
+        x = np.empty((1, 64, 56, 56), np.float32)
+        u = conv_module.winograd_weights(x, w, [1, 1], [1, 1], [1, 1], [1, 1], 1)
+        assert (u is not None) is immutable
+    del w
+
+
+@native_only
+def test_a_loaded_model_file_prepares_its_convs(tmp_path: Any) -> None:
+    """Every Conv of a model read by ``load`` (zero-copy views of the mapped file where aligned,
+    copies elsewhere) is prepared at plan time, whichever its tensors are."""
+    import onnx_light as ol
+
+    nodes, inits = [], []
+    for k in range(4):  # several tensors: some land on aligned offsets of the file, some do not
+        inits.append(numpy_helper.from_array(_f32(16, 16 if k else 8, 3, 3), f"w{k}"))
+        nodes.append(helper.make_node("Conv", [f"x{k}", f"w{k}"], [f"x{k + 1}"], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"x{k + 1}"], [f"r{k + 1}"]))
+        nodes[-2].input[0] = "x" if k == 0 else f"r{k}"
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("r4", TensorProto.FLOAT, None)],
+        inits,
+    )
+    path = str(tmp_path / "m.onnx")
+    ol.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    session = InferenceSession(ol.load(path))
+    steps = [step for step in session._plan.steps if step.node.op_type == "Conv"]
+    assert len(steps) == 4
+    assert all(step.fn.__name__ != "conv_relu" for step in steps), [step.fn.__name__ for step in steps]
+    feeds = {"x": _f32(1, 8, 12, 12)}
+    want = InferenceSession(ol.load(path), optimize=False).run(None, feeds)[0]
+    np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-4)

@@ -77,13 +77,102 @@ def test_session_threads_option() -> None:
     that many threads with the same results; the default is one thread."""
     m = _conv_model()
     x = np.random.default_rng(1).standard_normal((2, 8, 40, 40)).astype(np.float32)
-    one = InferenceSession(m)
-    assert one.intra_op_num_threads == 1
+    one = InferenceSession(m, intra_op_num_threads=1)
+    assert InferenceSession(m).intra_op_num_threads == _native.DEFAULT_THREADS  # 1 unless ONNX_LIGHT_THREADS
     want = one.run(None, {"x": x})[0]
     for sess in (InferenceSession(m, intra_op_num_threads=2), InferenceSession(m, sess_options=_Options())):
         assert sess.intra_op_num_threads == 2
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
-    assert _native.CONV_THREADS.get() == 1  # restored after each run
+    assert _native.CONV_THREADS.get() == _native.DEFAULT_THREADS  # restored after each run
+
+
+@pytest.mark.parametrize("env, want", [(None, 1), ("2", 2), ("0", 1), ("x", 1), ("99", 64)])
+def test_threads_environment_sets_the_default(env: str | None, want: int) -> None:
+    """ONNX_LIGHT_THREADS gives sessions not told a count (and kernels outside sessions) their
+    threads: how the kernel test files run at 2 threads; 1 when unset or not a positive integer."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from onnx_light.runtime import InferenceSession, _native\n"
+        "from onnx_light import helper, TensorProto\n"
+        "g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'g',"
+        " [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1])],"
+        " [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1])])\n"
+        "print(InferenceSession(helper.make_model(g)).intra_op_num_threads, _native.CONV_THREADS.get())\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "ONNX_LIGHT_THREADS"}
+    if env is not None:
+        environ["ONNX_LIGHT_THREADS"] = env
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(want), str(want)]
+
+
+def _geometries_model() -> tuple[Any, list[str]]:
+    """One Conv per threaded path of the native kernel, side by side on one input each: the tiled
+    GEMM (3x3/1, 3x3/2, 1x1, 1x1/2, a 7x7/2 stem, grouped), Winograd (64 -> 64 at 28 x 28), a
+    7 x 7 map of 256 -> 256 (one-thread BLAS under the AVX-512 policy before), depthwise 3x3/1 and
+    5x5/2 with an activation; then MaxPool, Sigmoid and a Concat over the threaded outputs."""
+    rng = np.random.default_rng(11)
+    convs = [  # name, input (c, h, w), weights (m, c/g, kh, kw), attributes, activation
+        ("t3", (16, 30, 30), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "Relu"),
+        ("t3s2", (16, 30, 30), (32, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, ""),
+        ("p1", (32, 20, 20), (40, 32, 1, 1), {}, "Sigmoid"),
+        ("p1s2", (32, 20, 20), (40, 32, 1, 1), {"strides": [2, 2]}, ""),
+        ("stem", (3, 64, 64), (16, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}, "Relu"),
+        ("grp", (32, 16, 16), (32, 8, 3, 3), {"pads": [1, 1, 1, 1], "group": 4}, ""),
+        ("wino", (64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "Relu"),
+        ("small", (256, 7, 7), (256, 256, 3, 3), {"pads": [1, 1, 1, 1]}, "Relu"),
+        ("dw3", (48, 28, 28), (48, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 48}, "HardSwish"),
+        ("dw5s2", (48, 28, 28), (48, 1, 5, 5), {"pads": [2, 2, 2, 2], "group": 48, "strides": [2, 2]}, ""),
+    ]
+    nodes, inputs, inits, outputs = [], [], [], []
+    for name, cin, wshape, attrs, act in convs:
+        inputs.append(helper.make_tensor_value_info(f"x_{name}", TensorProto.FLOAT, [1, *cin]))
+        inits.append(numpy_helper.from_array((rng.standard_normal(wshape) * 0.2).astype(np.float32), f"w_{name}"))
+        inits.append(numpy_helper.from_array(rng.standard_normal(wshape[0]).astype(np.float32), f"b_{name}"))
+        nodes.append(helper.make_node("Conv", [f"x_{name}", f"w_{name}", f"b_{name}"], [f"c_{name}"], **attrs))
+        out = f"c_{name}"
+        if act:
+            nodes.append(helper.make_node(act, [out], [f"y_{name}"]))
+            out = f"y_{name}"
+        outputs.append(out)
+    nodes.append(
+        helper.make_node("MaxPool", ["y_t3"], ["pool"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    )
+    nodes.append(helper.make_node("Sigmoid", ["c_t3s2"], ["sig"]))
+    nodes.append(helper.make_node("Concat", ["pool", "sig"], ["cat"], axis=1))
+    outputs += ["pool", "cat"]
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), outputs
+
+
+def test_model_geometries_two_threads_match_one_and_onnxruntime() -> None:
+    """Every threaded conv path and the threaded pooling/Sigmoid in one model: 2 threads give the
+    bits of 1 thread (both through the buffer pool's second run), and both agree with onnxruntime."""
+    m, outputs = _geometries_model()
+    rng = np.random.default_rng(12)
+    feeds = {
+        i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        for i in m.graph.input
+    }
+    one, two = InferenceSession(m, intra_op_num_threads=1), InferenceSession(m, intra_op_num_threads=2)
+    for _ in range(2):  # the first run observes, the second runs the generated function with the pool
+        want = one.run(None, feeds)
+        got = two.run(None, feeds)
+        for name, a, b in zip(outputs, got, want):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+
+    sess = ort.InferenceSession(
+        onnx.load_from_string(m.SerializeToString()).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    for name, a, b in zip(outputs, got, sess.run(None, feeds)):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(b).max())), err_msg=name)
 
 
 def test_session_threads_reach_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,8 +200,8 @@ def test_session_threads_reach_the_kernel(monkeypatch: pytest.MonkeyPatch) -> No
 
 def _winograd_ext() -> Any:
     ext = _native.EXTENSION
-    if ext is None or not hasattr(ext, "conv2d_winograd_weights") or ext.conv2d_isa() != "avx2":
-        pytest.skip("the native Winograd kernel runs on AVX2 machines only")
+    if ext is None or not hasattr(ext, "conv2d_winograd_weights") or ext.conv2d_default_isa() != "avx2":
+        pytest.skip("the native Winograd kernel runs where conv2d's default kernel is AVX2 only")
     return ext
 
 

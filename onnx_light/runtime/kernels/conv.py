@@ -25,6 +25,7 @@ The spatial helpers here are shared with ``pool.py``.
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import weakref
 from collections.abc import Iterator, Sequence
@@ -172,9 +173,24 @@ def _immutable(a: np.ndarray) -> bool:
             if not base.readonly:
                 return False
             base = base.obj
+        elif isinstance(base, mmap.mmap):
+            return _read_only_map(base)
         else:
-            return False  # a buffer of unknown kind (mmap, bytearray, ...): it may change
+            return False  # a buffer of unknown kind (bytearray, ...): it may change
     return True
+
+
+def _read_only_map(m: mmap.mmap) -> bool:
+    """Whether ``m`` was mapped ``ACCESS_READ`` (``load``'s zero-copy model file): nothing in the
+    process can write through it, and ``save`` replaces a file by renaming a new one, so the mapped
+    bytes stay (a file rewritten in place under a running session is not supported: every kernel
+    would read the new bytes mid-run). Such weights keep their Winograd transform and packed form;
+    before, aligned tensors of a loaded file were taken for mutable and re-transformed every call."""
+    try:
+        with memoryview(m) as view:
+            return view.readonly
+    except (TypeError, ValueError):  # closed, or an empty map
+        return False
 
 
 def winograd_weights(

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from onnx_light.runtime._registry import kernel
+from onnx_light.runtime._split import matmul_rows
 
 _Shape = tuple[int | None, ...]
 
@@ -131,7 +132,9 @@ def gemm(
         # an outer product (a batch-1 weight gradient): the same products, 3-5x faster than BLAS with K = 1
         y = np.multiply(a, b) if into is None else np.multiply(a, b, out=into)
     else:
-        y = a @ b if into is None else np.matmul(a, b, out=into)
+        y = matmul_rows(a, b, into)  # row bands on the session's threads (None: not worth it)
+        if y is None:
+            y = a @ b if into is None else np.matmul(a, b, out=into)
     in_place = y.dtype.kind == "f"  # a new float array: scaled and shifted where it is
     if alpha != 1.0:
         y = np.multiply(y, alpha, out=y if in_place else None)
