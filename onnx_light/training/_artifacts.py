@@ -251,6 +251,12 @@ def _training_nodes(
         functions=list(plan.model.functions),
     )
     if not plan.trainable:
+        if not any(t.data_type in _FLOATS for t in plan.inits.values()):
+            raise OnnxLightError(
+                "no parameter requires a gradient: the model has no float initializers (weights stored "
+                "as Constant nodes, as paddle2onnx writes them, cannot be trained); move them into "
+                "graph.initializer"
+            )
         raise OnnxLightError("no parameter requires a gradient: pass requires_grad or fewer frozen_params")
     bwd = GradientOfFunction(gmodel, plan.trainable, loss_name, registry=DefaultGradRegistry())
     dy = bwd.input[len(bwd.input) - 1]

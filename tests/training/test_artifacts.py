@@ -400,3 +400,20 @@ def test_initializers_that_set_shapes_are_not_trained_by_default(tmp_path: pathl
     for name in ("scales", "start", "limit", "delta"):
         np.testing.assert_array_equal(state.parameters[name].data, inits[name])
     assert state.parameters["offset"].data != inits["offset"]
+
+
+def test_weights_in_constant_nodes_are_a_clear_error(tmp_path: pathlib.Path) -> None:
+    """paddle2onnx exports (rapidocr's models) keep every weight in a Constant node."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    w = nh.from_array(np.ones((1, 1, 1, 1), np.float32), "w")
+    graph = h.make_graph(
+        [h.make_node("Constant", [], ["w"], value=w), h.make_node("Conv", ["x", "w"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", 1, [1, 1, 2, 2])],
+        [h.make_tensor_value_info("y", 1, [1, 1, 2, 2])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    with pytest.raises(OnnxLightError, match="no float initializers.*Constant nodes"):
+        olt.generate_artifacts(model, loss="MSELoss", artifact_directory=tmp_path)
