@@ -22,11 +22,12 @@ from ..onnx_core import (
     save,
 )
 from ..onnx_core.gradient import EMITTED_OPSET, GradientOfFunction, upgrade_nodes
+from ..onnx_core.ops import traits
 from ..onnx_core.optimizer import optimize
 from ..onnx_extensions.gradient import DefaultGradRegistry
 from ._checkpoint import CheckpointState, Parameter
 from ._emit import Emitter
-from ._graphs import assemble, bn_buffers, for_eval, for_training, used_values
+from ._graphs import assemble, bn_buffers, differentiable_sources, for_eval, for_training, used_values
 from ._losses import LOSSES, label_type
 from ._optimizers import OptimizerSpec, emit_update, make_optimizer
 
@@ -124,6 +125,22 @@ def _names_or_error(names: Sequence[str] | None, known: dict[str, TensorProto], 
     return names
 
 
+def _weights(nodes: list[NodeProto], outputs: list[str], opset: int) -> set[str]:
+    """The values with a differentiable path to an output: ``differentiable_sources`` with
+    the default rules' nondifferentiable inputs and the inputs that set a shape (the
+    ``sizes_from`` trait) left out; an op without a rule keeps its other inputs."""
+    registry = DefaultGradRegistry()
+
+    def nondiff(node: NodeProto) -> frozenset[int] | None:
+        rule = registry.lookup(node.domain, node.op_type, opset)
+        if rule is not None and rule.no_grad:
+            return None
+        sizes = traits(node.domain, node.op_type, opset).sizes_from
+        return frozenset(sizes) | (rule.nondiff if rule is not None else frozenset())
+
+    return differentiable_sources(nodes, outputs, nondiff)
+
+
 def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params: Sequence[str] | None) -> _Plan:
     graph = model.graph
     source = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), EMITTED_OPSET)
@@ -141,7 +158,10 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
     frozen = _names_or_error(frozen_params, floats, "frozen_params")
     buffers = [b for b in bn_buffers(nodes) if b in floats]
     if requires_grad is None:
-        trainable = [n for n in floats if n not in frozen and n not in buffers]
+        # only weights with a gradient: an initializer read only where no gradient flows
+        # (Resize's scales, ...) is a constant, which AdamW's weight decay would still change
+        weights = _weights(nodes, [o.name for o in graph.output], target)
+        trainable = [n for n in floats if n not in frozen and n not in buffers and n in weights]
     else:
         trainable = _names_or_error(requires_grad, floats, "requires_grad")
         both = [n for n in trainable if n in frozen or n in buffers]
@@ -231,6 +251,12 @@ def _training_nodes(
         functions=list(plan.model.functions),
     )
     if not plan.trainable:
+        if not any(t.data_type in _FLOATS for t in plan.inits.values()):
+            raise OnnxLightError(
+                "no parameter requires a gradient: the model has no float initializers (weights stored "
+                "as Constant nodes, as paddle2onnx writes them, cannot be trained); move them into "
+                "graph.initializer"
+            )
         raise OnnxLightError("no parameter requires a gradient: pass requires_grad or fewer frozen_params")
     bwd = GradientOfFunction(gmodel, plan.trainable, loss_name, registry=DefaultGradRegistry())
     dy = bwd.input[len(bwd.input) - 1]
@@ -313,7 +339,8 @@ def generate_artifacts(
     Args:
         model: the forward model (path or ModelProto), e.g. a torch export.
         requires_grad: the initializers to train (default: every float initializer not
-            frozen and not a BatchNormalization running statistic).
+            frozen, not a BatchNormalization running statistic, and with a gradient: one
+            read only where none flows, as Resize's scales, is a constant and stays one).
         frozen_params: initializers kept constant (no gradient, no optimizer state).
         loss: "CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "L1Loss" or "HuberLoss",
             applied to the model's first output and a new input ``labels``; None when the

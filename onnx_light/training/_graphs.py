@@ -211,3 +211,26 @@ def used_values(nodes: Iterable[NodeProto]) -> list[str]:
             if i:
                 out[i] = None
     return list(out)
+
+
+def differentiable_sources(
+    nodes: Sequence[NodeProto], roots: Iterable[str], nondiff: Callable[[NodeProto], frozenset[int] | None]
+) -> set[str]:
+    """The values from which a differentiable path of ``nodes`` leads to one of ``roots``.
+
+    ``nondiff(node)`` gives the input positions of ``node`` that carry no gradient (Resize's
+    scales, Dropout's ratio, ...), or None when no input does (an op with no gradient at
+    all: every position). A value read inside a subgraph counts as differentiable.
+    """
+    live = set(roots)
+    for node in reversed(nodes):
+        if not any(o in live for o in node.output if o):
+            continue
+        skip = nondiff(node)
+        if skip is None:
+            continue
+        live.update(name for k, name in enumerate(node.input) if name and k not in skip)
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                live.update(used_values(g.node))
+    return live

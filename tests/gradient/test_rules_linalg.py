@@ -54,6 +54,15 @@ CASES: list[Case] = [
     matmul("MatMul-broadcast-batch", (2, 1, 3, 4), (3, 4, 5)),
     matmul("MatMul-broadcast-batch-both", (2, 1, 3, 4), (1, 6, 4, 5)),
     matmul("MatMul-1d-2d", (4,), (4, 5)),
+    # B from a Transpose, in float32: onnxruntime fused that Transpose into the backward's
+    # MatMul(B, dY) with a 1-D dY and gave a wrong dA (its FusedMatMul; float64 is not fused)
+    Case(
+        "MatMul-1d-transposed-2d",
+        [oh.make_node("Transpose", ["w"], ["b"], perm=[1, 0]), oh.make_node("MatMul", ["a", "b"], ["y"])],
+        {"a": normal(4), "w": normal(5, 4)},
+        ["a", "w"],
+        ort_dtype=np.float32,
+    ),
     matmul("MatMul-2d-1d", (3, 4), (4,)),
     matmul("MatMul-1d-1d", (4,), (4,)),
     matmul("MatMul-1d-3d", (4,), (2, 4, 5)),

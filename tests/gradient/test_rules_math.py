@@ -83,6 +83,20 @@ CASES: list[Case] = [
     ),
     Case("Pow-int-exponent", [node("Pow", ["a", "b"])], {"a": normal(3, 4), "b": np.array(3, np.int64)}, ["a"]),
     Case("Pow-exponent-only", [node("Pow", ["a", "b"])], {"a": uniform(0.5, 2.0, 3), "b": normal(3)}, ["b"]),
+    # a zero base (fixed values: the rows after these draw from RNG): A^0 is flat in A and
+    # 0^B flat in B for B > 0, so finite differences hold there; the rule gave 0 * inf = NaN
+    Case(
+        "Pow-zero-base",
+        [node("Pow", ["a", "b"])],
+        {"a": np.array([0.0, 0.0, 0.0, 1.5, -0.7]), "b": np.array([2.0, 1.0, 0.0, 0.0, 2.0])},
+        ["a"],
+    ),
+    Case(
+        "Pow-zero-base-exponent",
+        [node("Pow", ["a", "b"])],
+        {"a": np.array([0.0, 0.0, 2.0]), "b": np.array([2.0, 1.0, 0.5])},
+        ["b"],
+    ),
     # arithmetic (the lead's rules), with the broadcast/dynamic/repeated-input shapes
     Case("Mul-same-input", [node("Mul", ["x", "x"])], {"x": normal(3, 4)}, ["x"]),
     Case("Mul-broadcast-both", [node("Mul", ["a", "b"])], {"a": normal(3, 1), "b": normal(1, 4)}, ["a", "b"]),
@@ -165,6 +179,13 @@ CASES: list[Case] = [
         ["x", "hi"],
     ),
     Case("Clip-none", [node("Clip", ["x"])], {"x": normal(3, 4)}, ["x"]),
+    # min > max: ONNX (and numpy, torch) output max everywhere, so max takes every gradient
+    Case(
+        "Clip-min-above-max",
+        [node("Clip", ["x", "lo", "hi"])],
+        {"x": np.array([[-1.3, 0.4, 2.1], [0.2, 0.9, -0.2]]), "lo": np.array(0.8), "hi": np.array(0.1)},
+        ["x", "lo", "hi"],
+    ),
     Case(
         "Clip-opset6-attrs",
         [node("Clip", ["x"], min=-0.5, max=0.5)],

@@ -152,6 +152,21 @@ def test_l2_norm_of_zeros_has_zero_gradient() -> None:
     np.testing.assert_allclose(g, [[0, 0, 0], [6 / 13, -8 / 13, 24 / 13]])
 
 
+def test_l2_norm_of_zeros_has_zero_tangent() -> None:
+    """Forward mode at a zero norm: torch.func.jvp's 0 (it gave NaN, while reverse gave 0)."""
+    import onnx_light as ol
+
+    x = np.array([[0.0, 0.0, 0.0], [3.0, -4.0, 12.0]])
+    t = np.array([[0.3, -1.0, 2.0], [1.0, 2.0, -1.0]])
+    case = red("ReduceL2", x, [1], keepdims=0)
+    model, _ = gradient(case)
+    fwd = ol.TangentOfFunction(model, ["x"], ["y"])
+    feeds = {"x": x, "a": np.array([1], np.int64), "fwd_x": t}
+    (jt,) = ol.runtime.InferenceSession(fwd).run(None, {n: feeds[n] for n in fwd.input})
+    # d||x|| . t = <x, t> / ||x||: 0 for the zero row (the subgradient), (3 - 8 - 12) / 13 else
+    np.testing.assert_allclose(jt, [0.0, -17 / 13])
+
+
 def test_keepdims_rows_are_small() -> None:
     def ops(case: Case) -> list[str]:
         return [n.op_type for n in gradient(case)[1].node if n.op_type not in ("Constant", "Identity")]

@@ -355,3 +355,65 @@ def test_model_local_functions_travel_with_the_artifacts(tmp_path: pathlib.Path)
     module.export_model_for_inferencing(tmp_path / "inf.onnx", ["logits"])
     got = InferenceSession(str(tmp_path / "inf.onnx")).run(None, {"X": x})[0]
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_initializers_that_set_shapes_are_not_trained_by_default(tmp_path: pathlib.Path) -> None:
+    """Resize's float scales and Range's float start/delta (torch exports keep them as
+    initializers) are constants: AdamW's weight decay moved them even with a zero gradient,
+    and the next step's Resize and Range produced other shapes (seen on YOLOv8n)."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    inits = {
+        "w": rng.standard_normal((1, 1, 1, 1)).astype(np.float32),
+        "scales": np.array([1.0, 1.0, 2.0, 2.0], np.float32),
+        "start": np.array(0.0, np.float32),
+        "limit": np.array(8.0, np.float32),
+        "delta": np.array(1.0, np.float32),
+        "offset": np.array(0.5, np.float32),
+    }
+    nodes = [
+        h.make_node("Conv", ["x", "w"], ["c"]),
+        h.make_node("Resize", ["c", "", "scales"], ["r"], mode="nearest"),
+        h.make_node("Range", ["start", "limit", "delta"], ["grid"]),
+        h.make_node("Add", ["grid", "offset"], ["cells"]),  # a differentiable read: stays trainable
+        h.make_node("Mul", ["r", "cells"], ["y"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", 1, [1, 1, 4, 4])],
+        [h.make_tensor_value_info("y", 1, [1, 1, 8, 8])],
+        [nh.from_array(v, k) for k, v in inits.items()],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    olt.generate_artifacts(model, loss="MSELoss", optimizer="AdamW", artifact_directory=tmp_path, weight_decay=0.5)
+    state, module, opt = _session(tmp_path)
+    assert sorted(n for n, p in state.parameters.items() if p.requires_grad) == ["offset", "w"]
+    x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    labels = rng.standard_normal((1, 1, 8, 8)).astype(np.float32)
+    for _ in range(3):
+        assert np.isfinite(float(module(x, labels)))
+        opt.step()
+        module.lazy_reset_grad()
+    for name in ("scales", "start", "limit", "delta"):
+        np.testing.assert_array_equal(state.parameters[name].data, inits[name])
+    assert state.parameters["offset"].data != inits["offset"]
+
+
+def test_weights_in_constant_nodes_are_a_clear_error(tmp_path: pathlib.Path) -> None:
+    """paddle2onnx exports (rapidocr's models) keep every weight in a Constant node."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    w = nh.from_array(np.ones((1, 1, 1, 1), np.float32), "w")
+    graph = h.make_graph(
+        [h.make_node("Constant", [], ["w"], value=w), h.make_node("Conv", ["x", "w"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", 1, [1, 1, 2, 2])],
+        [h.make_tensor_value_info("y", 1, [1, 1, 2, 2])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    with pytest.raises(OnnxLightError, match="no float initializers.*Constant nodes"):
+        olt.generate_artifacts(model, loss="MSELoss", artifact_directory=tmp_path)

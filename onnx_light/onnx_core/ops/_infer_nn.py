@@ -11,6 +11,7 @@ from .._proto import NodeProto
 from ..gradient._types import Dim, InferContext, ValueType, infer
 from ._infer_common import FLOAT, INT64, axis_index, dims_value, has_input, in_type, value
 from ._registries import upgrade
+from ._traits import declare_traits
 from ._upgrade import Upgrader, attr, attr_value, clone
 from ._window import SAME_PADS, transpose_out_dim, transpose_window, window_out_dim
 
@@ -149,6 +150,12 @@ def recurrent(ctx: InferContext) -> list[ValueType]:
     y = (batch, seq, dirs, h) if layout else (seq, dirs, batch, h)
     state = (batch, dirs, h) if layout else (dirs, batch, h)
     return [ValueType(dtype, y), ValueType(dtype, state), ValueType(dtype, state)]
+
+
+# the scales (Resize-10, Upsample-9) and roi / scales / sizes (Resize-11+) set the output's shape
+declare_traits("Upsample", since=9, sizes_from=(1,))
+declare_traits("Resize", since=10, sizes_from=(1,))
+declare_traits("Resize", since=11, sizes_from=(1, 2, 3))
 
 
 @infer("Resize", "Upsample")

@@ -680,6 +680,7 @@ declare_traits(
 )
 declare_traits("SequenceLength OptionalHasElement", bit_exact=True)
 declare_traits("Constant", constant=True)
+declare_traits("Range", sizes_from=(0, 1, 2))
 declare_traits("Cast", casts_to="to")
 
 

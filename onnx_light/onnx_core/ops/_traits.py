@@ -16,6 +16,9 @@ A trait is a fact about an op that an algorithm needs without knowing the op:
 * ``branches``: the subgraph attributes a boolean input 0 chooses between, the first
   when true (If's ``then_branch``, ``else_branch``): the gradient pass inlines the taken
   one when the condition is known before run time.
+* ``sizes_from``: the inputs whose values set the output's shape (Range's start, limit
+  and delta; Resize's roi, scales and sizes): a float initializer read there is a
+  constant of the model, never a weight to train (``training.generate_artifacts``).
 
 Each op family module declares its ops' traits with :func:`declare_traits`; an op
 declared nowhere has none of them.
@@ -46,6 +49,8 @@ class Traits:
     casts_to: str | None = None
     #: the subgraph attributes input 0 (a boolean) selects between, the first when true (If)
     branches: tuple[str, ...] | None = None
+    #: the inputs whose values set the output's shape (Range's three, Resize's roi/scales/sizes)
+    sizes_from: tuple[int, ...] = ()
 
 
 #: the traits of an op declared nowhere

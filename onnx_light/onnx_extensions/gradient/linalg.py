@@ -48,7 +48,10 @@ def matmul_grad(ctx: GradContext, dy: str) -> Grads:
     if need_a:
         k = None if a_shape is None else a_shape[-1]
         if ra == 1 and rb == 2:
-            da = ctx.op.MatMul(b, dy)  # (k, m) @ (m,)
+            # (k, m) @ (m,) as the Gemm (1, m) @ (k, m)^T: onnxruntime (1.32, all optimizations)
+            # fuses a Transpose producing B into MatMul(B, dY) with a 1-D dY and gets it wrong
+            row = ctx.op.Gemm(ctx.op.Unsqueeze(dy, ctx.ints([0])), b, transB=1)
+            da = ctx.op.Reshape(row, ctx.ints([-1]))
         elif ra == 1:  # (..., 1, m) @ (..., m, k) -> (..., 1, k), summed to (k,)
             g = ctx.op.MatMul(ctx.op.Unsqueeze(dy, ctx.ints([-2])), _swap_last(ctx, b, rb))
             da = _sum_to(ctx, g, None if ys is None else (*ys[:-1], 1, k), a)

@@ -94,7 +94,13 @@ elementwise("", "Erf", _erf)
 
 @rule("", "Pow", broadcast=True)
 def pow_grad(ctx: GradContext, dy: str) -> Grads:
-    """dA = dY * B * A^(B-1); dB = dY * Y * log(A) (valid for A > 0).
+    """dA = dY * B * A^(B-1), 0 where B = 0; dB = dY * Y * log(A), 0 where A = 0 and B >= 0.
+
+    The two zeros are torch's: A^0 is constant in A (B * A^(B-1) would be 0 * inf = NaN at
+    A = 0), and A^B at A = 0 is 0 (or 1) on a side where it is flat in B (Y * log(A) would
+    be 0 * -inf). They are written inside the power and the log, on B's shape (a scalar, most
+    often) for dA: A^(B-1) becomes A^0 = 1 where B = 0, and log(A) becomes log(1) = 0 at the
+    masked zeros of A.
 
     The exponent may be an integer tensor (then it has no gradient) or another float type
     than the base (then it is cast to the base's type and its gradient back).
@@ -102,13 +108,17 @@ def pow_grad(ctx: GradContext, dy: str) -> Grads:
     a, b = ctx.inputs
     y = ctx.output(0)
     same_type = ctx.dtype(a) != 0 and ctx.dtype(a) == ctx.dtype(b)
+    zero_b = ctx.const(0, like=b)
     da = db = None
     if ctx.needs_grad(0):
         b_as_a = b if same_type else ctx.op.CastLike(b, a)
-        power = ctx.op.Pow(a, ctx.op.Sub(b, ctx.const(1, like=b)))
+        b_is_0 = ctx.op.Equal(b, zero_b)
+        power = ctx.op.Pow(a, ctx.op.Where(b_is_0, zero_b, ctx.op.Sub(b, ctx.const(1, like=b))))
         da = ctx.op.Mul(ctx.op.Mul(dy, b_as_a), power)
     if ctx.needs_grad(1):
-        db = ctx.op.Mul(ctx.op.Mul(dy, y), ctx.op.Log(a))
+        flat = ctx.op.And(ctx.op.Equal(a, ctx.const(0, like=a)), ctx.op.GreaterOrEqual(b, zero_b))
+        log_a = ctx.op.Log(ctx.op.Where(flat, ctx.const(1, like=a), a))
+        db = ctx.op.Mul(ctx.op.Mul(dy, y), log_a)
         if not same_type:
             db = ctx.op.CastLike(db, b)
     return da, db
@@ -164,18 +174,29 @@ rule("", "Min", broadcast=True)(_extremum_grad("LessOrEqual"))
 
 @rule("", "Clip", broadcast=True)
 def clip_grad(ctx: GradContext, dy: str) -> Grads:
-    """dX = dY where min <= X <= max (i.e. Y == X); dmin = dY where X < min; dmax = dY where X > max.
+    """Y = Min(Max(X, min), max): dX = dY where Y == X; dmin = dY where X < min <= max;
+    dmax = dY where X > max or max < min.
 
-    A tie at a bound goes to X, as in PyTorch's ``clamp``. Assumes min <= max (when
-    min > max ONNX outputs max everywhere, and dmin/dmax are not adjusted for it).
+    When min > max ONNX outputs max everywhere (numpy's and torch's clip too), so max takes
+    the whole gradient there and min none. A tie at a bound goes to X, as in PyTorch's
+    ``clamp``.
     """
     x, lo, hi = ctx.input(0), ctx.input(1), ctx.input(2)
     if not lo and not hi:
         return (dy,)
     # Where(cond, dY, 0) as dY * Cast(cond): see _masks
     dx = ctx.op.Mul(dy, mask(ctx, ctx.op.Equal(x, ctx.output(0)), x)) if ctx.needs_grad(0) else None
-    dlo = ctx.op.Mul(dy, mask(ctx, ctx.op.Less(x, lo), x)) if ctx.needs_grad(1) else None
-    dhi = ctx.op.Mul(dy, mask(ctx, ctx.op.Greater(x, hi), x)) if ctx.needs_grad(2) else None
+    dlo = dhi = None
+    if lo and ctx.needs_grad(1):
+        below = ctx.op.Less(x, lo)
+        if hi:
+            below = ctx.op.And(below, ctx.op.LessOrEqual(lo, hi))
+        dlo = ctx.op.Mul(dy, mask(ctx, below, x))
+    if hi and ctx.needs_grad(2):
+        above = ctx.op.Greater(x, hi)
+        if lo:
+            above = ctx.op.Or(above, ctx.op.Less(hi, lo))
+        dhi = ctx.op.Mul(dy, mask(ctx, above, x))
     return (dx, dlo, dhi)[: len(ctx.inputs)]
 
 

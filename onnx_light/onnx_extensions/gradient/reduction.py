@@ -137,14 +137,19 @@ def reduce_l1_grad(ctx: GradContext, dy: str) -> Grads:
     return ctx.op.Mul(ctx.op.Sign(ctx.inputs[0]), _broadcastable(ctx, dy))
 
 
-@rule("", "ReduceL2")
-def reduce_l2_grad(ctx: GradContext, dy: str) -> Grads:
-    """dX = X · g / y, and 0 for a group whose norm is 0 (the subgradient torch and
-    numpy-based trainers use; X is all zeros there, so dividing by 1 instead gives it)."""
+def _l2_weight(ctx: GradContext) -> str:
+    """dY/dX = X / y, and 0 for a group whose norm is 0 (the subgradient torch and
+    numpy-based trainers use; X is all zeros there, so dividing by 1 instead gives it).
+    The reverse and the forward rule both read it, so they agree at the zeros."""
     x, y = ctx.inputs[0], _broadcastable(ctx, ctx.output(0))
     zero, one = ctx.const(0, like=x), ctx.const(1, like=x)
-    norm = ctx.op.Where(ctx.op.Equal(y, zero), one, y)
-    return ctx.op.Mul(x, ctx.op.Div(_broadcastable(ctx, dy), norm))
+    return ctx.op.Div(x, ctx.op.Where(ctx.op.Equal(y, zero), one, y))
+
+
+@rule("", "ReduceL2")
+def reduce_l2_grad(ctx: GradContext, dy: str) -> Grads:
+    """dX = X · g / y (0 where y = 0: see ``_l2_weight``)."""
+    return ctx.op.Mul(_l2_weight(ctx), _broadcastable(ctx, dy))
 
 
 @rule("", "ReduceSumSquare")
@@ -213,7 +218,7 @@ def _extreme_weight(ctx: TangentContext) -> str:
 jvp_rule("", "ReduceMax", "ReduceMin")(_weighted_jvp(_extreme_weight))
 jvp_rule("", "ReduceSumSquare")(_weighted_jvp(lambda ctx: ctx.inputs[0], 2.0))
 jvp_rule("", "ReduceL1")(_weighted_jvp(lambda ctx: ctx.op.Sign(ctx.inputs[0])))
-jvp_rule("", "ReduceL2")(_weighted_jvp(lambda ctx: ctx.op.Div(ctx.inputs[0], _y_like_x(ctx))))
+jvp_rule("", "ReduceL2")(_weighted_jvp(_l2_weight))
 jvp_rule("", "ReduceLogSumExp")(_weighted_jvp(lambda ctx: ctx.op.Exp(ctx.op.Sub(ctx.inputs[0], _y_like_x(ctx)))))
 jvp_rule("", "ReduceLogSum")(_weighted_jvp(lambda ctx: ctx.op.Reciprocal(ctx.op.Exp(_y_like_x(ctx)))))
 
