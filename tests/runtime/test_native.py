@@ -340,6 +340,25 @@ def test_sigmoid_f32_matches_twin(size: int) -> None:
     np.testing.assert_array_equal(inplace, got)
 
 
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 1023, 5000])
+@pytest.mark.parametrize("branches", ["full-full", "full-single", "single-full", "single-single"])
+def test_where_f32_matches_numpy_bitwise(size: int, branches: str) -> None:
+    _require_native()
+    rng = np.random.default_rng(size)
+    cond = rng.random(size) > 0.5
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-42], np.float32)
+    full = [np.resize(np.concatenate([special, rng.standard_normal(size).astype(np.float32)]), size) for _ in "xy"]
+    single = [np.array(v, np.float32) for v in (np.nan, -0.0)]
+    x, y = (f if kind == "full" else s for f, s, kind in zip(full, single, branches.split("-")))
+    want = np.where(cond, x, y).astype(np.float32)
+    for fn in (_native.EXTENSION.where_f32, _native.where_f32_twin):  # type: ignore[union-attr]
+        got = np.empty(size, np.float32)
+        fn(cond, x, y, got)
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))  # NaN payloads and -0 kept
+    with pytest.raises(ValueError):
+        _native.EXTENSION.where_f32(cond, np.zeros(size + 1, np.float32), y, np.empty(size, np.float32))  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("width", [1, 7, 8, 9, 64, 130, 1000])
 def test_softmax_rows_f32_matches_twin(width: int) -> None:
     _require_native()
