@@ -75,6 +75,24 @@ def test_max_pool2d_indices_of_ties_match_twin(kh: int, kw: int, dtype: type) ->
         np.testing.assert_array_equal(i1, i2)
 
 
+@pytest.mark.parametrize("width", [16, 17, 23, 35, 62])
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool2d_indexed_2x2_stride_2_matches_twin(width: int, order: int) -> None:
+    # the vectorised float32 2x2/2 indexed loop (8 outputs a step, the last 8 overlapping when
+    # 8 does not divide the width): ReLU ties, NaN, inf and -0 against the numpy twin
+    _require_native()
+    rng = np.random.default_rng(width * 2 + order)
+    xp = np.maximum(rng.standard_normal((2, 3, 13, width)), 0).astype(np.float32)
+    flat = xp.reshape(-1)
+    flat[::97], flat[5::89], flat[7::53] = np.nan, np.inf, -0.0
+    xp[1, 1, 4:6] = 1.5  # whole windows of ties
+    args = (2, 2, 2, 2, 1, 1, 6, width // 2, 0, 0, 13, width, order, True)
+    y1, i1 = _native.EXTENSION.max_pool2d(xp, *args)  # type: ignore[union-attr]
+    y2, i2 = _native.max_pool2d_twin(xp, *args)
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(i1, i2)
+
+
 def test_max_pool2d_ties_pick_first() -> None:
     _require_native()
     xp = np.zeros((1, 1, 2, 2), np.float32)
