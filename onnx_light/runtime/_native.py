@@ -43,6 +43,8 @@ __all__ = [
     "sigmoid_f32_twin",
     "softmax_rows_f32",
     "softmax_rows_f32_twin",
+    "where_f32",
+    "where_f32_twin",
     "resample_axis",
     "resample_axis_twin",
     "scatter_add_flat",
@@ -423,6 +425,26 @@ def pointwise_f32(inputs: list[np.ndarray], outputs: list[np.ndarray], code: np.
         NATIVE.pointwise_f32(inputs, outputs, code, temps)
     else:
         pointwise_f32_twin(inputs, outputs, code, temps)
+
+
+def where_f32_twin(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = x where cond else y`` for a C-contiguous bool ``cond`` and float32 ``out`` of one
+    size, ``x`` and ``y`` each C-contiguous float32 of that size or one value."""
+    n = out.size
+    np.copyto(
+        out.reshape(-1),
+        np.where(cond.reshape(-1), x.reshape(-1 if x.size == n else ()), y.reshape(-1 if y.size == n else ())),
+    )
+    return out
+
+
+def where_f32(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """:func:`where_f32_twin`, natively (``src/elementwise.cpp``) when selected and large enough
+    (numpy's ``where`` with a broadcast operand takes ~3 ns per element, the native loop ~0.5)."""
+    if NATIVE is not None and out.size >= _ELEMENTWISE_MIN and hasattr(NATIVE, "where_f32"):
+        NATIVE.where_f32(cond, x, y, out)
+        return out
+    return where_f32_twin(cond, x, y, out)
 
 
 def sigmoid_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -39,6 +39,9 @@ ROWS: list[Row] = [
         FI + ("bool", "uint8", "float16"),
         (("bool", (3, 4), "bool"), ("any", (4,)), ("any", (3, 1))),
     ),
+    # the native float32 pass (a condition of the result's shape, each branch that shape or one value)
+    Row("Where", ("float32",), (("bool", (64, 40), "bool"), ("special", (64, 40)), ("any", ())), label="Where_0d_y"),
+    Row("Where", ("float32",), (("bool", (64, 40), "bool"), ("any", ()), ("special", (64, 40))), label="Where_0d_x"),
     Row(
         "Where",
         ("object",),

@@ -76,6 +76,24 @@ def test_max_pool2d_indices_of_ties_match_twin(kh: int, kw: int, dtype: type) ->
         np.testing.assert_array_equal(i1, i2)
 
 
+@pytest.mark.parametrize("width", [16, 17, 23, 35, 62])
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool2d_indexed_2x2_stride_2_matches_twin(width: int, order: int) -> None:
+    # the vectorised float32 2x2/2 indexed loop (8 outputs a step, the last 8 overlapping when
+    # 8 does not divide the width): ReLU ties, NaN, inf and -0 against the numpy twin
+    _require_native()
+    rng = np.random.default_rng(width * 2 + order)
+    xp = np.maximum(rng.standard_normal((2, 3, 13, width)), 0).astype(np.float32)
+    flat = xp.reshape(-1)
+    flat[::97], flat[5::89], flat[7::53] = np.nan, np.inf, -0.0
+    xp[1, 1, 4:6] = 1.5  # whole windows of ties
+    args = (2, 2, 2, 2, 1, 1, 6, width // 2, 0, 0, 13, width, order, True)
+    y1, i1 = _native.EXTENSION.max_pool2d(xp, *args)  # type: ignore[union-attr]
+    y2, i2 = _native.max_pool2d_twin(xp, *args)
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(i1, i2)
+
+
 def test_max_pool2d_ties_pick_first() -> None:
     _require_native()
     xp = np.zeros((1, 1, 2, 2), np.float32)
@@ -356,6 +374,25 @@ def test_sigmoid_f32_matches_twin(size: int) -> None:
     inplace = x.copy()
     _native.EXTENSION.sigmoid_f32(inplace, inplace)  # type: ignore[union-attr]
     np.testing.assert_array_equal(inplace, got)
+
+
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 1023, 5000])
+@pytest.mark.parametrize("branches", ["full-full", "full-single", "single-full", "single-single"])
+def test_where_f32_matches_numpy_bitwise(size: int, branches: str) -> None:
+    _require_native()
+    rng = np.random.default_rng(size)
+    cond = rng.random(size) > 0.5
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-42], np.float32)
+    full = [np.resize(np.concatenate([special, rng.standard_normal(size).astype(np.float32)]), size) for _ in "xy"]
+    single = [np.array(v, np.float32) for v in (np.nan, -0.0)]
+    x, y = (f if kind == "full" else s for f, s, kind in zip(full, single, branches.split("-")))
+    want = np.where(cond, x, y).astype(np.float32)
+    for fn in (_native.EXTENSION.where_f32, _native.where_f32_twin):  # type: ignore[union-attr]
+        got = np.empty(size, np.float32)
+        fn(cond, x, y, got)
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))  # NaN payloads and -0 kept
+    with pytest.raises(ValueError):
+        _native.EXTENSION.where_f32(cond, np.zeros(size + 1, np.float32), y, np.empty(size, np.float32))  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("width", [1, 7, 8, 9, 64, 130, 1000])
