@@ -328,6 +328,28 @@ nb::tuple max_pool2d(In4<T> xp, int64_t kh, int64_t kw, int64_t sh, int64_t sw, 
     return nb::make_tuple(y_arr, nb::cast(Out4<int64_t>(i_new.release(), 4, shape, owner)));
 }
 
+// MaxUnpool's flat scatter (a pool's gradient): out = 0, then out[idx[i]] = x[i] in order (a
+// repeated index keeps the last value, as numpy's assignment); false, with out partly written,
+// when an index is outside [0, out.size) (the caller raises). One pass instead of numpy's
+// min, max, fill and fancy-index assignment (0.8 ms of them on 16x32x31x31).
+bool max_unpool_f32(nb::ndarray<const float, nb::c_contig, nb::device::cpu> x,
+                    nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> idx,
+                    nb::ndarray<float, nb::c_contig, nb::device::cpu> out) {
+    if (x.size() != idx.size()) throw std::invalid_argument("max_unpool_f32: x and idx differ in size");
+    const int64_t n = static_cast<int64_t>(x.size()), size = static_cast<int64_t>(out.size());
+    const float *src = x.data();
+    const int64_t *at = idx.data();
+    float *dst = out.data();
+    nb::gil_scoped_release release;
+    std::fill_n(dst, size, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = at[i];
+        if (j < 0 || j >= size) return false;
+        dst[j] = src[i];
+    }
+    return true;
+}
+
 template <typename T>
 void def_max_pool2d(nb::module_ &m) {
     m.def("max_pool2d", &max_pool2d<T>, nb::arg("xp"), nb::arg("kh"), nb::arg("kw"), nb::arg("sh"), nb::arg("sw"),
@@ -344,6 +366,7 @@ NB_MODULE(_native, m) {
     def_max_pool2d<double>(m);
     def_max_pool2d<int8_t>(m);
     def_max_pool2d<uint8_t>(m);
+    m.def("max_unpool_f32", &max_unpool_f32, nb::arg("x"), nb::arg("idx"), nb::arg("out"));
     bind_codec(m);
     bind_conv(m);
     bind_conv_backward(m);

@@ -31,6 +31,8 @@ __all__ = [
     "max_pool2d_twin",
     "max_pool2d_f32",
     "max_pool2d_f32_twin",
+    "max_unpool_f32",
+    "max_unpool_f32_twin",
     "layer_norm_rows_f32",
     "layer_norm_rows_f32_twin",
     "mean_rows_f32",
@@ -269,6 +271,26 @@ def max_pool2d_f32(
             np.ascontiguousarray(x), kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, out=out, **extra
         )
     return max_pool2d_f32_twin(x, kh, kw, sh, sw, dh, dw, oh, ow, pad_top, pad_left, out)
+
+
+def max_unpool_f32_twin(x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> bool:
+    """MaxUnpool's flat scatter into a C-contiguous float32 ``out``: zeros, then ``out.flat[idx[i]] =
+    x.flat[i]`` (float32 ``x``, int64 ``idx`` of one size); False, writing nothing, when an index
+    is outside ``[0, out.size)``."""
+    flat = idx.reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= out.size):
+        return False
+    out.fill(0)
+    out.reshape(-1)[flat] = x.reshape(-1)
+    return True
+
+
+def max_unpool_f32(x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> bool:
+    """:func:`max_unpool_f32_twin`, natively (``src/native.cpp``, one pass; ``out`` partly written
+    when it gives False) when selected."""
+    if NATIVE is not None and hasattr(NATIVE, "max_unpool_f32"):
+        return bool(NATIVE.max_unpool_f32(x, idx, out))
+    return max_unpool_f32_twin(x, idx, out)
 
 
 def mean_rows_f32_twin(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -297,6 +297,19 @@ def test_max_unpool_vs_ort(with_shape: bool, request: Any) -> None:
     compare_with_ort("MaxUnpool", inputs, {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [-1, 2 * 3 * 6 * 8])
+def test_max_unpool_refuses_an_index_out_of_range(dtype: type, bad: int) -> None:
+    # the float32 native pass and the numpy path refuse alike, naming the unpooled shape
+    from onnx_light.runtime.kernels.unfold import max_unpool
+
+    x = np.ones((2, 3, 3, 4), dtype)
+    i = np.arange(x.size, dtype=np.int64).reshape(x.shape) * 4
+    i[1, 2, 0, 1] = bad
+    with pytest.raises(ValueError, match=r"indices must lie in \[0, 288\) \(the unpooled shape \[2, 3, 6, 8\]\)"):
+        max_unpool(x, i, kernel_shape=[2, 2], strides=[2, 2])
+
+
 _FEAT = np.random.default_rng(31).standard_normal((2, 3, 10, 12)).astype(np.float32)
 _BOXES = np.array([[0, 0, 9, 9], [1.5, 2.2, 11.7, 6.1], [-2, -1, 4, 3], [3, 3, 3.2, 3.4], [5, 1, 13, 12]], np.float32)
 _BATCH = np.array([0, 1, 1, 0, 1], np.int64)

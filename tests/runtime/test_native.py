@@ -94,6 +94,26 @@ def test_max_pool2d_indexed_2x2_stride_2_matches_twin(width: int, order: int) ->
     np.testing.assert_array_equal(i1, i2)
 
 
+@pytest.mark.parametrize("size", [0, 1, 9, 5000])
+def test_max_unpool_f32_matches_twin(size: int) -> None:
+    # zeros, then each value at its flat index (a repeated index keeps the last); an index out of
+    # range is refused (False) by both
+    _require_native()
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(size).astype(np.float32)
+    x[::7] = np.nan
+    idx = rng.integers(0, 3 * size + 1, size).astype(np.int64)
+    got, want = np.full(3 * size + 1, 5.0, np.float32), np.full(3 * size + 1, 5.0, np.float32)
+    assert _native.EXTENSION.max_unpool_f32(x, idx, got)  # type: ignore[union-attr]
+    assert _native.max_unpool_f32_twin(x, idx, want)
+    np.testing.assert_array_equal(got, want)
+    if size:
+        for bad in (-1, got.size):
+            idx[size // 2] = bad
+            assert not _native.EXTENSION.max_unpool_f32(x, idx, got)  # type: ignore[union-attr]
+            assert not _native.max_unpool_f32_twin(x, idx, want)
+
+
 def test_max_pool2d_ties_pick_first() -> None:
     _require_native()
     xp = np.zeros((1, 1, 2, 2), np.float32)

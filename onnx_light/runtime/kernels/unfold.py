@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from onnx_light.runtime._native import max_unpool_f32
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels.conv import kernel_offsets
 
@@ -83,9 +84,17 @@ def max_unpool(
             f"MaxUnpool: indices {list(indices.shape)} and output_shape {shape} must match X's rank and shape "
             f"{list(x.shape)}"
         )
+    bad_indices = f"MaxUnpool: indices must lie in [0, {math.prod(inferred)}) (the unpooled shape {inferred})"
+    if shape == inferred and x.dtype == np.float32 and not x.dtype.metadata and indices.dtype == np.int64:
+        # a float32 gradient's MaxUnpool: one native pass (zeros, bounds and scatter together)
+        fits = out is not None and list(out.shape) == shape and out.dtype == x.dtype and out.flags.c_contiguous
+        result = out if out is not None and fits else np.empty(shape, np.float32)
+        if not max_unpool_f32(np.ascontiguousarray(x), np.ascontiguousarray(indices), result):
+            raise ValueError(bad_indices)
+        return result
     flat = indices.astype(np.int64, copy=False).ravel()
     if flat.size and (flat.min() < 0 or flat.max() >= math.prod(inferred)):
-        raise ValueError(f"MaxUnpool: indices must lie in [0, {math.prod(inferred)}) (the unpooled shape {inferred})")
+        raise ValueError(bad_indices)
     if shape == inferred:  # one flat write (a gradient's MaxUnpool; 10x the unravelled form)
         lent = out is not None and list(out.shape) == shape and out.dtype == x.dtype and not x.dtype.metadata
         if out is not None and lent and out.flags.c_contiguous:
