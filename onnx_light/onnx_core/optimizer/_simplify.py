@@ -94,9 +94,9 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
     if not attributes:
         return ()
     if len(attributes) == 1 and getattr(attributes[0], "_type", 0) == _TENSOR:
-        key = _raw_tensor_key(attributes[0])  # a Constant's value, as exporters write it
-        if key is not None:
-            return key
+        raw_key = _raw_tensor_key(attributes[0])  # a Constant's value, as exporters write it
+        if raw_key is not None:
+            return raw_key
     if has_subgraph(attributes) or has_reference(attributes):
         return None
     values = attribute_values(attributes)
@@ -126,7 +126,7 @@ def _raw_tensor_key(a: AttributeProto) -> tuple[object, ...] | None:
     """:func:`_attribute_key` of one tensor attribute held as ``raw_data``, read without
     numpy: the same key (the array's bytes are ``raw_data`` itself); None: not that form."""
     t = getattr(a, "_t", None)
-    view = None if t is None or getattr(a, "_ref_attr_name", "") else raw_view(t)
+    view = None if t is None or a.ref_attr_name else raw_view(t)
     if view is None:
         return None
     dtype, dims, raw = view
