@@ -376,3 +376,39 @@ def test_pool_ceil_mode_with_uneven_pads_matches_onnxruntime(op: str) -> None:
     ours = NodeProto.FromString(node.SerializeToString())
     types, _ = infer_types([ours], {"x": ValueType(1, (1, 1, 4))}, {}, 21)
     assert types["y"].shape == y.shape
+
+
+def _ort_mod(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
+    import onnxruntime as ort
+
+    node = oh.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)
+    graph = oh.make_graph([node], "g", [], [oh.make_tensor_value_info("y", onh.from_array(a).data_type, None)],
+                          [onh.from_array(a, "a"), onh.from_array(b, "b")])  # fmt: skip
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8])
+@pytest.mark.parametrize("shapes", [((), ()), ((1,), ()), ((), (1, 1)), ((1,), (1,)), ((3,), (3,)), ((2, 1), (3,))])
+def test_mod_of_known_integers_folds_as_onnxruntime_computes(fmod: int, dtype: Any, shapes: Any) -> None:
+    # one number each takes Python's ints; several, numpy: both must give onnxruntime's values,
+    # signs (mod: the divisor's; fmod: the dividend's), dtype and broadcast shape
+    signed = np.dtype(dtype).kind == "i"
+    pairs = [(x, y) for x in (-7, 7, 6, 0) for y in (3, -3, 2)] if signed else [(7, 3), (6, 2), (0, 5), (200, 7)]
+    for x, y in pairs:
+        a = np.full(shapes[0], x, dtype) + np.arange(int(np.prod(shapes[0])), dtype=dtype).reshape(shapes[0])
+        b = np.full(shapes[1], y, dtype)
+        want = _ort_mod(a, b, fmod)
+        node = NodeProto.FromString(oh.make_node("Mod", ["a", "b"], ["y"], fmod=fmod).SerializeToString())
+        types, consts = infer_types([node], {}, {"a": a, "b": b}, 21)
+        got = consts["y"]
+        assert (got.dtype, got.shape, got.tolist()) == (want.dtype, want.shape, want.tolist()), (x, y)
+        assert types["y"].shape == want.shape
+
+
+def test_mod_by_zero_is_not_folded() -> None:
+    node = NodeProto(op_type="Mod", input=["a", "b"], output=["y"])
+    for a, b in ((i64(5), i64(0)), (i64(5, 6), i64(1, 0))):
+        _, consts = infer_types([node], {}, {"a": a, "b": b}, 21)
+        assert "y" not in consts

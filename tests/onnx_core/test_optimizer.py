@@ -453,3 +453,37 @@ def test_value_a_branch_returns_directly_is_kept() -> None:
     x = np.array([1.0, 2.0])
     (y,) = _run(ol.optimize(fn), {"x": x, "c": np.array(True)})
     np.testing.assert_array_equal(y, -2 * x)
+
+
+def _typed_const(name: str, values: list[int]) -> ol.NodeProto:
+    """A Constant holding int64 ``values`` in ``int64_data``, not ``raw_data``."""
+    tensor = TensorProto()
+    tensor.data_type, tensor.dims[:] = TensorProto.INT64, [len(values)]
+    tensor.int64_data[:] = values
+    return helper.make_node("Constant", [], [name], value=tensor)
+
+
+def test_constants_merged_exactly_when_dtype_shape_and_bytes_agree() -> None:
+    # raw_data constants are keyed without numpy (the optimizer's fast path); the key must be the
+    # one a tensor in typed fields gets: equal values merge whichever field holds them, and equal
+    # bytes of another dtype or shape, or the opposite zero, stay apart
+    pairs = [
+        (_const("a0", [3, 4]), _typed_const("a1", [3, 4]), True),  # raw vs int64_data, same value
+        (_const("b0", [1]), _const("b1", [1, 0], np.int32), False),  # same 8 bytes, int64 vs int32
+        (_const("c0", [[5], [6]]), _const("c1", [5, 6]), False),  # same bytes, shape (2, 1) vs (2,)
+        (_const("d0", [0.0], np.float32), _const("d1", [-0.0], np.float32), False),  # 0.0 vs -0.0
+        (_const("e0", 7.5, np.float64), _const("e1", 7.5, np.float64), True),  # scalars, raw both
+    ]
+    nodes, outputs = [], []
+    for first, second, _ in pairs:  # (read by Neg, which does not fold: outputs are never merged)
+        a, b = first.output[0], second.output[0]
+        nodes += [first, second, helper.make_node("Neg", [a], [f"n{a}"]), helper.make_node("Neg", [b], [f"n{b}"])]
+        outputs += [f"n{a}", f"n{b}"]
+    fn = _fn(nodes, [], outputs)
+    opt = ol.optimize(fn)
+    merged = sum(1 for *_, same in pairs if same)
+    assert _ops(opt).count("Constant") == 2 * len(pairs) - merged
+    for (first, second, _), (a, b) in zip(pairs, zip(*[iter(_run(opt, {}))] * 2)):
+        for got, node in ((a, first), (b, second)):
+            want = -numpy_helper.to_array(node.attribute[0].t)
+            assert (got.dtype, got.shape, got.tobytes()) == (want.dtype, want.shape, want.tobytes())

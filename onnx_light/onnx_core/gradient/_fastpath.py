@@ -26,6 +26,7 @@ __all__ = [
     "attribute",
     "graph_copy",
     "tensor_attribute",
+    "raw_view",
     "raw_tensor",
     "tensor_array",
     "attribute_values",
@@ -153,9 +154,10 @@ def raw_tensor(value: np.ndarray, raw: bytes, dtype_str: str | None = None) -> T
     return tensor
 
 
-def tensor_array(tensor: TensorProto) -> np.ndarray:
-    """``to_array(tensor)``: read directly for ``raw_data`` (bytes) of a byte-sized numeric
-    type, the form exporters give Constant nodes; everything else goes to ``to_array``."""
+def raw_view(tensor: TensorProto) -> tuple[np.dtype[Any], list[int], bytes] | None:
+    """``(dtype, dims, raw_data)`` of a tensor held as ``raw_data`` (bytes, in memory) of a
+    byte-sized numeric type whose length fits its dims (the form exporters give Constant
+    nodes): the array is ``raw_data`` as it is. None for any other tensor."""
     raw = getattr(tensor, "_raw_data", None)
     dtype = _RAW_DTYPES.get(getattr(tensor, "_data_type", 0))
     if (
@@ -164,13 +166,21 @@ def tensor_array(tensor: TensorProto) -> np.ndarray:
         or getattr(tensor, "_data_location", None)  # EXTERNAL (DEFAULT is 0)
         or getattr(tensor, "_segment", None) is not None
     ):
-        return to_array(tensor, bit_patterns=True)
+        return None
     dims = getattr(tensor, "_dims", _EMPTY)
     count = 1
     for d in dims:
         count *= d
-    if len(raw) != count * dtype.itemsize:
-        return to_array(tensor, bit_patterns=True)  # which raises the error
+    return (dtype, dims, raw) if len(raw) == count * dtype.itemsize else None
+
+
+def tensor_array(tensor: TensorProto) -> np.ndarray:
+    """``to_array(tensor)``: read directly for ``raw_data`` (see :func:`raw_view`);
+    everything else goes to ``to_array`` (which raises for a malformed tensor)."""
+    view = raw_view(tensor)
+    if view is None:
+        return to_array(tensor, bit_patterns=True)
+    dtype, dims, raw = view
     arr = np.frombuffer(raw, dtype=dtype)  # read-only, as to_array's: a view of bytes
     return arr if len(dims) == 1 else arr.reshape(dims)
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._proto import AttributeProto, FunctionProto, NodeProto, TensorProto
-from ..gradient._fastpath import attribute_values, copy_node, has_subgraph, tensor_array
+from ..gradient._fastpath import attribute_values, copy_node, has_subgraph, raw_view, tensor_array
 from ..ops import get_schema as _get_schema
 from ..ops import has_schema
 from ._fold import FoldFn, fold_node, has_reference
@@ -39,6 +39,7 @@ Entry = tuple[NodeProto, str, str, list[str], list[str], list[str] | None]
 
 _EMPTY: list[Any] = []
 _GRAPH_TYPES = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+_TENSOR = AttributeProto.TENSOR
 
 
 def deterministic_ops(opset: dict[str, int]) -> Deterministic:
@@ -92,6 +93,10 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
     merged."""
     if not attributes:
         return ()
+    if len(attributes) == 1 and getattr(attributes[0], "_type", 0) == _TENSOR:
+        raw_key = _raw_tensor_key(attributes[0])  # a Constant's value, as exporters write it
+        if raw_key is not None:
+            return raw_key
     if has_subgraph(attributes) or has_reference(attributes):
         return None
     values = attribute_values(attributes)
@@ -115,6 +120,17 @@ def _attribute_key(attributes: list[AttributeProto]) -> tuple[object, ...] | Non
             return None
         key.append((name, a.type, v))
     return tuple(key)
+
+
+def _raw_tensor_key(a: AttributeProto) -> tuple[object, ...] | None:
+    """:func:`_attribute_key` of one tensor attribute held as ``raw_data``, read without
+    numpy: the same key (the array's bytes are ``raw_data`` itself); None: not that form."""
+    t = getattr(a, "_t", None)
+    view = None if t is None or a.ref_attr_name else raw_view(t)
+    if view is None:
+        return None
+    dtype, dims, raw = view
+    return ((getattr(a, "_name", ""), a.type, (dtype.str, tuple(dims), raw)),)
 
 
 def renamed(node: NodeProto, inputs: list[str], outputs: list[str] | None, foreign: Foreign) -> NodeProto:
