@@ -527,7 +527,7 @@ def conv2d_isa_for(
     """The native conv2d's kernel for this 4-D geometry (``pixels`` = oh * ow): :data:`CONV_ISA`,
     but the 8 x 32 AVX-512 tile on a CPU that has it where it beats the AVX2 driver.
 
-    Thread CPU per Conv of the real models, AVX-512 / AVX2 (``/work/wt/notes/h-fwd.md``, Zen 4):
+    Thread CPU per Conv of the real models, AVX-512 / AVX2 (``benchmarks/bench_conv_isa.py``, Zen 4):
     1 x 1 convolutions 0.75-0.92 (a few ties, 88 -> 24 at 28 x 28 1.24), 3 x 3 with packed weights
     0.75-0.97, 3 x 3 by Winograd on small maps 0.85 (256 ch at 14 x 14) but 1.08-1.32 from 320
     pixels on (28 x 28, 8 x 40, 40 x 40, 56 x 56, 80 x 80; 20 x 20: 0.96-1.01); depthwise
