@@ -503,6 +503,48 @@ CONV_ISA = (
     if CONV2D and NATIVE is not None
     else ""
 )
+#: the CPU runs both tiles and no ``ONNX_LIGHT_CONV_ISA`` names one: :func:`conv2d_isa_for` picks per geometry
+_ISA_PER_GEOMETRY = (
+    CONV_ISA == "avx2"
+    and not os.environ.get("ONNX_LIGHT_CONV_ISA")
+    and NATIVE is not None
+    and NATIVE.conv2d_isa() == "avx512"
+)
+#: output pixels from which the AVX2 driver's Winograd F(2x2, 3x3) beats the AVX-512 tile
+_WINOGRAD_AVX2_MIN_PIXELS = 256
+
+
+def conv2d_isa_for(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    group: int,
+    pixels: int,
+) -> str:
+    """The native conv2d's kernel for this 4-D geometry (``pixels`` = oh * ow): :data:`CONV_ISA`,
+    but the 8 x 32 AVX-512 tile on a CPU that has it where it beats the AVX2 driver.
+
+    Thread CPU per Conv of the real models, AVX-512 / AVX2 (``benchmarks/bench_conv_isa.py``, Zen 4):
+    1 x 1 convolutions 0.75-0.92 (a few ties, 88 -> 24 at 28 x 28 1.24), 3 x 3 with packed weights
+    0.75-0.97, 3 x 3 by Winograd on small maps 0.85 (256 ch at 14 x 14) but 1.08-1.32 from 320
+    pixels on (28 x 28, 8 x 40, 40 x 40, 56 x 56, 80 x 80; 20 x 20: 0.96-1.01); depthwise
+    1.2-2.5 (the AVX2 phase planes) and 7 x 7 stems 0.95-1.11 stay on AVX2, as do fewer than 32
+    outputs (16 -> 16 3 x 3 at 80 x 80 1.21-1.34, 88 -> 24 1 x 1 1.24; the other 16-output ones tie).
+    """
+    if not _ISA_PER_GEOMETRY or group != 1 or w_shape[2] * w_shape[3] >= 49 or w_shape[0] < 32:
+        return CONV_ISA
+    if pixels > _WINOGRAD_AVX2_MIN_PIXELS and w_shape[2:] == (3, 3):
+        assert NATIVE is not None
+        c, h, w = x_shape[1:]
+        geometry = (*strides, *dilations, begin[0], begin[1], end[0], end[1], group, x_shape[0], True)
+        if NATIVE.conv2d_winograd_applies(c, h, w, w_shape[0], 3, 3, *geometry):
+            return CONV_ISA
+    return "avx512"
+
+
 #: the extension's conv2d takes ``threads`` (an extension built before that option does not)
 _CONV_TAKES_THREADS = CONV2D and NATIVE is not None and "threads:" in (NATIVE.conv2d.__doc__ or "")
 #: the extension's conv2d takes ``out`` (the buffer pool's array; an older extension does not)
@@ -646,6 +688,9 @@ def conv2d_native(
             return None  # broadcast or another dtype: the caller adds it
     assert NATIVE is not None
     macs = x.shape[0] * w.size * out[0] * out[1]
+    isa = conv2d_isa_for(x.shape, w.shape, strides, dilations, begin, end, group, out[0] * out[1])
+    if isa != "avx2":
+        winograd = packed = None  # the AVX2 driver's forms
     extra = _conv2d_options(macs, winograd if nd == 2 else None, packed if nd == 2 else None)
     if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
         if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):
@@ -660,7 +705,7 @@ def conv2d_native(
         *end[:2],
         group,
         relu,
-        CONV_ISA,
+        isa,
         act,
         a,
         b_act,

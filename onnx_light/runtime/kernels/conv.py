@@ -489,8 +489,9 @@ def _prepare_shape(
     if not _native._native_conv_pays(shape, w.shape, strides, dilations, begin, end, group):
         pointwise = group == 1 and w.shape[2:] == (1, 1) and strides == [1, 1] and not any(begin + end)
         return (out_shape, None, 0) if pointwise and dilations == [1, 1] else None
+    isa = _native.conv2d_isa_for(shape, w.shape, strides, dilations, begin, end, group, out[0] * out[1])
     x = np.empty(shape, _F32)  # winograd_weights reads only the shape and dtype
-    u = winograd_weights(x, w, strides, dilations, begin, end, group)
+    u = winograd_weights(x, w, strides, dilations, begin, end, group) if isa == "avx2" else None
     geometry = (
         *strides,
         *dilations,
@@ -500,12 +501,12 @@ def _prepare_shape(
         end[1],
         group,
         False,
-        _native.CONV_ISA,
+        isa,
         code,
         a,
         b_act,
     )
-    p = None if u is not None else packed_weights(w, group)
+    p = None if u is not None or isa != "avx2" else packed_weights(w, group)
     extra = {} if p is None else {"packed": p}
     return out_shape, (w, b, *geometry, u, extra), shape[0] * w.size * out[0] * out[1]
 
