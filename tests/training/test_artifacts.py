@@ -168,6 +168,18 @@ def test_schedulers(tmp_path: pathlib.Path) -> None:
     np.testing.assert_allclose(
         seen, [1.0, 0.2 + 0.8 * (1 + np.cos(np.pi / 4)) / 2, 0.6, 0.2 + 0.8 * (1 - np.cos(np.pi / 4)) / 2, 0.2]
     )
+    # warmup as long as the schedule: the end is reached at total_step_count (onnxruntime's
+    # max(0, (total - t) / max(1, total - warmup)) is 0 there), not initial_lr for one step
+    lin = olt.LinearLRScheduler(opt, warmup_step_count=3, total_step_count=3, initial_lr=1.0)
+    seen = [opt.get_learning_rate()]
+    for _ in range(4):
+        lin.step()
+        seen.append(opt.get_learning_rate())
+    np.testing.assert_allclose(seen, [0.0, 1 / 3, 2 / 3, 0.0, 0.0])
+    cos = olt.CosineLRScheduler(opt, warmup_step_count=2, total_step_count=2, initial_lr=1.0, min_lr=0.2)
+    cos.step()
+    cos.step()
+    assert opt.get_learning_rate() == pytest.approx(0.2)
 
 
 def test_train_cli_resumes_and_exports(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
