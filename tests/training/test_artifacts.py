@@ -306,7 +306,7 @@ def test_dropout_mask_fraction(tmp_path: pathlib.Path) -> None:
 
 def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
     """loss=None: the model's scalar output named by loss_input_names is the loss."""
-    from onnx_light import TensorProto, helper, numpy_helper
+    from onnx_light import TensorProto, helper, load, numpy_helper
 
     w = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
     graph = helper.make_graph(
@@ -337,6 +337,13 @@ def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
     np.testing.assert_allclose(state.parameters["W"].grad, x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
     opt.step()
     np.testing.assert_allclose(state.parameters["W"].data, w - 1e-2 * x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
+    # eval: the loss once (the model's output is the loss; it was listed twice, so eval returned [l, l])
+    module.eval()
+    assert [o.name for o in load(tmp_path / "eval_model.onnx").graph.output] == ["my_loss"]
+    logits = x @ state.parameters["W"].data
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(module(x, y), -np.log(p[np.arange(4), y]).mean(), rtol=1e-6)
 
 
 def test_model_local_functions_travel_with_the_artifacts(tmp_path: pathlib.Path) -> None:
