@@ -149,7 +149,11 @@ class _Nodes:
         if len(shape) == 2:
             target = self.op("Concat", [self.ints([0, -1]), self.dim(primal, shape, 1)], axis=0)
             return self.op("Transpose", [self.op("Reshape", [t, target])], out, perm=[0, 2, 1])
-        target = self.op("Concat", [self.op("Shape", [primal]), self.ints([-1])], axis=0)
+        # static sizes where known: an adjoint seeds an output it never computes
+        sizes = [d for d in shape if isinstance(d, int)]
+        if len(sizes) == len(shape):
+            return self.op("Reshape", [t, self.ints([*sizes, -1])], out)
+        target = self.op("Concat", [*(self.dim(primal, shape, a) for a in range(len(shape))), self.ints([-1])], axis=0)
         return self.op("Reshape", [t, target], out)
 
     def from_stacked(self, t: str, shape: Dims, layout: str, out: str) -> str:

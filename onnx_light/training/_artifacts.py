@@ -395,13 +395,13 @@ def _models(
         [loss_vi, *grad_out, *buf_out],
         user_names,
     )
-    model_outs = [o.name for o in plan.model.graph.output]
-    eval_nodes = assemble([], for_eval(plan.nodes, e) + loss_nodes, [loss_name, *model_outs], e.fresh)
+    model_outs = [o for o in plan.model.graph.output if o.name != loss_name]  # (loss=None: the loss is one)
+    eval_nodes = assemble([], for_eval(plan.nodes, e) + loss_nodes, [loss_name, *(o.name for o in model_outs)], e.fresh)
     evalm = plan.make(
         "eval",
         eval_nodes,
         user_inputs + _state_inputs(plan, eval_nodes),
-        [loss_vi, *plan.model.graph.output],
+        [loss_vi, *model_outs],
         user_names,
     )
     opt_nodes, st_in, st_out = _optimizer_nodes(plan, spec, {p: f"{p}_grad" for p in plan.trainable}, max_grad_norm, e)

@@ -26,7 +26,9 @@ class _Scheduler:
         """The learning rate after ``t`` scheduler steps."""
         if t < self.warmup:
             return self.initial_lr * t / max(1, self.warmup)
-        return self.initial_lr * self._decay(min(1.0, (t - self.warmup) / max(1, self.total - self.warmup)))
+        # the end at total_step_count also when the warmup takes the whole schedule
+        progress = 1.0 if t >= self.total else (t - self.warmup) / (self.total - self.warmup)
+        return self.initial_lr * self._decay(progress)
 
     def _decay(self, progress: float) -> float:
         raise NotImplementedError

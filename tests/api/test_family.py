@@ -232,6 +232,25 @@ def test_family_onnx_layout_has_a_trailing_seed_axis(tmp_path: pathlib.Path) -> 
         ol.family(model, tmp_path / "x.onnx", layout="matlab")
 
 
+def test_family_of_a_rank_3_output(tmp_path: pathlib.Path) -> None:
+    """A rank-3 output's seeds are a column of its elements: the adjoint reshapes them with
+    static sizes (it used to read Shape(Y), a value the adjoint never computes, so onnxruntime
+    refused adj_f and fwd_adj_f)."""
+    x_info = helper.make_tensor_value_info("X", TensorProto.DOUBLE, [2, 2, 3])
+    y_info = helper.make_tensor_value_info("Y", TensorProto.DOUBLE, [2, 2, 3])
+    graph = helper.make_graph([helper.make_node("Mul", ["X", "X"], ["Y"])], "sq", [x_info], [y_info])
+    paths = ol.family(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), tmp_path / "f.onnx")
+    rng = np.random.default_rng(2)
+    x, u = rng.standard_normal((2, 2, 3)), rng.standard_normal((12, 2))
+    want = 2 * x.reshape(-1, 1) * u  # d(x*x)^T u, per seed column
+    for run in (_session(paths[1]).run, ol.runtime.InferenceSession(ol.load(paths[1])).run):
+        (got,) = run(None, {"X": x, "adj_Y": u})
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    t = rng.standard_normal((12, 1))  # forward over reverse: d/dx (2 x u) . t = 2 u t
+    (got,) = _session(paths[2]).run(None, {"X": x, "adj_Y": u, "fwd_X": t, "fwd_adj_Y": np.zeros((12, 2))})
+    np.testing.assert_allclose(got, 2 * u * t, rtol=1e-12, atol=1e-12)
+
+
 def test_family_refuses_symbolic_shapes(tmp_path: pathlib.Path) -> None:
     model = _model("mlp")
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"

@@ -274,3 +274,27 @@ def test_direct_form_runs_zero_steps(op: str) -> None:
     for x, g in grads.items():
         want = np.ones_like(feeds[x]) if x in ("h0", "c0") else np.zeros_like(feeds[x])
         np.testing.assert_array_equal(g, want, err_msg=f"grad_{x}")
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_direct_form_runs_an_empty_batch(op: str, layout: int) -> None:
+    """B = 0, static (layout 0) or symbolic and 0 at run time (layout 1): every gradient is
+    zero and X's is empty (the Scan tapes were reshaped with a literal 0 for B, which
+    Reshape reads as "copy that dim", so the Scan failed on [D, 0, B', H] tapes)."""
+    extra = {"peepholes": False} if op == "LSTM" else {}
+    case = _case(f"{op}_empty_batch", op, dirs=2, layout=layout, **extra)
+    states = [n for n in ("h0", "c0") if n in case.inputs]
+
+    axis = 0 if layout else 1  # B's axis in X and the states
+
+    def empty(name: str, v: np.ndarray) -> np.ndarray:
+        return np.zeros(v.shape[:axis] + (0,) + v.shape[axis + 1 :]) if name in ("X", *states) else v
+
+    feeds = {k: empty(k, np.asarray(v, np.float64)) for k, v in case.inputs.items()}
+    case = replace(case, inputs=feeds) if layout == 0 else replace(case, dynamic=["X", *states])
+    model, bwd = gradient(case)
+    y = run_forward(model, feeds, "loss")
+    grads = ol.runtime.InferenceSession(bwd).run(None, backward_feeds(bwd, feeds, np.ones_like(y), model))
+    for x, g in zip(case.xs, grads):
+        np.testing.assert_array_equal(g, np.zeros_like(feeds[x]), err_msg=f"grad_{x}")

@@ -145,3 +145,12 @@ def test_empty_tensor_matches_onnxruntime(case: Case) -> None:
     for k, (g, e) in enumerate(zip(got, expected)):
         assert g.dtype == e.dtype and g.shape == e.shape, f"{name} output {k}: {g.dtype}{g.shape} != {e.dtype}{e.shape}"
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6, err_msg=f"{name} output {k}")
+
+
+def test_reshape_minus_one_beside_a_zero_is_a_clear_error() -> None:
+    """[0, 6, 3] to [0, 3, -1] (torch's GroupNorm export on an empty batch): -1 cannot be
+    inferred from 0 elements; onnxruntime refuses it too. The error says so (it was numpy's
+    "cannot reshape array of size 0 into shape (0,3,newaxis)")."""
+    model, _ = make_node_model("Reshape", [np.zeros((0, 6, 3), F), i64(0, 3, -1)], {}, 1, 21)
+    with pytest.raises(ol.OnnxLightError, match="-1 is ambiguous beside a 0"):
+        InferenceSession(model).run(None, {"in0": np.zeros((0, 6, 3), F), "in1": i64(0, 3, -1)})

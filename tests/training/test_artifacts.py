@@ -168,6 +168,18 @@ def test_schedulers(tmp_path: pathlib.Path) -> None:
     np.testing.assert_allclose(
         seen, [1.0, 0.2 + 0.8 * (1 + np.cos(np.pi / 4)) / 2, 0.6, 0.2 + 0.8 * (1 - np.cos(np.pi / 4)) / 2, 0.2]
     )
+    # warmup as long as the schedule: the end is reached at total_step_count (onnxruntime's
+    # max(0, (total - t) / max(1, total - warmup)) is 0 there), not initial_lr for one step
+    lin = olt.LinearLRScheduler(opt, warmup_step_count=3, total_step_count=3, initial_lr=1.0)
+    seen = [opt.get_learning_rate()]
+    for _ in range(4):
+        lin.step()
+        seen.append(opt.get_learning_rate())
+    np.testing.assert_allclose(seen, [0.0, 1 / 3, 2 / 3, 0.0, 0.0])
+    cos = olt.CosineLRScheduler(opt, warmup_step_count=2, total_step_count=2, initial_lr=1.0, min_lr=0.2)
+    cos.step()
+    cos.step()
+    assert opt.get_learning_rate() == pytest.approx(0.2)
 
 
 def test_train_cli_resumes_and_exports(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -294,7 +306,7 @@ def test_dropout_mask_fraction(tmp_path: pathlib.Path) -> None:
 
 def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
     """loss=None: the model's scalar output named by loss_input_names is the loss."""
-    from onnx_light import TensorProto, helper, numpy_helper
+    from onnx_light import TensorProto, helper, load, numpy_helper
 
     w = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
     graph = helper.make_graph(
@@ -325,6 +337,13 @@ def test_a_model_with_its_own_loss(tmp_path: pathlib.Path) -> None:
     np.testing.assert_allclose(state.parameters["W"].grad, x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
     opt.step()
     np.testing.assert_allclose(state.parameters["W"].data, w - 1e-2 * x.T @ (p - onehot) / 4, rtol=1e-5, atol=1e-7)
+    # eval: the loss once (the model's output is the loss; it was listed twice, so eval returned [l, l])
+    module.eval()
+    assert [o.name for o in load(tmp_path / "eval_model.onnx").graph.output] == ["my_loss"]
+    logits = x @ state.parameters["W"].data
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(module(x, y), -np.log(p[np.arange(4), y]).mean(), rtol=1e-6)
 
 
 def test_model_local_functions_travel_with_the_artifacts(tmp_path: pathlib.Path) -> None:

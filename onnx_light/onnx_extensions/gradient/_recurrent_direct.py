@@ -167,10 +167,10 @@ class _Direct:
 
     def unflat(self, v: str, k: int, like: str) -> str:
         """[D, T*B, k] -> [D, T, B, k], T and B those of ``like`` ([D, T, B, *])."""
-        if isinstance(self.batch, int):
+        if isinstance(self.batch, int) and self.batch > 0:  # (a 0 in Reshape's shape copies a dim)
             return self.op.Reshape(v, self.ctx.ints([0, -1, self.batch, k]))
         lead = self.op.Gather(self.op.Shape(like), self.ctx.ints([0, 1, 2]))
-        return self.op.Reshape(v, self.op.Concat(lead, self.ctx.ints([k]), axis=0))
+        return self.op.Reshape(v, self.op.Concat(lead, self.ctx.ints([k]), axis=0), allowzero=1)  # B may be 0
 
     def zeros(self, like4: str) -> str:
         """Zeros [D, B, H] (``like4``: [D, T, B, H])."""

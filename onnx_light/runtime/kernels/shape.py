@@ -42,6 +42,11 @@ def _reshape(x: np.ndarray, shape: np.ndarray, allowzero: int) -> np.ndarray:
             y = _native.contiguous_transposed(x)
             if y is not None:
                 return y.reshape(dims)
+    if x.size == 0 and -1 in dims and 0 in dims:
+        raise ValueError(
+            f"Reshape of an empty {list(x.shape)} to {dims} (after copying the 0s): the -1 is ambiguous "
+            "beside a 0 (onnxruntime refuses it as well); give the size instead of -1"
+        )
     return x.reshape(dims)
 
 
