@@ -44,12 +44,17 @@ def _ours(path: str, threads: int) -> Callable[[dict[str, np.ndarray]], Any]:
     return lambda feeds: sess.run(None, feeds)
 
 
+ORT_SPIN = False  # --ort-spin: onnxruntime's intra-op threads poll for work after a run (its default)
+
+
 def _theirs(path: str, threads: int) -> Callable[[dict[str, np.ndarray]], Any]:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # spinning helpers keep a core busy after the run, stealing it from the next engine's run
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if ORT_SPIN else "0")
     sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     return lambda feeds: sess.run(None, feeds)
 
@@ -66,10 +71,77 @@ def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list
     return samples
 
 
+ENGINES = {"ours": _ours, "ort": _theirs}
+
+
+def _feeds(name: str) -> dict[str, np.ndarray]:
+    return {"input": np.random.default_rng(0).standard_normal(SHAPES[name]).astype(np.float32)}
+
+
+def _worker(spec: str) -> None:
+    """``--worker ENGINE:MODEL:THREADS``: one engine alone in this process. Prints the SHA-256 of
+    the first run's outputs, then one run per line read on stdin: "wall CPU" seconds (CPU of
+    this process: all of its threads), until EOF."""
+    import hashlib
+
+    engine, name, threads = spec.split(":")
+    fn, feeds = ENGINES[engine](real_model_path(name), int(threads)), _feeds(name)
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(o).tobytes() for o in fn(feeds))).hexdigest()
+    print(digest, flush=True)
+    for _ in sys.stdin:
+        t, c = time.perf_counter(), time.process_time()
+        fn(feeds)
+        print(f"{time.perf_counter() - t!r} {time.process_time() - c!r}", flush=True)
+
+
+def bench_isolated(name: str, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """``bench`` with every engine/thread count in its own process (the others block in a read
+    meanwhile): no thread of another engine shares the cores during a run, and the CPU/wall of
+    a run counts only that engine's threads."""
+    import subprocess
+
+    workers: dict[str, subprocess.Popen[str]] = {}
+    argv = [sys.executable, os.path.abspath(__file__), *(["--ort-spin"] if ORT_SPIN else []), "--worker"]
+    for engine in ENGINES:
+        for threads in (1, 2):
+            workers[f"{engine}-{threads}"] = subprocess.Popen(
+                [*argv, f"{engine}:{name}:{threads}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+    try:
+        digests = {k: w.stdout.readline().strip() for k, w in workers.items() if w.stdout}
+        # the threaded kernels are bit-identical to one thread
+        assert digests["ours-1"] == digests["ours-2"], f"{name}: 2 threads differ from 1"
+
+        def run(w: subprocess.Popen[str]) -> Callable[[], tuple[float, float]]:
+            def call() -> tuple[float, float]:
+                assert w.stdin and w.stdout
+                w.stdin.write("\n")
+                w.stdin.flush()
+                wall, cpu = w.stdout.readline().split()
+                return float(wall), float(cpu)
+
+            return call
+
+        fns = {k: run(w) for k, w in workers.items()}
+        samples: dict[str, list[tuple[float, float]]] = {k: [] for k in fns}
+        order = list(fns)
+        for r in range(rounds + 2):  # 2 warm-up rounds
+            for k in order if r % 2 == 0 else order[::-1]:
+                sample = fns[k]()
+                if r >= 2:
+                    samples[k].append(sample)
+        return samples
+    finally:
+        for w in workers.values():
+            if w.stdin:
+                w.stdin.close()
+            w.wait()
+
+
 def bench(name: str, rounds: int) -> dict[str, list[tuple[float, float]]]:
-    """The (wall, CPU) time of every run of each engine/thread count on ``name``."""
+    """The (wall, CPU) time of every run of each engine/thread count on ``name``, in this process."""
     path = real_model_path(name)
-    feeds = {"input": np.random.default_rng(0).standard_normal(SHAPES[name]).astype(np.float32)}
+    feeds = _feeds(name)
     runs = {
         "ours-1": _ours(path, 1),
         "ours-2": _ours(path, 2),
@@ -476,7 +548,14 @@ def main() -> None:
     p.add_argument("--amdahl", action="store_true", help="per op, 1 thread vs 2 modelled from thread CPU time instead")
     p.add_argument("--backward", action="store_true", help="with --amdahl: the model's emitted backward")
     p.add_argument("--before", default="", help="with --layers: another build of _native*.so, modelled beside ours")
+    p.add_argument("--one-process", action="store_true", help="all engines in this process (default: one each)")
+    p.add_argument("--ort-spin", action="store_true", help="let onnxruntime's idle intra-op threads spin")
+    p.add_argument("--worker", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    global ORT_SPIN
+    ORT_SPIN = args.ort_spin
+    if args.worker:
+        return _worker(args.worker)
     print(
         f"# {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}"
         f" (1/5 min), nproc={os.cpu_count()}"
@@ -499,18 +578,28 @@ def main() -> None:
             (_layers if args.layers else _policy if args.policy else _profile)(name, args.rounds)
         print(f"# load after: {os.getloadavg()[0]:.2f}")
         return
+    print(
+        f"# {'one process' if args.one_process else 'one process per engine and thread count'}, alternating;"
+        f" onnxruntime's idle threads {'spin' if ORT_SPIN else 'sleep (allow_spinning=0)'}"
+    )
     head = ["model", "ours 1 thread", "ours 2 threads", "ours 1/2 median (>= 1.6x)", "best / best", "CPU/wall (2)"]
-    head += ["ORT 1 thread", "ORT 2", "ORT 1/2 median", "best / best"]
+    head += ["ORT 1 thread", "ORT 2", "ORT 1/2 median", "best / best", "CPU/wall (2)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
+    shared: list[str] = []
     for name in args.models.split(","):
-        t = {k: _stats(v) for k, v in bench(name, args.rounds).items()}
-        (o1, b1, _), (o2, b2, cpu2), (r1, c1, _), (r2, c2, _) = t["ours-1"], t["ours-2"], t["ort-1"], t["ort-2"]
+        samples = (bench if args.one_process else bench_isolated)(name, args.rounds)
+        t = {k: _stats(v) for k, v in samples.items()}
+        (o1, b1, _), (o2, b2, cpu2), (r1, c1, _), (r2, c2, rcpu2) = t["ours-1"], t["ours-2"], t["ort-1"], t["ort-2"]
         print(
             f"| {name} | {o1 * 1e3:.2f} ms | {o2 * 1e3:.2f} ms | {o1 / o2:.2f}x | {b1 / b2:.2f}x | {cpu2:.2f}"
-            f" | {r1 * 1e3:.2f} ms | {r2 * 1e3:.2f} ms | {r1 / r2:.2f}x | {c1 / c2:.2f}x |",
+            f" | {r1 * 1e3:.2f} ms | {r2 * 1e3:.2f} ms | {r1 / r2:.2f}x | {c1 / c2:.2f}x | {rcpu2:.2f} |",
             flush=True,
         )
+        if min(cpu2, rcpu2) < 1.7:  # both engines use both cores in their conv-heavy parts
+            shared.append(name)
+    if shared:
+        print(f"# CPU/wall (2) below 1.7 for {', '.join(shared)}: another job held the second core; not a measurement")
     print(f"# load after: {os.getloadavg()[0]:.2f}")
 
 

@@ -24,6 +24,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -712,10 +713,15 @@ nb::object pack_weights_py(In4 w, int64_t group) {
 }
 
 // The Winograd transform of 3 x 3 weights w (M x C x 3 x 3): 16 x M x C floats (conv2d's
-// `winograd`, for a caller that keeps it with the weights)
+// `winograd`, for a caller that keeps it with the weights). Finite weights only: conv2d does not
+// re-check the weights behind a given transform, and the transform's sums would spread an
+// infinity or NaN over outputs that do not read it
 Out3 winograd_weights_py(In4 w) {
     if (w.shape(2) != 3 || w.shape(3) != 3) throw std::invalid_argument("conv2d_winograd_weights: the kernel is not 3 x 3");
     const int64_t M = w.shape(0), C = w.shape(1);
+    for (size_t i = 0; i < w.size(); ++i)
+        if (!std::isfinite(w.data()[i]))
+            throw std::invalid_argument("conv2d_winograd_weights: the weights hold an infinity or a NaN");
     std::unique_ptr<float[]> u(new float[std::max<int64_t>(1, 16 * M * C)]);
     {
         nb::gil_scoped_release release;

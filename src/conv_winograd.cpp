@@ -254,13 +254,13 @@ void block_gemms(const TileKernel &t, const Shape &s, const Plan &q, const float
 }  // namespace
 
 // x's planes bordered into `pad` by the workers, each also checking its plane (and the items
-// past them a chunk of w) for infinities and NaNs, then calling plane(n, c) for the plane it
-// filled: false when any infinity or NaN is found
+// past them a chunk of w, unless w is null) for infinities and NaNs, then calling plane(n, c)
+// for the plane it filled: false when any infinity or NaN is found
 template <class Plane>
 AVX2 bool fill_checked(PaddedPlanes &pad, const Shape &s, const float *x, const float *w, int threads,
                        const Plane &plane) {
     constexpr int64_t CHUNK = 1 << 16;
-    const int64_t planes = s.n * s.c, wsize = s.m * s.c * 9, wchunks = (wsize + CHUNK - 1) / CHUNK;
+    const int64_t planes = s.n * s.c, wsize = s.m * s.c * 9, wchunks = w ? (wsize + CHUNK - 1) / CHUNK : 0;
     std::atomic<bool> finite{true};
     parallel_items(threads, planes + wchunks, [&](int, int64_t i) {
         const bool ok = i < planes ? all_finite(x + i * s.h * s.w, s.h * s.w)
@@ -310,9 +310,12 @@ AVX2 void run_winograd_avx2(const TileKernel &t, const Shape &s, const float *x,
                             vall.get() + (n * q.blocks + b) * vsize, c, c + 1);
     };
     // the transforms add and subtract neighbours: an infinity would become a NaN, and a NaN
-    // reach pixels of its tile that do not read it; such inputs take the direct sum instead
-    const bool finite = shared ? fill_checked(pad, s, x, w, threads, transform_plane)
-                               : fill_checked(pad, s, x, w, threads, NoPlane{});
+    // reach pixels of its tile that do not read it; such inputs take the direct sum instead.
+    // A given U comes from finite weights (conv2d_winograd_weights refuses others): only x is
+    // checked then (before, every call re-read all of w: resnet18's 3 x 3 weights, ~40 MB a run)
+    const float *wcheck = U_given ? nullptr : w;
+    const bool finite = shared ? fill_checked(pad, s, x, wcheck, threads, transform_plane)
+                               : fill_checked(pad, s, x, wcheck, threads, NoPlane{});
     if (!finite) return run_tiled(t, s, x, w, bias, ep, y, threads);
     std::unique_ptr<float[]> owned;
     const float *U = U_given;

@@ -225,10 +225,11 @@ def test_non_finite_values_stay_where_the_direct_sum_puts_them(where: str) -> No
     f64 = np.float64
     with np.errstate(invalid="ignore"):
         want = K._conv_im2col(x.astype(f64), wt.astype(f64), b.astype(f64), [1, 1], [1, 1], [1, 1], [1, 1], 1)
-    for got in (
-        ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2"),
-        ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=ext.conv2d_winograd_weights(wt)),
-    ):
+    runs = [ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2")]
+    if where == "input":  # non-finite weights have no transform (test_winograd_weights_refuses_non_finite)
+        u = ext.conv2d_winograd_weights(wt)
+        runs.append(ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=u))
+    for got in runs:
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
         finite = np.isfinite(want)
@@ -249,3 +250,16 @@ def test_winograd_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     x, wt, b = _data(case, seed=3)
     got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *case[5], 1, False, "avx2", winograd=ext.conv2d_winograd_weights(wt))
     _close(got, _want(x, wt, b, case[5]))
+
+
+def test_winograd_weights_refuses_non_finite() -> None:
+    """conv2d does not re-check the weights behind a given transform (every call used to re-read
+    all of them), so the transform is only made of finite weights: an infinity would turn into
+    NaNs where the direct sum gives an infinity."""
+    ext = _ext()
+    _, wt, _ = _data(WINOGRAD_CASES[0], seed=0)
+    for bad in (np.inf, -np.inf, np.nan):
+        w = wt.copy()
+        w[0, 0, 1, 1] = bad
+        with pytest.raises(ValueError, match="infinity or a NaN"):
+            ext.conv2d_winograd_weights(w)
