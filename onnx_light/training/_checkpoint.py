@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -92,10 +91,8 @@ class CheckpointState:
             group.states.setdefault(param, {})[_TO_ORT.get(kind, kind)] = np.asarray(value)
         raw.groups = [group]
         for k, v in self.properties.items():
-            target: dict[str, Any] = (
-                raw.strings if isinstance(v, str) else raw.floats if isinstance(v, float) else raw.ints
-            )
-            target[k] = v
+            bag, prop = _property(k, v)
+            getattr(raw, bag)[k] = prop
         return raw
 
     @staticmethod
@@ -121,6 +118,33 @@ class CheckpointState:
             f"CheckpointState({len(self.parameters)} parameters, {len(self.optimizer_states)} optimizer states, "
             f"step {self.optimizer_step})"
         )
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _property(name: object, value: object) -> tuple[str, int | float | str]:
+    """The property bag (``ints``, ``floats`` or ``strings``) holding ``value`` and its Python value.
+
+    The format has int64, float32 and string properties under string names; a bool is an
+    int and a numpy scalar its Python value.
+
+    Raises:
+        CheckpointError: a name that is not a string, or a value of another type or out of int64.
+    """
+    if not isinstance(name, str):
+        raise CheckpointError(f"checkpoint property names are strings; got {name!r} ({type(name).__name__})")
+    if isinstance(value, str):
+        return "strings", value
+    if isinstance(value, (bool, int, np.integer)):
+        if not _INT64.min <= int(value) <= _INT64.max:
+            raise CheckpointError(f"checkpoint property {name!r} = {value} does not fit the format's int64")
+        return "ints", int(value)
+    if isinstance(value, (float, np.floating)):
+        return "floats", float(value)
+    raise CheckpointError(
+        f"checkpoint property {name!r} is {type(value).__name__}; the format holds int, float and str properties"
+    )
 
 
 def check_matches(

@@ -13,6 +13,7 @@ from ..onnx_core import OnnxLightError, helper, load, numpy_helper, save
 from ..runtime import InferenceSession
 from ._checkpoint import CheckpointState, check_matches
 from ._graphs import assemble, used_values
+from ._optimizers import check_learning_rate
 
 __all__ = ["Module", "Optimizer"]
 
@@ -253,7 +254,7 @@ class Optimizer:
 
     def set_learning_rate(self, learning_rate: float) -> None:
         """Sets the learning rate of the following steps (kept in the checkpoint)."""
-        self._state.learning_rate = float(learning_rate)
+        self._state.learning_rate = check_learning_rate(learning_rate)
 
     def get_learning_rate(self) -> float:
         """The current learning rate."""

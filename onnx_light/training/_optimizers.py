@@ -23,7 +23,7 @@ import numpy as np
 from ..onnx_core import OnnxLightError, TensorProto
 from ._emit import Emitter
 
-__all__ = ["OptimizerSpec", "make_optimizer", "emit_update", "emit_clip"]
+__all__ = ["OptimizerSpec", "make_optimizer", "emit_update", "emit_clip", "check_learning_rate"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,23 @@ def make_optimizer(name: str, options: dict[str, Any]) -> OptimizerSpec:
         b1, b2 = merged["betas"]
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
             raise OnnxLightError(f"{canonical}: betas must be in [0, 1), got {merged['betas']}")
-    lr = float(merged.pop("lr"))
+    for key in ("eps", "weight_decay", "momentum"):  # the ones torch.optim checks
+        if key in merged and not float(merged[key]) >= 0.0:
+            raise OnnxLightError(f"{canonical}: {key} must be >= 0, got {merged[key]}")
+    lr = check_learning_rate(merged.pop("lr"))
     return OptimizerSpec(canonical, lr, merged)
+
+
+def check_learning_rate(lr: float) -> float:
+    """``lr`` as a float if it is finite and >= 0 (a NaN or infinite one makes every weight NaN).
+
+    Raises:
+        OnnxLightError: otherwise.
+    """
+    value = float(lr)
+    if not 0.0 <= value < float("inf"):
+        raise OnnxLightError(f"the learning rate must be finite and >= 0, got {lr}")
+    return value
 
 
 class _Scalars:

@@ -144,6 +144,12 @@ def test_gradients_accumulate_until_lazy_reset(tmp_path: pathlib.Path) -> None:
         ({"loss": "MSELoss", "optimizer": "SGD", "betas": (0.9, 0.9)}, "SGD has no option"),
         ({"loss": "MSELoss", "requires_grad": ["nope"]}, "requires_grad names"),
         ({"loss": None}, "loss_input_names"),
+        # torch.optim refuses these (a NaN learning rate silently turned every weight into NaN)
+        ({"loss": "MSELoss", "lr": -1.0}, "learning rate"),
+        ({"loss": "MSELoss", "lr": float("nan")}, "learning rate"),
+        ({"loss": "MSELoss", "optimizer": "Adam", "eps": -1e-8}, "eps"),
+        ({"loss": "MSELoss", "optimizer": "SGD", "momentum": -0.5}, "momentum"),
+        ({"loss": "MSELoss", "weight_decay": float("nan")}, "weight_decay"),
     ],
 )
 def test_bad_arguments_are_clear_errors(kwargs: dict, match: str, tmp_path: pathlib.Path) -> None:
@@ -436,3 +442,13 @@ def test_weights_in_constant_nodes_are_a_clear_error(tmp_path: pathlib.Path) -> 
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
     with pytest.raises(OnnxLightError, match="no float initializers.*Constant nodes"):
         olt.generate_artifacts(model, loss="MSELoss", artifact_directory=tmp_path)
+
+
+@pytest.mark.parametrize("lr", [-0.1, float("nan"), float("inf")])
+def test_set_learning_rate_refuses_what_torch_optim_refuses(lr: float, tmp_path: pathlib.Path) -> None:
+    olt.generate_artifacts(DATA / "reg.onnx", loss="MSELoss", artifact_directory=tmp_path)
+    state = olt.CheckpointState.load_checkpoint(tmp_path / "checkpoint")
+    opt = olt.Optimizer(tmp_path / "optimizer_model.onnx", olt.Module(tmp_path / "training_model.onnx", state))
+    with pytest.raises(OnnxLightError, match="learning rate"):
+        opt.set_learning_rate(lr)
+    assert opt.get_learning_rate() == pytest.approx(1e-3)  # unchanged

@@ -196,3 +196,31 @@ def test_the_toolkit_imports_no_reference_package() -> None:
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_numpy_scalar_properties_are_saved_as_their_python_value(tmp_path: pathlib.Path) -> None:
+    """np.float32 (a metric computed with numpy) was a struct.error from the FlatBuffers builder."""
+    s = _state()
+    s.properties.update({"loss": np.float32(0.25), "seen": np.int64(12), "flag": True})
+    olt.CheckpointState.save_checkpoint(s, tmp_path / "ck")
+    back = olt.CheckpointState.load_checkpoint(tmp_path / "ck").properties
+    assert (back["loss"], back["seen"], back["flag"]) == (0.25, 12, 1)
+    assert isinstance(back["loss"], float) and isinstance(back["seen"], int)
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [("none", None, "'none' is None"), ("list", [1], "'list' is list"), ("big", 2**70, "int64"), (3, 1, "3")],
+)
+def test_a_property_the_format_cannot_hold_is_a_clear_error_and_keeps_the_file(
+    tmp_path: pathlib.Path, key: Any, value: Any, words: str
+) -> None:
+    path = tmp_path / "ck"
+    olt.CheckpointState.save_checkpoint(_state(), path)
+    s = _state()
+    s.properties[key] = value
+    with pytest.raises(olt.CheckpointError, match="propert") as info:
+        olt.CheckpointState.save_checkpoint(s, path)
+    assert words in str(info.value)
+    assert olt.CheckpointState.load_checkpoint(path).properties == _state().properties
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no temporary file left
