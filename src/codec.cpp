@@ -29,7 +29,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -97,9 +96,6 @@ struct State {
 };
 
 State S;
-
-// strings up to this many bytes (names) are decoded once per decode_into (see Dec::strings)
-constexpr uint64_t SHARED_STRING_MAX = 256;
 
 constexpr int ENCODE_MAX_DEPTH = 5000;  // keeps the C stack bounded on hand-built trees
 
@@ -200,17 +196,6 @@ struct Dec {
     std::string reason;
     Py_ssize_t offset = 0;
     std::string path;  // suffix, built while unwinding
-    // The string values of this decode by their bytes (strong references): equal names
-    // (a value's producer output, its readers' inputs, its value_info) become one object,
-    // so dictionaries keyed by names compare them by identity, and the model is smaller.
-    std::unordered_map<std::string_view, PyObject *> strings;
-
-    Dec() = default;
-    Dec(const Dec &) = delete;
-    Dec &operator=(const Dec &) = delete;
-    ~Dec() {
-        for (auto &kv : strings) Py_DECREF(kv.second);
-    }
 
     bool fail(std::string r, Py_ssize_t at) {
         failed = true;
@@ -448,24 +433,12 @@ bool read_value(Dec &d, PyObject *msg, FieldPlan &f, Py_ssize_t &pos, Py_ssize_t
             return d.fail("length " + u70_str(n, hi) + " runs past the end of the message", start);
         const Py_ssize_t stop = pos + static_cast<Py_ssize_t>(n);
         if (kind == K_STRING) {
-            const char *text = reinterpret_cast<const char *>(d.base + pos);
-            const bool share = n <= SHARED_STRING_MAX;
-            std::string_view key(text, static_cast<size_t>(n));
-            auto hit = share ? d.strings.find(key) : d.strings.end();
-            if (hit != d.strings.end()) {
-                value = hit->second;
-                Py_INCREF(value);
-            } else {
-                value = PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(n), nullptr);
-                if (!value) {
-                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return false;
-                    PyErr_Clear();
-                    return d.fail("string field is not valid UTF-8", start);
-                }
-                if (share) {
-                    Py_INCREF(value);
-                    d.strings.emplace(key, value);
-                }
+            value = PyUnicode_DecodeUTF8(reinterpret_cast<const char *>(d.base + pos), static_cast<Py_ssize_t>(n),
+                                         nullptr);
+            if (!value) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return false;
+                PyErr_Clear();
+                return d.fail("string field is not valid UTF-8", start);
             }
         } else if (kind == K_BYTES) {
             if (static_cast<Py_ssize_t>(n) >= S.zero_copy_min)

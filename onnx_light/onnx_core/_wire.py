@@ -389,8 +389,6 @@ def _read_value(
                 value = str(view[pos:stop], "utf-8")
             except UnicodeDecodeError:
                 raise DecodeError("string field is not valid UTF-8", start) from None
-            if n <= SHARED_STRING_MAX:
-                value = _STRINGS.setdefault(value, value)
         elif code == _K_BYTES:
             value = view[pos:stop] if n >= ZERO_COPY_MIN else bytes(view[pos:stop])
         else:
@@ -521,7 +519,6 @@ def decode_into_twin(msg: Message, data: Any) -> None:
     except (IndexError, struct.error, ValueError, TypeError, OverflowError) as err:  # pragma: no cover
         raise DecodeError(f"malformed input ({type(err).__name__}: {err})", 0, type(msg).__name__) from None
     finally:
-        _STRINGS.clear()
         if gc_was_enabled:
             gc.enable()
 
@@ -533,17 +530,8 @@ def decode(cls: type[Message], data: Any) -> Any:
     return msg
 
 
-#: strings up to this many bytes (names) decode to one object per distinct value within one
-#: decode (as the native codec does): a value's producer output, its readers' inputs and its
-#: value_info share it, so dictionaries keyed by names compare them by identity
-SHARED_STRING_MAX = 256
-#: the shared strings of the decode running (emptied after each)
-_STRINGS: dict[str, str] = {}
-
 _SHARED: dict[str, Any] = {
     "DecodeError": DecodeError,
-    "SHARED_STRING_MAX": SHARED_STRING_MAX,
-    "_share": _STRINGS.setdefault,
     "MAX_DEPTH": MAX_DEPTH,
     "ZERO_COPY_MIN": ZERO_COPY_MIN,
     "_MAX_TAG": _MAX_TAG,

@@ -63,8 +63,6 @@ def _decode_body(i: int, f: Field, ns: dict[str, Any]) -> tuple[int, str]:
                 value = str(view[pos:stop], "utf-8")
             except UnicodeDecodeError:
                 raise DecodeError("string field is not valid UTF-8", start) from None
-            if n <= SHARED_STRING_MAX:
-                value = _share(value, value)
             pos = stop
 """
         )
