@@ -66,6 +66,9 @@ struct FieldPlan {
     int wt = 0;  // the wire type a single value has
     bool repeated = false;
     bool packed = false;
+    // op_type and domain strings are interned: a few distinct values, repeated on every node,
+    // which the passes look up in dictionaries and compare with literals (by identity then)
+    bool intern = false;
     Py_ssize_t offset = 0;
     PyObject *child_type = nullptr;  // strong reference, message fields only
     ClassPlan *child_plan = nullptr;  // resolved on first use
@@ -440,6 +443,7 @@ bool read_value(Dec &d, PyObject *msg, FieldPlan &f, Py_ssize_t &pos, Py_ssize_t
                 PyErr_Clear();
                 return d.fail("string field is not valid UTF-8", start);
             }
+            if (f.intern) PyUnicode_InternInPlace(&value);
         } else if (kind == K_BYTES) {
             if (static_cast<Py_ssize_t>(n) >= S.zero_copy_min)
                 value = PySequence_GetSlice(d.view, pos, stop);
@@ -1196,6 +1200,7 @@ void codec_register(nb::handle cls, const std::string &name, nb::sequence fields
         f.packed = nb::cast<bool>(t[3]);
         f.offset = member_offset(t[4].ptr(), cls.ptr());
         f.name = nb::cast<std::string>(t[5]);
+        f.intern = f.kind == K_STRING && !f.repeated && (f.name == "op_type" || f.name == "domain");
         if (f.kind == K_MESSAGE) {
             if (!PyType_Check(t[6].ptr())) throw nb::type_error("codec_register: message field without a class");
             f.child_type = t[6].inc_ref().ptr();

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import math
 import struct
+import sys
 from array import array
 from typing import Any
 
@@ -389,6 +390,8 @@ def _read_value(
                 value = str(view[pos:stop], "utf-8")
             except UnicodeDecodeError:
                 raise DecodeError("string field is not valid UTF-8", start) from None
+            if _wire_gen.interned(field):
+                value = sys.intern(value)
         elif code == _K_BYTES:
             value = view[pos:stop] if n >= ZERO_COPY_MIN else bytes(view[pos:stop])
         else:
@@ -532,6 +535,7 @@ def decode(cls: type[Message], data: Any) -> Any:
 
 _SHARED: dict[str, Any] = {
     "DecodeError": DecodeError,
+    "_intern": sys.intern,
     "MAX_DEPTH": MAX_DEPTH,
     "ZERO_COPY_MIN": ZERO_COPY_MIN,
     "_MAX_TAG": _MAX_TAG,

@@ -16,6 +16,14 @@ from typing import Any
 
 from ._message import Field, Message, _resolve
 
+
+def interned(f: Field) -> bool:
+    """Whether the codec interns ``f``'s values: ``op_type`` and ``domain``, a few distinct
+    strings repeated on every node, which the passes look up in dictionaries and compare with
+    literals (then by identity)."""
+    return f.kind == "string" and not f.repeated and f.name in ("op_type", "domain")
+
+
 __all__ = ["decoders", "encoders"]
 
 _VARINT_KINDS = ("int64", "int32", "uint64", "bool", "enum")
@@ -66,6 +74,8 @@ def _decode_body(i: int, f: Field, ns: dict[str, Any]) -> tuple[int, str]:
             pos = stop
 """
         )
+        if interned(f):  # (as the native codec does: see _wire.interned)
+            code += "            value = _intern(value)\n"
     elif f.kind == "bytes":
         tag = _key(f.number, 2)
         code = (

@@ -25,6 +25,7 @@ time knows) is ``onnx_core.ops``' ``window`` / ``transpose_window``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -236,7 +237,7 @@ def _im2col(ctx: GradContext, x: str, channels: int, geo: Geometry) -> str:
     A one-hot depthwise Conv E (C*K, 1, k...) with the forward's geometry (E[c*K + j, 0, cell j]
     = 1); a 1x1 window with stride 1 and no pads reads every cell once: the columns are X.
     """
-    window = int(np.prod(geo.kernel))
+    window = math.prod(geo.kernel)
     if window == 1 and all(s == 1 for s in geo.strides) and not any(geo.begin + geo.end):
         return x
     eye = np.zeros((channels * window, 1, window), dtype=np.float64)
@@ -310,7 +311,7 @@ def conv_grad(ctx: GradContext, dy: str) -> Grads:
         if padded is not None:  # X's cells out of the padded X
             dx = ctx.op.Slice(dx, begin, ctx.op.Add(begin, spatial), ctx.ints(list(range(2, rank))))
     dw = None
-    if ctx.needs_grad(1) and group == 1 and int(np.prod(geo.kernel)) <= _IM2COL_MAX_WINDOW:
+    if ctx.needs_grad(1) and group == 1 and math.prod(geo.kernel) <= _IM2COL_MAX_WINDOW:
         dw = _weight_grad_im2col(ctx, x, dy, w_shape, geo)
     elif ctx.needs_grad(1):
         channels = w_shape[1] * group

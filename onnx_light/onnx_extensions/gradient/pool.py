@@ -215,13 +215,24 @@ def _unpool_attrs(ctx: GradContext) -> tuple[list[int], list[int]] | None:
     geo = conv_geometry(ctx, kernel, bool(ctx.attr("ceil_mode", 0)))
     unpool = []
     for n, k, s, d, o in zip(geo.size, geo.kernel, geo.strides, geo.dilations, geo.out):
-        # windows o1 < o2 share a cell iff (o2 - o1) * s == j * d for some 0 < j < k
-        if o > 1 and any(m * s % d == 0 and m * s // d < k for m in range(1, o)):
+        if windows_share(k, s, d, o):
             return None
         if n - (o - 1) * s < 1:
             return None
         unpool.append(n - (o - 1) * s)
     return unpool, geo.strides
+
+
+def windows_share(k: int, s: int, d: int, o: int) -> bool:
+    """Whether two of ``o`` windows (kernel ``k``, stride ``s``, dilation ``d``) on one axis
+    share a cell.
+
+    Windows o1 < o2 share a cell iff ``m * s == j * d`` for m = o2 - o1 in [1, o - 1] and some
+    0 < j < k. With g = gcd(s, d), ``m * s`` is a multiple of d iff m is a multiple of d / g,
+    and j = m * s / d grows with m: the smallest m, d / g, decides (j = s / g there).
+    """
+    g = math.gcd(s, d)
+    return d // g < o and s // g < k
 
 
 #: element types onnxruntime's MaxUnpool takes (FLOAT, FLOAT16)
