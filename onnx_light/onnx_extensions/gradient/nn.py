@@ -276,7 +276,8 @@ def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, .
     # (N, C*K, O...) and (N, M, o...) with their spatial axes flattened: with a known batch,
     # one shape constant [0, 0, -1] for both and every Conv of the graph (0 keeps an axis);
     # a batch that may be 0 takes the product of the output cells (merge_axes)
-    batch = [ctx.shape(x)[0] if ctx.rank(x) else None]
+    x_shape = ctx.shape(x)
+    batch = [x_shape[0] if x_shape else None]
     cols = merge_axes(ctx, cols, 2, shape=batch + [channels * int(np.prod(geo.kernel))] + list(geo.out))
     # cols[n] @ dY[n]^T, transposed once after the sum: ~12% faster in onnxruntime than
     # dY[n] @ cols[n]^T (the per-sample products' long axis is the contraction either way)
