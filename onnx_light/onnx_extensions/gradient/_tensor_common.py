@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ...onnx_core import TensorProto
@@ -18,6 +21,7 @@ __all__ = [
     "axis_index",
     "zeros_of_shape",
     "dim_of",
+    "merge_axes",
     "index64",
     "positions",
 ]
@@ -83,6 +87,31 @@ def dim_of(ctx: GradContext, name: str, axis: int) -> str:
     if shape is not None and axis < len(shape) and isinstance(shape[axis], int):
         return ctx.ints([shape[axis]])
     return ctx.op.Shape(name, start=axis, end=axis + 1)
+
+
+def merge_axes(
+    ctx: GradContext, t: str, start: int, end: int | None = None, shape: Sequence[Any] | None = None
+) -> str:
+    """``t`` (shaped ``shape``, default its inferred shape) with axes ``start..end-1`` merged
+    into one, in a form defined on empty tensors.
+
+    Reshape's -1 is ambiguous when another dim is 0 (an empty batch: ``[0, 0, -1]`` of a
+    (0, C, H, W) tensor fits any last dim; onnxruntime refuses it). So the target is
+    ``[0.., -1, tail..]`` only when every other dim is known and >= 1, ``[0.., P, tail..]``
+    when the merged dims are static (P their product), else computed from ``Shape(t)``.
+    """
+    dims = list(ctx.require_shape(t) if shape is None else shape)
+    end = len(dims) if end is None else end
+    head, merged, tail = dims[:start], dims[start:end], dims[end:]
+    if all(isinstance(d, int) for d in merged + tail):
+        cells = int(np.prod(merged, dtype=np.int64))
+        safe = cells > 0 and all(isinstance(d, int) and d >= 1 for d in head + tail)
+        return str(ctx.op.Reshape(t, ctx.ints([0] * start + [-1 if safe else cells] + tail)))
+    parts = [ctx.op.Shape(t, end=start)] if start else []
+    parts.append(ctx.op.ReduceProd(ctx.op.Shape(t, start=start, end=end), keepdims=1))
+    if tail:
+        parts.append(ctx.op.Shape(t, start=end))
+    return str(ctx.op.Reshape(t, ctx.op.Concat(*parts, axis=0)))
 
 
 def index64(ctx: GradContext, name: str) -> str:

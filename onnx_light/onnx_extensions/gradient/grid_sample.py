@@ -26,6 +26,7 @@ import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, rule
+from ._tensor_common import merge_axes
 
 #: the Keys cubic coefficient GridSample uses
 _A = -0.75
@@ -177,7 +178,10 @@ class _Tables:
         spatial = ctx.require_shape(x)[2:]
         nd = len(spatial)
         self.nd = nd
-        points = ctx.op.Reshape(grid, ctx.ints([0, -1, nd]))
+        g = ctx.require_shape(grid)
+        cells = int(np.prod(g[1:-1])) if all(isinstance(d, int) for d in g[1:-1]) else None
+        self.shape = [g[0], cells, *spatial]  # of the products: (N, P, S...)
+        points = merge_axes(ctx, grid, 1, 1 + nd)
         self.t: list[str] = []
         self.d: list[str | None] = []
         for i, dim in enumerate(spatial):
@@ -199,7 +203,7 @@ class _Tables:
             if i != skip:
                 out = t if out is None else ctx.op.Mul(out, t)
         assert out is not None
-        return ctx.op.Reshape(out, ctx.ints([0, 0, -1]))
+        return merge_axes(ctx, out, 2, shape=self.shape)
 
 
 @rule("", "GridSample")
@@ -207,7 +211,7 @@ def grid_sample_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY @ prod_a T_a; dgrid_a = sum_q (dY^T @ X) * D_a prod_{b != a} T_b (see the module)."""
     x, grid = ctx.input(0), ctx.input(1)
     tables = _Tables(ctx)
-    flat_dy = ctx.op.Reshape(dy, ctx.ints([0, 0, -1]))  # (N, C, P)
+    flat_dy = merge_axes(ctx, dy, 2, shape=ctx.shape(ctx.output(0)))  # (N, C, P)
     dx = None
     if ctx.needs_grad(0):
         dx = ctx.op.Reshape(ctx.op.MatMul(flat_dy, tables.product(ctx)), ctx.shape_of(x))
@@ -215,7 +219,7 @@ def grid_sample_grad(ctx: GradContext, dy: str) -> Grads:
     if ctx.needs_grad(1):
         if tables.d[0] is None:  # nearest: piecewise constant in the grid
             return dx, ctx.zeros_like(grid)
-        z = ctx.op.MatMul(ctx.op.Transpose(flat_dy, perm=[0, 2, 1]), ctx.op.Reshape(x, ctx.ints([0, 0, -1])))
+        z = ctx.op.MatMul(ctx.op.Transpose(flat_dy, perm=[0, 2, 1]), merge_axes(ctx, x, 2))
         parts: list[str] = ["" for _ in range(tables.nd)]
         for i, d in enumerate(tables.d):
             assert d is not None
@@ -236,7 +240,7 @@ def grid_sample_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     if len(ts) > 1 and ts[1] is not None:
         tables = _Tables(ctx)
         if tables.d[0] is not None:
-            tpoints = ctx.op.Reshape(ts[1], ctx.ints([0, -1, tables.nd]))
+            tpoints = merge_axes(ctx, ts[1], 1, 1 + tables.nd, shape=ctx.shape(grid))
             mix: str | None = None
             for i, d in enumerate(tables.d):
                 assert d is not None
@@ -244,6 +248,6 @@ def grid_sample_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
                 term = ctx.op.Mul(tables.product(ctx, d, skip=i), tg)
                 mix = term if mix is None else ctx.op.Add(mix, term)
             assert mix is not None
-            through = ctx.op.MatMul(ctx.op.Reshape(x, ctx.ints([0, 0, -1])), ctx.op.Transpose(mix, perm=[0, 2, 1]))
+            through = ctx.op.MatMul(merge_axes(ctx, x, 2), ctx.op.Transpose(mix, perm=[0, 2, 1]))
             terms.append(ctx.op.Reshape(through, ctx.shape_of(ctx.output(0))))
     return ctx.add(*terms)

@@ -42,6 +42,7 @@ from onnx_light.onnx_core.ops import (
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, refuses, rule
+from ._tensor_common import merge_axes
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
 
@@ -273,13 +274,15 @@ def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, .
     if _batch_of_one(ctx, x):
         product = ctx.op.Gemm(ctx.op.Flatten(dy, axis=2), ctx.op.Flatten(cols, axis=2), transB=1)
         return ctx.op.Reshape(product, ctx.ints(list(w_shape)))
-    # (N, C*K, O...) and (N, M, o...) with their spatial axes flattened: one shape constant
-    # for both, and for every Conv of the graph (0 keeps an axis)
-    flat = ctx.ints([0, 0, -1])
-    cols = ctx.op.Reshape(cols, flat)
+    # (N, C*K, O...) and (N, M, o...) with their spatial axes flattened: with a known batch,
+    # one shape constant [0, 0, -1] for both and every Conv of the graph (0 keeps an axis);
+    # a batch that may be 0 takes the product of the output cells (merge_axes)
+    x_shape = ctx.shape(x)
+    batch = [x_shape[0] if x_shape else None]
+    cols = merge_axes(ctx, cols, 2, shape=batch + [channels * int(np.prod(geo.kernel))] + list(geo.out))
     # cols[n] @ dY[n]^T, transposed once after the sum: ~12% faster in onnxruntime than
     # dY[n] @ cols[n]^T (the per-sample products' long axis is the contraction either way)
-    dy_t = ctx.op.Transpose(ctx.op.Reshape(dy, flat), perm=[0, 2, 1])
+    dy_t = ctx.op.Transpose(merge_axes(ctx, dy, 2, shape=batch + [w_shape[0]] + list(geo.out)), perm=[0, 2, 1])
     per_sample = ctx.op.MatMul(cols, dy_t)
     summed = ctx.op.Transpose(ctx.op.ReduceSum(per_sample, ctx.ints([0]), keepdims=0), perm=[1, 0])
     return ctx.op.Reshape(summed, ctx.ints(list(w_shape)))
