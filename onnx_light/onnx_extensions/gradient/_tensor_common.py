@@ -89,9 +89,7 @@ def dim_of(ctx: GradContext, name: str, axis: int) -> str:
     return ctx.op.Shape(name, start=axis, end=axis + 1)
 
 
-def merge_axes(
-    ctx: GradContext, t: str, start: int, end: int | None = None, shape: Sequence[Any] | None = None
-) -> str:
+def merge_axes(ctx: GradContext, t: str, start: int, end: int | None = None, shape: Sequence[Any] | None = None) -> str:
     """``t`` (shaped ``shape``, default its inferred shape) with axes ``start..end-1`` merged
     into one, in a form defined on empty tensors.
 
