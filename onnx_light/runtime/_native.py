@@ -632,6 +632,21 @@ def _conv2d_options(macs: int, winograd: np.ndarray | None, packed: np.ndarray |
     return extra
 
 
+def _conv2d_native_takes(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, begin: list[int], end: list[int]) -> bool:
+    """Whether the extension's conv2d can run this convolution at all: 1-D or 2-D, float32,
+    non-empty, no negative padding."""
+    return (
+        CONV2D
+        and x.ndim - 2 in (1, 2)
+        and x.dtype == _F32
+        and w.dtype == _F32
+        and (b is None or b.dtype == _F32)
+        and x.size != 0
+        and w.size != 0
+        and min(begin + end) >= 0
+    )
+
+
 def conv2d_native(
     x: np.ndarray,
     w: np.ndarray,
@@ -662,16 +677,7 @@ def conv2d_native(
     ``runtime/kernels/conv.py``, which runs whenever this returns None.
     """
     nd = x.ndim - 2
-    if (
-        not CONV2D
-        or nd not in (1, 2)
-        or x.dtype != _F32
-        or w.dtype != _F32
-        or (b is not None and b.dtype != _F32)
-        or x.size == 0
-        or w.size == 0
-        or min(begin + end) < 0
-    ):
+    if not _conv2d_native_takes(x, w, b, begin, end):
         return None
     if nd == 1:
         x, w = x[:, :, None, :], w[:, :, None, :]

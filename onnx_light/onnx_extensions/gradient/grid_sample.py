@@ -21,6 +21,7 @@ run time enters the coordinate arithmetic as a value read from Shape(X).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -178,10 +179,11 @@ class _Tables:
         spatial = ctx.require_shape(x)[2:]
         nd = len(spatial)
         self.nd = nd
-        g = ctx.require_shape(grid)
+        g = _shape_or_rank(ctx, grid, nd + 2)
+        self.grid_shape = g
         cells = int(np.prod(g[1:-1])) if all(isinstance(d, int) for d in g[1:-1]) else None
         self.shape = [g[0], cells, *spatial]  # of the products: (N, P, S...)
-        points = merge_axes(ctx, grid, 1, 1 + nd)
+        points = merge_axes(ctx, grid, 1, 1 + nd, shape=g)
         self.t: list[str] = []
         self.d: list[str | None] = []
         for i, dim in enumerate(spatial):
@@ -206,12 +208,19 @@ class _Tables:
         return merge_axes(ctx, out, 2, shape=self.shape)
 
 
+def _shape_or_rank(ctx: GradContext, name: str, rank: int) -> list[Any]:
+    """``name``'s inferred shape, or ``rank`` unknown dims: the spec fixes the rank of
+    GridSample's grid and output (N, spatial..., nd) and (N, C, spatial...)."""
+    shape = ctx.shape(name)
+    return [None] * rank if shape is None else list(shape)
+
+
 @rule("", "GridSample")
 def grid_sample_grad(ctx: GradContext, dy: str) -> Grads:
     """dX = dY @ prod_a T_a; dgrid_a = sum_q (dY^T @ X) * D_a prod_{b != a} T_b (see the module)."""
     x, grid = ctx.input(0), ctx.input(1)
     tables = _Tables(ctx)
-    flat_dy = merge_axes(ctx, dy, 2, shape=ctx.shape(ctx.output(0)))  # (N, C, P)
+    flat_dy = merge_axes(ctx, dy, 2, shape=_shape_or_rank(ctx, ctx.output(0), tables.nd + 2))  # (N, C, P)
     dx = None
     if ctx.needs_grad(0):
         dx = ctx.op.Reshape(ctx.op.MatMul(flat_dy, tables.product(ctx)), ctx.shape_of(x))
@@ -240,7 +249,7 @@ def grid_sample_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     if len(ts) > 1 and ts[1] is not None:
         tables = _Tables(ctx)
         if tables.d[0] is not None:
-            tpoints = merge_axes(ctx, ts[1], 1, 1 + tables.nd, shape=ctx.shape(grid))
+            tpoints = merge_axes(ctx, ts[1], 1, 1 + tables.nd, shape=tables.grid_shape)
             mix: str | None = None
             for i, d in enumerate(tables.d):
                 assert d is not None
