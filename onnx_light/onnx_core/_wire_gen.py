@@ -74,7 +74,7 @@ def _decode_body(i: int, f: Field, ns: dict[str, Any]) -> tuple[int, str]:
             pos = stop
 """
         )
-        if interned(f):  # (as the native codec does: see _wire.interned)
+        if interned(f):  # (as src/codec.cpp does: its Field's intern flag)
             code += "            value = _intern(value)\n"
     elif f.kind == "bytes":
         tag = _key(f.number, 2)

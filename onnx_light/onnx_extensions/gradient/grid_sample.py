@@ -20,6 +20,7 @@ run time enters the coordinate arithmetic as a value read from Shape(X).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -179,11 +180,11 @@ class _Tables:
         spatial = ctx.require_shape(x)[2:]
         nd = len(spatial)
         self.nd = nd
-        g = _shape_or_rank(ctx, grid, nd + 2)
-        self.grid_shape = g
-        cells = int(np.prod(g[1:-1])) if all(isinstance(d, int) for d in g[1:-1]) else None
-        self.shape = [g[0], cells, *spatial]  # of the products: (N, P, S...)
-        points = merge_axes(ctx, grid, 1, 1 + nd, shape=g)
+        self.grid_shape = _shape_or_rank(ctx, grid, nd + 2)
+        n, *cells_dims, _ = self.grid_shape
+        cells = math.prod(cells_dims) if all(isinstance(d, int) for d in cells_dims) else None
+        self.shape = [n, cells, *spatial]  # of the products: (N, P, S...)
+        points = merge_axes(ctx, grid, 1, 1 + nd, shape=self.grid_shape)
         self.t: list[str] = []
         self.d: list[str | None] = []
         for i, dim in enumerate(spatial):

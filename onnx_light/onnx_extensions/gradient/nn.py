@@ -279,7 +279,7 @@ def _weight_grad_im2col(ctx: GradContext, x: str, dy: str, w_shape: tuple[Any, .
     # a batch that may be 0 takes the product of the output cells (merge_axes)
     x_shape = ctx.shape(x)
     batch = [x_shape[0] if x_shape else None]
-    cols = merge_axes(ctx, cols, 2, shape=batch + [channels * int(np.prod(geo.kernel))] + list(geo.out))
+    cols = merge_axes(ctx, cols, 2, shape=batch + [channels * math.prod(geo.kernel)] + list(geo.out))
     # cols[n] @ dY[n]^T, transposed once after the sum: ~12% faster in onnxruntime than
     # dY[n] @ cols[n]^T (the per-sample products' long axis is the contraction either way)
     dy_t = ctx.op.Transpose(merge_axes(ctx, dy, 2, shape=batch + [w_shape[0]] + list(geo.out)), perm=[0, 2, 1])
