@@ -85,7 +85,7 @@ def _train_loop(d: str, points: np.ndarray, labels: np.ndarray, epochs: int, lr:
     loss_v, logits = module(points, labels)
     loss, acc = float(loss_v), float(np.mean(logits.argmax(axis=1) == labels))
     if not quiet:
-        bar.close(loss, f" | accuracy {acc * 100:.1f}%")
+        bar.close(loss, f"accuracy {acc * 100:.1f}%")
     return state, loss, acc
 
 

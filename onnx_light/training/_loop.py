@@ -120,7 +120,7 @@ def fit(
             vl, va = _evaluate(module, val, batch_size, fixed)
             result.val_loss.append(vl)
             result.val_accuracy.append(va)
-            extra = f" | val loss {vl:.4f} accuracy {va * 100:.1f}%"
+            extra = f"val loss {vl:.4f} accuracy {va * 100:.1f}%"
         if not quiet:
             bar.close(result.train_loss[-1], extra)
         state.properties["epoch"] = epoch
