@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import os
 import re
+import subprocess
+import sys
+from typing import TextIO
 
 from tqdm import tqdm
 
@@ -15,11 +19,15 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _run(stream: io.StringIO, steps: int = 5) -> str:
+def _drive(stream: TextIO, steps: int = 5) -> None:
     bar = Progress(steps, "epoch 1/2", stream)
     for k in range(steps):
         bar.update(8, 1.0 / (k + 1))
     bar.close(0.2, "val loss 0.3000 accuracy 90.0%")
+
+
+def _run(stream: io.StringIO) -> str:
+    _drive(stream)
     return stream.getvalue()
 
 
@@ -47,3 +55,41 @@ def test_a_terminal_gets_tqdms_live_bar() -> None:
     last = out.rsplit("\r", 1)[1]
     assert "5/5 [ETA 00:00, loss 0.2000, " in last and "samples/s]" in last
     assert last.endswith("\nepoch 1/2: val loss 0.3000 accuracy 90.0%\n")
+
+
+_SCRIPT = """
+from onnx_light.training import Progress
+bar = Progress(5, "epoch 1/2")
+for k in range(5):
+    bar.update(8, 1.0 / (k + 1))
+bar.close(0.2, "val loss 0.3000 accuracy 90.0%")
+"""
+
+
+def test_a_terminal_that_reports_no_size_still_gets_the_bar() -> None:
+    # stdout a fresh pty (0 columns, 0 lines, as under `script` or some CI runners), where tqdm
+    # on its own hides the bar: the output had the metrics line only
+    leader, follower = os.openpty()
+    try:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        subprocess.run([sys.executable, "-c", _SCRIPT], stdout=follower, env=env, check=True, timeout=120)
+        os.set_blocking(leader, False)
+        chunks = []
+        while True:
+            try:
+                chunks.append(os.read(leader, 1 << 16))
+            except BlockingIOError:
+                break
+    finally:
+        os.close(leader)
+        os.close(follower)
+    out = b"".join(chunks).decode()
+    assert "5/5 [ETA 00:00, loss 0.2000, " in out and "epoch 1/2: val loss 0.3000" in out
+
+
+def test_quiet_writes_nothing_even_on_a_terminal() -> None:
+    out = _Terminal()
+    bar = Progress(3, "epoch 1/1", out, quiet=True)
+    bar.update(8, 0.5)
+    bar.close(0.5, "val loss 0.1")
+    assert out.getvalue() == ""
