@@ -24,6 +24,10 @@ OPTIMIZERS = [
     ("AdamW", {"amsgrad": True}),
     ("SGD", {"momentum": 0.9, "weight_decay": 1e-4}),
     ("SGD", {"momentum": 0.9, "nesterov": True}),
+    ("AdamW", {"max_grad_norm": 1.0}),
+    ("Adam", {"max_grad_norm": 1.0}),
+    ("Adam", {"amsgrad": True}),
+    ("SGD", {"momentum": 0.9, "weight_decay": 1e-4, "max_grad_norm": 1.0}),
 ]
 
 
