@@ -261,9 +261,10 @@ void layer_norm_rows_stats_f32(In2 x, In1 scale, In1 bias, bool has_bias, float 
 // intermediate stays in a PW_BLOCK-float buffer instead of a full array. Register r is input r
 // (its full array, or its one value broadcast), then output r - inputs, then temporary
 // r - inputs - outputs (one block each). The optimizers' own programs run compiled instead
-// (src/pointwise_compiled.h), all but the last n % 8 elements. Each operation is one IEEE float32 operation,
-// correctly rounded as numpy's ufunc gives it, and nothing is contracted (each loop holds one
-// operation, the vector loop one intrinsic stored at once): the results are bitwise numpy's.
+// (src/pointwise_compiled.h), all but the last n % 8 elements, which the blocks then take. Each
+// operation is one IEEE float32 operation, correctly rounded as numpy's ufunc gives it, and
+// nothing is contracted (each loop holds one operation, the vector loop one intrinsic stored at
+// once; this file is built with -ffp-contract=off): the results are bitwise numpy's.
 enum PointwiseOp : int32_t { PW_ADD = 0, PW_SUB = 1, PW_MUL = 2, PW_DIV = 3, PW_SQRT = 4 };
 constexpr int64_t PW_BLOCK = 256;
 
@@ -343,8 +344,8 @@ void pointwise_f32(std::vector<InF> inputs, std::vector<OutF> outputs, nb::ndarr
     int64_t start = 0;
     uint64_t singles = 0;
     for (int64_t r = 0; r < nin && r < 64; ++r) singles |= uint64_t{scalar[r]} << r;
-    const pw_compiled::Program *compiled =
-        simd && nin <= 64 ? pw_compiled::find(prog, k, nin, nout, temps, singles) : nullptr;
+    // (a table's program has at most 12 inputs: one of more than 64 matches none)
+    const pw_compiled::Program *compiled = simd ? pw_compiled::find(prog, k, nin, nout, temps, singles) : nullptr;
     if (compiled && n >= 8) {
         start = n - n % 8;
         compiled->run(in_ptr.data(), out_ptr.data(), start);
@@ -370,7 +371,6 @@ void pointwise_f32(std::vector<InF> inputs, std::vector<OutF> outputs, nb::ndarr
     }
 }
 
-// whether pointwise_f32 runs this program compiled (on this CPU)
 // whether pointwise_f32 runs this program compiled (on this CPU) when the inputs ``singles``
 // (a bit each) are one value
 bool pointwise_compiled(nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> code, int64_t inputs,
