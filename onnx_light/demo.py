@@ -73,19 +73,17 @@ def _train_loop(d: str, points: np.ndarray, labels: np.ndarray, epochs: int, lr:
     module = Module(os.path.join(d, "training_model.onnx"), state, os.path.join(d, "eval_model.onnx"))
     opt = Optimizer(os.path.join(d, "optimizer_model.onnx"), module)
     opt.set_learning_rate(lr)
-    bar = Progress(epochs, "spirals")
+    bar = Progress(epochs, "spirals", quiet=quiet)
     loss = acc = float("nan")
     for _ in range(epochs):
         loss = float(module(points, labels))
         opt.step()
         module.lazy_reset_grad()
-        if not quiet:
-            bar.update(len(labels), loss)
+        bar.update(len(labels), loss)
     module.eval()
     loss_v, logits = module(points, labels)
     loss, acc = float(loss_v), float(np.mean(logits.argmax(axis=1) == labels))
-    if not quiet:
-        bar.close(loss, f" | accuracy {acc * 100:.1f}%")
+    bar.close(loss, f"accuracy {acc * 100:.1f}%")
     return state, loss, acc
 
 

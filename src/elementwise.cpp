@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pairwise.h"
+#include "pointwise_compiled.h"
 #include "simd.h"
 #include "thread_pool.h"
 
@@ -259,9 +260,11 @@ void layer_norm_rows_stats_f32(In2 x, In1 scale, In1 bias, bool has_bias, float 
 // optimizer's update: runtime/_fuse_pointwise.py), run block by block so that every
 // intermediate stays in a PW_BLOCK-float buffer instead of a full array. Register r is input r
 // (its full array, or its one value broadcast), then output r - inputs, then temporary
-// r - inputs - outputs (one block each). Each operation is one IEEE float32 operation,
-// correctly rounded as numpy's ufunc gives it, and nothing is contracted (each loop holds one
-// operation, the vector loop one intrinsic stored at once): the results are bitwise numpy's.
+// r - inputs - outputs (one block each). The optimizers' own programs run compiled instead
+// (src/pointwise_compiled.h), all but the last n % 8 elements, which the blocks then take. Each
+// operation is one IEEE float32 operation, correctly rounded as numpy's ufunc gives it, and
+// nothing is contracted (each loop holds one operation, the vector loop one intrinsic stored at
+// once; this file is built with -ffp-contract=off): the results are bitwise numpy's.
 enum PointwiseOp : int32_t { PW_ADD = 0, PW_SUB = 1, PW_MUL = 2, PW_DIV = 3, PW_SQRT = 4 };
 constexpr int64_t PW_BLOCK = 256;
 
@@ -338,8 +341,17 @@ void pointwise_f32(std::vector<InF> inputs, std::vector<OutF> outputs, nb::ndarr
 #if ONNX_LIGHT_AVX512
     simd = has_avx2_fma();
 #endif
+    int64_t start = 0;
+    uint64_t singles = 0;
+    for (int64_t r = 0; r < nin && r < 64; ++r) singles |= uint64_t{scalar[r]} << r;
+    // (a table's program has at most 12 inputs: one of more than 64 matches none)
+    const pw_compiled::Program *compiled = simd ? pw_compiled::find(prog, k, nin, nout, temps, singles) : nullptr;
+    if (compiled && n >= 8) {
+        start = n - n % 8;
+        compiled->run(in_ptr.data(), out_ptr.data(), start);
+    }
     std::vector<float *> ptr(regs);
-    for (int64_t lo = 0; lo < n; lo += PW_BLOCK) {
+    for (int64_t lo = start; lo < n; lo += PW_BLOCK) {
         const int64_t len = std::min(PW_BLOCK, n - lo);
         for (int64_t r = 0; r < nin; ++r)
             ptr[r] = scalar[r] ? buf.data() + r * PW_BLOCK : const_cast<float *>(in_ptr[r]) + lo;
@@ -357,6 +369,18 @@ void pointwise_f32(std::vector<InF> inputs, std::vector<OutF> outputs, nb::ndarr
             pw_run_scalar(c[0], ptr[c[1]], ptr[c[2]], ptr[c[3]], len);
         }
     }
+}
+
+// whether pointwise_f32 runs this program compiled (on this CPU) when the inputs ``singles``
+// (a bit each) are one value
+bool pointwise_compiled(nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> code, int64_t inputs,
+                        int64_t outputs, int64_t temps, uint64_t singles) {
+    if (code.shape(1) != 4) throw std::invalid_argument("pointwise_compiled: needs a (k, 4) program");
+    bool simd = false;
+#if ONNX_LIGHT_AVX512
+    simd = has_avx2_fma();
+#endif
+    return simd && pw_compiled::find(code.data(), static_cast<int64_t>(code.shape(0)), inputs, outputs, temps, singles);
 }
 
 using InB = nb::ndarray<const bool, nb::c_contig, nb::device::cpu>;
@@ -400,6 +424,8 @@ void where_f32(InB cond, InF x, InF y, OutF out) {
 
 void bind_elementwise(nb::module_ &m) {
     m.def("pointwise_f32", &pointwise_f32, nb::arg("inputs"), nb::arg("outputs"), nb::arg("code"), nb::arg("temps"));
+    m.def("pointwise_compiled", &pointwise_compiled, nb::arg("code"), nb::arg("inputs"), nb::arg("outputs"),
+          nb::arg("temps"), nb::arg("singles"));
     m.def("where_f32", &where_f32, nb::arg("cond"), nb::arg("x"), nb::arg("y"), nb::arg("out"));
     m.def("sigmoid_f32", &sigmoid_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);
     m.def("softmax_rows_f32", &softmax_rows_f32, nb::arg("x"), nb::arg("y"), nb::arg("threads") = 1);

@@ -105,24 +105,22 @@ def fit(
     first = int(state.properties.get("epoch", 0)) if start_from == ck else 0
     for epoch in range(first + 1, epochs + 1):
         batches = _batches(n, batch_size, fixed, np.random.default_rng((seed, epoch)))
-        bar = Progress(len(batches), f"epoch {epoch}/{epochs}", stream)
+        bar = Progress(len(batches), f"epoch {epoch}/{epochs}", stream, quiet=quiet)
         total = 0.0
         for idx in batches:
             loss = float(module(*[a[idx] for a in inputs]))
             opt.step()
             module.lazy_reset_grad()
             total += loss
-            if not quiet:
-                bar.update(len(idx), loss)
+            bar.update(len(idx), loss)
         result.train_loss.append(total / max(1, len(batches)))
         extra = ""
         if val is not None:
             vl, va = _evaluate(module, val, batch_size, fixed)
             result.val_loss.append(vl)
             result.val_accuracy.append(va)
-            extra = f" | val loss {vl:.4f} accuracy {va * 100:.1f}%"
-        if not quiet:
-            bar.close(result.train_loss[-1], extra)
+            extra = f"val loss {vl:.4f} accuracy {va * 100:.1f}%"
+        bar.close(result.train_loss[-1], extra)
         state.properties["epoch"] = epoch
         if ck is not None:
             CheckpointState.save_checkpoint(state, ck)
