@@ -864,6 +864,42 @@ nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 
     return nb::make_tuple(dh_arr, dc_arr, Out4(dpre, {d_, t_, n_, 4 * h_}, owner(dpre)));
 }
 
+// The cell state's forward Scan of the direct LSTM backward (its body: Mul, Add, two Identity):
+// c_s = f_s c_{s-1} + (i g)_s for s = 0 .. T-1 from c0 [D, N, H]; f, ig, cs, cps [D, T, N, H];
+// writes cs[:, s] = c_s and cps[:, s] = c_{s-1}, returns c_{T-1} (c0 when T is 0). The product,
+// then the sum, as the body's two nodes (portable code, no FMA: numpy's floats exactly).
+nb::object lstm_cell_states(In3 c0, In4 f, In4 ig, Buf4 cs, Buf4 cps) {
+    auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
+    const int64_t D = dim(f, 0), T = dim(f, 1), N = dim(f, 2), H = dim(f, 3);
+    for (int k = 0; k < 4; ++k)
+        if (dim(ig, k) != dim(f, k) || dim(cs, k) != dim(f, k) || dim(cps, k) != dim(f, k))
+            throw std::invalid_argument("lstm_cell_states: f, ig, cs and cps must have one shape [D, T, N, H]");
+    if (dim(c0, 0) != D || dim(c0, 1) != N || dim(c0, 2) != H)
+        throw std::invalid_argument("lstm_cell_states: c0 must be [D, N, H]");
+    const int64_t rows = N * H;
+    float *last = new float[std::max<int64_t>(1, D * rows)];
+    {
+        nb::gil_scoped_release release;
+        for (int64_t d = 0; d < D; ++d) {
+            const float *prev = c0.data() + d * rows;
+            for (int64_t t = 0; t < T; ++t) {
+                const int64_t at = (d * T + t) * rows;
+                const float *ft = f.data() + at, *igt = ig.data() + at;
+                float *ct = cs.data() + at, *cpt = cps.data() + at;
+                for (int64_t j = 0; j < rows; ++j) {
+                    const float m = ft[j] * prev[j];
+                    cpt[j] = prev[j];
+                    ct[j] = m + igt[j];
+                }
+                prev = ct;
+            }
+            std::memcpy(last + d * rows, prev, sizeof(float) * rows);
+        }
+    }
+    auto owner = nb::capsule(last, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return nb::cast(Out3(last, {static_cast<size_t>(D), static_cast<size_t>(N), static_cast<size_t>(H)}, owner));
+}
+
 }  // namespace
 }  // namespace onnx_light_recurrent
 
@@ -880,6 +916,9 @@ void bind_recurrent(nb::module_ &m) {
     m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"), nb::arg("out").none() = nb::none(),
           "x [M, K] times W^T given packed by pack_weights (W of `cols` rows): [M, cols], or None when "
           "written into out");
+    m.def("lstm_cell_states", &lstm_cell_states, nb::arg("c0"), nb::arg("f"), nb::arg("ig"), nb::arg("cs"), nb::arg("cps"),
+          "The cell states c_s = f_s c_{s-1} + ig_s of the direct LSTM backward's forward Scan, into cs (c_s) and cps "
+          "(c_{s-1}) [D, T, N, H]: the last c [D, N, H]");
     m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
           nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
           "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "
