@@ -432,15 +432,16 @@ Packed packed_rows(const float *b, int64_t K, int64_t cols, int64_t ldb) {
 // LSTM's R^T with the gates interleaved per 8 hidden units: packed column q*32 + g*8 + j is R's row
 // g*H + 8q + j (ONNX gates g = i, o, f, c; a zero column where 8q + j >= H), so the GEMM's row of
 // one step holds, per block q, the four gates of hidden units 8q .. 8q+7 side by side. Written
-// into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float.
-Packed packed_gates(const float *r, int64_t H, float *into) {
+// into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float;
+// not `fill`: `into` holds them already (pack_lstm_gates, kept by the caller for a constant R).
+Packed packed_gates(const float *r, int64_t H, float *into, bool fill = true) {
     Packed pk;
     pk.cols = (H + 7) / 8 * 32;
     pk.K = H;
     pk.panels = (pk.cols + NR - 1) / NR;
     pk.width = pk.panels * NR;
     pk.view = into;
-    for (int64_t p = 0; p < pk.panels; ++p) {
+    for (int64_t p = 0; fill && p < pk.panels; ++p) {
         const float *rows[NR];  // R's row of each column of the panel, or null (a zero column)
         for (int64_t j = 0; j < NR; ++j) {
             const int64_t pc = p * NR + j, q = pc / 32, g = (pc % 32) / 8, unit = 8 * q + pc % 8;
@@ -640,7 +641,7 @@ Act act_of(int kind, float alpha, float beta, float clip) {
 nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::optional<In2> p,
                     std::optional<In2> rbh, std::optional<In2> bias, Lens lens, std::vector<bool> reverse, std::vector<int> kinds,
                     std::vector<float> alphas, std::vector<float> betas, float clip, bool input_forget,
-                    bool linear_before_reset) {
+                    bool linear_before_reset, std::optional<In1> packed) {
     static const int gates[3] = {1, 3, 4}, nacts[3] = {1, 2, 3};
     if (op < 0 || op > 2) throw std::invalid_argument("recurrent: op must be 0 (RNN), 1 (GRU) or 2 (LSTM)");
     auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
@@ -669,20 +670,28 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     float *h = new float[std::max<size_t>(1, state)], *c = op == 2 ? new float[std::max<size_t>(1, state)] : nullptr;
     std::memcpy(h, h0.data(), sizeof(float) * state);
     if (c) std::memcpy(c, c0->data(), sizeof(float) * state);
+    // the LSTM's R^T packed by pack_lstm_gates (for a constant R): the fused AVX2 step's layout
+    const bool fused = op == 2 && has_avx2_fma();
+    const int64_t per_dir = packed_gates_size(H);
+    if (packed && (!fused || dim(*packed, 0) != D * per_dir))
+        throw std::invalid_argument("recurrent: packed must be pack_lstm_gates(R) of this LSTM");
+    const float *prepacked = packed ? packed->data() : nullptr;
     Problem pb{op,        T,    N,    D,        H,     G,         xs.data(),    r.data(),
                p ? p->data() : nullptr, rbh ? rbh->data() : nullptr, bias ? bias->data() : nullptr, lens.data(), rev.get(),  acts.data(),
                nacts[op], input_forget, linear_before_reset, y, h, c};
     {
         nb::gil_scoped_release release;
         const Kernels kern{has_avx2_fma()};
-        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2)
-        const bool fused = op == 2 && kern.avx2;
+        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2); the
+        // scratch holds R^T packed (unless given) and then the GEMM's row of each batch entry
         std::vector<std::vector<Packed>> packs(D);
-        const int64_t per_dir = packed_gates_size(H);
-        float *fused_scratch = fused ? scratch(static_cast<size_t>(D * per_dir + N * (per_dir / H) + 8)) : nullptr;
+        const int64_t own = prepacked ? 0 : D * per_dir;
+        float *fused_scratch = fused ? scratch(static_cast<size_t>(own + N * (per_dir / H) + 8)) : nullptr;
         for (int64_t d = 0; d < D; ++d) {
             const float *rd = pb.r + d * G * H * H;
-            if (fused) {
+            if (fused && prepacked) {
+                packs[d].push_back(packed_gates(rd, H, const_cast<float *>(prepacked) + d * per_dir, false));
+            } else if (fused) {
                 packs[d].push_back(packed_gates(rd, H, fused_scratch + d * per_dir));
             } else if (op == 1) {
                 packs[d].emplace_back(rd, 0, 2 * H, H);
@@ -703,7 +712,7 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
         for (int64_t d = 0; d < D; ++d)
             for (int64_t s = 0; s < steps; ++s) {
                 if (fused)
-                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch + D * per_dir);
+                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch + own);
                 else
                     step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
             }
@@ -715,6 +724,23 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     Out3 h_arr(h, {d_, n_, h_}, owner(h));
     if (!c) return nb::make_tuple(y_arr, h_arr, nb::none());
     return nb::make_tuple(y_arr, h_arr, Out3(c, {d_, n_, h_}, owner(c)));
+}
+
+// R [D, 4H, H] of an LSTM packed as recurrent()'s fused AVX2 step reads it ([D * packed_gates_size]),
+// for a caller that keeps it while R is constant (packing costs ~0.1 ms a call at H = 128); None
+// where that step does not run (no AVX2 + FMA: recurrent packs its own).
+nb::object pack_lstm_gates(In3 r) {
+    const int64_t D = static_cast<int64_t>(r.shape(0)), H = static_cast<int64_t>(r.shape(2));
+    if (static_cast<int64_t>(r.shape(1)) != 4 * H) throw std::invalid_argument("pack_lstm_gates: R must be [D, 4H, H]");
+    if (!has_avx2_fma()) return nb::none();
+    const int64_t per_dir = packed_gates_size(H);
+    float *data = new float[std::max<int64_t>(1, D * per_dir)];
+    {
+        nb::gil_scoped_release release;
+        for (int64_t d = 0; d < D; ++d) packed_gates(r.data() + d * 4 * H * H, H, data + d * per_dir);
+    }
+    auto owner = nb::capsule(data, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<1>>(data, {static_cast<size_t>(D * per_dir)}, owner));
 }
 
 // ---------------------------------------------------------------------------
@@ -908,9 +934,11 @@ void bind_recurrent(nb::module_ &m) {
     m.def("recurrent", &recurrent, nb::arg("op"), nb::arg("xs"), nb::arg("r"), nb::arg("h0"), nb::arg("c0").none(),
           nb::arg("p").none(), nb::arg("rbh").none(), nb::arg("bias").none(), nb::arg("lens"), nb::arg("reverse"), nb::arg("kinds"),
           nb::arg("alphas"), nb::arg("betas"), nb::arg("clip"), nb::arg("input_forget"),
-          nb::arg("linear_before_reset"),
+          nb::arg("linear_before_reset"), nb::arg("packed").none() = nb::none(),
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
+    m.def("pack_lstm_gates", &pack_lstm_gates, nb::arg("r"),
+          "An LSTM's R [D, 4H, H] packed for recurrent(packed=...) (None without AVX2 + FMA: recurrent packs its own)");
     m.def("pack_weights", &pack_weights, nb::arg("w"),
           "W [C, K] packed as the right operand W^T of project: [ceil(C/24), K, 24]");
     m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"), nb::arg("out").none() = nb::none(),

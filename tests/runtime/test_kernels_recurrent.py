@@ -300,11 +300,11 @@ def test_native_projection_matches_numpy(m: int, i: int, cols: int) -> None:
     w = r.uniform(-1, 1, (1, cols, i)).astype(np.float32)
     want = x.astype(np.float64) @ w.reshape(cols, i).T.astype(np.float64)
     got = rk._projected(x, w, cols)
-    assert id(w) not in rk._PACKED
+    assert (id(w), "projection") not in rk._PACKED
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     w.flags.writeable = False
     got = rk._projected(x, w, cols).copy()  # the native result is this thread's reused buffer
-    assert got.shape == (m, cols) and got.dtype == np.float32 and id(w) in rk._PACKED
+    assert got.shape == (m, cols) and got.dtype == np.float32 and (id(w), "projection") in rk._PACKED
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     rk._projected(x[::-1].copy(), w, cols)  # the buffer overwritten by another product
     np.testing.assert_array_equal(rk._projected(x, w, cols), got)  # the kept packing
@@ -340,7 +340,62 @@ def test_lstm_with_constant_weights_matches_twin(hid: int, monkeypatch: pytest.M
     sess = InferenceSession(h.make_model(graph, opset_imports=[h.make_opsetid("", 14)]))
     feeds = {"X": r.uniform(-1, 1, (t, n, i)).astype(np.float32), "L": np.array([7, 3, 0, 7, 5], np.int32)}
     got = sess.run(None, feeds)
+    again = sess.run(None, feeds)  # R^T packed once, kept (pack_lstm_gates)
     monkeypatch.setattr(_native, "RECURRENT", False)
     twin = sess.run(None, feeds)
-    for name, g, w in zip(("Y", "Y_h", "Y_c"), got, twin):
+    for name, g, a, w in zip(("Y", "Y_h", "Y_c"), got, again, twin):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_array_equal(a, g, err_msg=name)
+
+
+def test_lstm_packed_r_is_kept_only_for_a_constant_r() -> None:
+    """R^T packed for the fused step is kept per constant R (a session's initializer) and passed
+    to the native loop; a writeable R is packed per call; a packing of another R is refused."""
+    from onnx_light.runtime import _native
+    from onnx_light.runtime.kernels import recurrent as rk
+
+    ext = _native.NATIVE
+    if (
+        not _native.RECURRENT
+        or not hasattr(ext, "pack_lstm_gates")
+        or ext.pack_lstm_gates(np.zeros((1, 4, 1), np.float32)) is None
+    ):
+        pytest.skip("no native LSTM packing (not built, ONNX_LIGHT_PURE_PYTHON=1, or no AVX2)")
+    r = np.random.default_rng(3)
+    t, n, i, hid = 4, 2, 3, 9
+    x = r.uniform(-1, 1, (t, n, i)).astype(np.float32)
+    w, rr = (
+        r.uniform(-0.5, 0.5, (1, 4 * hid, i)).astype(np.float32),
+        r.uniform(-0.5, 0.5, (1, 4 * hid, hid)).astype(np.float32),
+    )
+    mutable = rk.lstm(x, w, rr, hidden_size=hid)
+    assert (id(rr), "lstm_gates") not in rk._PACKED
+    rr.flags.writeable = False
+    kept = rk.lstm(x, w, rr, hidden_size=hid)
+    assert (id(rr), "lstm_gates") in rk._PACKED
+    for a, b in zip(kept, mutable):
+        np.testing.assert_array_equal(a, b)
+    packed = rk._PACKED[(id(rr), "lstm_gates")][1]
+    args = (
+        np.zeros((t, n, 8 * hid), np.float32),
+        np.zeros((2, 4 * hid, hid), np.float32),
+        np.zeros((2, n, hid), np.float32),
+    )
+    with pytest.raises(ValueError, match="pack_lstm_gates"):  # one direction's packing for two
+        ext.recurrent(
+            2,
+            *args,
+            args[2],
+            None,
+            None,
+            None,
+            np.full(n, t),
+            [False, True],
+            [2, 1, 1] * 2,
+            [0.0] * 6,
+            [0.0] * 6,
+            -1.0,
+            False,
+            False,
+            packed,
+        )
