@@ -245,9 +245,45 @@ AVX2 void tile_avx2_row(int64_t K, const float *A, const float *B, float *C) {
     _mm256_storeu_ps(C + 16, _mm256_add_ps(a2, e2));
 }
 
+// One row against P panels at once (a matrix-vector product, batch 1): 3P accumulators, one
+// broadcast of A[k] for all of them. Twelve independent chains (P = 4) keep both FMA pipes busy
+// (4 cycles of latency, 2 FMAs a cycle), where one panel's three chains (tile_avx2_row, split in
+// even and odd k) wait on the latency; each accumulator still sums its k in order.
+template <int P, bool ZERO>
+AVX2 void panels_avx2_row(int64_t K, const float *A, const float *B, float *C) {
+    __m256 acc[P][3];
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q)
+        for (int v = 0; v < 3; ++v) acc[q][v] = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + q * NR + 8 * v);
+    for (int64_t k = 0; k < K; ++k) {
+        const __m256 a = _mm256_broadcast_ss(A + k);
+#pragma GCC unroll 4
+        for (int q = 0; q < P; ++q) {
+            const float *b = B + (q * K + k) * NR;
+            acc[q][0] = _mm256_fmadd_ps(a, _mm256_loadu_ps(b), acc[q][0]);
+            acc[q][1] = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 8), acc[q][1]);
+            acc[q][2] = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 16), acc[q][2]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q)
+        for (int v = 0; v < 3; ++v) _mm256_storeu_ps(C + q * NR + 8 * v, acc[q][v]);
+}
+
 template <bool ZERO>
 AVX2 void gemm_avx2(int64_t M, int64_t K, int64_t panels, const float *A, int64_t lda, const float *B, float *C,
                     int64_t ldc) {
+    if (M == 1) {
+        int64_t p = 0;
+        for (; p + 4 <= panels; p += 4) panels_avx2_row<4, ZERO>(K, A, B + p * K * NR, C + p * NR);
+        switch (panels - p) {
+            case 3: panels_avx2_row<3, ZERO>(K, A, B + p * K * NR, C + p * NR); break;
+            case 2: panels_avx2_row<2, ZERO>(K, A, B + p * K * NR, C + p * NR); break;
+            case 1: tile_avx2_row<ZERO>(K, A, B + p * K * NR, C + p * NR); break;
+            default: break;
+        }
+        return;
+    }
     for (int64_t p = 0; p < panels; ++p) {
         const float *Bp = B + p * K * NR;
         float *Cp = C + p * NR;
