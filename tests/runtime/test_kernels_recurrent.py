@@ -226,7 +226,13 @@ def _twin_configs() -> list[Any]:
     out = []
     for op in GATES:
         for k, (t, n, hid, direction) in enumerate(
-            [(9, 7, 37, "bidirectional"), (5, 16, 24, "reverse"), (3, 1, 5, "forward"), (6, 13, 50, "bidirectional")]
+            [
+                (9, 7, 37, "bidirectional"),
+                (5, 16, 24, "reverse"),
+                (3, 1, 5, "forward"),
+                (6, 13, 50, "bidirectional"),
+                (4, 1, 40, "bidirectional"),  # batch 1: the GEMM's row against 4 panels at once, then 3 or 2
+            ]
         ):
             cfg = {
                 "T": t,

@@ -141,7 +141,7 @@ def test_a_cell_state_body_off_the_pattern_runs_the_generic_scan() -> None:
 
 
 @pytest.mark.skipif(not NATIVE, reason="native extension without lstm_sweep")
-@pytest.mark.parametrize("dims", [(2, 7, 16, 64), (1, 3, 5, 9), (2, 1, 1, 1)])
+@pytest.mark.parametrize("dims", [(2, 7, 16, 64), (1, 3, 5, 9), (2, 1, 1, 1), (1, 4, 1, 100), (2, 3, 1, 72)])
 @pytest.mark.parametrize("with_dy", [True, False])
 def test_native_sweep_matches_its_twin(dims: tuple[int, int, int, int], with_dy: bool) -> None:
     d, t, n, h = dims
