@@ -36,6 +36,7 @@ using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>
 using Lens = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Out3 = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
+using Out1 = nb::ndarray<nb::numpy, float, nb::ndim<1>>;
 
 constexpr int64_t NR = 24;  // columns per packed panel of R^T (three 8-float vectors)
 constexpr int64_t MR = 4;   // batch rows per register tile: 12 accumulators, 3 panel vectors, 1 broadcast
@@ -440,15 +441,24 @@ struct Packed {
     const float *view = nullptr;  // the floats when held elsewhere (then data is empty)
     const float *get() const { return view ? view : data.get(); }
     Packed() = default;
-    Packed(const float *r, int64_t r0, int64_t cols_, int64_t K_)
-        : cols(cols_), K(K_), panels((cols_ + NR - 1) / NR), width(panels * NR), data(new float[panels * K_ * NR]()) {
-        for (int64_t p = 0; p < panels; ++p)
-            for (int64_t j = 0; j < NR && p * NR + j < cols; ++j) {
-                const float *row = r + (r0 + p * NR + j) * K;
-                for (int64_t k = 0; k < K; ++k) data[(p * K + k) * NR + j] = row[k];
-            }
-    }
 };
+
+// R^T restricted to R's rows [r0, r0 + cols), written into `into` (every float, zero past cols)
+// unless not `fill` (then `into` holds them already).
+Packed packed_panels(const float *r, int64_t r0, int64_t cols, int64_t K, float *into, bool fill) {
+    Packed pk;
+    pk.cols = cols;
+    pk.K = K;
+    pk.panels = (cols + NR - 1) / NR;
+    pk.width = pk.panels * NR;
+    pk.view = into;
+    for (int64_t p = 0; fill && p < pk.panels; ++p)
+        for (int64_t j = 0; j < NR; ++j) {
+            const float *row = p * NR + j < cols ? r + (r0 + p * NR + j) * K : nullptr;
+            for (int64_t k = 0; k < K; ++k) into[(p * K + k) * NR + j] = row ? row[k] : 0.0f;
+        }
+    return pk;
+}
 
 // B [K, cols] (row-major, row stride ldb) packed as the GEMM's right operand: panel p, row k
 // holds B[k, p*24 + j] for j < 24 (zero past cols).
@@ -469,7 +479,7 @@ Packed packed_rows(const float *b, int64_t K, int64_t cols, int64_t ldb) {
 // g*H + 8q + j (ONNX gates g = i, o, f, c; a zero column where 8q + j >= H), so the GEMM's row of
 // one step holds, per block q, the four gates of hidden units 8q .. 8q+7 side by side. Written
 // into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float;
-// not `fill`: `into` holds them already (pack_lstm_gates, kept by the caller for a constant R).
+// not `fill`: `into` holds them already (pack_recurrent, kept by the caller for a constant R).
 Packed packed_gates(const float *r, int64_t H, float *into, bool fill = true) {
     Packed pk;
     pk.cols = (H + 7) / 8 * 32;
@@ -492,6 +502,34 @@ Packed packed_gates(const float *r, int64_t H, float *into, bool fill = true) {
 
 // floats of packed_gates(r, H, ...)
 inline int64_t packed_gates_size(int64_t H) { return ((H + 7) / 8 * 32 + NR - 1) / NR * NR * H; }
+
+// The packs of one direction's R that the step loop reads, in order: LSTM on AVX2 (`fused`) R^T with
+// the gates interleaved (packed_gates); GRU R_zr^T, then R_h^T; otherwise R^T. {r0, cols, gates}
+struct PackSpec {
+    int64_t r0, cols;
+    bool gates;
+};
+
+std::vector<PackSpec> pack_specs(int op, bool fused, int64_t H, int64_t G) {
+    if (fused) return {{0, 4 * H, true}};
+    if (op == 1) return {{0, 2 * H, false}, {2 * H, H, false}};
+    return {{0, G * H, false}};
+}
+
+int64_t pack_floats(const PackSpec &sp, int64_t H) {
+    return sp.gates ? packed_gates_size(H) : (sp.cols + NR - 1) / NR * NR * H;
+}
+
+// direction d's packs of R (rd: its [G*H, H] rows) at `into`, filled unless not `fill`
+std::vector<Packed> direction_packs(const std::vector<PackSpec> &specs, const float *rd, int64_t H, float *into,
+                                    bool fill) {
+    std::vector<Packed> out;
+    for (const PackSpec &sp : specs) {
+        out.push_back(sp.gates ? packed_gates(rd, H, into, fill) : packed_panels(rd, sp.r0, sp.cols, H, into, fill));
+        into += pack_floats(sp, H);
+    }
+    return out;
+}
 
 // a per-thread buffer of at least n floats, kept between calls (its contents are not)
 float *scratch(size_t n) {
@@ -706,11 +744,13 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     float *h = new float[std::max<size_t>(1, state)], *c = op == 2 ? new float[std::max<size_t>(1, state)] : nullptr;
     std::memcpy(h, h0.data(), sizeof(float) * state);
     if (c) std::memcpy(c, c0->data(), sizeof(float) * state);
-    // the LSTM's R^T packed by pack_lstm_gates (for a constant R): the fused AVX2 step's layout
+    // R^T packed by pack_recurrent (for a constant R), or here per call
     const bool fused = op == 2 && has_avx2_fma();
-    const int64_t per_dir = packed_gates_size(H);
-    if (packed && (!fused || dim(*packed, 0) != D * per_dir))
-        throw std::invalid_argument("recurrent: packed must be pack_lstm_gates(R) of this LSTM");
+    const std::vector<PackSpec> specs = pack_specs(op, fused, H, G);
+    int64_t per_dir = 0;
+    for (const PackSpec &sp : specs) per_dir += pack_floats(sp, H);
+    if (packed && dim(*packed, 0) != D * per_dir)
+        throw std::invalid_argument("recurrent: packed must be pack_recurrent(op, R) of this op and R");
     const float *prepacked = packed ? packed->data() : nullptr;
     Problem pb{op,        T,    N,    D,        H,     G,         xs.data(),    r.data(),
                p ? p->data() : nullptr, rbh ? rbh->data() : nullptr, bias ? bias->data() : nullptr, lens.data(), rev.get(),  acts.data(),
@@ -718,24 +758,16 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     {
         nb::gil_scoped_release release;
         const Kernels kern{has_avx2_fma()};
-        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2); the
-        // scratch holds R^T packed (unless given) and then the GEMM's row of each batch entry
-        std::vector<std::vector<Packed>> packs(D);
+        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2). The
+        // scratch holds R^T packed (unless given), then (fused) the GEMM's row of each batch entry
         const int64_t own = prepacked ? 0 : D * per_dir;
-        float *fused_scratch = fused ? scratch(static_cast<size_t>(own + N * (per_dir / H) + 8)) : nullptr;
+        float *buf = scratch(static_cast<size_t>(own + (fused ? N * (packed_gates_size(H) / H) : 0) + 8));
+        std::vector<std::vector<Packed>> packs(D);
         for (int64_t d = 0; d < D; ++d) {
-            const float *rd = pb.r + d * G * H * H;
-            if (fused && prepacked) {
-                packs[d].push_back(packed_gates(rd, H, const_cast<float *>(prepacked) + d * per_dir, false));
-            } else if (fused) {
-                packs[d].push_back(packed_gates(rd, H, fused_scratch + d * per_dir));
-            } else if (op == 1) {
-                packs[d].emplace_back(rd, 0, 2 * H, H);
-                packs[d].emplace_back(rd, 2 * H, H, H);
-            } else {
-                packs[d].emplace_back(rd, 0, G * H, H);
-            }
+            float *at = prepacked ? const_cast<float *>(prepacked) + d * per_dir : buf + d * per_dir;
+            packs[d] = direction_packs(specs, pb.r + d * G * H * H, H, at, !prepacked);
         }
+        float *fused_scratch = buf + own;
         const int64_t ld = packs[0][0].width, ld2 = op == 1 ? packs[0][1].width : 0;
         std::unique_ptr<float[]> g(new float[fused ? 8 : N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
         int64_t steps = 0;
@@ -748,7 +780,7 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
         for (int64_t d = 0; d < D; ++d)
             for (int64_t s = 0; s < steps; ++s) {
                 if (fused)
-                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch + own);
+                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch);
                 else
                     step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
             }
@@ -762,21 +794,24 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     return nb::make_tuple(y_arr, h_arr, Out3(c, {d_, n_, h_}, owner(c)));
 }
 
-// R [D, 4H, H] of an LSTM packed as recurrent()'s fused AVX2 step reads it ([D * packed_gates_size]),
-// for a caller that keeps it while R is constant (packing costs ~0.1 ms a call at H = 128); None
-// where that step does not run (no AVX2 + FMA: recurrent packs its own).
-nb::object pack_lstm_gates(In3 r) {
-    const int64_t D = static_cast<int64_t>(r.shape(0)), H = static_cast<int64_t>(r.shape(2));
-    if (static_cast<int64_t>(r.shape(1)) != 4 * H) throw std::invalid_argument("pack_lstm_gates: R must be [D, 4H, H]");
-    if (!has_avx2_fma()) return nb::none();
-    const int64_t per_dir = packed_gates_size(H);
+// R [D, G*H, H] of an RNN (op 0), GRU (1) or LSTM (2) packed as recurrent()'s step loop reads it,
+// for a caller that keeps it while R is constant (packing per call reads R in 24 strided streams:
+// ~0.1 ms at H = 128, more than ten steps' work at H = 512).
+Out1 pack_recurrent(int op, In3 r) {
+    static const int gates[3] = {1, 3, 4};
+    if (op < 0 || op > 2) throw std::invalid_argument("pack_recurrent: op must be 0 (RNN), 1 (GRU) or 2 (LSTM)");
+    const int64_t D = static_cast<int64_t>(r.shape(0)), H = static_cast<int64_t>(r.shape(2)), G = gates[op];
+    if (static_cast<int64_t>(r.shape(1)) != G * H) throw std::invalid_argument("pack_recurrent: R must be [D, G*H, H]");
+    const std::vector<PackSpec> specs = pack_specs(op, op == 2 && has_avx2_fma(), H, G);
+    int64_t per_dir = 0;
+    for (const PackSpec &sp : specs) per_dir += pack_floats(sp, H);
     float *data = new float[std::max<int64_t>(1, D * per_dir)];
     {
         nb::gil_scoped_release release;
-        for (int64_t d = 0; d < D; ++d) packed_gates(r.data() + d * 4 * H * H, H, data + d * per_dir);
+        for (int64_t d = 0; d < D; ++d) direction_packs(specs, r.data() + d * G * H * H, H, data + d * per_dir, true);
     }
     auto owner = nb::capsule(data, [](void *q) noexcept { delete[] static_cast<float *>(q); });
-    return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<1>>(data, {static_cast<size_t>(D * per_dir)}, owner));
+    return Out1(data, {static_cast<size_t>(D * per_dir)}, owner);
 }
 
 // ---------------------------------------------------------------------------
@@ -973,8 +1008,8 @@ void bind_recurrent(nb::module_ &m) {
           nb::arg("linear_before_reset"), nb::arg("packed").none() = nb::none(),
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
-    m.def("pack_lstm_gates", &pack_lstm_gates, nb::arg("r"),
-          "An LSTM's R [D, 4H, H] packed for recurrent(packed=...) (None without AVX2 + FMA: recurrent packs its own)");
+    m.def("pack_recurrent", &pack_recurrent, nb::arg("op"), nb::arg("r"),
+          "R [D, G*H, H] of an RNN (op 0), GRU (1) or LSTM (2) packed for recurrent(..., packed)");
     m.def("pack_weights", &pack_weights, nb::arg("w"),
           "W [C, K] packed as the right operand W^T of project: [ceil(C/24), K, 24]");
     m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"), nb::arg("out").none() = nb::none(),

@@ -346,7 +346,7 @@ def test_lstm_with_constant_weights_matches_twin(hid: int, monkeypatch: pytest.M
     sess = InferenceSession(h.make_model(graph, opset_imports=[h.make_opsetid("", 14)]))
     feeds = {"X": r.uniform(-1, 1, (t, n, i)).astype(np.float32), "L": np.array([7, 3, 0, 7, 5], np.int32)}
     got = sess.run(None, feeds)
-    again = sess.run(None, feeds)  # R^T packed once, kept (pack_lstm_gates)
+    again = sess.run(None, feeds)  # R^T packed once, kept (pack_recurrent)
     monkeypatch.setattr(_native, "RECURRENT", False)
     twin = sess.run(None, feeds)
     for name, g, a, w in zip(("Y", "Y_h", "Y_c"), got, again, twin):
@@ -354,54 +354,36 @@ def test_lstm_with_constant_weights_matches_twin(hid: int, monkeypatch: pytest.M
         np.testing.assert_array_equal(a, g, err_msg=name)
 
 
-def test_lstm_packed_r_is_kept_only_for_a_constant_r() -> None:
-    """R^T packed for the fused step is kept per constant R (a session's initializer) and passed
-    to the native loop; a writeable R is packed per call; a packing of another R is refused."""
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_packed_r_is_kept_only_for_a_constant_r(op: str) -> None:
+    """R^T packed for the step loop is kept per constant R (a session's initializer) and passed
+    to the native loop, with the same results as packing per call (a writeable R); a packing of
+    another shape is refused."""
     from onnx_light.runtime import _native
     from onnx_light.runtime.kernels import recurrent as rk
 
     ext = _native.NATIVE
-    if (
-        not _native.RECURRENT
-        or not hasattr(ext, "pack_lstm_gates")
-        or ext.pack_lstm_gates(np.zeros((1, 4, 1), np.float32)) is None
-    ):
-        pytest.skip("no native LSTM packing (not built, ONNX_LIGHT_PURE_PYTHON=1, or no AVX2)")
+    if not _native.RECURRENT or not hasattr(ext, "pack_recurrent"):
+        pytest.skip("no native packing (not built, or ONNX_LIGHT_PURE_PYTHON=1)")
     r = np.random.default_rng(3)
-    t, n, i, hid = 4, 2, 3, 9
+    g, t, n, i, hid = GATES[op], 4, 2, 3, 30
     x = r.uniform(-1, 1, (t, n, i)).astype(np.float32)
-    w, rr = (
-        r.uniform(-0.5, 0.5, (1, 4 * hid, i)).astype(np.float32),
-        r.uniform(-0.5, 0.5, (1, 4 * hid, hid)).astype(np.float32),
-    )
-    mutable = rk.lstm(x, w, rr, hidden_size=hid)
-    assert (id(rr), "lstm_gates") not in rk._PACKED
+    w = r.uniform(-0.5, 0.5, (2, g * hid, i)).astype(np.float32)
+    rr = r.uniform(-0.5, 0.5, (2, g * hid, hid)).astype(np.float32)
+    run = getattr(rk, op.lower())
+    mutable = run(x, w, rr, hidden_size=hid, direction="bidirectional")
+    assert (id(rr), op) not in rk._PACKED
     rr.flags.writeable = False
-    kept = rk.lstm(x, w, rr, hidden_size=hid)
-    assert (id(rr), "lstm_gates") in rk._PACKED
+    kept = run(x, w, rr, hidden_size=hid, direction="bidirectional")
+    assert (id(rr), op) in rk._PACKED
     for a, b in zip(kept, mutable):
         np.testing.assert_array_equal(a, b)
-    packed = rk._PACKED[(id(rr), "lstm_gates")][1]
-    args = (
-        np.zeros((t, n, 8 * hid), np.float32),
-        np.zeros((2, 4 * hid, hid), np.float32),
-        np.zeros((2, n, hid), np.float32),
-    )
-    with pytest.raises(ValueError, match="pack_lstm_gates"):  # one direction's packing for two
+    packed = rk._PACKED[(id(rr), op)][1]
+    h0 = np.zeros((1, n, hid), np.float32)
+    one_dir = (np.zeros((t, n, g * hid), np.float32), np.ascontiguousarray(rr[:1]), h0, h0 if op == "LSTM" else None)
+    acts = {"RNN": [1], "GRU": [2, 1], "LSTM": [2, 1, 1]}[op]
+    with pytest.raises(ValueError, match="pack_recurrent"):  # two directions' packing for one
         ext.recurrent(
-            2,
-            *args,
-            args[2],
-            None,
-            None,
-            None,
-            np.full(n, t),
-            [False, True],
-            [2, 1, 1] * 2,
-            [0.0] * 6,
-            [0.0] * 6,
-            -1.0,
-            False,
-            False,
-            packed,
-        )
+            rk._OPS[op], *one_dir, None, None, None, np.full(n, t), [False], acts, [0.0] * len(acts),
+            [0.0] * len(acts), -1.0, False, False, packed,
+        )  # fmt: skip

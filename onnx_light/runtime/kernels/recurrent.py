@@ -370,10 +370,10 @@ def _native_steps(
     init = [np.ascontiguousarray(rec.initial(s, dirs)) for s in states]
     extra = {k: None if v is None else np.ascontiguousarray(rec.cast(v)) for k, v in (extra or {}).items()}
     ext = _native.NATIVE
-    gates = None
-    if op == "LSTM" and r.dtype == np.float32 and hasattr(ext, "pack_lstm_gates"):
-        # R^T packed once for a constant R (per call it costs ~0.1 ms at H = 128 of crnn's ~1 ms)
-        gates = _packed(r, "lstm_gates", lambda: ext.pack_lstm_gates(np.ascontiguousarray(r)))
+    packed = None
+    if r.dtype == np.float32 and hasattr(ext, "pack_recurrent"):
+        # R^T packed once for a constant R (per call: ~0.1 ms at H = 128 of crnn's ~1 ms LSTM layers)
+        packed = _packed(r, op, lambda: ext.pack_recurrent(_OPS[op], np.ascontiguousarray(r)))
     y, h, c = ext.recurrent(
         _OPS[op],
         xs.reshape(t, n, d * gh),
@@ -391,7 +391,7 @@ def _native_steps(
         -1.0 if clip is None else float(clip),
         bool(input_forget),
         bool(linear_before_reset),
-        gates,
+        packed,
     )
     return y, [h] if c is None else [h, c]
 
