@@ -36,6 +36,7 @@ using In3 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::cpu>
 using Lens = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Out3 = nb::ndarray<nb::numpy, float, nb::ndim<3>>;
 using Out4 = nb::ndarray<nb::numpy, float, nb::ndim<4>>;
+using Out1 = nb::ndarray<nb::numpy, float, nb::ndim<1>>;
 
 constexpr int64_t NR = 24;  // columns per packed panel of R^T (three 8-float vectors)
 constexpr int64_t MR = 4;   // batch rows per register tile: 12 accumulators, 3 panel vectors, 1 broadcast
@@ -245,9 +246,45 @@ AVX2 void tile_avx2_row(int64_t K, const float *A, const float *B, float *C) {
     _mm256_storeu_ps(C + 16, _mm256_add_ps(a2, e2));
 }
 
+// One row against P panels at once (a matrix-vector product, batch 1): 3P accumulators, one
+// broadcast of A[k] for all of them. Twelve independent chains (P = 4) keep both FMA pipes busy
+// (4 cycles of latency, 2 FMAs a cycle), where one panel's three chains (tile_avx2_row, split in
+// even and odd k) wait on the latency; each accumulator still sums its k in order.
+template <int P, bool ZERO>
+AVX2 void panels_avx2_row(int64_t K, const float *A, const float *B, float *C) {
+    __m256 acc[P][3];
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q)
+        for (int v = 0; v < 3; ++v) acc[q][v] = ZERO ? _mm256_setzero_ps() : _mm256_loadu_ps(C + q * NR + 8 * v);
+    for (int64_t k = 0; k < K; ++k) {
+        const __m256 a = _mm256_broadcast_ss(A + k);
+#pragma GCC unroll 4
+        for (int q = 0; q < P; ++q) {
+            const float *b = B + (q * K + k) * NR;
+            acc[q][0] = _mm256_fmadd_ps(a, _mm256_loadu_ps(b), acc[q][0]);
+            acc[q][1] = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 8), acc[q][1]);
+            acc[q][2] = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 16), acc[q][2]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q)
+        for (int v = 0; v < 3; ++v) _mm256_storeu_ps(C + q * NR + 8 * v, acc[q][v]);
+}
+
 template <bool ZERO>
 AVX2 void gemm_avx2(int64_t M, int64_t K, int64_t panels, const float *A, int64_t lda, const float *B, float *C,
                     int64_t ldc) {
+    if (M == 1) {
+        int64_t p = 0;
+        for (; p + 4 <= panels; p += 4) panels_avx2_row<4, ZERO>(K, A, B + p * K * NR, C + p * NR);
+        switch (panels - p) {
+            case 3: panels_avx2_row<3, ZERO>(K, A, B + p * K * NR, C + p * NR); break;
+            case 2: panels_avx2_row<2, ZERO>(K, A, B + p * K * NR, C + p * NR); break;
+            case 1: tile_avx2_row<ZERO>(K, A, B + p * K * NR, C + p * NR); break;
+            default: break;
+        }
+        return;
+    }
     for (int64_t p = 0; p < panels; ++p) {
         const float *Bp = B + p * K * NR;
         float *Cp = C + p * NR;
@@ -404,15 +441,24 @@ struct Packed {
     const float *view = nullptr;  // the floats when held elsewhere (then data is empty)
     const float *get() const { return view ? view : data.get(); }
     Packed() = default;
-    Packed(const float *r, int64_t r0, int64_t cols_, int64_t K_)
-        : cols(cols_), K(K_), panels((cols_ + NR - 1) / NR), width(panels * NR), data(new float[panels * K_ * NR]()) {
-        for (int64_t p = 0; p < panels; ++p)
-            for (int64_t j = 0; j < NR && p * NR + j < cols; ++j) {
-                const float *row = r + (r0 + p * NR + j) * K;
-                for (int64_t k = 0; k < K; ++k) data[(p * K + k) * NR + j] = row[k];
-            }
-    }
 };
+
+// R^T restricted to R's rows [r0, r0 + cols), written into `into` (every float, zero past cols)
+// unless not `fill` (then `into` holds them already).
+Packed packed_panels(const float *r, int64_t r0, int64_t cols, int64_t K, float *into, bool fill) {
+    Packed pk;
+    pk.cols = cols;
+    pk.K = K;
+    pk.panels = (cols + NR - 1) / NR;
+    pk.width = pk.panels * NR;
+    pk.view = into;
+    for (int64_t p = 0; fill && p < pk.panels; ++p)
+        for (int64_t j = 0; j < NR; ++j) {
+            const float *row = p * NR + j < cols ? r + (r0 + p * NR + j) * K : nullptr;
+            for (int64_t k = 0; k < K; ++k) into[(p * K + k) * NR + j] = row ? row[k] : 0.0f;
+        }
+    return pk;
+}
 
 // B [K, cols] (row-major, row stride ldb) packed as the GEMM's right operand: panel p, row k
 // holds B[k, p*24 + j] for j < 24 (zero past cols).
@@ -432,15 +478,16 @@ Packed packed_rows(const float *b, int64_t K, int64_t cols, int64_t ldb) {
 // LSTM's R^T with the gates interleaved per 8 hidden units: packed column q*32 + g*8 + j is R's row
 // g*H + 8q + j (ONNX gates g = i, o, f, c; a zero column where 8q + j >= H), so the GEMM's row of
 // one step holds, per block q, the four gates of hidden units 8q .. 8q+7 side by side. Written
-// into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float.
-Packed packed_gates(const float *r, int64_t H, float *into) {
+// into `into` (a per-thread buffer reused across calls: no fresh pages to fault in), every float;
+// not `fill`: `into` holds them already (pack_recurrent, kept by the caller for a constant R).
+Packed packed_gates(const float *r, int64_t H, float *into, bool fill = true) {
     Packed pk;
     pk.cols = (H + 7) / 8 * 32;
     pk.K = H;
     pk.panels = (pk.cols + NR - 1) / NR;
     pk.width = pk.panels * NR;
     pk.view = into;
-    for (int64_t p = 0; p < pk.panels; ++p) {
+    for (int64_t p = 0; fill && p < pk.panels; ++p) {
         const float *rows[NR];  // R's row of each column of the panel, or null (a zero column)
         for (int64_t j = 0; j < NR; ++j) {
             const int64_t pc = p * NR + j, q = pc / 32, g = (pc % 32) / 8, unit = 8 * q + pc % 8;
@@ -455,6 +502,34 @@ Packed packed_gates(const float *r, int64_t H, float *into) {
 
 // floats of packed_gates(r, H, ...)
 inline int64_t packed_gates_size(int64_t H) { return ((H + 7) / 8 * 32 + NR - 1) / NR * NR * H; }
+
+// The packs of one direction's R that the step loop reads, in order: LSTM on AVX2 (`fused`) R^T with
+// the gates interleaved (packed_gates); GRU R_zr^T, then R_h^T; otherwise R^T. {r0, cols, gates}
+struct PackSpec {
+    int64_t r0, cols;
+    bool gates;
+};
+
+std::vector<PackSpec> pack_specs(int op, bool fused, int64_t H, int64_t G) {
+    if (fused) return {{0, 4 * H, true}};
+    if (op == 1) return {{0, 2 * H, false}, {2 * H, H, false}};
+    return {{0, G * H, false}};
+}
+
+int64_t pack_floats(const PackSpec &sp, int64_t H) {
+    return sp.gates ? packed_gates_size(H) : (sp.cols + NR - 1) / NR * NR * H;
+}
+
+// direction d's packs of R (rd: its [G*H, H] rows) at `into`, filled unless not `fill`
+std::vector<Packed> direction_packs(const std::vector<PackSpec> &specs, const float *rd, int64_t H, float *into,
+                                    bool fill) {
+    std::vector<Packed> out;
+    for (const PackSpec &sp : specs) {
+        out.push_back(sp.gates ? packed_gates(rd, H, into, fill) : packed_panels(rd, sp.r0, sp.cols, H, into, fill));
+        into += pack_floats(sp, H);
+    }
+    return out;
+}
 
 // a per-thread buffer of at least n floats, kept between calls (its contents are not)
 float *scratch(size_t n) {
@@ -640,7 +715,7 @@ Act act_of(int kind, float alpha, float beta, float clip) {
 nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::optional<In2> p,
                     std::optional<In2> rbh, std::optional<In2> bias, Lens lens, std::vector<bool> reverse, std::vector<int> kinds,
                     std::vector<float> alphas, std::vector<float> betas, float clip, bool input_forget,
-                    bool linear_before_reset) {
+                    bool linear_before_reset, std::optional<In1> packed) {
     static const int gates[3] = {1, 3, 4}, nacts[3] = {1, 2, 3};
     if (op < 0 || op > 2) throw std::invalid_argument("recurrent: op must be 0 (RNN), 1 (GRU) or 2 (LSTM)");
     auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
@@ -669,28 +744,30 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     float *h = new float[std::max<size_t>(1, state)], *c = op == 2 ? new float[std::max<size_t>(1, state)] : nullptr;
     std::memcpy(h, h0.data(), sizeof(float) * state);
     if (c) std::memcpy(c, c0->data(), sizeof(float) * state);
+    // R^T packed by pack_recurrent (for a constant R), or here per call
+    const bool fused = op == 2 && has_avx2_fma();
+    const std::vector<PackSpec> specs = pack_specs(op, fused, H, G);
+    int64_t per_dir = 0;
+    for (const PackSpec &sp : specs) per_dir += pack_floats(sp, H);
+    if (packed && dim(*packed, 0) != D * per_dir)
+        throw std::invalid_argument("recurrent: packed must be pack_recurrent(op, R) of this op and R");
+    const float *prepacked = packed ? packed->data() : nullptr;
     Problem pb{op,        T,    N,    D,        H,     G,         xs.data(),    r.data(),
                p ? p->data() : nullptr, rbh ? rbh->data() : nullptr, bias ? bias->data() : nullptr, lens.data(), rev.get(),  acts.data(),
                nacts[op], input_forget, linear_before_reset, y, h, c};
     {
         nb::gil_scoped_release release;
         const Kernels kern{has_avx2_fma()};
-        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2)
-        const bool fused = op == 2 && kern.avx2;
+        // LSTM on AVX2: gates interleaved, the state update fused per row (lstm_step_avx2). The
+        // scratch holds R^T packed (unless given), then (fused) the GEMM's row of each batch entry
+        const int64_t own = prepacked ? 0 : D * per_dir;
+        float *buf = scratch(static_cast<size_t>(own + (fused ? N * (packed_gates_size(H) / H) : 0) + 8));
         std::vector<std::vector<Packed>> packs(D);
-        const int64_t per_dir = packed_gates_size(H);
-        float *fused_scratch = fused ? scratch(static_cast<size_t>(D * per_dir + N * (per_dir / H) + 8)) : nullptr;
         for (int64_t d = 0; d < D; ++d) {
-            const float *rd = pb.r + d * G * H * H;
-            if (fused) {
-                packs[d].push_back(packed_gates(rd, H, fused_scratch + d * per_dir));
-            } else if (op == 1) {
-                packs[d].emplace_back(rd, 0, 2 * H, H);
-                packs[d].emplace_back(rd, 2 * H, H, H);
-            } else {
-                packs[d].emplace_back(rd, 0, G * H, H);
-            }
+            float *at = prepacked ? const_cast<float *>(prepacked) + d * per_dir : buf + d * per_dir;
+            packs[d] = direction_packs(specs, pb.r + d * G * H * H, H, at, !prepacked);
         }
+        float *fused_scratch = buf + own;
         const int64_t ld = packs[0][0].width, ld2 = op == 1 ? packs[0][1].width : 0;
         std::unique_ptr<float[]> g(new float[fused ? 8 : N * ld + 8]()), g2(new float[N * ld2 + 8]), tmp(new float[N * H + 8]);
         int64_t steps = 0;
@@ -703,7 +780,7 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
         for (int64_t d = 0; d < D; ++d)
             for (int64_t s = 0; s < steps; ++s) {
                 if (fused)
-                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch + D * per_dir);
+                    lstm_step_avx2(pb, kern, d, s, packs[d][0], fused_scratch);
                 else
                     step(pb, kern, d, s, packs[d], g.get(), g2.get(), tmp.get());
             }
@@ -715,6 +792,26 @@ nb::tuple recurrent(int op, In3 xs, In3 r, In3 h0, std::optional<In3> c0, std::o
     Out3 h_arr(h, {d_, n_, h_}, owner(h));
     if (!c) return nb::make_tuple(y_arr, h_arr, nb::none());
     return nb::make_tuple(y_arr, h_arr, Out3(c, {d_, n_, h_}, owner(c)));
+}
+
+// R [D, G*H, H] of an RNN (op 0), GRU (1) or LSTM (2) packed as recurrent()'s step loop reads it,
+// for a caller that keeps it while R is constant (packing per call reads R in 24 strided streams:
+// ~0.1 ms at H = 128, more than ten steps' work at H = 512).
+Out1 pack_recurrent(int op, In3 r) {
+    static const int gates[3] = {1, 3, 4};
+    if (op < 0 || op > 2) throw std::invalid_argument("pack_recurrent: op must be 0 (RNN), 1 (GRU) or 2 (LSTM)");
+    const int64_t D = static_cast<int64_t>(r.shape(0)), H = static_cast<int64_t>(r.shape(2)), G = gates[op];
+    if (static_cast<int64_t>(r.shape(1)) != G * H) throw std::invalid_argument("pack_recurrent: R must be [D, G*H, H]");
+    const std::vector<PackSpec> specs = pack_specs(op, op == 2 && has_avx2_fma(), H, G);
+    int64_t per_dir = 0;
+    for (const PackSpec &sp : specs) per_dir += pack_floats(sp, H);
+    float *data = new float[std::max<int64_t>(1, D * per_dir)];
+    {
+        nb::gil_scoped_release release;
+        for (int64_t d = 0; d < D; ++d) direction_packs(specs, r.data() + d * G * H * H, H, data + d * per_dir, true);
+    }
+    auto owner = nb::capsule(data, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return Out1(data, {static_cast<size_t>(D * per_dir)}, owner);
 }
 
 // ---------------------------------------------------------------------------
@@ -864,6 +961,42 @@ nb::tuple lstm_sweep(In3 dh0, In3 dc0, std::optional<In4> dy, In4 s, In4 g, In4 
     return nb::make_tuple(dh_arr, dc_arr, Out4(dpre, {d_, t_, n_, 4 * h_}, owner(dpre)));
 }
 
+// The cell state's forward Scan of the direct LSTM backward (its body: Mul, Add, two Identity):
+// c_s = f_s c_{s-1} + (i g)_s for s = 0 .. T-1 from c0 [D, N, H]; f, ig, cs, cps [D, T, N, H];
+// writes cs[:, s] = c_s and cps[:, s] = c_{s-1}, returns c_{T-1} (c0 when T is 0). The product,
+// then the sum, as the body's two nodes (portable code, no FMA: numpy's floats exactly).
+nb::object lstm_cell_states(In3 c0, In4 f, In4 ig, Buf4 cs, Buf4 cps) {
+    auto dim = [](const auto &a, size_t i) { return static_cast<int64_t>(a.shape(i)); };
+    const int64_t D = dim(f, 0), T = dim(f, 1), N = dim(f, 2), H = dim(f, 3);
+    for (int k = 0; k < 4; ++k)
+        if (dim(ig, k) != dim(f, k) || dim(cs, k) != dim(f, k) || dim(cps, k) != dim(f, k))
+            throw std::invalid_argument("lstm_cell_states: f, ig, cs and cps must have one shape [D, T, N, H]");
+    if (dim(c0, 0) != D || dim(c0, 1) != N || dim(c0, 2) != H)
+        throw std::invalid_argument("lstm_cell_states: c0 must be [D, N, H]");
+    const int64_t rows = N * H;
+    float *last = new float[std::max<int64_t>(1, D * rows)];
+    {
+        nb::gil_scoped_release release;
+        for (int64_t d = 0; d < D; ++d) {
+            const float *prev = c0.data() + d * rows;
+            for (int64_t t = 0; t < T; ++t) {
+                const int64_t at = (d * T + t) * rows;
+                const float *ft = f.data() + at, *igt = ig.data() + at;
+                float *ct = cs.data() + at, *cpt = cps.data() + at;
+                for (int64_t j = 0; j < rows; ++j) {
+                    const float m = ft[j] * prev[j];
+                    cpt[j] = prev[j];
+                    ct[j] = m + igt[j];
+                }
+                prev = ct;
+            }
+            std::memcpy(last + d * rows, prev, sizeof(float) * rows);
+        }
+    }
+    auto owner = nb::capsule(last, [](void *q) noexcept { delete[] static_cast<float *>(q); });
+    return nb::cast(Out3(last, {static_cast<size_t>(D), static_cast<size_t>(N), static_cast<size_t>(H)}, owner));
+}
+
 }  // namespace
 }  // namespace onnx_light_recurrent
 
@@ -872,14 +1005,19 @@ void bind_recurrent(nb::module_ &m) {
     m.def("recurrent", &recurrent, nb::arg("op"), nb::arg("xs"), nb::arg("r"), nb::arg("h0"), nb::arg("c0").none(),
           nb::arg("p").none(), nb::arg("rbh").none(), nb::arg("bias").none(), nb::arg("lens"), nb::arg("reverse"), nb::arg("kinds"),
           nb::arg("alphas"), nb::arg("betas"), nb::arg("clip"), nb::arg("input_forget"),
-          nb::arg("linear_before_reset"),
+          nb::arg("linear_before_reset"), nb::arg("packed").none() = nb::none(),
           "The step loop of RNN (op 0), GRU (1) or LSTM (2) over the projected inputs xs [T, N, D*G*H] (time order): "
           "(Y [T, D, N, H], last H [D, N, H], last C or None)");
+    m.def("pack_recurrent", &pack_recurrent, nb::arg("op"), nb::arg("r"),
+          "R [D, G*H, H] of an RNN (op 0), GRU (1) or LSTM (2) packed for recurrent(..., packed)");
     m.def("pack_weights", &pack_weights, nb::arg("w"),
           "W [C, K] packed as the right operand W^T of project: [ceil(C/24), K, 24]");
     m.def("project", &project, nb::arg("x"), nb::arg("packed"), nb::arg("cols"), nb::arg("out").none() = nb::none(),
           "x [M, K] times W^T given packed by pack_weights (W of `cols` rows): [M, cols], or None when "
           "written into out");
+    m.def("lstm_cell_states", &lstm_cell_states, nb::arg("c0"), nb::arg("f"), nb::arg("ig"), nb::arg("cs"), nb::arg("cps"),
+          "The cell states c_s = f_s c_{s-1} + ig_s of the direct LSTM backward's forward Scan, into cs (c_s) and cps "
+          "(c_{s-1}) [D, T, N, H]: the last c [D, N, H]");
     m.def("lstm_sweep", &lstm_sweep, nb::arg("dh"), nb::arg("dc"), nb::arg("dy").none(), nb::arg("s"), nb::arg("g"),
           nb::arg("c"), nb::arg("cp"), nb::arg("r"), nb::arg("out").none() = nb::none(),
           "The reverse sweep of the direct LSTM backward, steps T-1 .. 0: (dh [D, N, H], dc [D, N, H], "

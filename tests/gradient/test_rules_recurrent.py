@@ -162,6 +162,17 @@ def test_direct_form_where_it_applies(name: str) -> None:
     assert any(n.endswith("vjp_step") for n in names) == direct, names
 
 
+@pytest.mark.parametrize("name", ["LSTM_direct", "LSTM_direct_bidirectional_layout1", "GRU_direct_reverse_no_bias"])
+def test_direct_form_copies_no_weights(name: str) -> None:
+    """The direct backward reads W and R only as GEMM operands (through a Transpose, or a Split
+    of R by gates for the GRU): no Concat of the weights (a copy of megabytes at crnn's sizes,
+    then a Split of [dW, dR]), so x W^T and h R^T are two GEMMs and so are dW and dR."""
+    _, bwd = gradient(_case_named(name))
+    readers = {n.op_type for n in bwd.node if {"W", "R"} & set(n.input)}
+    assert readers <= {"Transpose", "MatMul", "Split", "LSTM", "GRU"}, readers
+    assert all(n.op_type != "Concat" or not {"W", "R"} & set(n.input) for n in bwd.node)
+
+
 def _two_lstms(alias: bool) -> Case:
     """Two LSTM nodes of one signature (each its own inputs) in one graph; ``alias``: the second
     feeds one tensor as both initial_h and initial_c."""

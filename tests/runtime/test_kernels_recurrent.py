@@ -226,7 +226,13 @@ def _twin_configs() -> list[Any]:
     out = []
     for op in GATES:
         for k, (t, n, hid, direction) in enumerate(
-            [(9, 7, 37, "bidirectional"), (5, 16, 24, "reverse"), (3, 1, 5, "forward"), (6, 13, 50, "bidirectional")]
+            [
+                (9, 7, 37, "bidirectional"),
+                (5, 16, 24, "reverse"),
+                (3, 1, 5, "forward"),
+                (6, 13, 50, "bidirectional"),
+                (4, 1, 40, "bidirectional"),  # batch 1: the GEMM's row against 4 panels at once, then 3 or 2
+            ]
         ):
             cfg = {
                 "T": t,
@@ -300,11 +306,11 @@ def test_native_projection_matches_numpy(m: int, i: int, cols: int) -> None:
     w = r.uniform(-1, 1, (1, cols, i)).astype(np.float32)
     want = x.astype(np.float64) @ w.reshape(cols, i).T.astype(np.float64)
     got = rk._projected(x, w, cols)
-    assert id(w) not in rk._PACKED
+    assert (id(w), "projection") not in rk._PACKED
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     w.flags.writeable = False
     got = rk._projected(x, w, cols).copy()  # the native result is this thread's reused buffer
-    assert got.shape == (m, cols) and got.dtype == np.float32 and id(w) in rk._PACKED
+    assert got.shape == (m, cols) and got.dtype == np.float32 and (id(w), "projection") in rk._PACKED
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     rk._projected(x[::-1].copy(), w, cols)  # the buffer overwritten by another product
     np.testing.assert_array_equal(rk._projected(x, w, cols), got)  # the kept packing
@@ -340,7 +346,44 @@ def test_lstm_with_constant_weights_matches_twin(hid: int, monkeypatch: pytest.M
     sess = InferenceSession(h.make_model(graph, opset_imports=[h.make_opsetid("", 14)]))
     feeds = {"X": r.uniform(-1, 1, (t, n, i)).astype(np.float32), "L": np.array([7, 3, 0, 7, 5], np.int32)}
     got = sess.run(None, feeds)
+    again = sess.run(None, feeds)  # R^T packed once, kept (pack_recurrent)
     monkeypatch.setattr(_native, "RECURRENT", False)
     twin = sess.run(None, feeds)
-    for name, g, w in zip(("Y", "Y_h", "Y_c"), got, twin):
+    for name, g, a, w in zip(("Y", "Y_h", "Y_c"), got, again, twin):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_array_equal(a, g, err_msg=name)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_packed_r_is_kept_only_for_a_constant_r(op: str) -> None:
+    """R^T packed for the step loop is kept per constant R (a session's initializer) and passed
+    to the native loop, with the same results as packing per call (a writeable R); a packing of
+    another shape is refused."""
+    from onnx_light.runtime import _native
+    from onnx_light.runtime.kernels import recurrent as rk
+
+    ext = _native.NATIVE
+    if not _native.RECURRENT or not hasattr(ext, "pack_recurrent"):
+        pytest.skip("no native packing (not built, or ONNX_LIGHT_PURE_PYTHON=1)")
+    r = np.random.default_rng(3)
+    g, t, n, i, hid = GATES[op], 4, 2, 3, 30
+    x = r.uniform(-1, 1, (t, n, i)).astype(np.float32)
+    w = r.uniform(-0.5, 0.5, (2, g * hid, i)).astype(np.float32)
+    rr = r.uniform(-0.5, 0.5, (2, g * hid, hid)).astype(np.float32)
+    run = getattr(rk, op.lower())
+    mutable = run(x, w, rr, hidden_size=hid, direction="bidirectional")
+    assert (id(rr), op) not in rk._PACKED
+    rr.flags.writeable = False
+    kept = run(x, w, rr, hidden_size=hid, direction="bidirectional")
+    assert (id(rr), op) in rk._PACKED
+    for a, b in zip(kept, mutable):
+        np.testing.assert_array_equal(a, b)
+    packed = rk._PACKED[(id(rr), op)][1]
+    h0 = np.zeros((1, n, hid), np.float32)
+    one_dir = (np.zeros((t, n, g * hid), np.float32), np.ascontiguousarray(rr[:1]), h0, h0 if op == "LSTM" else None)
+    acts = {"RNN": [1], "GRU": [2, 1], "LSTM": [2, 1, 1]}[op]
+    with pytest.raises(ValueError, match="pack_recurrent"):  # two directions' packing for one
+        ext.recurrent(
+            rk._OPS[op], *one_dir, None, None, None, np.full(n, t), [False], acts, [0.0] * len(acts),
+            [0.0] * len(acts), -1.0, False, False, packed,
+        )  # fmt: skip

@@ -141,7 +141,7 @@ def test_a_cell_state_body_off_the_pattern_runs_the_generic_scan() -> None:
 
 
 @pytest.mark.skipif(not NATIVE, reason="native extension without lstm_sweep")
-@pytest.mark.parametrize("dims", [(2, 7, 16, 64), (1, 3, 5, 9), (2, 1, 1, 1)])
+@pytest.mark.parametrize("dims", [(2, 7, 16, 64), (1, 3, 5, 9), (2, 1, 1, 1), (1, 4, 1, 100), (2, 3, 1, 72)])
 @pytest.mark.parametrize("with_dy", [True, False])
 def test_native_sweep_matches_its_twin(dims: tuple[int, int, int, int], with_dy: bool) -> None:
     d, t, n, h = dims
@@ -168,6 +168,24 @@ def test_native_sweep_rejects_inconsistent_shapes() -> None:
     assert _native.EXTENSION is not None
     with pytest.raises(ValueError):
         _native.EXTENSION.lstm_sweep(z[0], z[0], None, z, z, z, z, np.zeros((1, 16, 4), np.float32))
+
+
+@pytest.mark.skipif(not NATIVE, reason="native extension without lstm_sweep")
+@pytest.mark.parametrize("dims", [(2, 40, 1, 128), (1, 3, 5, 9), (2, 4, 0, 3)])
+def test_native_cell_states_match_their_twin(dims: tuple[int, int, int, int]) -> None:
+    """c_s = f_s c_{s-1} + ig_s in one call: the same floats as the numpy loop (product, then sum)."""
+    d, t, n, h = dims
+    r = np.random.default_rng(2)
+    f, ig = r.uniform(0, 1, dims).astype(np.float32), r.standard_normal(dims).astype(np.float32)
+    c0 = r.standard_normal((d, n, h)).astype(np.float32)
+    got, want = [np.full(dims, np.nan, np.float32) for _ in range(2)], [np.empty(dims, np.float32) for _ in range(2)]
+    assert _native.EXTENSION is not None
+    last = _native.EXTENSION.lstm_cell_states(c0, f, ig, *got)
+    np.testing.assert_array_equal(last, recurrent_sweep.cell_states_twin(c0, f, ig, *want))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError):
+        _native.EXTENSION.lstm_cell_states(c0, f, ig[:, :1].copy(), *got)
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "twin_and_cell"])

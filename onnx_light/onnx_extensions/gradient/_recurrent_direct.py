@@ -9,7 +9,8 @@ through ``_recurrent_lowering`` and the pass (``control_flow.recurrent_grad``).
 
 Directions are stacked on a leading axis D, each in its scan order s (the reverse direction's
 time flipped); ``h_{s-1}`` comes from Y (the node's own output), so every gate of every step
-is computed at once before the reverse loop (one GEMM per direction over T·B rows):
+is computed at once before the reverse loop (two GEMMs per direction over T·B rows, x W^T and
+h_{s-1} R^T):
 
 LSTM (gates i, o, f, g):
     pre = x W^T + h_{s-1} R^T + Wb + Rb;  i, o, f = σ(pre_iof);  g = tanh(pre_g)
@@ -211,26 +212,18 @@ class _Direct:
         )
         return list(outs)
 
-    def weight_grads(
-        self, dpf: str, xf: str, xs: str, rhs: str | None, dqf: str = "", fused: bool = False
-    ) -> list[str | None]:
+    def weight_grads(self, dpf: str, xf: str, xs: str, rhs: str | None, dqf: str = "") -> list[str | None]:
         """dX, dW, dR, dB from the flat [D, T*B, G*H] gradients of the pre-activations, ``dpf``
         for x W^T + Wb and ``dqf`` (default ``dpf``) for ``rhs`` R^T + Rb (``rhs``: h_{s-1}, or
-        None when the caller computes dR); ``fused``: ``xf`` is [x, h_{s-1}], one GEMM gives [dW, dR]."""
+        None when the caller computes dR)."""
         ctx, op = self.ctx, self.op
         need = [ctx.needs_grad(k) for k in range(4)]
         dqf = dqf or dpf
         dx = None
         if need[0]:
             dx = self.x_out(self.unflat(op.MatMul(dpf, ctx.input(1)), self.features, xs))
-        dw = dr = None
-        if fused and (need[1] or need[2]):
-            both = op.MatMul(op.Transpose(dpf, perm=[0, 2, 1]), xf)
-            dw, dr = op.Split(both, ctx.ints([self.features, self.hid]), axis=-1, _outputs=2)
-            dw, dr = (dw if need[1] else None), (dr if need[2] else None)
-        elif not fused:
-            dw = op.MatMul(op.Transpose(dpf, perm=[0, 2, 1]), xf) if need[1] else None
-            dr = op.MatMul(op.Transpose(dqf, perm=[0, 2, 1]), rhs) if need[2] and rhs else None
+        dw = op.MatMul(op.Transpose(dpf, perm=[0, 2, 1]), xf) if need[1] else None
+        dr = op.MatMul(op.Transpose(dqf, perm=[0, 2, 1]), rhs) if need[2] and rhs else None
         db = None
         if need[3] and ctx.input(3):
             s = op.ReduceSum(dpf, ctx.ints([1]), keepdims=0)
@@ -246,10 +239,9 @@ def direct_grad(ctx: GradContext) -> Grads | None:
     return _lstm(_Direct(ctx)) if ctx.node.op_type == "LSTM" else _gru(_Direct(ctx))
 
 
-def _common(g: _Direct, fused: bool = False) -> tuple[str, str, str, str, str, str]:
+def _common(g: _Direct) -> tuple[str, str, str, str, str, str]:
     """(X in scan order [D,T,B,I], its flat form, h tape [D,T,B,H], its flat form, zeros or "",
-    the projection x W^T + Wb [+ Rb]) for both kinds; ``fused``: the flat form of X is [x, h_{s-1}]
-    and the projection [x, h_{s-1}] [W, R]^T + Wb + Rb (one GEMM per direction, not two)."""
+    the projection x W^T + Wb [+ Rb]) for both kinds."""
     ctx, op, hid = g.ctx, g.op, g.hid
     n_g = _GATES[g.kind]
     xs = g.x_in()
@@ -260,11 +252,7 @@ def _common(g: _Direct, fused: bool = False) -> tuple[str, str, str, str, str, s
     h0 = g.states_in(ctx.input(5)) if ctx.input(5) else zeros
     hprev = g.prev(hs, h0)
     hf = g.flat(hprev, hid)
-    if fused:
-        xf = op.Concat(xf, hf, axis=-1)
-        proj = op.MatMul(xf, op.Transpose(op.Concat(ctx.input(1), ctx.input(2), axis=-1), perm=[0, 2, 1]))
-    else:
-        proj = op.MatMul(xf, op.Transpose(ctx.input(1), perm=[0, 2, 1]))
+    proj = op.MatMul(xf, op.Transpose(ctx.input(1), perm=[0, 2, 1]))
     if ctx.input(3):
         wb, rb = op.Split(op.Unsqueeze(ctx.input(3), ctx.ints([1])), ctx.ints([n_g * hid] * 2), axis=-1, _outputs=2)
         if g.kind == "GRU":
@@ -278,7 +266,10 @@ def _common(g: _Direct, fused: bool = False) -> tuple[str, str, str, str, str, s
 
 def _lstm(g: _Direct) -> Grads:
     ctx, op, hid, d, b = g.ctx, g.op, g.hid, g.d, g.batch
-    xs, xhf, hprev, _, zeros, pre = _common(g, fused=True)
+    # x W^T and h_{s-1} R^T as two GEMMs: one over [x, h_{s-1}] [W, R]^T would copy both weights
+    # into a new [D, 4H, I+H] first (and split its [dW, dR] after), megabytes at crnn's sizes
+    xs, xf, hprev, hf, zeros, proj = _common(g)
+    pre = op.Add(proj, op.MatMul(hf, op.Transpose(ctx.input(2), perm=[0, 2, 1])))
     pre_iof, pre_g = op.Split(pre, ctx.ints([3 * hid, hid]), axis=-1, _outputs=2)
     s, gg = op.Sigmoid(pre_iof), op.Tanh(pre_g)
     i, _, f = op.Split(s, ctx.ints([hid] * 3), axis=-1, _outputs=3)
@@ -304,7 +295,7 @@ def _lstm(g: _Direct) -> Grads:
     g.info(dh0, d, b, hid)
     g.info(dc0, d, b, hid)
     g.info(dps, d, g.steps, b, 4 * hid)
-    dx, dw, dr, db = g.weight_grads(g.flat(dps, 4 * hid), xhf, xs, None, fused=True)
+    dx, dw, dr, db = g.weight_grads(g.flat(dps, 4 * hid), xf, xs, hf)
     dh0_out = g.states_in(dh0) if ctx.needs_grad(5) and ctx.input(5) else None
     dc0_out = g.states_in(dc0) if ctx.needs_grad(6) and ctx.input(6) else None
     return [dx, dw, dr, db, None, dh0_out, dc0_out, None]

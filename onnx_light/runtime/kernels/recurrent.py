@@ -286,29 +286,28 @@ _KINDS = {name: k for k, name in enumerate(_ACTIVATIONS)}
 
 #: per thread: the native projection's result buffer (see _projected)
 _SCRATCH = threading.local()
-#: id(W) -> (a weak reference to W, W packed for the native projection): see _packed
-_PACKED: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+#: (id(W or R), what) -> (a weak reference to the array, its native packing): see _packed
+_PACKED: dict[tuple[int, str], tuple[weakref.ref[np.ndarray], np.ndarray | None]] = {}
 _PACKED_LIMIT = 64  # packed weights kept at most (a session's recurrent layers)
 
 
-def _packed(w: np.ndarray, flat: np.ndarray) -> np.ndarray | None:
-    """``flat`` (W as ``[D*G*H, I]``) packed by the native ``pack_weights``, kept per weights array
-    ``w`` while it lives when nothing can write it (a session's initializers; a stale packing would
-    be a silent wrong answer), else None (packing per call costs what the packed GEMM saves)."""
+def _packed(w: np.ndarray, what: str, pack: Callable[[], np.ndarray | None]) -> np.ndarray | None:
+    """``pack()``, the native packing of weights array ``w`` (``what``: which packing), kept per
+    array while it lives when nothing can write it (a session's initializers; a stale packing would
+    be a silent wrong answer), else None (the kernel packs per call, or does without)."""
     if not _immutable(w):
         return None
-    hit = _PACKED.get(id(w))
+    key = (id(w), what)
+    hit = _PACKED.get(key)
     if hit is not None and hit[0]() is w:
         return hit[1]
-    ext = _native.NATIVE
-    assert ext is not None
-    packed = ext.pack_weights(np.ascontiguousarray(flat))
-    packed.flags.writeable = False
+    packed = pack()
+    if packed is not None:
+        packed.flags.writeable = False
     if len(_PACKED) >= _PACKED_LIMIT:
         _PACKED.clear()
-    key = id(w)
 
-    def forget(ref: weakref.ref[np.ndarray], key: int = key) -> None:
+    def forget(ref: weakref.ref[np.ndarray], key: tuple[int, str] = key) -> None:
         if _PACKED.get(key, (None,))[0] is ref:
             del _PACKED[key]
 
@@ -321,7 +320,10 @@ def _projected(x: np.ndarray, w: np.ndarray, cols: int) -> np.ndarray:
     once for constant weights (1.05-1.3x faster than numpy's BLAS here), numpy's otherwise."""
     flat = w.reshape(cols, x.shape[1])
     ext = _native.NATIVE
-    packed = _packed(w, flat) if ext is not None and hasattr(ext, "project") and w.dtype == np.float32 else None
+    packed = None
+    if ext is not None and hasattr(ext, "project") and w.dtype == np.float32:
+        # (packing per call costs what the packed GEMM saves: only constant weights take it)
+        packed = _packed(w, "projection", lambda: ext.pack_weights(np.ascontiguousarray(flat)))
     if packed is None or x.dtype != np.float32:
         return np.matmul(x, flat.astype(x.dtype, copy=False).T)
     assert ext is not None
@@ -367,7 +369,12 @@ def _native_steps(
     dirs = list(range(d))
     init = [np.ascontiguousarray(rec.initial(s, dirs)) for s in states]
     extra = {k: None if v is None else np.ascontiguousarray(rec.cast(v)) for k, v in (extra or {}).items()}
-    y, h, c = _native.NATIVE.recurrent(
+    ext = _native.NATIVE
+    packed = None
+    if r.dtype == np.float32 and hasattr(ext, "pack_recurrent"):
+        # R^T packed once for a constant R (per call: ~0.1 ms at H = 128 of crnn's ~1 ms LSTM layers)
+        packed = _packed(r, op, lambda: ext.pack_recurrent(_OPS[op], np.ascontiguousarray(r)))
+    y, h, c = ext.recurrent(
         _OPS[op],
         xs.reshape(t, n, d * gh),
         np.ascontiguousarray(rec.cast(r)),
@@ -384,6 +391,7 @@ def _native_steps(
         -1.0 if clip is None else float(clip),
         bool(input_forget),
         bool(linear_before_reset),
+        packed,
     )
     return y, [h] if c is None else [h, c]
 
