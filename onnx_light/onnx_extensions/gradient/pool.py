@@ -477,6 +477,11 @@ def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     onnxruntime's MaxUnpool lacks, and the other types) tiling windows of up to 4 cells
     find I from pools over the windows' leading sub-boxes (``_prefix_max_pool_jvp``), as
     the reverse rule does; other geometries ask the re-emitted forward node for Indices.
+    (No form is faster in both runtimes: the prefix pools for float32 too take onnxruntime
+    from 2.8-2.9 to 2.3-2.5x the forward on that CNN and ours from 2.2 to 2.8-3.0x, whose
+    MaxPool gives Indices almost for free; SpaceToDepth cells for 2x2 windows cost
+    onnxruntime as much and float64 pools 25% less, ours 20% more: benchmarks/
+    bench_max_pool_jvp.py, h-jvp session 12.)
     """
     if ts[0] is None:
         return None
