@@ -471,12 +471,16 @@ def max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     flat tX, which onnxruntime runs ~3x faster than the equivalent Gather: 4 nodes, the
     same cell as the reverse rule's on ties and NaN in every runtime (onnxruntime's float32
     pools treat NaN by SIMD lane, unlike its Indices). On the CNN of bench_jvp.py that
-    costs onnxruntime ~0.7 ms more than the Indices-free form (its MaxPool is ~7x slower
-    with Indices; the JVP/forward ratio stays under 2.5) and saves ~0.8 ms in ours and 40%
+    costs onnxruntime ~0.7 ms more than the Indices-free form (its MaxPool is ~10x slower
+    with Indices; the JVP/forward ratio is 2.8-2.9 there) and saves ~0.8 ms in ours and 40%
     of the transform (benchmarks/RESULTS.md, h-jvp session 9). Otherwise (float64, which
     onnxruntime's MaxUnpool lacks, and the other types) tiling windows of up to 4 cells
     find I from pools over the windows' leading sub-boxes (``_prefix_max_pool_jvp``), as
     the reverse rule does; other geometries ask the re-emitted forward node for Indices.
+    (No form is faster in both runtimes: the prefix pools for float32 too take onnxruntime
+    from 2.8-2.9 to 2.3-2.5x the forward on that CNN and ours from 2.2 to 2.8-3.0x, whose
+    MaxPool gives Indices almost for free: benchmarks/bench_max_pool_jvp.py. SpaceToDepth
+    cells for 2x2 windows were no better: h-jvp's session 12 notes.)
     """
     if ts[0] is None:
         return None

@@ -31,6 +31,8 @@ def gather_elements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> 
     The output has ``indices``' shape, which may be smaller than ``data``'s on the other
     axes: ``data`` is cut to it there first (numpy would broadcast instead).
     """
+    if data.ndim == 1 and indices.ndim == 1:  # a flat gather (MaxPool's tangent): take is 2x faster
+        return np.take(data, indices.astype(np.int64, copy=False))
     axis = axis_index(axis, data.ndim)
     cut = tuple(slice(None) if a == axis else slice(0, n) for a, n in enumerate(indices.shape))
     return np.take_along_axis(data[cut], indices.astype(np.int64), axis=axis)
