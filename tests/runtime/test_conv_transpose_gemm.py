@@ -56,6 +56,7 @@ def test_col2im_native_refuses_mismatched_shapes() -> None:
 _CASES: list[tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = [
     ((1, 64, 7, 7), (64, 48, 3, 3), {"pads": [1, 1, 1, 1]}),  # stride 1, channels > cells
     ((1, 40, 6, 5), (40, 24, 3, 3), {"pads": [1, 0, 1, 2]}),
+    ((1, 16, 10, 10), (16, 12, 3, 3), {"pads": [1, 1, 1, 1]}),  # stride 1, channels >= cells / 7
     ((1, 32, 14, 14), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 0, 0]}),
     ((2, 16, 7, 7), (16, 8, 1, 1), {"strides": [2, 2], "output_padding": [1, 1]}),
     ((1, 8, 9, 11), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 2, 2]}),
@@ -109,7 +110,7 @@ def test_dense_strided_and_channel_heavy_conv_transposes_take_the_gemm(monkeypat
         )
     assert taken == [xs for xs, _, _ in _CASES]
     taken.clear()
-    # stride 1 over a map larger than the channels: the Conv of the flipped weights; depthwise: its own kernel
+    # stride 1 over a map more than 7x the channels: the Conv of the flipped weights; depthwise: its own kernel
     conv_transpose(np.ones((1, 8, 16, 16), np.float32), np.ones((8, 4, 3, 3), np.float32), pads=[1, 1, 1, 1])
     conv_transpose(np.ones((1, 8, 8, 8), np.float32), np.ones((8, 1, 3, 3), np.float32), strides=[2, 2], group=8)
     conv_transpose(np.ones((1, 8, 8, 8)), np.ones((8, 4, 3, 3)), strides=[2, 2])  # float64

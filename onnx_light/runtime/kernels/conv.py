@@ -676,14 +676,17 @@ def _conv_transpose(
 
 def _takes_gemm(x: np.ndarray, w: np.ndarray, group: int, stride_1: bool, size: list[int]) -> bool:
     """A dense float32 2-D ConvTranspose runs as GEMM + col2im (``conv_transpose_gemm``) when
-    strided (the scatter's numpy fold, natively), or at stride 1 when its input channels
-    outnumber its input cells: the flipped copy of the weights the Conv path makes then costs
-    about as much as the convolution (512 x 512 x 3 x 3 on 7 x 7: 6.0 vs 3.9 ms)."""
+    strided (the scatter's numpy fold, natively), or at stride 1 when its input channels are at
+    least a seventh of its input cells: the flipped copy of the weights the Conv path makes, and
+    their packing, then cost a large part of the convolution. One BLAS thread, GEMM / Conv path:
+    0.66-0.82x from channels / cells = 0.16 up (128 x 128 x 3 x 3 on 28 x 28: 3.2 vs 4.5 ms;
+    256 on 20 x 20: 5.9 vs 8.4), 1.0-1.2x at 0.125-0.148 (128 on 32 x 32: 4.8 vs 4.0),
+    1.0-1.4x at 0.005-0.08 (64 on 56 x 56: 4.0 vs 3.3)."""
     if x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != 4 or w.ndim != 4 or not x.size or not w.size:
         return False
     if min(size) <= 0 or x.shape[1] // group == 1:
         return False
-    return not stride_1 or x.shape[1] // group >= x.shape[2] * x.shape[3]
+    return not stride_1 or 7 * (x.shape[1] // group) >= x.shape[2] * x.shape[3]
 
 
 def _pointwise(
