@@ -28,7 +28,13 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
+# one BLAS thread for numpy (our dW Gemms, MatMuls, GEMM ConvTransposes), as onnxruntime runs
+# with 1 thread: must be set before numpy is imported. With OpenBLAS's default threads the
+# process CPU time counts a second, spinning thread (2-3x the GEMM ConvTranspose's CPU at load 3)
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_real_models import (  # noqa: E402

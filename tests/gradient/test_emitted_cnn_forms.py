@@ -53,6 +53,24 @@ def test_depthwise_weight_gradient_on_a_batch_of_one_has_no_transpose() -> None:
     assert "Transpose" not in ops and ops.count("Conv") == 1, ops
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_conv_transpose_weight_gradient_is_a_product_over_the_columns_of_dy(batch: int) -> None:
+    """DBNet's 2x2/2 head: dW[c, m, i, j] = sum_(n, h, w) X[n, c, h, w] dY[n, m, 2h + i, 2w + j],
+    one Gemm over dY's im2col columns on a batch of one (not a Conv whose kernel is X)."""
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])
+    shapes = {"x": [batch, 3, 4, 5], "w": [3, 2, 2, 2]}
+    bwd = _backward(node, shapes, ["w"])
+    ops = Counter(n.op_type for n in bwd.node)
+    assert ops["Gemm" if batch == 1 else "MatMul"] == 1 and ops["Conv"] == 1, ops  # the columns
+    assert all(len(n.input) == 2 and n.input[1] != "x" for n in bwd.node if n.op_type == "Conv")
+    rng = np.random.default_rng(0)
+    feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+    feeds["dy"] = rng.standard_normal((batch, 2, 8, 10)).astype(np.float32)
+    (got,) = ol.runtime.InferenceSession(bwd).run(None, feeds)
+    phases = feeds["dy"].astype(np.float64).reshape(batch, 2, 4, 2, 5, 2)  # (n, m, h, i, w, j)
+    np.testing.assert_allclose(got, np.einsum("nchw,nmhiwj->cmij", feeds["x"], phases), rtol=1e-5, atol=1e-5)
+
+
 def test_batch_norm_divides_the_channel_sum_not_every_cell() -> None:
     shapes = {"x": [2, 3, 4, 4], "s": [3], "b": [3], "m": [3], "v": [3]}
     node = helper.make_node("BatchNormalization", list(shapes), ["y"])

@@ -56,6 +56,7 @@ def test_col2im_native_refuses_mismatched_shapes() -> None:
 _CASES: list[tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = [
     ((1, 64, 7, 7), (64, 48, 3, 3), {"pads": [1, 1, 1, 1]}),  # stride 1, channels > cells
     ((1, 40, 6, 5), (40, 24, 3, 3), {"pads": [1, 0, 1, 2]}),
+    ((1, 16, 10, 10), (16, 12, 3, 3), {"pads": [1, 1, 1, 1]}),  # stride 1, channels >= cells / 7
     ((1, 32, 14, 14), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 0, 0]}),
     ((2, 16, 7, 7), (16, 8, 1, 1), {"strides": [2, 2], "output_padding": [1, 1]}),
     ((1, 8, 9, 11), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 2, 2]}),
@@ -109,8 +110,36 @@ def test_dense_strided_and_channel_heavy_conv_transposes_take_the_gemm(monkeypat
         )
     assert taken == [xs for xs, _, _ in _CASES]
     taken.clear()
-    # stride 1 over a map larger than the channels: the Conv of the flipped weights; depthwise: its own kernel
+    # stride 1 over a map more than 7x the channels: the Conv of the flipped weights; depthwise: its own kernel
     conv_transpose(np.ones((1, 8, 16, 16), np.float32), np.ones((8, 4, 3, 3), np.float32), pads=[1, 1, 1, 1])
     conv_transpose(np.ones((1, 8, 8, 8), np.float32), np.ones((8, 1, 3, 3), np.float32), strides=[2, 2], group=8)
     conv_transpose(np.ones((1, 8, 8, 8)), np.ones((8, 4, 3, 3)), strides=[2, 2])  # float64
     assert taken == []
+
+
+@pytest.mark.parametrize(
+    "xs,group,attrs",
+    [
+        ((1, 6, 5, 7), 1, {}),
+        ((1, 6, 1, 1), 1, {"strides": [1, 1], "pads": [0, 0, 0, 0]}),  # a squeeze-excite's 1 x 1 map
+        ((2, 6, 3, 4), 1, {"auto_pad": "SAME_UPPER"}),
+        ((1, 6, 4, 3), 2, {"dilations": [2, 3]}),
+        ((2, 6, 9), 3, {}),
+    ],
+)
+@pytest.mark.parametrize("bias", [False, True])
+def test_pointwise_conv_transpose_is_w_transposed_times_x_into_the_pools_buffer(
+    xs: tuple[int, ...], group: int, attrs: dict[str, Any], bias: bool
+) -> None:
+    # y[n, g*Mg + m, p] = sum_c w[g*Cg + c, m] x[n, g*Cg + c, p] (+ b); one ungrouped sample writes the buffer
+    x = _RNG.standard_normal(xs).astype(np.float32)
+    w = _RNG.standard_normal((xs[1], 4) + (1,) * (len(xs) - 2)).astype(np.float32)
+    b = _RNG.standard_normal(4 * group).astype(np.float32) if bias else None
+    cg, n, cells = xs[1] // group, xs[0], int(np.prod(xs[2:]))
+    wg = w.reshape(group, cg, 4).astype(np.float64)
+    want = np.einsum("gcm,ngcp->ngmp", wg, x.reshape(n, group, cg, cells).astype(np.float64))
+    want = want.reshape((n, 4 * group, *xs[2:])) + (0 if b is None else b.reshape((-1,) + (1,) * (len(xs) - 2)))
+    into = np.full(want.shape, np.nan, np.float32)
+    got = conv_transpose(x, w, b, group=group, out=into, **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert (got is into) == (n == 1 and group == 1)

@@ -94,6 +94,43 @@ def test_max_pool2d_indexed_2x2_stride_2_matches_twin(width: int, order: int) ->
     np.testing.assert_array_equal(i1, i2)
 
 
+@pytest.mark.parametrize(
+    "kh,kw,sh,dh,pads,height,width",
+    [
+        (3, 3, 2, 1, (1, 1, 1, 1), 112, 112),  # ResNet-18's stem pool
+        (3, 3, 2, 1, (1, 1, 1, 1), 17, 40),
+        (3, 3, 2, 1, (0, 0, 0, 0), 9, 35),  # no pads: every window inside
+        (5, 5, 2, 1, (2, 2, 2, 2), 12, 53),
+        (3, 2, 1, 2, (2, 0, 1, 3), 11, 38),  # 2 columns wide, odd row dilation, right pads
+        (1, 4, 3, 1, (0, 3, 0, 3), 7, 29),
+        (3, 3, 2, 1, (1, 1, 2, 2), 7, 7),  # ceil mode: windows past the end, no whole vector
+    ],
+)
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool2d_indexed_column_stride_2_matches_twin(
+    kh: int, kw: int, sh: int, dh: int, pads: tuple, height: int, width: int, order: int
+) -> None:
+    # the vectorised float32 column-stride-2 indexed loop on the windows inside the input (8 a
+    # step), the padded loop on the border: ReLU ties, NaN, inf and -0 against the numpy twin;
+    # the pads hold +inf and NaN, which no window may read
+    _require_native()
+    top, left, bottom, right = pads
+    rng = np.random.default_rng(height * width + order)
+    xp = np.maximum(rng.standard_normal((2, 3, height + top + bottom, width + left + right)), 0).astype(np.float32)
+    flat = xp.reshape(-1)
+    flat[::97], flat[5::89], flat[7::53] = np.nan, np.inf, -0.0
+    xp[1, 1, 4:7] = 1.5  # whole windows of ties
+    xp[..., :top, :], xp[..., :, :left] = np.inf, np.nan
+    xp[..., top + height :, :], xp[..., :, left + width :] = np.nan, np.inf
+    oh = (height + top + bottom - (kh - 1) * dh - 1) // sh + 1
+    ow = (width + left + right - kw) // 2 + 1
+    args = (kh, kw, sh, 2, dh, 1, oh, ow, top, left, height, width, order, True)
+    y1, i1 = _native.EXTENSION.max_pool2d(xp, *args)  # type: ignore[union-attr]
+    y2, i2 = _native.max_pool2d_twin(xp, *args)
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(i1, i2)
+
+
 @pytest.mark.parametrize("size", [0, 1, 9, 5000])
 def test_max_unpool_f32_matches_twin(size: int) -> None:
     # zeros, then each value at its flat index (a repeated index keeps the last); an index out of

@@ -36,7 +36,7 @@ import numpy as np
 from onnx_light.onnx_core.ops import legacy_transpose_split, output_size, resolve_pads, transpose_window
 from onnx_light.runtime import _native
 from onnx_light.runtime._native import CONV2D as USING_NATIVE
-from onnx_light.runtime._native import conv2d_native, conv_epilogue_native
+from onnx_light.runtime._native import conv2d_native, conv_epilogue_native, lent
 from onnx_light.runtime._registry import kernel
 from onnx_light.runtime.kernels._conv_backward import (
     conv_transpose_gemm,
@@ -637,6 +637,12 @@ def _conv_transpose(
     into: np.ndarray | None = None,
 ) -> np.ndarray:
     """The transposed convolution (``into``: the pool's buffer, taken when the native conv runs it)."""
+    if _pointwise(w, strides, pads, output_padding, output_shape) and x.size and w.size:
+        # before the window geometry (~10 us of a 1 x 1 layer's 60-100: MobileNetV3's backward has 35)
+        pointwise = _conv_transpose_pointwise(x, w, group, into)
+        if b is not None:
+            pointwise += b.reshape((-1,) + (1,) * (x.ndim - 2)).astype(pointwise.dtype, copy=False)
+        return pointwise
     nd = x.ndim - 2
     ksize = list(w.shape[2:])
     in_shape = list(x.shape[2:])
@@ -649,7 +655,7 @@ def _conv_transpose(
     if group > 1 and group == x.shape[1] and nd == 2 and w.shape[1] == 1:  # a depthwise Conv's data gradient
         y = depthwise_conv_transpose(x, w, strides, dilations, begin, size, into)
     if y is None and x.size and stride_1 and all(k == 1 for k in ksize) and not any(begin) and size == in_shape:
-        y = _conv_transpose_pointwise(x, w, group)
+        y = _conv_transpose_pointwise(x, w, group)  # an output_shape equal to the input's
     elif y is None and _takes_gemm(x, w, group, stride_1, size):
         y = conv_transpose_gemm(x, w, strides, dilations, group, begin, size, into)
     elif (
@@ -670,22 +676,47 @@ def _conv_transpose(
 
 def _takes_gemm(x: np.ndarray, w: np.ndarray, group: int, stride_1: bool, size: list[int]) -> bool:
     """A dense float32 2-D ConvTranspose runs as GEMM + col2im (``conv_transpose_gemm``) when
-    strided (the scatter's numpy fold, natively), or at stride 1 when its input channels
-    outnumber its input cells: the flipped copy of the weights the Conv path makes then costs
-    about as much as the convolution (512 x 512 x 3 x 3 on 7 x 7: 6.0 vs 3.9 ms)."""
+    strided (the scatter's numpy fold, natively), or at stride 1 when its input channels are at
+    least a seventh of its input cells: the flipped copy of the weights the Conv path makes, and
+    their packing, then cost a large part of the convolution. One BLAS thread, GEMM / Conv path:
+    0.66-0.82x from channels / cells = 0.16 up (128 x 128 x 3 x 3 on 28 x 28: 3.2 vs 4.5 ms;
+    256 on 20 x 20: 5.9 vs 8.4), 1.0-1.2x at 0.125-0.148 (128 on 32 x 32: 4.8 vs 4.0),
+    1.0-1.4x at 0.005-0.08 (64 on 56 x 56: 4.0 vs 3.3)."""
     if x.dtype != np.float32 or w.dtype != np.float32 or x.ndim != 4 or w.ndim != 4 or not x.size or not w.size:
         return False
     if min(size) <= 0 or x.shape[1] // group == 1:
         return False
-    return not stride_1 or x.shape[1] // group >= x.shape[2] * x.shape[3]
+    return not stride_1 or 7 * (x.shape[1] // group) >= x.shape[2] * x.shape[3]
 
 
-def _conv_transpose_pointwise(x: np.ndarray, w: np.ndarray, group: int) -> np.ndarray:
+def _pointwise(
+    w: np.ndarray,
+    strides: list[int] | None,
+    pads: list[int] | None,
+    output_padding: list[int] | None,
+    output_shape: list[int] | None,
+) -> bool:
+    """Whether a ConvTranspose is 1 x 1, stride 1, unpadded, its output the input's size (any
+    ``auto_pad``: a 1-cell window at stride 1 pads nothing; dilations move no cell)."""
+    if output_shape is not None or any(k != 1 for k in w.shape[2:]):
+        return False
+    return not any(s != 1 for s in strides or ()) and not any(pads or ()) and not any(output_padding or ())
+
+
+def _conv_transpose_pointwise(x: np.ndarray, w: np.ndarray, group: int, into: np.ndarray | None = None) -> np.ndarray:
     """A 1 x 1 stride-1 unpadded transposed convolution: one batched matmul over groups,
-    ``y[n, g, m] = w[g, :, m]^T x[n, g, :]``."""
+    ``y[n, g, m] = w[g, :, m]^T x[n, g, :]``; on one ungrouped sample one matrix product,
+    into ``into`` (the pool's buffer) when it fits."""
     n, c, mg = x.shape[0], w.shape[0], w.shape[1]
+    cells = int(np.prod(x.shape[2:]))
+    if n == 1 and group == 1 and x.dtype == w.dtype:
+        shape = (1, mg, *x.shape[2:])
+        y = None if into is None or np.may_share_memory(into, w) else lent(into, x.dtype, shape, x)
+        y = np.empty(shape, x.dtype) if y is None else y
+        np.matmul(w.reshape(c, mg).T, x.reshape(c, cells), out=y.reshape(mg, cells))
+        return y
     wg = w.reshape(group, c // group, mg).swapaxes(1, 2)
-    y = np.matmul(wg, x.reshape(n, group, c // group, int(np.prod(x.shape[2:]))))
+    y = np.matmul(wg, x.reshape(n, group, c // group, cells))
     return y.reshape((n, group * mg, *x.shape[2:]))
 
 
