@@ -531,10 +531,13 @@ def conv2d_isa_for(
     1 x 1 convolutions 0.75-0.92 (a few ties, 88 -> 24 at 28 x 28 1.24), 3 x 3 with packed weights
     0.75-0.97, 3 x 3 by Winograd on small maps 0.85 (256 ch at 14 x 14) but 1.08-1.32 from 320
     pixels on (28 x 28, 8 x 40, 40 x 40, 56 x 56, 80 x 80; 20 x 20: 0.96-1.01); depthwise
-    1.2-2.5 (the AVX2 phase planes) and 7 x 7 stems 0.95-1.11 stay on AVX2, as do fewer than 32
-    outputs (16 -> 16 3 x 3 at 80 x 80 1.21-1.34, 88 -> 24 1 x 1 1.24; the other 16-output ones tie).
+    1.2-2.5 (the AVX2 phase planes) and 7 x 7 stems 0.95-1.11 stay on AVX2, as do 1 x 1 ones of
+    fewer than 32 outputs (88 -> 24 1.24; the other 16-output ones tie). Windows of more than one tap
+    read their panels in place (src/conv.cpp run_wrapped), whatever the outputs: 16 -> 16 3 x 3 at
+    80 x 80 0.80, 3 -> 16 3 x 3 / 2 stems 0.67-0.86.
     """
-    if not _ISA_PER_GEOMETRY or group != 1 or w_shape[2] * w_shape[3] >= 49 or w_shape[0] < 32:
+    taps = w_shape[2] * w_shape[3]
+    if not _ISA_PER_GEOMETRY or group != 1 or taps >= 49 or (taps == 1 and w_shape[0] < 32):
         return CONV_ISA
     if pixels > _WINOGRAD_AVX2_MIN_PIXELS and w_shape[2:] == (3, 3):
         assert NATIVE is not None
