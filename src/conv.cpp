@@ -124,18 +124,13 @@ AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, in
     }
 }
 
-// C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols] for r < rows, row k of the pixel panel
-// Bk = B + k * NR (packed) or, Direct, B + koff[k] (read in place: run_wrapped); rows past
-// `rows` read the last row and are dropped. `first` adds bias[r] instead of reading C; `relu`
-// clamps at zero when storing.
+// acc[r] = sum_k A[r * lda + k] * Bk[0:32] for r < MR, row k of the pixel panel Bk = B + k * NR
+// (packed) or, Direct, B + koff[k] (read in place: run_wrapped); rows past `rows` read the last row
 template <bool Direct>
-AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
-                      int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
-    const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
-    const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+AVX512 __attribute__((always_inline)) inline void tile_sums(int64_t kc, const float *A, int64_t lda, const float *B,
+                                                            const int64_t *koff, int64_t rows, __m512 (&acc)[MR][2]) {
     const float *a_row[MR];
     for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
-    __m512 acc[MR][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
@@ -148,6 +143,16 @@ AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, c
             acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
         }
     }
+}
+
+// C[r, 0:cols] (+)= the sums of tile_sums for r < rows (the extra rows dropped). `first` adds
+// bias[r] instead of reading C; `relu` clamps at zero when storing.
+AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *, float *C, int64_t ldc,
+                      int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+    const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+    __m512 acc[MR][2];
+    tile_sums<false>(kc, A, lda, B, nullptr, rows, acc);
     const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -351,72 +356,117 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
 // rows in place as they are), one input channel per group excepted (depthwise_run)
 bool wrapped_pays(const Shape &s) { return s.kh * s.kw > 1 && s.c / s.group > 1; }
 
+// Where a panel of run_wrapped's virtual pixels lands in an output plane: per 16-lane half, the
+// lanes of real pixels (column j < ow, before the last), the plane offset of the first of them
+// (real pixels in order are consecutive cells) and the mask of as many low lanes
+struct WrappedPanel {
+    __mmask16 real[2], low[2];
+    int64_t at[2];
+    WrappedPanel(const Shape &s, int64_t wq, int64_t Q, int64_t q) {
+        for (int h = 0; h < 2; ++h) {
+            unsigned m = 0, count = 0;
+            at[h] = 0;
+            for (int t = 0; t < 16; ++t) {
+                const int64_t v = q + 16 * h + t;
+                if (v >= Q || v % wq >= s.ow) continue;
+                if (!count) at[h] = v / wq * s.ow + v % wq;
+                m |= 1u << t, ++count;
+            }
+            real[h] = static_cast<__mmask16>(m), low[h] = static_cast<__mmask16>((1u << count) - 1);
+        }
+    }
+};
+
+// tile_sums over a panel read in place, then per row r < rows: + bias[r] (`first`) or + C (the
+// block buffer, ldc floats per row: the earlier reduction blocks); stored to C unless `last`,
+// where the real pixels are packed together (WrappedPanel), + residual, the activation, and stored
+// into output plane r (out + r P; res likewise, or null)
+AVX512 void tile_wrapped(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                         int64_t ldc, int64_t rows, const float *bias, bool first, bool last, const WrappedPanel &wp,
+                         const Epilogue &ep, float *out, const float *res, int64_t P) {
+    __m512 acc[MR][2];
+    tile_sums<true>(kc, A, lda, B, koff, rows, acc);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+        if (r >= rows) break;
+        float *c = C + r * ldc;
+        __m512 v[2];
+        for (int h = 0; h < 2; ++h)
+            v[h] = _mm512_add_ps(acc[r][h], first ? _mm512_set1_ps(bias ? bias[r] : 0.0f) : _mm512_loadu_ps(c + 16 * h));
+        for (int h = 0; h < 2; ++h) {
+            if (!last) {
+                _mm512_storeu_ps(c + 16 * h, v[h]);
+                continue;
+            }
+            if (!wp.real[h]) continue;
+            const int64_t at = r * P + wp.at[h];
+            __m512 u = _mm512_maskz_compress_ps(wp.real[h], v[h]);
+            if (res) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(wp.low[h], res + at));
+            _mm512_mask_storeu_ps(out + at, wp.low[h], activate16(ep, u));
+        }
+    }
+}
+
 // The convolution with every panel read in place (no packing): the input split into phase planes
 // (conv.h PhasePlanes; stride 1: one zero-bordered copy) of wq cells per row, where output pixel
 // (i, j) reads tap k = (c, a, b) at koff[k] + i wq + j. Numbered q = i wq + j (j < wq), the pixels
 // of every tap are consecutive, so that any 32 of them are a panel at koff[k] + q: the register
 // tile runs over the virtual map of oh x wq pixels (the wq - ow columns of each row past the
-// output's are computed into a block buffer and dropped: 5% at 40 x 40, 17% at 10 x 10) and
-// each block's rows are copied out, with the residual and activation, as the block ends. Items
-// as run_tiled's: (sample, group, pixel block), and the weight rows when they are few.
+// output's are computed and dropped: 5% at 40 x 40, 17% at 10 x 10), its last reduction block
+// storing the real ones with the residual and activation (tile_wrapped); the earlier blocks' sums
+// wait in a block buffer. Items as run_tiled's: (sample, group, pixel block), and the weight rows
+// when they are few.
 AVX512 void run_wrapped(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
                         float *y, int threads) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group, K = cg * s.kh * s.kw, P = s.oh * s.ow;
     const int64_t width = (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1;  // bordered columns read
     // the dropped pixels past the last row read up to NR + the window's width past the planes
-    PhasePlanes ph(s, s.n * s.c, width, 2 * NR + (s.kw - 1) * s.dw + 16, 0);
-    fill_phases(ph, s, x, s.n * s.c, threads);
+    // one sample at a time, so that its phase planes stay in cache while the tile reads them
+    const Shape one = {1, s.c, s.h, s.w, s.m, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, s.group};
+    PhasePlanes ph(one, s.c, width, 2 * NR + (s.kw - 1) * s.dw + 16, 0);
     const int64_t wq = ph.wq, Q = (s.oh - 1) * wq + s.ow;  // the virtual pixels up to the last output
     const int64_t kblocks = (K + KC - 1) / KC, kc = (K + kblocks - 1) / kblocks, mblocks = (mg + MR - 1) / MR;
     const int64_t panels = (Q + NR - 1) / NR;
     int64_t per = std::min(panels, std::max<int64_t>(4, WRAP_BLOCK / NR));  // panels per pixel block
-    if (threads > 1 && s.n * s.group * ((panels + per - 1) / per) < 8 * threads) {
-        const int64_t want = (8 * threads + s.n * s.group - 1) / (s.n * s.group);
+    if (threads > 1 && s.group * ((panels + per - 1) / per) < 8 * threads) {
+        const int64_t want = (8 * threads + s.group - 1) / s.group;
         per = std::max<int64_t>(std::min<int64_t>(per, 4), (panels + want - 1) / want);
     }
-    const int64_t pblocks = (panels + per - 1) / per, blocks = s.n * s.group * pblocks;
+    const int64_t pblocks = (panels + per - 1) / per, blocks = s.group * pblocks;
     const int64_t mchunks = threads > 1 && blocks < 6 * threads ? std::min(mblocks, (6 * threads + blocks - 1) / blocks) : 1;
     const int64_t items = blocks * mchunks, nc = per * NR;
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
     const int64_t rows_per = (mblocks + mchunks - 1) / mchunks * MR;  // a chunk's block rows, at most
-    float *ybuf = thread_scratch(1, static_cast<size_t>(threads * rows_per * nc));
-    const bool relu = ep.tile_relu();
-    parallel_items(threads, items, [&](int worker, int64_t item) {
-        const int64_t mc = item % mchunks, block = item / mchunks, pb = block % pblocks;
-        const int64_t g = block / pblocks % s.group, n = block / pblocks / s.group;
+    float *ybuf = kblocks > 1 ? thread_scratch(1, static_cast<size_t>(threads * rows_per * nc)) : nullptr;
+    for (int64_t n = 0; n < s.n; ++n) {
+      fill_phases(ph, one, x + n * s.c * s.h * s.w, s.c, threads);
+      parallel_items(threads, items, [&](int worker, int64_t item) {
+        const int64_t mc = item % mchunks, block = item / mchunks, pb = block % pblocks, g = block / pblocks;
         const int64_t mb0 = mc * mblocks / mchunks, mb1 = (mc + 1) * mblocks / mchunks;
-        const int64_t q0 = pb * nc, len = std::min(nc, Q - q0), np = (len + NR - 1) / NR;
-        const float *xq = ph.buf.get() + (n * s.c + g * cg) * ph.plane_floats() + q0;
+        const int64_t q0 = pb * nc, np = (std::min(nc, Q - q0) + NR - 1) / NR;
+        const float *xq = ph.buf.get() + g * cg * ph.plane_floats() + q0;
         const float *wg = w + g * mg * K, *gbias = bias ? bias + g * mg : nullptr;
-        float *yb = ybuf + worker * rows_per * nc;
+        const int64_t plane0 = (n * s.m + g * mg) * P;  // the group's first output plane
+        float *yb = ybuf ? ybuf + worker * rows_per * nc : nullptr;
+        std::vector<WrappedPanel> where;
+        where.reserve(static_cast<size_t>(np));
+        for (int64_t j = 0; j < np; ++j) where.emplace_back(s, wq, Q, q0 + j * NR);
         int64_t koff[KC];
         for (int64_t k0 = 0; k0 < K; k0 += kc) {
             const int64_t kn = std::min(kc, K - k0);
             ph.tap_offsets(s, k0, kn, koff);
             const bool first = k0 == 0, last = k0 + kn == K;
             for (int64_t mb = mb0; mb < mb1; ++mb) {
-                const int64_t rows = std::min(MR, mg - mb * MR);
+                const int64_t rows = std::min(MR, mg - mb * MR), at = plane0 + mb * MR * P;
                 const float *A = wg + mb * MR * K + k0, *mbias = gbias ? gbias + mb * MR : nullptr;
+                float *C = yb ? yb + (mb - mb0) * MR * nc : nullptr;
                 for (int64_t j = 0; j < np; ++j)
-                    tile_8x32<true>(kn, A, K, xq + j * NR, koff, yb + (mb - mb0) * MR * nc + j * NR, nc, rows, NR,
-                                    mbias, first, relu && last);
+                    tile_wrapped(kn, A, K, xq + j * NR, koff, C ? C + j * NR : nullptr, nc, rows, mbias, first, last,
+                                 where[j], ep, y + at, ep.residual ? ep.residual + at : nullptr, P);
             }
         }
-        // the block's output cells: the runs of virtual pixels q = i wq + j with j < ow
-        for (int64_t r = mb0 * MR; r < std::min(mb1 * MR, mg); ++r) {
-            const float *src = yb + (r - mb0 * MR) * nc;
-            float *out = y + (n * s.m + g * mg + r) * P;
-            for (int64_t q = q0; q < q0 + len;) {
-                const int64_t i = q / wq, j = q % wq, end = std::min(q0 + len, i * wq + s.ow);
-                if (j < s.ow) {
-                    float *dst = out + i * s.ow + j;
-                    std::memcpy(dst, src + (q - q0), sizeof(float) * (end - q));
-                    if (ep.post()) epilogue16(ep, dst, ep.residual ? ep.residual + (dst - y) : nullptr, end - q);
-                }
-                q = (i + 1) * wq;
-            }
-        }
-    });
+      });
+    }
 }
 
 }  // namespace
@@ -431,7 +481,7 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
     if (wrapped_pays(s)) return run_wrapped(s, x, w, bias, ep, y, threads);
-    static const TileKernel kernel{MR, NR, KC, tile_8x32<false>, pack_cols, epilogue16};
+    static const TileKernel kernel{MR, NR, KC, tile_8x32, pack_cols, epilogue16};
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
