@@ -145,14 +145,16 @@ AVX512 __attribute__((always_inline)) inline void tile_sums(int64_t kc, const fl
     }
 }
 
-// C[r, 0:cols] (+)= the sums of tile_sums for r < rows (the extra rows dropped). `first` adds
-// bias[r] instead of reading C; `relu` clamps at zero when storing.
-AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *, float *C, int64_t ldc,
-                      int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+// C[r, 0:cols] (+)= the sums of tile_sums for r < rows (the extra rows dropped): TileKernel::tile
+// (Direct: TileKernel::direct). `first` adds bias[r] instead of reading C; `relu` clamps at zero
+// when storing.
+template <bool Direct>
+AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                      int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
     const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
     const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
     __m512 acc[MR][2];
-    tile_sums<false>(kc, A, lda, B, nullptr, rows, acc);
+    tile_sums<Direct>(kc, A, lda, B, koff, rows, acc);
     const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -353,8 +355,15 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
 }
 
 // Whether run_wrapped takes this geometry: windows of more than one tap (a 1 x 1 reads its input
-// rows in place as they are), one input channel per group excepted (depthwise_run)
-bool wrapped_pays(const Shape &s) { return s.kh * s.kw > 1 && s.c / s.group > 1; }
+// rows in place as they are), one input channel per group excepted (depthwise_run), and at most
+// 10% more panels over the virtual pixels than over the output's (one process vs packed panels:
+// crnn's 128 -> 256 3 x 3 at 4 x 40, 6 panels for 5, 1.33x the time)
+bool wrapped_pays(const Shape &s) {
+    if (s.kh * s.kw == 1 || s.c / s.group == 1) return false;
+    const int64_t width = std::max(s.pl + s.w, (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1);
+    const int64_t wq = (width + s.sw - 1) / s.sw, Q = (s.oh - 1) * wq + s.ow;
+    return 10 * ((Q + NR - 1) / NR) <= 11 * ((s.oh * s.ow + NR - 1) / NR);
+}
 
 // Where a panel of run_wrapped's virtual pixels lands in an output plane: per 16-lane half, the
 // lanes of real pixels (column j < ow, before the last), the plane offset of the first of them
@@ -476,12 +485,18 @@ AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int6
 }
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                       float *y, int threads, const float *, const float *) {
+                       float *y, int threads, const float *winograd, const float *) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
+    static const TileKernel kernel{MR, NR, KC, tile_8x32<false>, pack_cols, epilogue16};
+    if (winograd_applies(s, winograd)) {
+        // the Winograd driver's 16 GEMMs by this tile, reading their rows in place (the driver's
+        // fallback, run_tiled, packs as `kernel` does: no bordered input for a null pack_padded)
+        static const TileKernel in_place{MR, NR, KC, tile_8x32<false>, pack_cols, epilogue16, nullptr, tile_8x32<true>};
+        return run_winograd_avx2(in_place, s, x, w, winograd, bias, ep, y, threads);
+    }
     if (wrapped_pays(s)) return run_wrapped(s, x, w, bias, ep, y, threads);
-    static const TileKernel kernel{MR, NR, KC, tile_8x32, pack_cols, epilogue16};
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else
