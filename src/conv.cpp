@@ -49,6 +49,7 @@ namespace {
 constexpr int64_t MR = 8;    // output channels per register tile
 constexpr int64_t NR = 32;   // output pixels per register tile (two 16-float vectors)
 constexpr int64_t KC = 256;  // reduction block: 8 KiB of weights per row block, 32 KiB per panel
+constexpr int64_t NARROW_MR = 16, NARROW = 16;  // tile_16x16's rows and pixels
 // run_wrapped's pixel blocks: 8 panels (yolo's 3 x 3 convolutions, one process: blocks of 128
 // pixels 9.1 ms, 256 8.4, 512 8.8, 1024 9.0)
 constexpr int64_t WRAP_BLOCK = 256;
@@ -72,15 +73,17 @@ AVX512 inline __mmask16 bits(int64_t lo, int64_t hi) {
 // TileKernel::pack for this tile: the panel's pixels in runs along an output row; the tap
 // (c, a, b) of row k advances with k. Stride-1 runs are masked vector copies, stride-2 runs
 // two masked loads and a permute per 16 pixels.
+// W: the panel's width (NR, or NARROW for tile_16x16)
+template <int64_t W>
 AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols) {
-    Run runs[NR];
-    const int64_t nruns = panel_runs(s, p0, NR, runs), kk = s.kh * s.kw;
+    Run runs[W];
+    const int64_t nruns = panel_runs(s, p0, W, runs), kk = s.kh * s.kw;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
     for (int64_t k = k0; k < k0 + kc; ++k) {
-        float *dst = cols + (k - k0) * NR;
+        float *dst = cols + (k - k0) * W;
         _mm512_storeu_ps(dst, _mm512_setzero_ps());
-        _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
+        if constexpr (W == 32) _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
         const float *plane = x + c * s.h * s.w;
         const int64_t dy = a * s.dh - s.pt, dx = b * s.dw - s.pl;
         for (int64_t q = 0; q < nruns; ++q) {
@@ -177,6 +180,39 @@ AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, c
         _mm512_mask_storeu_ps(c + 16, m1, v1);
     }
 }
+
+// The narrow tile for small maps, where 32-pixel panels would compute many dropped pixels
+// (10 x 10: 128 for 100, 16-pixel panels 112): C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols]
+// for r < rows (up to 16), Bk = B + k * NARROW (packed) or, Direct, B + koff[k]; one FMA per
+// weight (its broadcast folded in), 16 accumulators. `first` adds bias[r] instead of reading C;
+// `relu` clamps at zero when storing.
+template <bool Direct>
+AVX512 void tile_16x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                       int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    const __mmask16 m = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+    const float *a_row[NARROW_MR];
+    for (int r = 0; r < NARROW_MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
+    __m512 acc[NARROW_MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < NARROW_MR; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        const __m512 b = _mm512_loadu_ps(Direct ? B + koff[k] : B + k * NARROW);
+#pragma GCC unroll 16
+        for (int r = 0; r < NARROW_MR; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a_row[r][k]), b, acc[r]);
+    }
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < NARROW_MR; ++r) {
+        if (r >= rows) break;
+        float *c = C + r * ldc;
+        __m512 v = _mm512_add_ps(acc[r], first ? _mm512_set1_ps(bias ? bias[r] : 0.0f) : _mm512_maskz_loadu_ps(m, c));
+        if (relu) v = _mm512_max_ps(zero, v);
+        _mm512_mask_storeu_ps(c, m, v);
+    }
+}
+
+// whether `count` pixels (or Winograd tiles) waste 10% fewer computed ones in 16-pixel panels
+bool narrow_pays(int64_t count) { return 10 * ((count + NR - 1) / NR * NR) >= 11 * ((count + 15) / 16 * 16); }
 
 // e^x for |x| <= 87: 2^n e^r with n = round(x log2 e), r = x - n ln 2 (in two parts) in
 // [-ln2/2, ln2/2], e^r by its degree-7 Taylor polynomial (relative error below 1e-8).
@@ -489,13 +525,18 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
-    static const TileKernel kernel{MR, NR, KC, tile_8x32<false>, pack_cols, epilogue16};
+    static const TileKernel kernel{MR, NR, KC, tile_8x32<false>, pack_cols<NR>, epilogue16};
+    static const TileKernel narrow{NARROW_MR, NARROW, KC, tile_16x16<false>, pack_cols<NARROW>, epilogue16};
     if (winograd_applies(s, winograd)) {
-        // the Winograd driver's 16 GEMMs by this tile, reading their rows in place (the driver's
+        // the Winograd driver's 16 GEMMs by a tile reading their rows in place (the driver's
         // fallback, run_tiled, packs as `kernel` does: no bordered input for a null pack_padded)
-        static const TileKernel in_place{MR, NR, KC, tile_8x32<false>, pack_cols, epilogue16, nullptr, tile_8x32<true>};
-        return run_winograd_avx2(in_place, s, x, w, winograd, bias, ep, y, threads);
+        static const TileKernel in_place{MR, NR, KC, tile_8x32<false>, pack_cols<NR>, epilogue16, nullptr, tile_8x32<true>};
+        static const TileKernel narrow_in_place{NARROW_MR, NARROW,     KC, tile_16x16<false>, pack_cols<NARROW>,
+                                                epilogue16, nullptr, tile_16x16<true>};
+        const bool small = narrow_pays(((s.oh + 1) / 2) * ((s.ow + 1) / 2));
+        return run_winograd_avx2(small ? narrow_in_place : in_place, s, x, w, winograd, bias, ep, y, threads);
     }
+    if (narrow_pays(s.oh * s.ow)) return run_tiled(narrow, s, x, w, bias, ep, y, threads);
     if (wrapped_pays(s)) return run_wrapped(s, x, w, bias, ep, y, threads);
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }

@@ -1,8 +1,9 @@
 """The AVX-512 tile's in-place driver (src/conv.cpp run_wrapped: every window of more than one
 tap, the input split into phase planes and the tile run over oh x wq virtual pixels, the columns
-past ow dropped) against a float64 convolution written here: strides, dilations, uneven pads,
-groups, batches, more than one reduction block, row blocks of fewer than 8 outputs, maps narrower
-than a panel, the SiLU epilogue with a residual, and 2 threads giving the same bits as one."""
+past ow dropped) and its 16 x 16 tile for small maps against a float64 convolution written here:
+strides, dilations, uneven pads, groups, batches, more than one reduction block, row blocks of
+fewer than 8 outputs, maps narrower than a panel, the SiLU epilogue with a residual, and 2 threads
+giving the same bits as one."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ _CASES = [
     ((1, 600, 5, 5), (9, 600, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
     ((3, 5, 10, 10), (7, 5, 2, 2), (3, 3), (1, 1), (0, 0, 0, 0), 1),
     ((1, 4, 3, 50), (5, 4, 3, 3), (1, 3), (1, 2), (1, 2, 1, 2), 1),
+    # small maps: the 16 x 16 tile (tile_16x16) over packed panels
+    ((1, 40, 10, 10), (20, 40, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ((2, 300, 10, 10), (17, 300, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    ((1, 24, 20, 19), (33, 24, 3, 3), (2, 2), (1, 1), (1, 1, 1, 0), 1),
 ]
 
 
