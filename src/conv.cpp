@@ -13,8 +13,11 @@
 // AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
 // weights (one input channel per group) take their own loop (depthwise_run), one FMA per
 // tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
-// On AVX2, 3x3 stride-1 convolutions with enough channels run as Winograd F(2x2, 3x3) instead
-// (src/conv_winograd.cpp), and strided ones with a 7x7 window read their panels in place
+// On AVX-512, windows of more than one tap read every panel in place (run_wrapped: the tile over
+// oh x wq virtual pixels of the input's phase planes), maps that 32-pixel panels fill badly take
+// a 16 x 16 tile (tile_16x16), and both ISAs run 3x3 stride-1 convolutions with enough channels
+// as Winograd F(2x2, 3x3) instead (src/conv_winograd.cpp, by either ISA's tile). On AVX2,
+// strided convolutions with a 7x7 window read their panels in place
 // from the input split into phase planes (conv.h PhasePlanes). With the weights packed once by
 // the caller (conv2d_pack_weights: AVX2, stride 1, >= 8 row blocks) the order turns around: each
 // panel (read in place) stays in L1 while every row block's packed weights stream past it.
@@ -436,8 +439,10 @@ AVX512 void tile_wrapped(int64_t kc, const float *A, int64_t lda, const float *B
         if (r >= rows) break;
         float *c = C + r * ldc;
         __m512 v[2];
-        for (int h = 0; h < 2; ++h)
-            v[h] = _mm512_add_ps(acc[r][h], first ? _mm512_set1_ps(bias ? bias[r] : 0.0f) : _mm512_loadu_ps(c + 16 * h));
+        for (int h = 0; h < 2; ++h) {
+            const __m512 add = first ? _mm512_set1_ps(bias ? bias[r] : 0.0f) : _mm512_loadu_ps(c + 16 * h);
+            v[h] = _mm512_add_ps(acc[r][h], add);
+        }
         for (int h = 0; h < 2; ++h) {
             if (!last) {
                 _mm512_storeu_ps(c + 16 * h, v[h]);
@@ -478,39 +483,40 @@ AVX512 void run_wrapped(const Shape &s, const float *x, const float *w, const fl
         per = std::max<int64_t>(std::min<int64_t>(per, 4), (panels + want - 1) / want);
     }
     const int64_t pblocks = (panels + per - 1) / per, blocks = s.group * pblocks;
-    const int64_t mchunks = threads > 1 && blocks < 6 * threads ? std::min(mblocks, (6 * threads + blocks - 1) / blocks) : 1;
+    const int64_t mchunks =
+        threads > 1 && blocks < 6 * threads ? std::min(mblocks, (6 * threads + blocks - 1) / blocks) : 1;
     const int64_t items = blocks * mchunks, nc = per * NR;
     threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
     const int64_t rows_per = (mblocks + mchunks - 1) / mchunks * MR;  // a chunk's block rows, at most
     float *ybuf = kblocks > 1 ? thread_scratch(1, static_cast<size_t>(threads * rows_per * nc)) : nullptr;
     for (int64_t n = 0; n < s.n; ++n) {
-      fill_phases(ph, one, x + n * s.c * s.h * s.w, s.c, threads);
-      parallel_items(threads, items, [&](int worker, int64_t item) {
-        const int64_t mc = item % mchunks, block = item / mchunks, pb = block % pblocks, g = block / pblocks;
-        const int64_t mb0 = mc * mblocks / mchunks, mb1 = (mc + 1) * mblocks / mchunks;
-        const int64_t q0 = pb * nc, np = (std::min(nc, Q - q0) + NR - 1) / NR;
-        const float *xq = ph.buf.get() + g * cg * ph.plane_floats() + q0;
-        const float *wg = w + g * mg * K, *gbias = bias ? bias + g * mg : nullptr;
-        const int64_t plane0 = (n * s.m + g * mg) * P;  // the group's first output plane
-        float *yb = ybuf ? ybuf + worker * rows_per * nc : nullptr;
-        std::vector<WrappedPanel> where;
-        where.reserve(static_cast<size_t>(np));
-        for (int64_t j = 0; j < np; ++j) where.emplace_back(s, wq, Q, q0 + j * NR);
-        int64_t koff[KC];
-        for (int64_t k0 = 0; k0 < K; k0 += kc) {
-            const int64_t kn = std::min(kc, K - k0);
-            ph.tap_offsets(s, k0, kn, koff);
-            const bool first = k0 == 0, last = k0 + kn == K;
-            for (int64_t mb = mb0; mb < mb1; ++mb) {
-                const int64_t rows = std::min(MR, mg - mb * MR), at = plane0 + mb * MR * P;
-                const float *A = wg + mb * MR * K + k0, *mbias = gbias ? gbias + mb * MR : nullptr;
-                float *C = yb ? yb + (mb - mb0) * MR * nc : nullptr;
-                for (int64_t j = 0; j < np; ++j)
-                    tile_wrapped(kn, A, K, xq + j * NR, koff, C ? C + j * NR : nullptr, nc, rows, mbias, first, last,
-                                 where[j], ep, y + at, ep.residual ? ep.residual + at : nullptr, P);
+        fill_phases(ph, one, x + n * s.c * s.h * s.w, s.c, threads);
+        parallel_items(threads, items, [&](int worker, int64_t item) {
+            const int64_t mc = item % mchunks, block = item / mchunks, pb = block % pblocks, g = block / pblocks;
+            const int64_t mb0 = mc * mblocks / mchunks, mb1 = (mc + 1) * mblocks / mchunks;
+            const int64_t q0 = pb * nc, np = (std::min(nc, Q - q0) + NR - 1) / NR;
+            const float *xq = ph.buf.get() + g * cg * ph.plane_floats() + q0;
+            const float *wg = w + g * mg * K, *gbias = bias ? bias + g * mg : nullptr;
+            const int64_t plane0 = (n * s.m + g * mg) * P;  // the group's first output plane
+            float *yb = ybuf ? ybuf + worker * rows_per * nc : nullptr;
+            std::vector<WrappedPanel> where;
+            where.reserve(static_cast<size_t>(np));
+            for (int64_t j = 0; j < np; ++j) where.emplace_back(s, wq, Q, q0 + j * NR);
+            int64_t koff[KC];
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                const int64_t kn = std::min(kc, K - k0);
+                ph.tap_offsets(s, k0, kn, koff);
+                const bool first = k0 == 0, last = k0 + kn == K;
+                for (int64_t mb = mb0; mb < mb1; ++mb) {
+                    const int64_t rows = std::min(MR, mg - mb * MR), at = plane0 + mb * MR * P;
+                    const float *A = wg + mb * MR * K + k0, *mbias = gbias ? gbias + mb * MR : nullptr;
+                    float *C = yb ? yb + (mb - mb0) * MR * nc : nullptr;
+                    for (int64_t j = 0; j < np; ++j)
+                        tile_wrapped(kn, A, K, xq + j * NR, koff, C ? C + j * NR : nullptr, nc, rows, mbias, first,
+                                     last, where[j], ep, y + at, ep.residual ? ep.residual + at : nullptr, P);
+                }
             }
-        }
-      });
+        });
     }
 }
 
@@ -530,7 +536,8 @@ AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const flo
     if (winograd_applies(s, winograd)) {
         // the Winograd driver's 16 GEMMs by a tile reading their rows in place (the driver's
         // fallback, run_tiled, packs as `kernel` does: no bordered input for a null pack_padded)
-        static const TileKernel in_place{MR, NR, KC, tile_8x32<false>, pack_cols<NR>, epilogue16, nullptr, tile_8x32<true>};
+        static const TileKernel in_place{MR,         NR,      KC, tile_8x32<false>, pack_cols<NR>,
+                                         epilogue16, nullptr, tile_8x32<true>};
         static const TileKernel narrow_in_place{NARROW_MR, NARROW,     KC, tile_16x16<false>, pack_cols<NARROW>,
                                                 epilogue16, nullptr, tile_16x16<true>};
         const bool small = narrow_pays(((s.oh + 1) / 2) * ((s.ow + 1) / 2));

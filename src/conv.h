@@ -328,15 +328,15 @@ void pack_weights(const float *wg, int64_t mg, int64_t K, int64_t mr, float *out
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
 // `threads` (>= 1) workers share the work.
 // `winograd`: the weights' Winograd transform (winograd_weights) when the caller keeps it, or
-// null (computed per call where the Winograd kernel runs; AVX-512 does not use it)
+// null (computed per call where the Winograd kernel runs)
 // `packed`: pack_weights' form of w kept by the caller (AVX2 only; conv2d_pack_weights) or null
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
                 int threads, const float *winograd = nullptr, const float *packed = nullptr);
 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
               int threads, const float *winograd = nullptr, const float *packed = nullptr);
 
-// Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 takes it for this geometry
-// (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of
+// Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 and run_avx512 take it for this
+// geometry (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of
 // weights w (M x C x 3 x 3); the convolution by `t`'s tile (U null: transformed per call)
 bool winograd_applies(const Shape &s, bool cached);
 void winograd_weights(const float *w, int64_t M, int64_t C, float *U);
