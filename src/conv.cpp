@@ -396,9 +396,12 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
 // Whether run_wrapped takes this geometry: windows of more than one tap (a 1 x 1 reads its input
 // rows in place as they are), one input channel per group excepted (depthwise_run), and at most
 // 10% more panels over the virtual pixels than over the output's (one process vs packed panels:
-// crnn's 128 -> 256 3 x 3 at 4 x 40, 6 panels for 5, 1.33x the time)
+// crnn's 128 -> 256 3 x 3 at 4 x 40, 6 panels for 5, 1.33x the time); stride 1 with fewer than 32
+// multiply-adds per output excepted too, where packing is cheap beside the tile's stores (the
+// bench conv net's 3 -> 32 3 x 3 at 64 x 64, batch 16: 1.08x the time in place)
 bool wrapped_pays(const Shape &s) {
     if (s.kh * s.kw == 1 || s.c / s.group == 1) return false;
+    if (s.sh == 1 && s.sw == 1 && s.c / s.group * s.kh * s.kw < 32) return false;
     const int64_t width = std::max(s.pl + s.w, (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1);
     const int64_t wq = (width + s.sw - 1) / s.sw, Q = (s.oh - 1) * wq + s.ow;
     return 10 * ((Q + NR - 1) / NR) <= 11 * ((s.oh * s.ow + NR - 1) / NR);
