@@ -13,8 +13,11 @@
 // AVX-512F, and its AVX2 + FMA twin (src/conv_avx2.cpp) when it has only those. Depthwise
 // weights (one input channel per group) take their own loop (depthwise_run), one FMA per
 // tap per vector. Both split their work over `threads` workers (src/thread_pool.h) when asked.
-// On AVX2, 3x3 stride-1 convolutions with enough channels run as Winograd F(2x2, 3x3) instead
-// (src/conv_winograd.cpp), and strided ones with a 7x7 window read their panels in place
+// On AVX-512, windows of more than one tap read every panel in place (run_wrapped: the tile over
+// oh x wq virtual pixels of the input's phase planes), maps that 32-pixel panels fill badly take
+// a 16 x 16 tile (tile_16x16), and both ISAs run 3x3 stride-1 convolutions with enough channels
+// as Winograd F(2x2, 3x3) instead (src/conv_winograd.cpp, by either ISA's tile). On AVX2,
+// strided convolutions with a 7x7 window read their panels in place
 // from the input split into phase planes (conv.h PhasePlanes). With the weights packed once by
 // the caller (conv2d_pack_weights: AVX2, stride 1, >= 8 row blocks) the order turns around: each
 // panel (read in place) stays in L1 while every row block's packed weights stream past it.
@@ -49,6 +52,10 @@ namespace {
 constexpr int64_t MR = 8;    // output channels per register tile
 constexpr int64_t NR = 32;   // output pixels per register tile (two 16-float vectors)
 constexpr int64_t KC = 256;  // reduction block: 8 KiB of weights per row block, 32 KiB per panel
+constexpr int64_t NARROW_MR = 16, NARROW = 16;  // tile_16x16's rows and pixels
+// run_wrapped's pixel blocks: 8 panels (yolo's 3 x 3 convolutions, one process: blocks of 128
+// pixels 9.1 ms, 256 8.4, 512 8.8, 1024 9.0)
+constexpr int64_t WRAP_BLOCK = 256;
 
 using In4 = nb::ndarray<const float, nb::ndim<4>, nb::c_contig, nb::device::cpu>;
 using In1 = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -69,15 +76,17 @@ AVX512 inline __mmask16 bits(int64_t lo, int64_t hi) {
 // TileKernel::pack for this tile: the panel's pixels in runs along an output row; the tap
 // (c, a, b) of row k advances with k. Stride-1 runs are masked vector copies, stride-2 runs
 // two masked loads and a permute per 16 pixels.
+// W: the panel's width (NR, or NARROW for tile_16x16)
+template <int64_t W>
 AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, int64_t p0, float *cols) {
-    Run runs[NR];
-    const int64_t nruns = panel_runs(s, p0, NR, runs), kk = s.kh * s.kw;
+    Run runs[W];
+    const int64_t nruns = panel_runs(s, p0, W, runs), kk = s.kh * s.kw;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     int64_t c = k0 / kk, a = (k0 % kk) / s.kw, b = k0 % s.kw;
     for (int64_t k = k0; k < k0 + kc; ++k) {
-        float *dst = cols + (k - k0) * NR;
+        float *dst = cols + (k - k0) * W;
         _mm512_storeu_ps(dst, _mm512_setzero_ps());
-        _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
+        if constexpr (W == 32) _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
         const float *plane = x + c * s.h * s.w;
         const int64_t dy = a * s.dh - s.pt, dx = b * s.dw - s.pl;
         for (int64_t q = 0; q < nruns; ++q) {
@@ -121,20 +130,18 @@ AVX512 void pack_cols(const Shape &s, const float *x, int64_t k0, int64_t kc, in
     }
 }
 
-// C[r, 0:cols] (+)= sum_k A[r * lda + k] * B[k * NR + 0:cols] for r < rows (B a packed
-// panel; rows past `rows` read the last row and are dropped). `first` adds bias[r] instead
-// of reading C; `relu` clamps at zero when storing.
-AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *, float *C, int64_t ldc,
-                      int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
-    const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
-    const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+// acc[r] = sum_k A[r * lda + k] * Bk[0:32] for r < MR, row k of the pixel panel Bk = B + k * NR
+// (packed) or, Direct, B + koff[k] (read in place: run_wrapped); rows past `rows` read the last row
+template <bool Direct>
+AVX512 __attribute__((always_inline)) inline void tile_sums(int64_t kc, const float *A, int64_t lda, const float *B,
+                                                            const int64_t *koff, int64_t rows, __m512 (&acc)[MR][2]) {
     const float *a_row[MR];
     for (int r = 0; r < MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
-    __m512 acc[MR][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-        const __m512 b0 = _mm512_loadu_ps(B + k * NR), b1 = _mm512_loadu_ps(B + k * NR + 16);
+        const float *row = Direct ? B + koff[k] : B + k * NR;
+        const __m512 b0 = _mm512_loadu_ps(row), b1 = _mm512_loadu_ps(row + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
             const __m512 a = _mm512_set1_ps(a_row[r][k]);
@@ -142,6 +149,18 @@ AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, c
             acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
         }
     }
+}
+
+// C[r, 0:cols] (+)= the sums of tile_sums for r < rows (the extra rows dropped): TileKernel::tile
+// (Direct: TileKernel::direct). `first` adds bias[r] instead of reading C; `relu` clamps at zero
+// when storing.
+template <bool Direct>
+AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                      int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    const __mmask16 m0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+    const __mmask16 m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
+    __m512 acc[MR][2];
+    tile_sums<Direct>(kc, A, lda, B, koff, rows, acc);
     const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -164,6 +183,39 @@ AVX512 void tile_8x32(int64_t kc, const float *A, int64_t lda, const float *B, c
         _mm512_mask_storeu_ps(c + 16, m1, v1);
     }
 }
+
+// The narrow tile for small maps, where 32-pixel panels would compute many dropped pixels
+// (10 x 10: 128 for 100, 16-pixel panels 112): C[r, 0:cols] (+)= sum_k A[r * lda + k] * Bk[0:cols]
+// for r < rows (up to 16), Bk = B + k * NARROW (packed) or, Direct, B + koff[k]; one FMA per
+// weight (its broadcast folded in), 16 accumulators. `first` adds bias[r] instead of reading C;
+// `relu` clamps at zero when storing.
+template <bool Direct>
+AVX512 void tile_16x16(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                       int64_t ldc, int64_t rows, int64_t cols, const float *bias, bool first, bool relu) {
+    const __mmask16 m = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+    const float *a_row[NARROW_MR];
+    for (int r = 0; r < NARROW_MR; ++r) a_row[r] = A + std::min<int64_t>(r, rows - 1) * lda;
+    __m512 acc[NARROW_MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < NARROW_MR; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        const __m512 b = _mm512_loadu_ps(Direct ? B + koff[k] : B + k * NARROW);
+#pragma GCC unroll 16
+        for (int r = 0; r < NARROW_MR; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a_row[r][k]), b, acc[r]);
+    }
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < NARROW_MR; ++r) {
+        if (r >= rows) break;
+        float *c = C + r * ldc;
+        __m512 v = _mm512_add_ps(acc[r], first ? _mm512_set1_ps(bias ? bias[r] : 0.0f) : _mm512_maskz_loadu_ps(m, c));
+        if (relu) v = _mm512_max_ps(zero, v);
+        _mm512_mask_storeu_ps(c, m, v);
+    }
+}
+
+// whether `count` pixels (or Winograd tiles) waste 10% fewer computed ones in 16-pixel panels
+bool narrow_pays(int64_t count) { return 10 * ((count + NR - 1) / NR * NR) >= 11 * ((count + 15) / 16 * 16); }
 
 // e^x for |x| <= 87: 2^n e^r with n = round(x log2 e), r = x - n ln 2 (in two parts) in
 // [-ln2/2, ln2/2], e^r by its degree-7 Taylor polynomial (relative error below 1e-8).
@@ -341,6 +393,136 @@ AVX512 void depthwise_run(const Shape &s, const float *x, const float *w, const 
     });
 }
 
+// Whether run_wrapped takes this geometry: windows of more than one tap (a 1 x 1 reads its input
+// rows in place as they are), one input channel per group excepted (depthwise_run), and at most
+// 10% more panels over the virtual pixels than over the output's (one process vs packed panels:
+// crnn's 128 -> 256 3 x 3 at 4 x 40, 6 panels for 5, 1.33x the time); stride 1 with fewer than 32
+// multiply-adds per output excepted too, where packing is cheap beside the tile's stores (the
+// bench conv net's 3 -> 32 3 x 3 at 64 x 64, batch 16: 1.08x the time in place)
+bool wrapped_pays(const Shape &s) {
+    if (s.kh * s.kw == 1 || s.c / s.group == 1) return false;
+    if (s.sh == 1 && s.sw == 1 && s.c / s.group * s.kh * s.kw < 32) return false;
+    const int64_t width = std::max(s.pl + s.w, (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1);
+    const int64_t wq = (width + s.sw - 1) / s.sw, Q = (s.oh - 1) * wq + s.ow;
+    return 10 * ((Q + NR - 1) / NR) <= 11 * ((s.oh * s.ow + NR - 1) / NR);
+}
+
+// Where a panel of run_wrapped's virtual pixels lands in an output plane: per 16-lane half, the
+// lanes of real pixels (column j < ow, before the last), the plane offset of the first of them
+// (real pixels in order are consecutive cells) and the mask of as many low lanes
+struct WrappedPanel {
+    __mmask16 real[2], low[2];
+    int64_t at[2];
+    WrappedPanel(const Shape &s, int64_t wq, int64_t Q, int64_t q) {
+        for (int h = 0; h < 2; ++h) {
+            unsigned m = 0, count = 0;
+            at[h] = 0;
+            for (int t = 0; t < 16; ++t) {
+                const int64_t v = q + 16 * h + t;
+                if (v >= Q || v % wq >= s.ow) continue;
+                if (!count) at[h] = v / wq * s.ow + v % wq;
+                m |= 1u << t, ++count;
+            }
+            real[h] = static_cast<__mmask16>(m), low[h] = static_cast<__mmask16>((1u << count) - 1);
+        }
+    }
+};
+
+// tile_sums over a panel read in place, then per row r < rows: + bias[r] (`first`) or + C (the
+// block buffer, ldc floats per row: the earlier reduction blocks); stored to C unless `last`,
+// where the real pixels are packed together (WrappedPanel), + residual, the activation, and stored
+// into output plane r (out + r P; res likewise, or null)
+AVX512 void tile_wrapped(int64_t kc, const float *A, int64_t lda, const float *B, const int64_t *koff, float *C,
+                         int64_t ldc, int64_t rows, const float *bias, bool first, bool last, const WrappedPanel &wp,
+                         const Epilogue &ep, float *out, const float *res, int64_t P) {
+    __m512 acc[MR][2];
+    tile_sums<true>(kc, A, lda, B, koff, rows, acc);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+        if (r >= rows) break;
+        float *c = C + r * ldc;
+        __m512 v[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m512 add = first ? _mm512_set1_ps(bias ? bias[r] : 0.0f) : _mm512_loadu_ps(c + 16 * h);
+            v[h] = _mm512_add_ps(acc[r][h], add);
+        }
+        for (int h = 0; h < 2; ++h) {
+            if (!last) {
+                _mm512_storeu_ps(c + 16 * h, v[h]);
+                continue;
+            }
+            if (!wp.real[h]) continue;
+            const int64_t at = r * P + wp.at[h];
+            __m512 u = _mm512_maskz_compress_ps(wp.real[h], v[h]);
+            if (res) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(wp.low[h], res + at));
+            _mm512_mask_storeu_ps(out + at, wp.low[h], activate16(ep, u));
+        }
+    }
+}
+
+// The convolution with every panel read in place (no packing): the input split into phase planes
+// (conv.h PhasePlanes; stride 1: one zero-bordered copy) of wq cells per row, where output pixel
+// (i, j) reads tap k = (c, a, b) at koff[k] + i wq + j. Numbered q = i wq + j (j < wq), the pixels
+// of every tap are consecutive, so that any 32 of them are a panel at koff[k] + q: the register
+// tile runs over the virtual map of oh x wq pixels (the wq - ow columns of each row past the
+// output's are computed and dropped: 5% at 40 x 40, 17% at 10 x 10), its last reduction block
+// storing the real ones with the residual and activation (tile_wrapped); the earlier blocks' sums
+// wait in a block buffer. Items as run_tiled's: (sample, group, pixel block), and the weight rows
+// when they are few.
+AVX512 void run_wrapped(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
+                        float *y, int threads) {
+    const int64_t cg = s.c / s.group, mg = s.m / s.group, K = cg * s.kh * s.kw, P = s.oh * s.ow;
+    const int64_t width = (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1;  // bordered columns read
+    // the dropped pixels past the last row read up to NR + the window's width past the planes
+    // one sample at a time, so that its phase planes stay in cache while the tile reads them
+    const Shape one = {1, s.c, s.h, s.w, s.m, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.oh, s.ow, s.group};
+    PhasePlanes ph(one, s.c, width, 2 * NR + (s.kw - 1) * s.dw + 16, 0);
+    const int64_t wq = ph.wq, Q = (s.oh - 1) * wq + s.ow;  // the virtual pixels up to the last output
+    const int64_t kblocks = (K + KC - 1) / KC, kc = (K + kblocks - 1) / kblocks, mblocks = (mg + MR - 1) / MR;
+    const int64_t panels = (Q + NR - 1) / NR;
+    int64_t per = std::min(panels, std::max<int64_t>(4, WRAP_BLOCK / NR));  // panels per pixel block
+    if (threads > 1 && s.group * ((panels + per - 1) / per) < 8 * threads) {
+        const int64_t want = (8 * threads + s.group - 1) / s.group;
+        per = std::max<int64_t>(std::min<int64_t>(per, 4), (panels + want - 1) / want);
+    }
+    const int64_t pblocks = (panels + per - 1) / per, blocks = s.group * pblocks;
+    const int64_t mchunks =
+        threads > 1 && blocks < 6 * threads ? std::min(mblocks, (6 * threads + blocks - 1) / blocks) : 1;
+    const int64_t items = blocks * mchunks, nc = per * NR;
+    threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
+    const int64_t rows_per = (mblocks + mchunks - 1) / mchunks * MR;  // a chunk's block rows, at most
+    float *ybuf = kblocks > 1 ? thread_scratch(1, static_cast<size_t>(threads * rows_per * nc)) : nullptr;
+    for (int64_t n = 0; n < s.n; ++n) {
+        fill_phases(ph, one, x + n * s.c * s.h * s.w, s.c, threads);
+        parallel_items(threads, items, [&](int worker, int64_t item) {
+            const int64_t mc = item % mchunks, block = item / mchunks, pb = block % pblocks, g = block / pblocks;
+            const int64_t mb0 = mc * mblocks / mchunks, mb1 = (mc + 1) * mblocks / mchunks;
+            const int64_t q0 = pb * nc, np = (std::min(nc, Q - q0) + NR - 1) / NR;
+            const float *xq = ph.buf.get() + g * cg * ph.plane_floats() + q0;
+            const float *wg = w + g * mg * K, *gbias = bias ? bias + g * mg : nullptr;
+            const int64_t plane0 = (n * s.m + g * mg) * P;  // the group's first output plane
+            float *yb = ybuf ? ybuf + worker * rows_per * nc : nullptr;
+            std::vector<WrappedPanel> where;
+            where.reserve(static_cast<size_t>(np));
+            for (int64_t j = 0; j < np; ++j) where.emplace_back(s, wq, Q, q0 + j * NR);
+            int64_t koff[KC];
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                const int64_t kn = std::min(kc, K - k0);
+                ph.tap_offsets(s, k0, kn, koff);
+                const bool first = k0 == 0, last = k0 + kn == K;
+                for (int64_t mb = mb0; mb < mb1; ++mb) {
+                    const int64_t rows = std::min(MR, mg - mb * MR), at = plane0 + mb * MR * P;
+                    const float *A = wg + mb * MR * K + k0, *mbias = gbias ? gbias + mb * MR : nullptr;
+                    float *C = yb ? yb + (mb - mb0) * MR * nc : nullptr;
+                    for (int64_t j = 0; j < np; ++j)
+                        tile_wrapped(kn, A, K, xq + j * NR, koff, C ? C + j * NR : nullptr, nc, rows, mbias, first,
+                                     last, where[j], ep, y + at, ep.residual ? ep.residual + at : nullptr, P);
+                }
+            }
+        });
+    }
+}
+
 }  // namespace
 
 AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int64_t n) {
@@ -348,11 +530,24 @@ AVX512 void epilogue_avx512(const Epilogue &ep, float *y, const float *res, int6
 }
 
 AVX512 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep,
-                       float *y, int threads, const float *, const float *) {
+                       float *y, int threads, const float *winograd, const float *) {
     const int64_t cg = s.c / s.group, mg = s.m / s.group;
     // one input channel per group and few outputs each (more fill the register tile's rows)
     if (cg == 1 && s.group > 1 && 2 * mg <= MR) return depthwise_run(s, x, w, bias, ep, y, threads);
-    static const TileKernel kernel{MR, NR, KC, tile_8x32, pack_cols, epilogue16};
+    static const TileKernel kernel{MR, NR, KC, tile_8x32<false>, pack_cols<NR>, epilogue16};
+    static const TileKernel narrow{NARROW_MR, NARROW, KC, tile_16x16<false>, pack_cols<NARROW>, epilogue16};
+    if (winograd_applies(s, winograd)) {
+        // the Winograd driver's 16 GEMMs by a tile reading their rows in place (the driver's
+        // fallback, run_tiled, packs as `kernel` does: no bordered input for a null pack_padded)
+        static const TileKernel in_place{MR,         NR,      KC, tile_8x32<false>, pack_cols<NR>,
+                                         epilogue16, nullptr, tile_8x32<true>};
+        static const TileKernel narrow_in_place{NARROW_MR, NARROW,     KC, tile_16x16<false>, pack_cols<NARROW>,
+                                                epilogue16, nullptr, tile_16x16<true>};
+        const bool small = narrow_pays(((s.oh + 1) / 2) * ((s.ow + 1) / 2));
+        return run_winograd_avx2(small ? narrow_in_place : in_place, s, x, w, winograd, bias, ep, y, threads);
+    }
+    if (narrow_pays(s.oh * s.ow)) return run_tiled(narrow, s, x, w, bias, ep, y, threads);
+    if (wrapped_pays(s)) return run_wrapped(s, x, w, bias, ep, y, threads);
     run_tiled(kernel, s, x, w, bias, ep, y, threads);
 }
 #else

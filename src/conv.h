@@ -158,11 +158,16 @@ inline int64_t panel_runs(const Shape &s, int64_t p0, int64_t nr, Run *runs) {
 // are read in place like stride-1 ones.
 struct PhasePlanes {
     int64_t sh, sw, hq, wq;
-    std::unique_ptr<float[]> buf;
-    PhasePlanes(const Shape &s, int64_t planes, int64_t width)
+    ScratchFloats buf;
+    // `slack` zeros after the last plane, for a kernel whose dropped pixels read past it;
+    // scratch: a thread_scratch slot, or -1 (owned)
+    PhasePlanes(const Shape &s, int64_t planes, int64_t width, int64_t slack = 0, int scratch = -1)
         : sh(s.sh), sw(s.sw),
           hq((std::max(s.pt + s.h, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1) + s.sh - 1) / s.sh),
-          wq((std::max(s.pl + s.w, width) + s.sw - 1) / s.sw), buf(new float[planes * s.sh * s.sw * hq * wq]) {}
+          wq((std::max(s.pl + s.w, width) + s.sw - 1) / s.sw),
+          buf(static_cast<size_t>(planes * s.sh * s.sw * hq * wq + slack), scratch) {
+        std::fill(buf.get() + planes * plane_floats(), buf.get() + planes * plane_floats() + slack, 0.0f);
+    }
     int64_t plane_floats() const { return sh * sw * hq * wq; }  // the phases of one input plane
     int64_t rows() const { return sh * hq; }                    // bordered rows per plane
     // the planes from x (planes x h x w)
@@ -180,7 +185,16 @@ struct PhasePlanes {
                 float *dst = buf.get() + ((p * sh + r % sh) * sw + q) * hq * wq + r / sh * wq;
                 std::fill(dst, dst + wq, 0.0f);
                 if (!src) continue;
-                for (int64_t j = ((q - s.pl) % sw + sw) % sw; j < s.w; j += sw) dst[(j + s.pl) / sw] = src[j];
+                const int64_t j0 = ((q - s.pl) % sw + sw) % sw, cell = (j0 + s.pl) / sw;  // first column, its cell
+                if (sw == 1) {
+                    std::memcpy(dst + s.pl, src, sizeof(float) * s.w);
+                } else if (sw == 2) {  // a constant stride, so that the loop vectorizes
+                    const float *from = src + j0;
+                    float *to = dst + cell;
+                    for (int64_t t = 0, n = (s.w - j0 + 1) / 2; t < n; ++t) to[t] = from[2 * t];
+                } else {
+                    for (int64_t j = j0; j < s.w; j += sw) dst[(j + s.pl) / sw] = src[j];
+                }
             }
         }
     }
@@ -314,15 +328,15 @@ void pack_weights(const float *wg, int64_t mg, int64_t K, int64_t mr, float *out
 // y = act(Conv(x, w, bias) + residual) for float32 NCHW; y holds n * m * oh * ow floats.
 // `threads` (>= 1) workers share the work.
 // `winograd`: the weights' Winograd transform (winograd_weights) when the caller keeps it, or
-// null (computed per call where the Winograd kernel runs; AVX-512 does not use it)
+// null (computed per call where the Winograd kernel runs)
 // `packed`: pack_weights' form of w kept by the caller (AVX2 only; conv2d_pack_weights) or null
 void run_avx512(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
                 int threads, const float *winograd = nullptr, const float *packed = nullptr);
 void run_avx2(const Shape &s, const float *x, const float *w, const float *bias, const Epilogue &ep, float *y,
               int threads, const float *winograd = nullptr, const float *packed = nullptr);
 
-// Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 takes it for this geometry
-// (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of
+// Winograd F(2x2, 3x3) (src/conv_winograd.cpp): whether run_avx2 and run_avx512 take it for this
+// geometry (`cached`: with the weights' transform given); U (16 x M x C floats) = the transform of
 // weights w (M x C x 3 x 3); the convolution by `t`'s tile (U null: transformed per call)
 bool winograd_applies(const Shape &s, bool cached);
 void winograd_weights(const float *w, int64_t M, int64_t C, float *U);

@@ -134,10 +134,61 @@ def _chain_of(
     return chain
 
 
+#: ops that only move elements (their first input's): an element-wise activation after them gives
+#: the same values applied before them
+_MOVERS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+def hoist_activations(steps: list[Step], keep: set[int]) -> list[Step]:
+    """The plan with each one-input activation (a kernel declaring ``epilogue``: Sigmoid, Relu,
+    HardSwish, HardSigmoid) that reads a chain of element movers (``_MOVERS``) starting at a
+    ``with_epilogue`` producer's output moved to right after the producer, so that it fuses into
+    it: ``Conv -> Reshape -> Transpose -> Reshape -> Sigmoid`` (yolo's detection heads) becomes
+    ``Conv -> Sigmoid -> Reshape -> Transpose -> Reshape``, each value in between read once and no
+    graph output. The activation writes the first mover's input slot, each mover the next one's, the
+    last the activation's old output: the same slots, one step later each."""
+    producer = {s: i for i, step in enumerate(steps) for s in step.outputs}
+    readers = _readers(steps)
+    steps = list(steps)
+    for a, act in enumerate(list(steps)):
+        if act.options.epilogue is None or len(act.inputs) != 1 or len(act.outputs) != 1:
+            continue
+        chain: list[int] = []  # the movers, last first
+        x = act.inputs[0]
+        while (
+            x in producer
+            and _only_reader(x, readers, keep) is not None
+            and steps[producer[x]].node.op_type in _MOVERS
+            and len(steps[producer[x]].outputs) == 1
+        ):
+            chain.append(producer[x])
+            x = steps[producer[x]].inputs[0]
+        if not chain or x not in producer or _only_reader(x, readers, keep) is None:
+            continue
+        source = steps[producer[x]]
+        if source.options.with_epilogue is None or len(source.outputs) != 1:
+            continue
+        chain.reverse()  # first mover first; slots: x -> m1 -> ... -> mk -> act's output
+        slots = [x, *(steps[i].outputs[0] for i in chain), act.outputs[0]]
+        moved = replace(act, inputs=(slots[0],), outputs=(slots[1],))
+        at = [*chain, a]  # the steps' places, each taken by the one before it
+        new = [moved] + [
+            replace(steps[i], inputs=(slots[k + 1], *steps[i].inputs[1:]), outputs=(slots[k + 2],))
+            for k, i in enumerate(chain)
+        ]
+        for place, step in zip(at, new):
+            steps[place] = step
+        producer = {s: i for i, step in enumerate(steps) for s in step.outputs}
+        readers = _readers(steps)
+    return steps
+
+
 def fuse_conv_epilogues(steps: list[Step], constants: dict[int, Any], keep: set[int]) -> list[Step]:
     """The plan with each producer + residual Add + activation chain merged (module docstring),
-    squeeze-excite blocks first merged into one step each (fuse_squeeze_excite)."""
+    squeeze-excite blocks first merged into one step each (fuse_squeeze_excite) and activations
+    after element movers moved next to their producer (hoist_activations)."""
     steps = fuse_squeeze_excite(steps, constants, keep)
+    steps = hoist_activations(steps, keep)
     readers = _readers(steps)
     merged: dict[int, Step] = {}
     dropped: set[int] = set()

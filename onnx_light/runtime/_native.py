@@ -510,8 +510,6 @@ _ISA_PER_GEOMETRY = (
     and NATIVE is not None
     and NATIVE.conv2d_isa() == "avx512"
 )
-#: output pixels from which the AVX2 driver's Winograd F(2x2, 3x3) beats the AVX-512 tile
-_WINOGRAD_AVX2_MIN_PIXELS = 256
 
 
 def conv2d_isa_for(
@@ -528,20 +526,17 @@ def conv2d_isa_for(
     but the 8 x 32 AVX-512 tile on a CPU that has it where it beats the AVX2 driver.
 
     Thread CPU per Conv of the real models, AVX-512 / AVX2 (``benchmarks/bench_conv_isa.py``, Zen 4):
-    1 x 1 convolutions 0.75-0.92 (a few ties, 88 -> 24 at 28 x 28 1.24), 3 x 3 with packed weights
-    0.75-0.97, 3 x 3 by Winograd on small maps 0.85 (256 ch at 14 x 14) but 1.08-1.32 from 320
-    pixels on (28 x 28, 8 x 40, 40 x 40, 56 x 56, 80 x 80; 20 x 20: 0.96-1.01); depthwise
-    1.2-2.5 (the AVX2 phase planes) and 7 x 7 stems 0.95-1.11 stay on AVX2, as do fewer than 32
-    outputs (16 -> 16 3 x 3 at 80 x 80 1.21-1.34, 88 -> 24 1 x 1 1.24; the other 16-output ones tie).
+    1 x 1 convolutions 0.75-0.92 (a few ties, 88 -> 24 at 28 x 28 1.24); larger windows read their
+    panels in place (src/conv.cpp run_wrapped), whatever the outputs: 16 -> 16 3 x 3 at 80 x 80
+    0.80, 3 -> 16 3 x 3 / 2 stems 0.67-0.86, 32 -> 32 at 40 x 40 0.58; Winograd F(2x2, 3x3) by the
+    AVX-512 tile 0.78-1.01 (one process: 256 -> 256 at 20 x 20 0.78, 128 -> 128 at 40 x 40 0.86,
+    64 -> 64 at 56 x 56 0.99, 64 -> 128 at 8 x 40 1.06). Depthwise 1.2-2.5 (the AVX2 phase planes)
+    and 7 x 7 stems 0.95-1.11 stay on AVX2, as do 1 x 1 ones of fewer than 32 outputs (88 -> 24
+    1.24; the other 16-output ones tie).
     """
-    if not _ISA_PER_GEOMETRY or group != 1 or w_shape[2] * w_shape[3] >= 49 or w_shape[0] < 32:
+    taps = w_shape[2] * w_shape[3]
+    if not _ISA_PER_GEOMETRY or group != 1 or taps >= 49 or (taps == 1 and w_shape[0] < 32):
         return CONV_ISA
-    if pixels > _WINOGRAD_AVX2_MIN_PIXELS and w_shape[2:] == (3, 3):
-        assert NATIVE is not None
-        c, h, w = x_shape[1:]
-        geometry = (*strides, *dilations, begin[0], begin[1], end[0], end[1], group, x_shape[0], True)
-        if NATIVE.conv2d_winograd_applies(c, h, w, w_shape[0], 3, 3, *geometry):
-            return CONV_ISA
     return "avx512"
 
 
@@ -696,7 +691,7 @@ def conv2d_native(
     macs = x.shape[0] * w.size * out[0] * out[1]
     isa = conv2d_isa_for(x.shape, w.shape, strides, dilations, begin, end, group, out[0] * out[1])
     if isa != "avx2":
-        winograd = packed = None  # the AVX2 driver's forms
+        packed = None  # the AVX2 driver's form (both drivers run Winograd)
     extra = _conv2d_options(macs, winograd if nd == 2 else None, packed if nd == 2 else None)
     if into is not None and _CONV_TAKES_OUT and into.flags.c_contiguous and into.dtype == _F32:
         if into.shape == (x.shape[0], w.shape[0], *out[2 - nd :]):

@@ -1,7 +1,8 @@
 """The native convolution's kernel per geometry (``_native.conv2d_isa_for``, issue 15): on a CPU
 with AVX-512 and AVX2 (and no ``ONNX_LIGHT_CONV_ISA``), group-1 convolutions run the AVX-512 tile
-but for the AVX2 driver's Winograd on maps above 256 pixels, 7 x 7 stems and fewer than 32
-outputs; depthwise stays on AVX2. Whichever runs, a session's answer matches a float64 convolution written here."""
+(Winograd too) but for 7 x 7 stems and 1 x 1 convolutions of fewer than 32 outputs; depthwise
+stays on AVX2. Whichever runs, a session's answer matches a
+float64 convolution written here."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ _CASES: list[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, Any], str]] 
     ("pointwise-s2", (1, 64, 28, 28), (128, 64, 1, 1), {"strides": [2, 2]}, "avx512"),
     ("3x3-s2-packed", (1, 32, 40, 40), (64, 32, 3, 3), {"strides": [2, 2], "pads": [1] * 4}, "avx512"),
     ("winograd-14x14", (1, 64, 14, 14), (64, 64, 3, 3), {"pads": [1] * 4}, "avx512"),
-    ("winograd-28x28", (1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1] * 4}, "avx2"),
-    ("16-outputs-3x3", (1, 16, 40, 40), (16, 16, 3, 3), {"pads": [1] * 4}, "avx2"),
+    ("winograd-28x28", (1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1] * 4}, "avx512"),
+    ("16-outputs-3x3", (1, 16, 40, 40), (16, 16, 3, 3), {"pads": [1] * 4}, "avx512"),
+    ("16-outputs-1x1", (1, 16, 40, 40), (16, 16, 1, 1), {}, "avx2"),
+    ("16-outputs-3x3-s2", (1, 3, 64, 64), (16, 3, 3, 3), {"strides": [2, 2], "pads": [1] * 4}, "avx512"),
     ("32-outputs-3x3", (1, 16, 40, 40), (32, 16, 3, 3), {"pads": [1] * 4}, "avx512"),
     ("stem-7x7-s2", (1, 3, 64, 64), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3] * 4}, "avx2"),
     ("depthwise-5x5", (1, 48, 14, 14), (48, 1, 5, 5), {"group": 48, "pads": [2] * 4}, "avx2"),

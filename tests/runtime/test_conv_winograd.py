@@ -22,6 +22,7 @@ WINOGRAD_CASES = [
     (1, 300, 14, 14, 64, (1, 1, 1, 1)),
     (2, 64, 40, 37, 64, (1, 1, 1, 1)),
     (1, 64, 30, 30, 100, (1, 0, 1, 0)),
+    (1, 64, 20, 20, 70, (1, 1, 1, 1)),  # 100 tiles: AVX-512's 16 x 16 tile
 ]
 
 
@@ -32,6 +33,11 @@ def _ext():  # noqa: ANN202
     if getattr(ext, "conv2d_default_isa", ext.conv2d_isa)() != "avx2":
         pytest.skip("the Winograd kernel runs where conv2d's default kernel is AVX2 only")
     return ext
+
+
+def _isas(ext) -> list[str]:  # noqa: ANN001
+    """The drivers that run Winograd here: AVX2's, and AVX-512's tile where the CPU has it."""
+    return ["avx2", "avx512"] if ext.conv2d_isa() == "avx512" else ["avx2"]
 
 
 def _data(case: tuple, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,12 +68,13 @@ def test_winograd_matches_float64_twin(case: tuple) -> None:
     u = ext.conv2d_winograd_weights(wt)
     assert u.shape == (16, case[4], case[1]) and u.dtype == np.float32
     want = _want(x, wt, b, pads)
-    got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=u)
-    _close(got, want)
-    # transformed per call (or the tiled kernel, as the geometry decides): the same values
-    _close(ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2"), want)
-    two = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=u, threads=2)
-    np.testing.assert_array_equal(two, got)  # blocks are independent: threads change nothing
+    for isa in _isas(ext):
+        got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, isa, winograd=u)
+        _close(got, want)
+        # transformed per call (or the tiled kernel, as the geometry decides): the same values
+        _close(ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, isa), want)
+        two = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, isa, winograd=u, threads=2)
+        np.testing.assert_array_equal(two, got)  # blocks are independent: threads change nothing
 
 
 # act codes of src/conv.h with numpy formulas
@@ -93,8 +100,9 @@ def test_winograd_epilogues(act: int, residual: bool) -> None:
     res = np.random.default_rng(act).standard_normal(want.shape).astype(np.float32) if residual else None
     want = ACTS[act](want + (0 if res is None else res))
     u = ext.conv2d_winograd_weights(wt)
-    got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", act, *ACT_ARGS[act], res, winograd=u)
-    _close(got, want)
+    for isa in _isas(ext):
+        got = ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, isa, act, *ACT_ARGS[act], res, winograd=u)
+        _close(got, want)
 
 
 def test_winograd_rejects_mismatched_weights() -> None:
@@ -225,10 +233,10 @@ def test_non_finite_values_stay_where_the_direct_sum_puts_them(where: str) -> No
     f64 = np.float64
     with np.errstate(invalid="ignore"):
         want = K._conv_im2col(x.astype(f64), wt.astype(f64), b.astype(f64), [1, 1], [1, 1], [1, 1], [1, 1], 1)
-    runs = [ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2")]
+    runs = [ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, isa) for isa in _isas(ext)]
     if where == "input":  # non-finite weights have no transform (test_winograd_weights_refuses_non_finite)
         u = ext.conv2d_winograd_weights(wt)
-        runs.append(ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, "avx2", winograd=u))
+        runs += [ext.conv2d(x, wt, b, 1, 1, 1, 1, *pads, 1, False, isa, winograd=u) for isa in _isas(ext)]
     for got in runs:
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))

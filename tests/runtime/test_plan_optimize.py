@@ -266,6 +266,41 @@ def test_two_convolutions_feeding_one_add_fuse_it_once() -> None:
     np.testing.assert_allclose(opt.run(None, {"X": x})[0], ref.run(None, {"X": x})[0], rtol=1e-5, atol=1e-5)
 
 
+def _head(outputs: list[str]) -> tuple[Any, ...]:
+    """yolo's detection head: Conv -> Reshape -> Transpose -> Reshape -> Sigmoid."""
+    r = np.random.default_rng(10)
+    inits = [
+        NH.from_array(r.standard_normal((12, 8, 1, 1)).astype(np.float32), "W"),
+        NH.from_array(r.standard_normal(12).astype(np.float32), "B"),
+        NH.from_array(np.array([1, 3, 4, 36], np.int64), "s1"),
+        NH.from_array(np.array([1, -1, 4], np.int64), "s2"),
+    ]
+    nodes = [
+        H.make_node("Conv", ["X", "W", "B"], ["c"]),
+        H.make_node("Reshape", ["c", "s1"], ["r1"]),
+        H.make_node("Transpose", ["r1"], ["t"], perm=[0, 1, 3, 2]),
+        H.make_node("Reshape", ["t", "s2"], ["r2"]),
+        H.make_node("Sigmoid", ["r2"], ["Y"]),
+    ]
+    x = r.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    return _both(nodes, [H.make_tensor_value_info("X", F, [1, 8, 6, 6])], outputs, inits), {"X": x}
+
+
+def test_an_activation_after_element_movers_fuses_into_the_convolution() -> None:
+    (opt, ref), feeds = _head(["Y"])
+    assert _ops(opt) == ["Conv+Sigmoid", "Reshape", "Transpose", "Reshape"]
+    y, want = opt.run(None, feeds)[0], ref.run(None, feeds)[0]
+    assert y.shape == want.shape == (1, 108, 4)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-7)
+
+
+def test_an_activation_is_not_moved_across_a_value_read_elsewhere() -> None:
+    (opt, ref), feeds = _head(["Y", "t"])  # the Transpose's output is a graph output too
+    assert _ops(opt) == ["Conv", "Reshape", "Transpose", "Reshape", "Sigmoid"]
+    for a, b in zip(opt.run(None, feeds), ref.run(None, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 def test_fused_epilogues_fall_back_to_the_kernels_for_float64() -> None:
     r = np.random.default_rng(9)
     w = NH.from_array(r.standard_normal((2, 2, 3, 3)), "W")

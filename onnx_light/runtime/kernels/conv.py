@@ -491,7 +491,7 @@ def _prepare_shape(
         return (out_shape, None, 0) if pointwise and dilations == [1, 1] else None
     isa = _native.conv2d_isa_for(shape, w.shape, strides, dilations, begin, end, group, out[0] * out[1])
     x = np.empty(shape, _F32)  # winograd_weights reads only the shape and dtype
-    u = winograd_weights(x, w, strides, dilations, begin, end, group) if isa == "avx2" else None
+    u = winograd_weights(x, w, strides, dilations, begin, end, group) if isa in ("avx2", "avx512") else None
     geometry = (
         *strides,
         *dilations,
