@@ -320,8 +320,10 @@ def rms_norm_grad(ctx: GradContext, dy: str) -> Grads:
 # -- forward rules ------------------------------------------------------------------------------
 @jvp_rule("", "LayerNormalization")
 def layer_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
-    """With c = X - mu, r = InvStdDev over the axes from ``axis``: tmu = mean(tX),
-    tc = tX - tmu, tr = -r^3 mean(c tc), tY = (tc r + c tr) scale + c r tScale + tB.
+    """With c = X - mu, r = InvStdDev over the axes from ``axis``, xhat = c r: tmu = mean(tX),
+    tc = tX - tmu, tr = -r^3 mean(c tc) = -r^2 mean(xhat tc),
+    tY = (tc r + c tr) scale + xhat tScale + tB, with tc r + c tr = r (tc - xhat mean(xhat tc)):
+    r^3 overflowed float16 (inf at std < 0.025) where the tangent itself is finite.
 
     mu and r are the forward node's Mean and InvStdDev where they are as precise as X
     (``_layer_norm_stats``, as the reverse rule), else recomputed in X's own type.
@@ -343,15 +345,16 @@ def layer_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     tb = ts[2] if len(ts) > 2 else None
     terms: list[str | None] = []
     tmu = tr = None
+    xhat = ctx.op.Mul(c, r) if tx is not None or tscale is not None else None
     if tx is not None:
         tmu = ctx.op.ReduceMean(tx, axes, keepdims=1)
         tc = ctx.op.Sub(tx, tmu)
-        r3 = ctx.op.Mul(r, ctx.op.Mul(r, r))
-        tr = ctx.op.Neg(ctx.op.Mul(r3, ctx.op.ReduceMean(ctx.op.Mul(c, tc), axes, keepdims=1)))
-        dxhat = ctx.op.Add(ctx.op.Mul(tc, r), ctx.op.Mul(c, tr))
+        along = ctx.op.ReduceMean(ctx.op.Mul(xhat, tc), axes, keepdims=1)  # mean(xhat tc)
+        dxhat = ctx.op.Mul(ctx.op.Sub(tc, ctx.op.Mul(xhat, along)), r)
         terms.append(ctx.op.Mul(dxhat, ctx.inputs[1]))
+        tr = ctx.op.Neg(ctx.op.Mul(r, ctx.op.Mul(r, along))) if ctx.output(2) else None
     if tscale is not None:
-        terms.append(ctx.op.Mul(ctx.op.Mul(c, r), tscale))
+        terms.append(ctx.op.Mul(xhat, tscale))
     if tb is not None:
         terms.append(ctx.op.Expand(tb, ctx.shape_of(ctx.output(0))))
     stats = [ctx.op.CastLike(t, ctx.forward_output(k)) if t and ctx.output(k) else None for k, t in ((1, tmu), (2, tr))]
