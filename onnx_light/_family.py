@@ -252,6 +252,7 @@ def _adjoint_models(
     ys = [o for o in outputs if _is_float(o)]
     if not xs or not ys:
         raise FamilyError("the model needs a float input and a float output to have an adjoint")
+    _refuse_passthrough(xs, ys)
     shapes = {v.name: _dims(v, "input") for v in inputs} | {v.name: _dims(v, "output") for v in ys}
     prefix = diff_prefix([v.name for v in [*inputs, *outputs]], "adj")
     dim = _seed_dim(prefix)
@@ -278,6 +279,17 @@ def _adjoint_models(
         name = f"adj_{model.graph.name}"
         models.append(_model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, name))
     return models
+
+
+def _refuse_passthrough(xs: list[ValueInfoProto], ys: list[ValueInfoProto]) -> None:
+    """An output that is also an input would name its seed ``adj_<name>`` like the input's
+    adjoint (and ``fwd_<name>`` alike): one name for an input and an output of the sibling."""
+    both = sorted({x.name for x in xs} & {y.name for y in ys})
+    if both:
+        raise FamilyError(
+            f"the outputs {both} are also inputs of the model: their seeds and the inputs' derivatives would "
+            "share one name; give each such output its own name (an Identity node)"
+        )
 
 
 def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, str], b: _Nodes, name: str) -> ModelProto:
@@ -498,6 +510,7 @@ def tangent_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     ys = [o for o in outputs if _is_float(o)]
     if not xs or not ys:
         raise FamilyError("the model needs a float input and a float output to have a tangent")
+    _refuse_passthrough(xs, ys)
     shapes = {v.name: _dims(v, "input") for v in inputs} | {v.name: _dims(v, "output") for v in ys}
     rules = registry or DefaultGradRegistry()
     fn = TangentOfFunction(model, [x.name for x in xs], [y.name for y in ys], registry=rules, seeds="dynamic",

@@ -142,6 +142,12 @@ class _TangentPass(_GradientPass):
             raise GradientError(f"seeds={seeds!r}: give None, a positive int or 'dynamic'")
         self.seeds = seeds
         prefix = diff_prefix([*self.xs, *self.ys, *self.free_order])
+        both = [y for y in self.ys if y in self.xs]
+        if both:  # fwd_<y> would name an output and the seed input fwd_<x> alike
+            raise GradientError(
+                f"ys {both} are also in xs: the tangent of such a y is its seed {prefix}{both[0]}, and the "
+                "result cannot have an input and an output of one name; drop them from ys (or pass an Identity of them)"
+            )
         self.fwd_in = [prefix + x for x in self.xs]
         self.fwd_out = [prefix + y for y in self.ys]
         # (the names defined inside subgraphs are taken already: the reverse pass's __init__
