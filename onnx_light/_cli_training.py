@@ -68,7 +68,9 @@ def refuse_overwrite(output: str, model: str, prefixes: tuple[str, ...] = ()) ->
     folder, name = os.path.split(output)
     for path in [output, *(os.path.join(folder, prefix + name) for prefix in prefixes)]:
         if os.path.exists(path) and os.path.exists(model) and os.path.samefile(path, model):
-            raise OnnxLightError(f"-o {output}: writing {path} would overwrite the input model {model}; give another name")
+            raise OnnxLightError(
+                f"-o {output}: writing {path} would overwrite the input model {model}; give another name"
+            )
 
 
 def _arrays(path: str, names: list[str]) -> list[np.ndarray]:

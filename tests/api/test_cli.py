@@ -170,8 +170,12 @@ def test_an_output_naming_the_input_model_is_refused(
     now a one-line error, the model's bytes untouched."""
     before = pathlib.Path(model_path).read_bytes()
     alias = str(tmp_path / "." / "m.onnx")  # the same file by another spelling
-    assert "overwrite the input model" in _error(capsys, ["grad", model_path, "--wrt", "fc1_w", "--of", "loss", "-o", alias])
-    assert "overwrite the input model" in _error(capsys, ["jvp", model_path, "--wrt", "fc1_w", "--of", "loss", "-o", model_path])
+    assert "overwrite the input model" in _error(
+        capsys, ["grad", model_path, "--wrt", "fc1_w", "--of", "loss", "-o", alias]
+    )
+    assert "overwrite the input model" in _error(
+        capsys, ["jvp", model_path, "--wrt", "fc1_w", "--of", "loss", "-o", model_path]
+    )
     sibling = tmp_path / "adj_m.onnx"
     sibling.write_bytes(before)
     err = _error(capsys, ["family", str(sibling), "-o", model_path])

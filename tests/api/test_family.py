@@ -366,7 +366,10 @@ def _passthrough() -> ol.ModelProto:
         [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Tanh", ["h"], ["y"])],
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        ],
         [w],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

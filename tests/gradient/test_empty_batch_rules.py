@@ -38,7 +38,12 @@ def _cases(n: int, dynamic: bool) -> dict[str, Case]:
 
     rois = np.array([[0.5, 0.5, 3.5, 3.0], [0.0, 1.0, 4.0, 4.0]])[: min(n, 2)]
     cases = [
-        case("global_max_pool", oh.make_node("GlobalMaxPool", ["x"], ["y"]), {"x": rng.standard_normal((n, 3, 4, 5))}, ["x"]),
+        case(
+            "global_max_pool",
+            oh.make_node("GlobalMaxPool", ["x"], ["y"]),
+            {"x": rng.standard_normal((n, 3, 4, 5))},
+            ["x"],
+        ),
         case(
             "depth_to_space_crd",
             oh.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD"),

@@ -170,7 +170,9 @@ def test_reshape_minus_one_beside_a_zero_is_a_clear_error() -> None:
     ],
     ids=["GroupNormalization", "Attention-3d"],
 )
-def test_empty_batch_where_onnxruntime_fails(op: str, inputs: list[np.ndarray], attrs: dict[str, Any], opset: int, shape: tuple[int, ...]) -> None:
+def test_empty_batch_where_onnxruntime_fails(
+    op: str, inputs: list[np.ndarray], attrs: dict[str, Any], opset: int, shape: tuple[int, ...]
+) -> None:
     """onnxruntime 1.32 fails on these (its GroupNormalization reshapes by [0, G, -1]; its
     Attention asks for a batch > 0); the spec's output shapes are (N, C, ...) and
     (N, q_sequence, q_num_heads * v_head_size), empty. Our kernels reshaped by -1 beside the 0."""

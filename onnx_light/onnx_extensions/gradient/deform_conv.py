@@ -87,7 +87,9 @@ class _Tables:
         """ty (.., H) x tx (.., W) -> (N, G, K * P, H * W)."""
         prod = ctx.op.Mul(ctx.op.Unsqueeze(ty, ctx.ints([-1])), ctx.op.Unsqueeze(tx, ctx.ints([-2])))
         lay = self.lay
-        return reshape_fill(ctx, prod, [0, 0, 0, -1], [lay.batch, lay.n_groups, lay.taps * lay.cells, lay.height, lay.width])
+        return reshape_fill(
+            ctx, prod, [0, 0, 0, -1], [lay.batch, lay.n_groups, lay.taps * lay.cells, lay.height, lay.width]
+        )
 
     def reduce_outer(self, ctx: GradContext, z: str, ty: str, tx: str) -> str:
         """sum over (q_y, q_x) of z (N, G, K * P, H * W) times ty x tx, -> (N, G, K * P)."""

@@ -518,7 +518,9 @@ def _channel_window_sum(ctx: GradContext, v: str, before: int, after: int) -> st
     The transpose of W(before, after) is W(after, before).
     """
     shape = ctx.shape(ctx.input(0))  # v is shaped like X
-    viewed = reshape_fill(ctx, ctx.op.Unsqueeze(v, ctx.ints([1])), [0, 0, 0, -1], None if shape is None else [shape[0], 1, *shape[1:]])
+    viewed = reshape_fill(
+        ctx, ctx.op.Unsqueeze(v, ctx.ints([1])), [0, 0, 0, -1], None if shape is None else [shape[0], 1, *shape[1:]]
+    )
     ones = ctx.const(np.ones((1, 1, before + after + 1, 1)), like=v)
     summed = ctx.op.Conv(viewed, ones, pads=[before, 0, after, 0])
     return ctx.op.Reshape(summed, ctx.shape_of(v))
