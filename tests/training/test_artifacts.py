@@ -452,3 +452,64 @@ def test_set_learning_rate_refuses_what_torch_optim_refuses(lr: float, tmp_path:
     with pytest.raises(OnnxLightError, match="learning rate"):
         opt.set_learning_rate(lr)
     assert opt.get_learning_rate() == pytest.approx(1e-3)  # unchanged
+
+
+def _bn_model(tied: bool) -> object:
+    """Conv -> BatchNormalization (inference); ``tied``: its running mean and variance are
+    Identity(bias) and Identity(weight), as torch exports a fresh BatchNorm2d."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    inits = {"w": np.full((2, 1, 1, 1), 0.7, np.float32), "g": np.ones(2, np.float32), "b": np.zeros(2, np.float32)}
+    if not tied:
+        inits |= {"mean": np.zeros(2, np.float32), "var": np.ones(2, np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"])]
+    if tied:
+        nodes += [h.make_node("Identity", ["g"], ["var"]), h.make_node("Identity", ["b"], ["mean"])]
+    nodes.append(h.make_node("BatchNormalization", ["c", "g", "b", "mean", "var"], ["y"]))
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", 1, [1, 1, 3, 3])],
+        [h.make_tensor_value_info("y", 1, [1, 2, 3, 3])],
+        [nh.from_array(v, k) for k, v in inits.items()],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_statistics_tied_to_a_trained_parameter_warn(tmp_path: pathlib.Path) -> None:
+    """torch's export of a fresh BatchNorm2d ties running_var to weight (equal initializers
+    merged): training then moves the variance, and the run leaves torch's without a word."""
+    with pytest.warns(UserWarning, match=r"statistics read trained parameters \('mean' = 'b', 'var' = 'g'"):
+        olt.generate_artifacts(_bn_model(True), loss="MSELoss", optimizer="SGD", artifact_directory=tmp_path / "a")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        olt.generate_artifacts(_bn_model(False), loss="MSELoss", optimizer="SGD", artifact_directory=tmp_path / "b")
+        olt.generate_artifacts(  # frozen: nothing moves
+            _bn_model(True),
+            loss="MSELoss",
+            optimizer="SGD",
+            artifact_directory=tmp_path / "c",
+            frozen_params=["g", "b"],
+        )
+
+
+def test_running_statistics_of_an_inference_batch_norm_are_not_trained_by_default(tmp_path: pathlib.Path) -> None:
+    """An eval-mode export keeps BatchNormalization in inference mode; its running mean and
+    variance have a gradient in that graph, so the default requires_grad trained them
+    (SGD moved them), where torch never trains buffers."""
+    olt.generate_artifacts(_bn_model(False), loss="MSELoss", optimizer="SGD", artifact_directory=tmp_path, lr=0.5)
+    state, module, opt = _session(tmp_path)
+    assert sorted(n for n, p in state.parameters.items() if p.requires_grad) == ["b", "g", "w"]
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        module(
+            rng.standard_normal((1, 1, 3, 3)).astype(np.float32), rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+        )
+        opt.step()
+        module.lazy_reset_grad()
+    np.testing.assert_array_equal(state.parameters["mean"].data, np.zeros(2, np.float32))
+    np.testing.assert_array_equal(state.parameters["var"].data, np.ones(2, np.float32))
+    assert not np.array_equal(state.parameters["g"].data, np.ones(2, np.float32))
