@@ -188,11 +188,15 @@ def _plateau(scale: float) -> ol.ModelProto:
         helper.make_node("Mul", ["r", "s"], ["m"]),
         helper.make_node("Add", ["x", "m"], ["y"]),
     ]
-    inits = {"k": np.array(0.5 + 5e-9), "s": np.array(scale)}
+    return _double_model(nodes, 1, {"k": np.array(0.5 + 5e-9), "s": np.array(scale)})
+
+
+def _double_model(nodes: list, size: int, inits: dict[str, np.ndarray]) -> ol.ModelProto:
+    """x (float64, [size]) -> y through ``nodes``, with float64 initializers."""
     graph = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1])],
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [size])],
         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
         [numpy_helper.from_array(v, n) for n, v in inits.items()],
     )
@@ -236,14 +240,6 @@ def test_no_two_estimates_agree_closely_in_rounding_noise() -> None:
         helper.make_node("Sin", ["a"], ["s"]),
         helper.make_node("Add", ["s", "c"], ["y"]),
     ]
-    inits = {"w": np.array(2.4e4), "c": np.array(5e7)}
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [8])],
-        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
-        [numpy_helper.from_array(v, n) for n, v in inits.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    model = _double_model(nodes, 8, {"w": np.array(2.4e4), "c": np.array(5e7)})
     result = ol.gradcheck(model, ["x"], "y", feeds={"x": np.linspace(0.1, 0.9, 8)}, seed=1, directions=1)
     assert result.ok and result.rows[0].step >= 1e-8, str(result)
