@@ -39,6 +39,7 @@ from .onnx_core import (
     OperatorSetIdProto,
     TensorProto,
     ValueInfoProto,
+    from_onnx,
     helper,
     numpy_helper,
     save,
@@ -237,7 +238,7 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     Returns:
         The adjoint ModelProto, weights embedded.
     """
-    return _adjoint_models(model, layout, registry, (_UNROLLED_SEEDS,))[0]
+    return _adjoint_models(from_onnx(model), layout, registry, (_UNROLLED_SEEDS,))[0]
 
 
 def _adjoint_models(
@@ -505,6 +506,7 @@ def tangent_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
         The tangent ModelProto, weights embedded.
     """
     _check_layout(layout)
+    model = from_onnx(model)  # ours, or onnx's converted
     inputs, outputs = _free_inputs(model), list(model.graph.output)
     xs = [i for i in inputs if _is_float(i)]
     ys = [o for o in outputs if _is_float(o)]
@@ -595,7 +597,7 @@ def family(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     primal = ModelProto()
-    primal.CopyFrom(model)
+    primal.CopyFrom(from_onnx(model))  # ours, or onnx's converted
     written = [path]
     save(primal, path)  # tensors loaded from external data are written inline
     adj = _adjoint_models(primal, layout, registry, (_UNROLLED_SEEDS, 1) if second_order else (_UNROLLED_SEEDS,))

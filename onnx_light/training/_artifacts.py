@@ -17,6 +17,7 @@ from ..onnx_core import (
     OnnxLightError,
     TensorProto,
     ValueInfoProto,
+    from_onnx,
     helper,
     load,
     numpy_helper,
@@ -403,12 +404,20 @@ def generate_artifacts(
             gradient rule (GradientError).
     """
     base_dir = ""
-    if not isinstance(model, ModelProto):
+    source: Any = None
+    if isinstance(model, (str, os.PathLike)):
         base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
-        model = load(os.fspath(model))
+        source = load(os.fspath(model))
+    else:
+        try:
+            source = from_onnx(model)  # ours, or onnx's ModelProto converted
+        except TypeError:
+            pass
+    if not isinstance(source, ModelProto):
+        raise OnnxLightError(f"generate_artifacts takes a model path or a ModelProto, not {type(model).__name__}")
     max_grad_norm = optimizer_options.pop("max_grad_norm", None)
     spec = make_optimizer(optimizer, optimizer_options)
-    plan = _plan(model, requires_grad, frozen_params)
+    plan = _plan(source, requires_grad, frozen_params)
     plan.base_dir = base_dir
     models = _models(plan, spec, loss, loss_input_names, max_grad_norm)
     return _write(plan, spec, artifact_directory, *models)

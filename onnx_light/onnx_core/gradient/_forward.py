@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from .._errors import GradientError
+from .._interop import from_foreign
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..helper import make_graph, make_node, make_tensor_value_info
 from ..ops import op_label
@@ -485,15 +486,16 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
 
     def run() -> tuple[FunctionProto, EmitRecord]:
         rules = _default_registry(registry)
-        imports, functions, graph, name = _source(fn)
-        foreign.update(_source_node_ids(fn))
+        source = from_foreign(fn)  # an onnx package object: converted through its bytes
+        imports, functions, graph, name = _source(source)
+        foreign.update(_source_node_ids(source))
         if graph is not None:
             nodes, types, constants, declared, free_order = _graph_source(graph)
             inputs, outputs = [i.name for i in graph.input], [o.name for o in graph.output]
         else:
-            assert isinstance(fn, FunctionProto)
-            nodes, types, constants, declared, free_order = _function_source(fn)
-            inputs, outputs = list(fn.input), list(fn.output)
+            assert isinstance(source, FunctionProto)
+            nodes, types, constants, declared, free_order = _function_source(source)
+            inputs, outputs = list(source.input), list(source.output)
         if functions:
             from .._inline import FunctionInliner
 
