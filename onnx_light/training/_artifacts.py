@@ -302,7 +302,9 @@ def _training_nodes(
         raise OnnxLightError("no parameter requires a gradient: pass requires_grad or fewer frozen_params")
     bwd = GradientOfFunction(gmodel, plan.trainable, loss_name, registry=DefaultGradRegistry())
     dy = bwd.input[len(bwd.input) - 1]
-    seed = helper.make_node("Constant", [], [dy], value=numpy_helper.from_array(np.ones((), np.float32), dy))
+    # dL/dL = 1 in the loss's own type (a float32 seed made a float64 model's gradients float32)
+    loss_type = loss_vi.type.tensor_type.elem_type or TensorProto.FLOAT
+    seed = helper.make_node("Constant", [], [dy], value=helper.make_tensor(dy, loss_type, [], [1.0]))
     rename = {f"grad_{p}": f"{p}_grad" for p in plan.trainable}
     bwd_nodes = [seed] + [_rename_outputs(n, rename) for n in bwd.node]
     buffers_next = [o for n in updates for o in n.output if o.endswith("_next")]

@@ -513,3 +513,48 @@ def test_running_statistics_of_an_inference_batch_norm_are_not_trained_by_defaul
     np.testing.assert_array_equal(state.parameters["mean"].data, np.zeros(2, np.float32))
     np.testing.assert_array_equal(state.parameters["var"].data, np.ones(2, np.float32))
     assert not np.array_equal(state.parameters["g"].data, np.ones(2, np.float32))
+
+
+def test_a_float64_model_trains_in_float64(tmp_path: pathlib.Path) -> None:
+    """The backward's seed dL/dL was a float32 Constant: training_model.onnx failed the onnx
+    checker (Div of float and double), our runtime promoted part of the gradients to float32
+    and Optimizer.step() refused b_grad. Two SGD steps against torch in float64 (to 1e-8: the
+    optimizer model's learning_rate input is float32, as onnxruntime.training's)."""
+    import onnx
+
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", 11, [4, 3])],
+        [h.make_tensor_value_info("y", 11, [4, 4])],
+        [nh.from_array(w, "w"), nh.from_array(b, "b")],
+    )
+    olt.generate_artifacts(
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]),
+        loss="MSELoss",
+        optimizer="SGD",
+        artifact_directory=tmp_path,
+    )
+    onnx.checker.check_model(onnx.load(tmp_path / "training_model.onnx"), full_check=True)
+    state, module, opt = _session(tmp_path)
+    tw, tb = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+    topt = torch.optim.SGD([tw, tb], lr=1e-2)
+    for _ in range(2):
+        x, labels = rng.standard_normal((4, 3)), rng.standard_normal((4, 4))
+        loss = module(x, labels)
+        opt.step()
+        module.lazy_reset_grad()
+        topt.zero_grad()
+        expected = torch.nn.functional.mse_loss(torch.tensor(x) @ tw + tb, torch.tensor(labels))
+        expected.backward()
+        topt.step()
+        assert np.asarray(loss).dtype == np.float64 and float(loss) == pytest.approx(expected.item(), rel=1e-8)
+    np.testing.assert_allclose(state.parameters["w"].data, tw.detach().numpy(), rtol=1e-8)
+    np.testing.assert_allclose(state.parameters["b"].data, tb.detach().numpy(), rtol=1e-8)
+    assert state.parameters["b"].data.dtype == np.float64
