@@ -181,7 +181,12 @@ def _warn_tied_statistics(nodes: list[NodeProto], trainable: list[str]) -> None:
         )
 
 
-def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params: Sequence[str] | None) -> _Plan:
+def _plan(
+    model: ModelProto,
+    requires_grad: Sequence[str] | None,
+    frozen_params: Sequence[str] | None,
+    loss_reads: Sequence[str] | None = None,
+) -> _Plan:
     graph = model.graph
     source = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), EMITTED_OPSET)
     target = max(source, EMITTED_OPSET)
@@ -200,7 +205,10 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
     if requires_grad is None:
         # only weights with a gradient: an initializer read only where no gradient flows
         # (Resize's scales, ...) is a constant, which AdamW's weight decay would still change
-        weights = _weights(nodes, [o.name for o in graph.output], target)
+        # the weights reaching what the loss reads (loss_input_names, else the first output): a
+        # weight of another head has no gradient (GradientError), and AdamW would decay it
+        reads_ = list(loss_reads or [o.name for o in graph.output][:1])
+        weights = _weights(nodes, reads_, target)
         statistics = _running_statistics(nodes)
         trainable = [n for n in floats if n not in frozen and n not in buffers and n not in statistics and n in weights]
     else:
@@ -419,7 +427,7 @@ def generate_artifacts(
         raise OnnxLightError(f"generate_artifacts takes a model path or a ModelProto, not {type(model).__name__}")
     max_grad_norm = optimizer_options.pop("max_grad_norm", None)
     spec = make_optimizer(optimizer, optimizer_options)
-    plan = _plan(source, requires_grad, frozen_params)
+    plan = _plan(source, requires_grad, frozen_params, loss_input_names)
     plan.base_dir = base_dir
     models = _models(plan, spec, loss, loss_input_names, max_grad_norm)
     return _write(plan, spec, artifact_directory, *models)

@@ -558,3 +558,32 @@ def test_a_float64_model_trains_in_float64(tmp_path: pathlib.Path) -> None:
     np.testing.assert_allclose(state.parameters["w"].data, tw.detach().numpy(), rtol=1e-8)
     np.testing.assert_allclose(state.parameters["b"].data, tb.detach().numpy(), rtol=1e-8)
     assert state.parameters["b"].data.dtype == np.float64
+
+
+def test_a_two_head_model_trains_the_head_its_loss_reads(tmp_path: pathlib.Path) -> None:
+    """The default requires_grad took every weight reaching any output, so the other head's
+    weight had no gradient: GradientError "x='v' does not reach y='loss' ... pass
+    allow_unused=True", an option generate_artifacts does not have."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    inits = {"w": rng.standard_normal((3, 4)).astype(np.float32), "v": rng.standard_normal((3, 2)).astype(np.float32)}
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("MatMul", ["x", "v"], ["b"])],
+        "g",
+        [h.make_tensor_value_info("x", 1, [2, 3])],
+        [h.make_tensor_value_info("a", 1, [2, 4]), h.make_tensor_value_info("b", 1, [2, 2])],
+        [nh.from_array(v, k) for k, v in inits.items()],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    for reads, trained in ((None, "w"), (["b"], "v")):
+        out = tmp_path / str(reads)
+        olt.generate_artifacts(model, loss="MSELoss", optimizer="AdamW", artifact_directory=out, loss_input_names=reads)
+        state, module, opt = _session(out)
+        assert [n for n, p in state.parameters.items() if p.requires_grad] == [trained]
+        labels = np.zeros((2, 4 if trained == "w" else 2), np.float32)
+        module(rng.standard_normal((2, 3)).astype(np.float32), labels)
+        opt.step()
+        other = "v" if trained == "w" else "w"
+        np.testing.assert_array_equal(state.parameters[other].data, inits[other])  # not decayed
