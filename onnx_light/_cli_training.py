@@ -62,6 +62,17 @@ def _artifacts(args: argparse.Namespace) -> int:
     return 0
 
 
+def refuse_overwrite(output: str, model: str, prefixes: tuple[str, ...] = ()) -> None:
+    """Raises when writing ``output`` (or its siblings ``<prefix><name>`` beside it) would
+    replace the input ``model``: the user would lose it."""
+    folder, name = os.path.split(output)
+    for path in [output, *(os.path.join(folder, prefix + name) for prefix in prefixes)]:
+        if os.path.exists(path) and os.path.exists(model) and os.path.samefile(path, model):
+            raise OnnxLightError(
+                f"-o {output}: writing {path} would overwrite the input model {model}; give another name"
+            )
+
+
 def _arrays(path: str, names: list[str]) -> list[np.ndarray]:
     """The arrays of an .npz in the model's input order: by name, else in file order."""
     if not os.path.exists(path):
@@ -83,6 +94,7 @@ def _arrays(path: str, names: list[str]) -> list[np.ndarray]:
 
 
 def _train(args: argparse.Namespace) -> int:
+    refuse_overwrite(args.output, args.model)
     ck_dir = args.checkpoint_dir
     with tempfile.TemporaryDirectory(prefix="onnx-light-train-") as tmp:
         directory = os.path.join(ck_dir, "artifacts") if ck_dir else tmp

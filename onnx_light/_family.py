@@ -39,6 +39,7 @@ from .onnx_core import (
     OperatorSetIdProto,
     TensorProto,
     ValueInfoProto,
+    from_onnx,
     helper,
     numpy_helper,
     save,
@@ -237,7 +238,7 @@ def adjoint_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
     Returns:
         The adjoint ModelProto, weights embedded.
     """
-    return _adjoint_models(model, layout, registry, (_UNROLLED_SEEDS,))[0]
+    return _adjoint_models(from_onnx(model), layout, registry, (_UNROLLED_SEEDS,))[0]
 
 
 def _adjoint_models(
@@ -252,6 +253,7 @@ def _adjoint_models(
     ys = [o for o in outputs if _is_float(o)]
     if not xs or not ys:
         raise FamilyError("the model needs a float input and a float output to have an adjoint")
+    _refuse_passthrough(xs, ys)
     shapes = {v.name: _dims(v, "input") for v in inputs} | {v.name: _dims(v, "output") for v in ys}
     prefix = diff_prefix([v.name for v in [*inputs, *outputs]], "adj")
     dim = _seed_dim(prefix)
@@ -278,6 +280,17 @@ def _adjoint_models(
         name = f"adj_{model.graph.name}"
         models.append(_model(model, b.nodes, [*inputs, *seed_infos], out_infos, bwd.opset_import, name))
     return models
+
+
+def _refuse_passthrough(xs: list[ValueInfoProto], ys: list[ValueInfoProto]) -> None:
+    """An output that is also an input would name its seed ``adj_<name>`` like the input's
+    adjoint (and ``fwd_<name>`` alike): one name for an input and an output of the sibling."""
+    both = sorted({x.name for x in xs} & {y.name for y in ys})
+    if both:
+        raise FamilyError(
+            f"the outputs {both} are also inputs of the model: their seeds and the inputs' derivatives would "
+            "share one name; give each such output its own name (an Identity node)"
+        )
 
 
 def _loss_graph(model: ModelProto, ys: list[ValueInfoProto], seeds: dict[str, str], b: _Nodes, name: str) -> ModelProto:
@@ -493,11 +506,13 @@ def tangent_model(model: ModelProto, *, layout: str = "casadi", registry: GradRe
         The tangent ModelProto, weights embedded.
     """
     _check_layout(layout)
+    model = from_onnx(model)  # ours, or onnx's converted
     inputs, outputs = _free_inputs(model), list(model.graph.output)
     xs = [i for i in inputs if _is_float(i)]
     ys = [o for o in outputs if _is_float(o)]
     if not xs or not ys:
         raise FamilyError("the model needs a float input and a float output to have a tangent")
+    _refuse_passthrough(xs, ys)
     shapes = {v.name: _dims(v, "input") for v in inputs} | {v.name: _dims(v, "output") for v in ys}
     rules = registry or DefaultGradRegistry()
     fn = TangentOfFunction(model, [x.name for x in xs], [y.name for y in ys], registry=rules, seeds="dynamic",
@@ -582,7 +597,7 @@ def family(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     primal = ModelProto()
-    primal.CopyFrom(model)
+    primal.CopyFrom(from_onnx(model))  # ours, or onnx's converted
     written = [path]
     save(primal, path)  # tensors loaded from external data are written inline
     adj = _adjoint_models(primal, layout, registry, (_UNROLLED_SEEDS, 1) if second_order else (_UNROLLED_SEEDS,))

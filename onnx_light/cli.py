@@ -38,7 +38,7 @@ from . import (
     save,
 )
 from . import _gradcheck as _gc
-from ._cli_training import add_training_commands
+from ._cli_training import add_training_commands, refuse_overwrite
 from ._ops_table import ops_markdown, write_ops_block
 from .onnx_core import ModelProto, TensorProto
 from .onnx_core.gradient import input_types
@@ -124,12 +124,18 @@ def _require(model: ModelProto, name: str, option: str, known: list[str] | None 
     raise UsageError(f"{option} {name!r} is not a value of the model{hint}")
 
 
-def _output_path(path: str) -> str:
+def _output_path(path: str, model: str, prefixes: tuple[str, ...] = ()) -> str:
+    """``path`` where a file can be written without replacing the input ``model`` (nor can
+    its siblings ``<prefix><name>``)."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"-o {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
         raise UsageError(f"-o {path}: is a folder; give a file name")
+    try:
+        refuse_overwrite(path, model, prefixes)
+    except OnnxLightError as err:
+        raise UsageError(str(err)) from None
     return path
 
 
@@ -137,7 +143,7 @@ def _grad(args: argparse.Namespace) -> int:
     model = _read_model(args.model)
     xs = _names(model, args.wrt)
     _require(model, args.of, "--of")
-    out_path = _output_path(args.output)
+    out_path = _output_path(args.output, args.model)
     out = gradient_model(model, xs, args.of, inline=args.inline, allow_unused=args.allow_unused)
     try:
         save(out, out_path)
@@ -178,7 +184,7 @@ def _jvp(args: argparse.Namespace) -> int:
     ys = [y.strip() for y in args.of.split(",") if y.strip()]
     for y in ys:
         _require(model, y, "--of")
-    out_path = _output_path(args.output)
+    out_path = _output_path(args.output, args.model)
     seeds: int | str | None = args.seeds
     fwd = TangentOfFunction(model, xs, ys, seeds=seeds, allow_unused=args.allow_unused)
     types = {vi.name: vi for vi in fwd.value_info}
@@ -200,7 +206,7 @@ def _jvp(args: argparse.Namespace) -> int:
 def _family(args: argparse.Namespace) -> int:
     """Writes the model and its derivative siblings beside it (CasADi's conventions)."""
     model = _read_model(args.model)
-    out_path = _output_path(args.output)
+    out_path = _output_path(args.output, args.model, ("adj_", "fwd_", "fwd_adj_"))
     try:
         written = family(
             model, out_path, layout=args.layout, second_order=not args.first_order, forward_sibling=args.forward

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from ..onnx_core import (
     OnnxLightError,
     TensorProto,
     ValueInfoProto,
+    from_onnx,
     helper,
     load,
     numpy_helper,
@@ -27,7 +29,7 @@ from ..onnx_core.optimizer import optimize
 from ..onnx_extensions.gradient import DefaultGradRegistry
 from ._checkpoint import CheckpointState, Parameter
 from ._emit import Emitter
-from ._graphs import assemble, bn_buffers, differentiable_sources, for_eval, for_training, used_values
+from ._graphs import _is_default, assemble, bn_buffers, differentiable_sources, for_eval, for_training, used_values
 from ._losses import LOSSES, label_type
 from ._optimizers import OptimizerSpec, emit_update, make_optimizer
 
@@ -141,7 +143,50 @@ def _weights(nodes: list[NodeProto], outputs: list[str], opset: int) -> set[str]
     return differentiable_sources(nodes, outputs, nondiff)
 
 
-def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params: Sequence[str] | None) -> _Plan:
+def _running_statistics(nodes: list[NodeProto]) -> set[str]:
+    """The running mean and variance of inference BatchNormalizations that nothing else
+    reads: torch's buffers, never trained (its optimizers see parameters only); they have a
+    gradient in the graph, so a default ``requires_grad`` took them."""
+    slots = {(id(n), k) for n in nodes if n.op_type == "BatchNormalization" and _is_default(n) for k in (3, 4)}
+    stats = {n.input[k] for n in nodes for k in (3, 4) if (id(n), k) in slots and len(n.input) > k}
+    other = {v for n in nodes for k, v in enumerate(n.input) if (id(n), k) not in slots}
+    return stats - other
+
+
+def _warn_tied_statistics(nodes: list[NodeProto], trainable: list[str]) -> None:
+    """Warns when an inference BatchNormalization reads its running mean or variance from a
+    trained parameter (directly or through Identity nodes). torch's exporter merges equal
+    initializers: a fresh BatchNorm2d (weight = running_var = 1, bias = running_mean = 0)
+    comes out as ``running_var = Identity(weight)``, so training the weight moves the
+    variance too and the trajectory leaves torch's (the gradient of weight is that graph's)."""
+    alias = {n.output[0]: n.input[0] for n in nodes if n.op_type == "Identity" and _is_default(n)}
+    params, tied = set(trainable), []
+    for node in nodes:
+        if node.op_type != "BatchNormalization" or not _is_default(node) or len(node.input) < 5:
+            continue
+        for name in node.input[3:5]:
+            source, seen = name, set()
+            while source in alias and source not in seen:
+                seen.add(source)
+                source = alias[source]
+            if source in params:
+                tied.append(f"{name!r} = {source!r}")
+    if tied:
+        warnings.warn(
+            f"BatchNormalization running statistics read trained parameters ({', '.join(tied)}; torch's exporter "
+            "merges equal initializers, as a fresh BatchNorm's weight and running_var): training moves the "
+            "statistics too. Give them their own values before export, or freeze those parameters",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _plan(
+    model: ModelProto,
+    requires_grad: Sequence[str] | None,
+    frozen_params: Sequence[str] | None,
+    loss_reads: Sequence[str] | None = None,
+) -> _Plan:
     graph = model.graph
     source = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), EMITTED_OPSET)
     target = max(source, EMITTED_OPSET)
@@ -160,8 +205,12 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
     if requires_grad is None:
         # only weights with a gradient: an initializer read only where no gradient flows
         # (Resize's scales, ...) is a constant, which AdamW's weight decay would still change
-        weights = _weights(nodes, [o.name for o in graph.output], target)
-        trainable = [n for n in floats if n not in frozen and n not in buffers and n in weights]
+        # the weights reaching what the loss reads (loss_input_names, else the first output): a
+        # weight of another head has no gradient (GradientError), and AdamW would decay it
+        reads_ = list(loss_reads or [o.name for o in graph.output][:1])
+        weights = _weights(nodes, reads_, target)
+        statistics = _running_statistics(nodes)
+        trainable = [n for n in floats if n not in frozen and n not in buffers and n not in statistics and n in weights]
     else:
         trainable = _names_or_error(requires_grad, floats, "requires_grad")
         both = [n for n in trainable if n in frozen or n in buffers]
@@ -171,6 +220,7 @@ def _plan(model: ModelProto, requires_grad: Sequence[str] | None, frozen_params:
             )
     reads = set(used_values(nodes))
     trainable = [n for n in trainable if n in reads]
+    _warn_tied_statistics(nodes, trainable)
     rest = [n for n in floats if n not in trainable]
     data_inputs = [i for i in graph.input if i.name not in inits]
     plan = _Plan(model, target, nodes, inits, data_inputs, trainable, rest, buffers, taken)
@@ -260,7 +310,9 @@ def _training_nodes(
         raise OnnxLightError("no parameter requires a gradient: pass requires_grad or fewer frozen_params")
     bwd = GradientOfFunction(gmodel, plan.trainable, loss_name, registry=DefaultGradRegistry())
     dy = bwd.input[len(bwd.input) - 1]
-    seed = helper.make_node("Constant", [], [dy], value=numpy_helper.from_array(np.ones((), np.float32), dy))
+    # dL/dL = 1 in the loss's own type (a float32 seed made a float64 model's gradients float32)
+    loss_type = loss_vi.type.tensor_type.elem_type or TensorProto.FLOAT
+    seed = helper.make_node("Constant", [], [dy], value=helper.make_tensor(dy, loss_type, [], [1.0]))
     rename = {f"grad_{p}": f"{p}_grad" for p in plan.trainable}
     bwd_nodes = [seed] + [_rename_outputs(n, rename) for n in bwd.node]
     buffers_next = [o for n in updates for o in n.output if o.endswith("_next")]
@@ -362,12 +414,20 @@ def generate_artifacts(
             gradient rule (GradientError).
     """
     base_dir = ""
-    if not isinstance(model, ModelProto):
+    source: Any = None
+    if isinstance(model, (str, os.PathLike)):
         base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
-        model = load(os.fspath(model))
+        source = load(os.fspath(model))
+    else:
+        try:
+            source = from_onnx(model)  # ours, or onnx's ModelProto converted
+        except TypeError:
+            pass
+    if not isinstance(source, ModelProto):
+        raise OnnxLightError(f"generate_artifacts takes a model path or a ModelProto, not {type(model).__name__}")
     max_grad_norm = optimizer_options.pop("max_grad_norm", None)
     spec = make_optimizer(optimizer, optimizer_options)
-    plan = _plan(model, requires_grad, frozen_params)
+    plan = _plan(source, requires_grad, frozen_params, loss_input_names)
     plan.base_dir = base_dir
     models = _models(plan, spec, loss, loss_input_names, max_grad_norm)
     return _write(plan, spec, artifact_directory, *models)

@@ -160,3 +160,27 @@ def test_misuse_found_by_the_hunt_is_one_line(
     err = _error(capsys, ["train", str(no_outputs), "--loss", "mse", "--data", str(data), "-o", out])
     assert "no outputs" in err
     assert not os.path.exists(out)
+
+
+def test_an_output_naming_the_input_model_is_refused(
+    model_path: str, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``grad m.onnx -o m.onnx`` replaced the user's model by its backward graph (and
+    ``family`` its siblings adj_/fwd_adj_<name>, ``train`` the model by the trained one):
+    now a one-line error, the model's bytes untouched."""
+    before = pathlib.Path(model_path).read_bytes()
+    alias = str(tmp_path / "." / "m.onnx")  # the same file by another spelling
+    assert "overwrite the input model" in _error(
+        capsys, ["grad", model_path, "--wrt", "fc1_w", "--of", "loss", "-o", alias]
+    )
+    assert "overwrite the input model" in _error(
+        capsys, ["jvp", model_path, "--wrt", "fc1_w", "--of", "loss", "-o", model_path]
+    )
+    sibling = tmp_path / "adj_m.onnx"
+    sibling.write_bytes(before)
+    err = _error(capsys, ["family", str(sibling), "-o", model_path])
+    assert "overwrite the input model" in err
+    data = tmp_path / "d.npz"
+    np.savez(data, x=np.ones((4, 2, 3), np.float32))
+    assert "overwrite the input model" in _error(capsys, ["train", model_path, "--data", str(data), "-o", model_path])
+    assert pathlib.Path(model_path).read_bytes() == before and sibling.read_bytes() == before

@@ -357,3 +357,30 @@ def test_family_adjoint_seed_counts_equal_single_seeds(layout: str, tmp_path: pa
             axis = 1 if layout == "casadi" else -1  # [S_1 | S_2 | ...] or the trailing seed axis
             want = np.concatenate([one[i] for one in singles], axis=axis)
             np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=f"{n} seeds, output {i}")
+
+
+def _passthrough() -> ol.ModelProto:
+    """y = tanh(x @ w) and x itself as a second output (an input passed through)."""
+    w = numpy_helper.from_array(np.full((3, 3), 0.5, np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Tanh", ["h"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        ],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_output_that_is_an_input_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    """Its seed adj_x and the input's adjoint adj_x are one name: the pass reported a cycle
+    through an If node, and forward mode an SSA violation (fwd_x written twice)."""
+    with pytest.raises(ol.OnnxLightError, match=r"outputs \['x'\] are also inputs"):
+        ol.family(_passthrough(), tmp_path / "f.onnx")
+    with pytest.raises(ol.OnnxLightError, match=r"ys \['x'\] are also in xs"):
+        ol.TangentOfFunction(_passthrough(), ["x"], ["y", "x"])
+    fwd = ol.TangentOfFunction(_passthrough(), ["x"], ["y"])  # the others still work
+    assert list(fwd.output) == ["fwd_y"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -174,3 +175,71 @@ def test_a_zero_slope_is_not_chased_into_rounding_noise() -> None:
     for seed in range(3):
         result = ol.gradcheck(model, ["x"], "y", feeds={"x": x}, seed=seed)
         assert result.ok and abs(result.rows[0].numeric) < 1e-8, str(result)
+
+
+def _plateau(scale: float) -> ol.ModelProto:
+    """y = x + scale * Relu(x - k), k 5e-9 above x = 0.5: a kink closer than the first two
+    steps (1e-6, 1e-7). A central difference whose step h crosses it gives
+    1 + scale/2 - scale * 5e-9 / (2h): those two estimates differ by 4.5e-5 relative (they
+    "agree" at 1e-4) while both are off by scale/2 = 1e-3, where the slope is exactly 1."""
+    nodes = [
+        helper.make_node("Sub", ["x", "k"], ["d"]),
+        helper.make_node("Relu", ["d"], ["r"]),
+        helper.make_node("Mul", ["r", "s"], ["m"]),
+        helper.make_node("Add", ["x", "m"], ["y"]),
+    ]
+    return _double_model(nodes, 1, {"k": np.array(0.5 + 5e-9), "s": np.array(scale)})
+
+
+def _double_model(nodes: list, size: int, inits: dict[str, np.ndarray]) -> ol.ModelProto:
+    """x (float64, [size]) -> y through ``nodes``, with float64 initializers."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [size])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+        [numpy_helper.from_array(v, n) for n, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def test_estimates_on_a_kink_plateau_are_not_taken_as_converged() -> None:
+    """The encoder's false FAILED (seed 4: out_proj.bias 901.566 vs 901.79, 2.5e-4): its
+    estimates crept 1e-6 -> 1e-7 by 7e-5 relative, next to a Relu kink, and jumped onto the
+    backward's value at 1e-8. Successive estimates must now agree within a tenth of rtol."""
+    result = ol.gradcheck(_plateau(2e-3), ["x"], "y", feeds={"x": np.array([0.5])}, directions=2)
+    assert result.ok, str(result)
+    row = result.rows[0]
+    assert abs(row.numeric - row.analytic) < 1e-7 * abs(row.analytic) and row.kinked, str(result)
+
+
+def test_a_gradient_wrong_by_one_percent_fails() -> None:
+    """A rule off by a factor 1.01 (Add's, so the whole gradient) fails on a smooth point and
+    on the kink plateau above: the tolerance does not grow to absorb it."""
+    registry = ol.DefaultGradRegistry()
+
+    def add_times_1_01(ctx: Any, dy: str) -> list[str]:
+        scaled = ctx.op.Mul(dy, ctx.const(1.01, like=dy))
+        return [scaled, scaled]
+
+    ol.RegisterGradientFunction("", "Add", add_times_1_01, registry=registry)
+    for x, scale in ((0.7, 1.0), (0.5, 2e-3)):
+        model = _plateau(scale)
+        result = ol.gradcheck(model, ["x"], "y", feeds={"x": np.array([x])}, registry=registry)
+        assert not result.ok, str(result)
+        assert ol.gradcheck(model, ["x"], "y", feeds={"x": np.array([x])}).ok
+
+
+def test_no_two_estimates_agree_closely_in_rounding_noise() -> None:
+    """sin(w x) + c, w = 2.4e4, c = 5e7: truncation error is above 1e-5 at the step 1e-7 and
+    rounding noise (c's) above it at 1e-8, so no successive pair agrees within 1e-5 (crnn's
+    cnn.2.0.weight did the same); shrinking to 1e-12 then gave noise 0.66 relative and
+    FAILED. The closest pair (1e-7, 1e-8: 6e-6 from the backward) gives the answer."""
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["a"]),
+        helper.make_node("Sin", ["a"], ["s"]),
+        helper.make_node("Add", ["s", "c"], ["y"]),
+    ]
+    model = _double_model(nodes, 8, {"w": np.array(2.4e4), "c": np.array(5e7)})
+    result = ol.gradcheck(model, ["x"], "y", feeds={"x": np.linspace(0.1, 0.9, 8)}, seed=1, directions=1)
+    assert result.ok and result.rows[0].step >= 1e-8, str(result)

@@ -77,3 +77,25 @@ def test_to_onnx_round_trip() -> None:
     onnx.checker.check_model(back)
     t = ol.numpy_helper.from_array(np.ones(3, np.float32), "t").to_onnx()
     assert isinstance(t, onnx.TensorProto) and list(onh.to_array(t)) == [1, 1, 1]
+
+
+def test_forward_mode_family_and_training_take_onnx_objects(tmp_path: pathlib.Path) -> None:
+    """TangentOfFunction raised "takes a FunctionProto, GraphProto or ModelProto, not
+    ModelProto", family() "CopyFrom expects ModelProto, got ModelProto" and generate_artifacts
+    (onnxruntime.training's API, which takes onnx's ModelProto) "expected str, bytes or
+    os.PathLike object": an onnx package ModelProto is now converted as GradientOfFunction does."""
+    from onnx_light import training as olt
+
+    model = _onnx_model()
+    x = np.array([[1.0, 2.0]], np.float32)
+    fwd = ol.TangentOfFunction(model, ["W"], ["loss"])
+    t = np.ones((2, 3), np.float32)
+    (jt,) = ol.runtime.InferenceSession(fwd).run(None, {"X": x, "W": np.zeros((2, 3), np.float32), "fwd_W": t})
+    assert float(jt) == pytest.approx(3 * (1 + 2))  # d loss = sum(X @ t)
+    assert [p.name for p in ol.family(model, tmp_path / "f.onnx")] == ["f.onnx", "adj_f.onnx", "fwd_adj_f.onnx"]
+    olt.generate_artifacts(
+        model, loss=None, loss_input_names=["loss"], optimizer="SGD", artifact_directory=tmp_path / "a"
+    )
+    assert (tmp_path / "a" / "training_model.onnx").exists()
+    with pytest.raises(ol.OnnxLightError, match="takes a model path or a ModelProto, not int"):
+        olt.generate_artifacts(42, loss="MSELoss", artifact_directory=tmp_path / "b")

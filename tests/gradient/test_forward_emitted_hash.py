@@ -39,7 +39,10 @@ EXPECTED = {
     # changed on purpose: LayerNormalization's jvp reads the node's Mean/InvStdDev (float32 X;
     # test_layer_norm_jvp_stats checks it against finite differences and onnxruntime); at 2f1570f:
     # 9f6a95100875acf9fffd4fd41c081f8193bf83e723712fc335423ca89442fcd6
-    ("encoder", None, False): "435d929df0793e8ca6a5ff964918e18e30eca436d75b359fc31d6222bcebf6b7",
+    # changed on purpose again: its tX term is r (tc - xhat mean(xhat tc)), not tc r + c r^3 (..)
+    # (r^3 overflowed float16; 732 -> 696 nodes, run time equal); at 7837cdd:
+    # 435d929df0793e8ca6a5ff964918e18e30eca436d75b359fc31d6222bcebf6b7
+    ("encoder", None, False): "4fc644e0ed372fa24bcf8c920cb60f61fe3fdbd52172e9707a3360f8845382bc",
     ("chain", None, False): "53d6b1ac669ade5103d280117a5ca117c05b798c39c917841678bcf714d6fb3b",
     ("chain", None, True): "c64fd5f720993a3b24bcc2fcd807953e2dcb4b7b565b843eab1e7ab0044f7c5b",
     ("chain", 3, False): "6f97fa2bf80437864d44e348ff353337caf4e80d4a93911bd26781e7ae7dae93",

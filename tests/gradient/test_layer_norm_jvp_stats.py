@@ -67,3 +67,23 @@ def test_matches_finite_differences_and_onnxruntime() -> None:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (theirs,) = sess.run(None, {n: f[n] for n in fn.input})
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_float16_rows_of_small_spread_keep_a_finite_tangent() -> None:
+    """A float16 row with std 0.011 has InvStdDev r ~ 90: the rule's r^3 (7e5) overflowed
+    float16 (max 65504), so tY was inf although it is ~16. Now r (tc - xhat mean(xhat tc))."""
+    f16 = ol.TensorProto.FLOAT16
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)
+    inputs = [helper.make_tensor_value_info(n, f16, d) for n, d in (("x", [2, 4]), ("s", [4]), ("b", [4]))]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", f16, [2, 4])])
+    fwd = ol.TangentOfFunction(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), ["x"], ["y"])
+    x = np.array([[0.01, 0.02, -0.01, 0.0], [1.0, -2.0, 0.5, 3.0]])
+    s, b = np.array([1.0, 0.5, -1.0, 2.0]), np.zeros(4)
+    tx = np.random.default_rng(0).standard_normal(x.shape)
+    h = 1e-7  # float64 central differences of the formula, at the float16-rounded point
+    x16 = x.astype(np.float16).astype(np.float64)
+    expected = (_layer_norm(x16 + h * tx, s, b) - _layer_norm(x16 - h * tx, s, b)) / (2 * h)
+    feeds = {"x": x, "s": s, "b": b, "fwd_x": tx}
+    (got,) = ol.runtime.InferenceSession(fwd).run(None, {n: feeds[n].astype(np.float16) for n in fwd.input})
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=2e-2, atol=2e-2 * np.abs(expected).max())

@@ -154,3 +154,37 @@ def test_reshape_minus_one_beside_a_zero_is_a_clear_error() -> None:
     model, _ = make_node_model("Reshape", [np.zeros((0, 6, 3), F), i64(0, 3, -1)], {}, 1, 21)
     with pytest.raises(ol.OnnxLightError, match="-1 is ambiguous beside a 0"):
         InferenceSession(model).run(None, {"in0": np.zeros((0, 6, 3), F), "in1": i64(0, 3, -1)})
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "attrs", "opset", "shape"),
+    [
+        ("GroupNormalization", [np.zeros((0, 4, 5, 5), F), ones(4), ones(4)], {"num_groups": 2}, 21, (0, 4, 5, 5)),
+        (
+            "Attention",
+            [np.zeros((0, 3, 8), F), np.zeros((0, 5, 8), F), np.zeros((0, 5, 8), F)],
+            {"q_num_heads": 2, "kv_num_heads": 2},
+            23,
+            (0, 3, 8),
+        ),
+    ],
+    ids=["GroupNormalization", "Attention-3d"],
+)
+def test_empty_batch_where_onnxruntime_fails(
+    op: str, inputs: list[np.ndarray], attrs: dict[str, Any], opset: int, shape: tuple[int, ...]
+) -> None:
+    """onnxruntime 1.32 fails on these (its GroupNormalization reshapes by [0, G, -1]; its
+    Attention asks for a batch > 0); the spec's output shapes are (N, C, ...) and
+    (N, q_sequence, q_num_heads * v_head_size), empty. Our kernels reshaped by -1 beside the 0."""
+    from onnx import helper
+
+    names = [f"in{i}" for i in range(len(inputs))]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info(n, 1, a.shape) for n, a in zip(names, inputs)],
+        [helper.make_tensor_value_info("y", 1, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    (y,) = InferenceSession(model).run(None, dict(zip(names, inputs)))
+    assert y.shape == shape and y.dtype == F

@@ -452,3 +452,138 @@ def test_set_learning_rate_refuses_what_torch_optim_refuses(lr: float, tmp_path:
     with pytest.raises(OnnxLightError, match="learning rate"):
         opt.set_learning_rate(lr)
     assert opt.get_learning_rate() == pytest.approx(1e-3)  # unchanged
+
+
+def _bn_model(tied: bool) -> object:
+    """Conv -> BatchNormalization (inference); ``tied``: its running mean and variance are
+    Identity(bias) and Identity(weight), as torch exports a fresh BatchNorm2d."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    inits = {"w": np.full((2, 1, 1, 1), 0.7, np.float32), "g": np.ones(2, np.float32), "b": np.zeros(2, np.float32)}
+    if not tied:
+        inits |= {"mean": np.zeros(2, np.float32), "var": np.ones(2, np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"])]
+    if tied:
+        nodes += [h.make_node("Identity", ["g"], ["var"]), h.make_node("Identity", ["b"], ["mean"])]
+    nodes.append(h.make_node("BatchNormalization", ["c", "g", "b", "mean", "var"], ["y"]))
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", 1, [1, 1, 3, 3])],
+        [h.make_tensor_value_info("y", 1, [1, 2, 3, 3])],
+        [nh.from_array(v, k) for k, v in inits.items()],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_statistics_tied_to_a_trained_parameter_warn(tmp_path: pathlib.Path) -> None:
+    """torch's export of a fresh BatchNorm2d ties running_var to weight (equal initializers
+    merged): training then moves the variance, and the run leaves torch's without a word."""
+    with pytest.warns(UserWarning, match=r"statistics read trained parameters \('mean' = 'b', 'var' = 'g'"):
+        olt.generate_artifacts(_bn_model(True), loss="MSELoss", optimizer="SGD", artifact_directory=tmp_path / "a")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        olt.generate_artifacts(_bn_model(False), loss="MSELoss", optimizer="SGD", artifact_directory=tmp_path / "b")
+        olt.generate_artifacts(  # frozen: nothing moves
+            _bn_model(True),
+            loss="MSELoss",
+            optimizer="SGD",
+            artifact_directory=tmp_path / "c",
+            frozen_params=["g", "b"],
+        )
+
+
+def test_running_statistics_of_an_inference_batch_norm_are_not_trained_by_default(tmp_path: pathlib.Path) -> None:
+    """An eval-mode export keeps BatchNormalization in inference mode; its running mean and
+    variance have a gradient in that graph, so the default requires_grad trained them
+    (SGD moved them), where torch never trains buffers."""
+    olt.generate_artifacts(_bn_model(False), loss="MSELoss", optimizer="SGD", artifact_directory=tmp_path, lr=0.5)
+    state, module, opt = _session(tmp_path)
+    assert sorted(n for n, p in state.parameters.items() if p.requires_grad) == ["b", "g", "w"]
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        module(
+            rng.standard_normal((1, 1, 3, 3)).astype(np.float32), rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+        )
+        opt.step()
+        module.lazy_reset_grad()
+    np.testing.assert_array_equal(state.parameters["mean"].data, np.zeros(2, np.float32))
+    np.testing.assert_array_equal(state.parameters["var"].data, np.ones(2, np.float32))
+    assert not np.array_equal(state.parameters["g"].data, np.ones(2, np.float32))
+
+
+def test_a_float64_model_trains_in_float64(tmp_path: pathlib.Path) -> None:
+    """The backward's seed dL/dL was a float32 Constant: training_model.onnx failed the onnx
+    checker (Div of float and double), our runtime promoted part of the gradients to float32
+    and Optimizer.step() refused b_grad. Two SGD steps against torch in float64 (to 1e-8: the
+    optimizer model's learning_rate input is float32, as onnxruntime.training's)."""
+    import onnx
+
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", 11, [4, 3])],
+        [h.make_tensor_value_info("y", 11, [4, 4])],
+        [nh.from_array(w, "w"), nh.from_array(b, "b")],
+    )
+    olt.generate_artifacts(
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]),
+        loss="MSELoss",
+        optimizer="SGD",
+        artifact_directory=tmp_path,
+    )
+    onnx.checker.check_model(onnx.load(tmp_path / "training_model.onnx"), full_check=True)
+    state, module, opt = _session(tmp_path)
+    tw, tb = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+    topt = torch.optim.SGD([tw, tb], lr=1e-2)
+    for _ in range(2):
+        x, labels = rng.standard_normal((4, 3)), rng.standard_normal((4, 4))
+        loss = module(x, labels)
+        opt.step()
+        module.lazy_reset_grad()
+        topt.zero_grad()
+        expected = torch.nn.functional.mse_loss(torch.tensor(x) @ tw + tb, torch.tensor(labels))
+        expected.backward()
+        topt.step()
+        assert np.asarray(loss).dtype == np.float64 and float(loss) == pytest.approx(expected.item(), rel=1e-8)
+    np.testing.assert_allclose(state.parameters["w"].data, tw.detach().numpy(), rtol=1e-8)
+    np.testing.assert_allclose(state.parameters["b"].data, tb.detach().numpy(), rtol=1e-8)
+    assert state.parameters["b"].data.dtype == np.float64
+
+
+def test_a_two_head_model_trains_the_head_its_loss_reads(tmp_path: pathlib.Path) -> None:
+    """The default requires_grad took every weight reaching any output, so the other head's
+    weight had no gradient: GradientError "x='v' does not reach y='loss' ... pass
+    allow_unused=True", an option generate_artifacts does not have."""
+    from onnx_light import helper as h
+    from onnx_light import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    inits = {"w": rng.standard_normal((3, 4)).astype(np.float32), "v": rng.standard_normal((3, 2)).astype(np.float32)}
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("MatMul", ["x", "v"], ["b"])],
+        "g",
+        [h.make_tensor_value_info("x", 1, [2, 3])],
+        [h.make_tensor_value_info("a", 1, [2, 4]), h.make_tensor_value_info("b", 1, [2, 2])],
+        [nh.from_array(v, k) for k, v in inits.items()],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    for reads, trained in ((None, "w"), (["b"], "v")):
+        out = tmp_path / str(reads)
+        olt.generate_artifacts(model, loss="MSELoss", optimizer="AdamW", artifact_directory=out, loss_input_names=reads)
+        state, module, opt = _session(out)
+        assert [n for n, p in state.parameters.items() if p.requires_grad] == [trained]
+        labels = np.zeros((2, 4 if trained == "w" else 2), np.float32)
+        module(rng.standard_normal((2, 3)).astype(np.float32), labels)
+        opt.step()
+        other = "v" if trained == "w" else "w"
+        np.testing.assert_array_equal(state.parameters[other].data, inits[other])  # not decayed

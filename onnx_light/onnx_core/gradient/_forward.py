@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from .._errors import GradientError
+from .._interop import from_foreign
 from .._proto import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 from ..helper import make_graph, make_node, make_tensor_value_info
 from ..ops import op_label
@@ -142,6 +143,12 @@ class _TangentPass(_GradientPass):
             raise GradientError(f"seeds={seeds!r}: give None, a positive int or 'dynamic'")
         self.seeds = seeds
         prefix = diff_prefix([*self.xs, *self.ys, *self.free_order])
+        both = [y for y in self.ys if y in self.xs]
+        if both:  # fwd_<y> would name an output and the seed input fwd_<x> alike
+            raise GradientError(
+                f"ys {both} are also in xs: the tangent of such a y is its seed {prefix}{both[0]}, and the "
+                "result cannot have an input and an output of one name; drop them from ys (or pass an Identity of them)"
+            )
         self.fwd_in = [prefix + x for x in self.xs]
         self.fwd_out = [prefix + y for y in self.ys]
         # (the names defined inside subgraphs are taken already: the reverse pass's __init__
@@ -479,15 +486,16 @@ def TangentOfFunction(  # noqa: N802  (the contract's name)
 
     def run() -> tuple[FunctionProto, EmitRecord]:
         rules = _default_registry(registry)
-        imports, functions, graph, name = _source(fn)
-        foreign.update(_source_node_ids(fn))
+        source = from_foreign(fn)  # an onnx package object: converted through its bytes
+        imports, functions, graph, name = _source(source)
+        foreign.update(_source_node_ids(source))
         if graph is not None:
             nodes, types, constants, declared, free_order = _graph_source(graph)
             inputs, outputs = [i.name for i in graph.input], [o.name for o in graph.output]
         else:
-            assert isinstance(fn, FunctionProto)
-            nodes, types, constants, declared, free_order = _function_source(fn)
-            inputs, outputs = list(fn.input), list(fn.output)
+            assert isinstance(source, FunctionProto)
+            nodes, types, constants, declared, free_order = _function_source(source)
+            inputs, outputs = list(source.input), list(source.output)
         if functions:
             from .._inline import FunctionInliner
 

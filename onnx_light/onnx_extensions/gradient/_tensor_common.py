@@ -22,6 +22,8 @@ __all__ = [
     "zeros_of_shape",
     "dim_of",
     "merge_axes",
+    "reshape_fill",
+    "fill_shape",
     "index64",
     "positions",
 ]
@@ -110,6 +112,49 @@ def merge_axes(ctx: GradContext, t: str, start: int, end: int | None = None, sha
     if tail:
         parts.append(ctx.op.Shape(t, start=end))
     return str(ctx.op.Reshape(t, ctx.op.Concat(*parts, axis=0)))
+
+
+def reshape_fill(ctx: GradContext, t: str, target: Sequence[int], shape: Sequence[Any] | None = None) -> str:
+    """``Reshape(t, target)``, ``target``'s 0s copying ``t``'s dims (shaped ``shape``, default
+    its inferred shape) and its one -1 taking the cells left, in a form defined on empty
+    tensors (see ``fill_shape``)."""
+    return str(ctx.op.Reshape(t, fill_shape(ctx, t, target, shape)))
+
+
+def fill_shape(ctx: GradContext, t: str | None, target: Sequence[int], shape: Sequence[Any] | None = None) -> str:
+    """The shape input of ``reshape_fill``; ``t`` (None: not built yet, when every dim but
+    the copied ones is static) is read only when that shape is computed at run time.
+
+    The -1 is ambiguous when a copied dim is 0 (an empty batch; onnxruntime refuses it), so
+    ``target`` stays as written only when every copied dim is known and >= 1; else the -1
+    becomes its size, prod(dims not copied) / prod(target's other sizes): static when those
+    dims are, else computed from ``Shape(t)``.
+    """
+    target = [int(v) for v in target]
+    copied = [i for i, v in enumerate(target) if v == 0]
+    sizes = int(np.prod([v for v in target if v > 0], dtype=np.int64))
+    dims = (None if t is None else ctx.shape(t)) if shape is None else list(shape)
+    if dims is not None and sizes > 0 and all(isinstance(dims[i], int) and dims[i] >= 1 for i in copied):
+        return ctx.ints(target)
+    fill = target.index(-1)
+    if dims is not None:
+        rest = [d for i, d in enumerate(dims) if i not in copied]
+        if all(isinstance(d, int) for d in rest):
+            return ctx.ints(target[:fill] + [int(np.prod(rest, dtype=np.int64)) // max(sizes, 1)] + target[fill + 1 :])
+    if t is None:
+        raise ValueError(f"fill_shape: the size of {target}'s -1 in {dims} is read from the tensor; pass it")
+    k = len(copied)
+    if copied != list(range(k)):  # not the leading dims (no caller): as written
+        return ctx.ints(target)
+    cells = ctx.op.ReduceProd(ctx.op.Shape(t, start=k), keepdims=1)
+    # the copied dims from Shape(t), not 0s: onnxruntime's optimizer reads a Concat of
+    # constants and one computed size as a -1 again (wrong at N = 0)
+    parts = [ctx.op.Shape(t, end=k)] if k else []
+    parts += [ctx.ints(target[k:fill])] if fill > k else []
+    parts.append(ctx.op.Div(cells, ctx.ints([max(sizes, 1)])))
+    if fill + 1 < len(target):
+        parts.append(ctx.ints(target[fill + 1 :]))
+    return str(ctx.op.Concat(*parts, axis=0))
 
 
 def index64(ctx: GradContext, name: str) -> str:

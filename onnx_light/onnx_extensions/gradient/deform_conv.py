@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, refuses, rule
+from ._tensor_common import fill_shape, reshape_fill
 
 
 @dataclass
@@ -36,6 +38,7 @@ class _Layout:
     width: int
     taps: int
     cells: int  # P = oh * ow
+    batch: Any  # N: an int, a symbolic name or None
 
 
 def _layout(ctx: GradContext) -> tuple[_Layout, np.ndarray, np.ndarray]:
@@ -56,7 +59,7 @@ def _layout(ctx: GradContext) -> tuple[_Layout, np.ndarray, np.ndarray]:
     oy = (rows * sh - pt)[None, :] + (i * dh)[:, None]
     ox = (cols * sw - pl)[None, :] + (j * dw)[:, None]
     g = int(ctx.attr("offset_group", 1))
-    return _Layout(g, int(ctx.attr("group", 1)), c, h, wd, kh * kw, oh * ow), oy, ox
+    return _Layout(g, int(ctx.attr("group", 1)), c, h, wd, kh * kw, oh * ow, shape[0]), oy, ox
 
 
 class _Tables:
@@ -78,12 +81,15 @@ class _Tables:
             self.t.append(ctx.op.Relu(near))
             inside = ctx.op.CastLike(ctx.op.Greater(near, ctx.const(0.0, like=x)), x)
             self.d.append(ctx.op.Neg(ctx.op.Mul(ctx.op.Sign(diff), inside)))
-        self.image = ctx.op.Reshape(x, ctx.ints([0, lay.n_groups, lay.channels // lay.n_groups, -1]))
+        self.image = reshape_fill(ctx, x, [0, lay.n_groups, lay.channels // lay.n_groups, -1])
 
     def outer(self, ctx: GradContext, ty: str, tx: str) -> str:
         """ty (.., H) x tx (.., W) -> (N, G, K * P, H * W)."""
         prod = ctx.op.Mul(ctx.op.Unsqueeze(ty, ctx.ints([-1])), ctx.op.Unsqueeze(tx, ctx.ints([-2])))
-        return ctx.op.Reshape(prod, ctx.ints([0, 0, 0, -1]))
+        lay = self.lay
+        return reshape_fill(
+            ctx, prod, [0, 0, 0, -1], [lay.batch, lay.n_groups, lay.taps * lay.cells, lay.height, lay.width]
+        )
 
     def reduce_outer(self, ctx: GradContext, z: str, ty: str, tx: str) -> str:
         """sum over (q_y, q_x) of z (N, G, K * P, H * W) times ty x tx, -> (N, G, K * P)."""
@@ -108,11 +114,12 @@ def deform_conv_grad(ctx: GradContext, dy: str) -> Grads:
     icg_taps = lay.channels // lay.group * lay.taps
     a = tab.outer(ctx, tab.t[0], tab.t[1])  # (N, G, K * P, Q)
     unmasked = ctx.op.MatMul(tab.image, ctx.op.Transpose(a, perm=[0, 1, 3, 2]))  # (N, G, cg, K * P)
-    mask_r = ctx.op.Reshape(mask, ctx.ints([0, lay.n_groups, 1, -1])) if mask else None
+    mask_r = reshape_fill(ctx, mask, [0, lay.n_groups, 1, -1]) if mask else None
     s = unmasked if mask_r is None else ctx.op.Mul(unmasked, mask_r)
     dy_g = _group_view(ctx, lay, dy, ocg)  # (N, group, ocg, P)
     w_g = ctx.op.Reshape(w, ctx.ints([lay.group, ocg, icg_taps]))
-    to_columns = ctx.ints([0, lay.n_groups, -1, lay.taps * lay.cells])
+    columns_shape = [lay.batch, lay.group, icg_taps, lay.cells]  # of the MatMul below
+    to_columns = fill_shape(ctx, None, [0, lay.n_groups, -1, lay.taps * lay.cells], columns_shape)
     ds = ctx.op.Reshape(ctx.op.MatMul(ctx.op.Transpose(w_g, perm=[0, 2, 1]), dy_g), to_columns)  # (N, G, cg, K * P)
     dsm = ds if mask_r is None else ctx.op.Mul(ds, mask_r)
     grads: list[str | None] = [None] * 5
@@ -159,13 +166,14 @@ def deform_conv_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
         split = ctx.op.Reshape(toff, ctx.ints([0, lay.n_groups, lay.taps, 2, lay.cells]))
         mixed: str | None = None
         for axis, (ty, tx_) in enumerate(((tab.d[0], tab.t[1]), (tab.t[0], tab.d[1]))):
-            t_axis = ctx.op.Reshape(ctx.op.Gather(split, ctx.ints([axis]), axis=3), ctx.ints([0, 0, -1, 1]))
+            picked = ctx.op.Gather(split, ctx.ints([axis]), axis=3)  # (N, G, K, 1, P)
+            t_axis = reshape_fill(ctx, picked, [0, 0, -1, 1], [lay.batch, lay.n_groups, lay.taps, 1, lay.cells])
             term = ctx.op.Mul(tab.outer(ctx, ty, tx_), t_axis)
             mixed = term if mixed is None else ctx.op.Add(mixed, term)
         assert mixed is not None
         ts_ = ctx.op.MatMul(tab.image, ctx.op.Transpose(mixed, perm=[0, 1, 3, 2]))  # (N, G, cg, K * P)
         if mask:
-            ts_ = ctx.op.Mul(ts_, ctx.op.Reshape(mask, ctx.ints([0, lay.n_groups, 1, -1])))
+            ts_ = ctx.op.Mul(ts_, reshape_fill(ctx, mask, [0, lay.n_groups, 1, -1]))
         ocg = int(ctx.require_shape(w)[0]) // lay.group
         icg_taps = lay.channels // lay.group * lay.taps
         w_g = ctx.op.Reshape(w, ctx.ints([lay.group, ocg, icg_taps]))

@@ -24,13 +24,14 @@ SpaceToDepth, CenterCropPad and AffineGrid.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ._table import jvp_rule, refuses, rule
-from ._tensor_common import const_ints
+from ._tensor_common import const_ints, reshape_fill
 
 # -- Resize -------------------------------------------------------------------------------------
 #: the attributes that shape the per-axis matrix (``axes`` and the policy are the node's own)
@@ -149,9 +150,12 @@ def resize_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
 def _crd_from_dcr(ctx: GradContext, s: str, block: int) -> str:
     """Channels (b*b, C') -> (C', b*b): S's DCR channel layout k * C' + c re-ordered as CRD's
     c * b*b + k. Reshapes copy the batch and the flattened spatial axis (symbolic dims pass)."""
-    planes = ctx.op.Transpose(ctx.op.Reshape(s, ctx.ints([0, 0, -1])), perm=[0, 2, 1])  # (N, HW, C)
-    split = ctx.op.Reshape(planes, ctx.ints([0, 0, block * block, -1]))  # (N, HW, b*b, C')
-    regrouped = ctx.op.Reshape(ctx.op.Transpose(split, perm=[0, 1, 3, 2]), ctx.ints([0, 0, -1]))
+    n, c, *spatial = ctx.shape(ctx.input(0)) or [None] * 4  # s is shaped like X
+    hw = math.prod(spatial) if all(isinstance(d, int) for d in spatial) else None
+    planes = ctx.op.Transpose(reshape_fill(ctx, s, [0, 0, -1], [n, c, *spatial]), perm=[0, 2, 1])  # (N, HW, C)
+    split = reshape_fill(ctx, planes, [0, 0, block * block, -1], [n, hw, c])  # (N, HW, b*b, C')
+    grouped = [n, hw, None if c is None else c // (block * block), block * block]
+    regrouped = reshape_fill(ctx, ctx.op.Transpose(split, perm=[0, 1, 3, 2]), [0, 0, -1], grouped)
     return ctx.op.Reshape(ctx.op.Transpose(regrouped, perm=[0, 2, 1]), ctx.shape_of(s))
 
 
@@ -212,7 +216,7 @@ def affine_grid_grad(ctx: GradContext, dy: str) -> Grads:
     first = ctx.op.Slice(coords, ctx.ints([0]), ctx.ints([1]), ctx.ints([2]))
     ones = ctx.op.Add(ctx.op.Mul(first, ctx.const(0.0, like=theta)), ctx.const(1.0, like=theta))
     base = ctx.op.Concat(coords, ones, axis=2)  # (1, P, d + 1)
-    flat = ctx.op.Transpose(ctx.op.Reshape(dy, ctx.ints([0, -1, nd])), perm=[0, 2, 1])  # (N, d, P)
+    flat = ctx.op.Transpose(reshape_fill(ctx, dy, [0, -1, nd], ctx.shape(ctx.output(0))), perm=[0, 2, 1])  # (N, d, P)
     return (ctx.op.MatMul(flat, base), None)
 
 
@@ -251,10 +255,14 @@ def roi_align_grad(ctx: GradContext, dy: str) -> Grads:
     basis = ctx.op.Reshape(ctx.op.EyeLike(square), ctx.op.Concat(ctx.ints([1]), cells, spatial, axis=0))
     on_first = ctx.op.Mul(batch, ctx.const(0, like=batch))
     weights = ctx.op.RoiAlign(basis, rois, on_first, **ctx.attrs)  # (R, Q, oh, ow)
-    flat_w = ctx.op.Reshape(weights, ctx.ints([0, 0, -1]))  # (R, Q, P)
-    flat_dy = ctx.op.Reshape(dy, ctx.ints([0, 0, -1]))  # (R, C, P)
+    rois_n = (ctx.shape(rois) or [None])[0]
+    image_shape = ctx.shape(x) or [None] * 4
+    q = math.prod(image_shape[2:]) if all(isinstance(d, int) for d in image_shape[2:]) else None
+    out_cells = [int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))]
+    flat_w = reshape_fill(ctx, weights, [0, 0, -1], [rois_n, q, *out_cells])  # (R, Q, P)
+    flat_dy = reshape_fill(ctx, dy, [0, 0, -1], ctx.shape(ctx.output(0)))  # (R, C, P)
     per_roi = ctx.op.MatMul(flat_dy, ctx.op.Transpose(flat_w, perm=[0, 2, 1]))  # (R, C, Q)
-    images = ctx.op.Reshape(ctx.zeros_like(x), ctx.ints([0, 0, -1]))
+    images = reshape_fill(ctx, ctx.zeros_like(x), [0, 0, -1], ctx.shape(x))
     index = ctx.op.Unsqueeze(ctx.op.Cast(batch, to=7), ctx.ints([1]))
     summed = ctx.op.ScatterND(images, index, per_roi, reduction="add")
     return (ctx.op.Reshape(summed, ctx.shape_of(x)), None, None)

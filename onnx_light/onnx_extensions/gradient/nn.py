@@ -42,7 +42,7 @@ from onnx_light.onnx_core.ops import (
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, refuses, rule
-from ._tensor_common import merge_axes
+from ._tensor_common import merge_axes, reshape_fill
 
 __all__ = ["Geometry", "conv_geometry", "transpose_into", "correlate", "same_padded", "valid_geometry"]
 
@@ -218,7 +218,8 @@ def _group_major(ctx: GradContext, t: str, channels: int, group: int, spatial: l
         split = ctx.op.Reshape(t, ctx.ints([0, group, per, *spatial]))
         moved = ctx.op.Transpose(split, perm=[2, 1, 0, *range(3, rank + 1)])
     else:
-        split = ctx.op.Reshape(t, ctx.ints([0, group, per, -1]))
+        batch = (ctx.shape(ctx.input(0)) or [None])[0]  # t's (X's or dY's)
+        split = reshape_fill(ctx, t, [0, group, per, -1], [batch, channels, *spatial])
         moved = ctx.op.Transpose(split, perm=[2, 1, 0, 3])
     return ctx.op.Reshape(moved, target([per, -1]))
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents
 from ._table import jvp_rule, rule
+from ._tensor_common import fill_shape, reshape_fill
 
 
 def _standardize(ctx: GradContext, x: str, axes: str, eps: float) -> tuple[str, str, str]:
@@ -242,8 +243,7 @@ def group_norm_grad(ctx: GradContext, dy: str) -> Grads:
     """
     x, scale = ctx.input(0), ctx.input(1)
     rank = ctx.require_rank(x)
-    groups = int(ctx.attr("num_groups"))
-    grouped = ctx.ints([0, groups, -1])
+    grouped = fill_shape(ctx, x, [0, int(ctx.attr("num_groups")), -1])
     axes = ctx.ints([2])
     _, std, xhat = _standardize(ctx, ctx.op.Reshape(x, grouped), axes, float(ctx.attr("epsilon", 1e-5)))
     dx = None
@@ -320,8 +320,10 @@ def rms_norm_grad(ctx: GradContext, dy: str) -> Grads:
 # -- forward rules ------------------------------------------------------------------------------
 @jvp_rule("", "LayerNormalization")
 def layer_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
-    """With c = X - mu, r = InvStdDev over the axes from ``axis``: tmu = mean(tX),
-    tc = tX - tmu, tr = -r^3 mean(c tc), tY = (tc r + c tr) scale + c r tScale + tB.
+    """With c = X - mu, r = InvStdDev over the axes from ``axis``, xhat = c r: tmu = mean(tX),
+    tc = tX - tmu, tr = -r^3 mean(c tc) = -r^2 mean(xhat tc),
+    tY = (tc r + c tr) scale + xhat tScale + tB, with tc r + c tr = r (tc - xhat mean(xhat tc)):
+    r^3 overflowed float16 (inf at std < 0.025) where the tangent itself is finite.
 
     mu and r are the forward node's Mean and InvStdDev where they are as precise as X
     (``_layer_norm_stats``, as the reverse rule), else recomputed in X's own type.
@@ -343,15 +345,16 @@ def layer_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     tb = ts[2] if len(ts) > 2 else None
     terms: list[str | None] = []
     tmu = tr = None
+    xhat = ctx.op.Mul(c, r) if tx is not None or tscale is not None else None
     if tx is not None:
         tmu = ctx.op.ReduceMean(tx, axes, keepdims=1)
         tc = ctx.op.Sub(tx, tmu)
-        r3 = ctx.op.Mul(r, ctx.op.Mul(r, r))
-        tr = ctx.op.Neg(ctx.op.Mul(r3, ctx.op.ReduceMean(ctx.op.Mul(c, tc), axes, keepdims=1)))
-        dxhat = ctx.op.Add(ctx.op.Mul(tc, r), ctx.op.Mul(c, tr))
+        along = ctx.op.ReduceMean(ctx.op.Mul(xhat, tc), axes, keepdims=1)  # mean(xhat tc)
+        dxhat = ctx.op.Mul(ctx.op.Sub(tc, ctx.op.Mul(xhat, along)), r)
         terms.append(ctx.op.Mul(dxhat, ctx.inputs[1]))
+        tr = ctx.op.Neg(ctx.op.Mul(r, ctx.op.Mul(r, along))) if ctx.output(2) else None
     if tscale is not None:
-        terms.append(ctx.op.Mul(ctx.op.Mul(c, r), tscale))
+        terms.append(ctx.op.Mul(xhat, tscale))
     if tb is not None:
         terms.append(ctx.op.Expand(tb, ctx.shape_of(ctx.output(0))))
     stats = [ctx.op.CastLike(t, ctx.forward_output(k)) if t and ctx.output(k) else None for k, t in ((1, tmu), (2, tr))]
@@ -489,7 +492,7 @@ def group_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     tY = tXhat scale + xhat tScale + tBias (scale and bias per channel)."""
     x, scale = ctx.input(0), ctx.input(1)
     rank = ctx.require_rank(x)
-    grouped = ctx.ints([0, int(ctx.attr("num_groups")), -1])
+    grouped = fill_shape(ctx, x, [0, int(ctx.attr("num_groups")), -1])
     axes = ctx.ints([2])
     _, std, xhat = _standardize(ctx, ctx.op.Reshape(x, grouped), axes, float(ctx.attr("epsilon", 1e-5)))
     tx, tscale, tb = (list(ts) + [None] * 3)[:3]
@@ -500,7 +503,9 @@ def group_norm_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangents:
     if tscale is not None:
         terms.append(ctx.op.Mul(ctx.op.Reshape(xhat, ctx.shape_of(x)), _per_channel(ctx, tscale, rank)))
     if tb is not None:
-        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(ctx.output(0))))
+        # Y has X's shape: Shape(X), not Shape(Y), leaves the tangent graph free of the forward
+        # op (onnxruntime's GroupNormalization itself fails on an empty batch)
+        terms.append(ctx.op.Expand(_per_channel(ctx, tb, rank), ctx.shape_of(x)))
     return ctx.add(*terms)
 
 
@@ -512,7 +517,10 @@ def _channel_window_sum(ctx: GradContext, v: str, before: int, after: int) -> st
     against ones(1, 1, before + after + 1, 1) with the channel axis padded by (before, after).
     The transpose of W(before, after) is W(after, before).
     """
-    viewed = ctx.op.Reshape(ctx.op.Unsqueeze(v, ctx.ints([1])), ctx.ints([0, 0, 0, -1]))
+    shape = ctx.shape(ctx.input(0))  # v is shaped like X
+    viewed = reshape_fill(
+        ctx, ctx.op.Unsqueeze(v, ctx.ints([1])), [0, 0, 0, -1], None if shape is None else [shape[0], 1, *shape[1:]]
+    )
     ones = ctx.const(np.ones((1, 1, before + after + 1, 1)), like=v)
     summed = ctx.op.Conv(viewed, ones, pads=[before, 0, after, 0])
     return ctx.op.Reshape(summed, ctx.shape_of(v))

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...onnx_core.gradient import GradContext, Grads, TangentContext, Tangents, same_op
 from ._table import jvp_rule, refuses, rule
-from ._tensor_common import zeros_of_shape
+from ._tensor_common import reshape_fill, zeros_of_shape
 from .nn import Geometry, conv_geometry, same_padded, transpose_into, valid_geometry
 
 #: spatial cells above which the window-rank map is tiled at run time, not stored
@@ -447,10 +447,11 @@ def global_average_pool_grad(ctx: GradContext, dy: str) -> Grads:
 def global_max_pool_grad(ctx: GradContext, dy: str) -> Grads:
     """dX[n, c, argmax over the plane (first on ties)] = dY[n, c]; zero elsewhere."""
     x = ctx.input(0)
-    to_planes = ctx.ints([0, 0, -1])
-    where = ctx.op.ArgMax(ctx.op.Reshape(x, to_planes), axis=2, keepdims=1)
-    zeros = ctx.op.Reshape(ctx.zeros_like(x), to_planes)
-    scattered = ctx.op.ScatterElements(zeros, where, ctx.op.Reshape(dy, to_planes), axis=2)
+    shape = ctx.shape(x)
+    where = ctx.op.ArgMax(reshape_fill(ctx, x, [0, 0, -1]), axis=2, keepdims=1)
+    zeros = reshape_fill(ctx, ctx.zeros_like(x), [0, 0, -1], shape)
+    picked = reshape_fill(ctx, dy, [0, 0, -1], ctx.shape(ctx.output(0)))
+    scattered = ctx.op.ScatterElements(zeros, where, picked, axis=2)
     return (ctx.op.Reshape(scattered, ctx.shape_of(x)),)
 
 
@@ -597,9 +598,9 @@ def global_max_pool_jvp(ctx: TangentContext, ts: Sequence[str | None]) -> Tangen
     """tY[n, c] = tX[n, c, argmax over the plane (first on ties)], as in reverse."""
     if ts[0] is None:
         return None
-    to_planes = ctx.ints([0, 0, -1])
-    where = ctx.op.ArgMax(ctx.op.Reshape(ctx.inputs[0], to_planes), axis=2, keepdims=1)
-    picked = ctx.op.GatherElements(ctx.op.Reshape(ts[0], to_planes), where, axis=2)
+    shape = ctx.shape(ctx.inputs[0])
+    where = ctx.op.ArgMax(reshape_fill(ctx, ctx.inputs[0], [0, 0, -1]), axis=2, keepdims=1)
+    picked = ctx.op.GatherElements(reshape_fill(ctx, ts[0], [0, 0, -1], shape), where, axis=2)
     return ctx.op.Reshape(picked, ctx.op.Shape(ctx.output(0)))
 
 

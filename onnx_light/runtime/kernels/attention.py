@@ -193,7 +193,7 @@ def _attention(
         mode=attrs["mode"],
     )
     if rank == 3:
-        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], y.shape[1] * y.shape[3])  # not -1: batch 0
     return (y, k, v, debug)[:num_outputs]
 
 
@@ -366,7 +366,7 @@ def linear_attention(
         state = state + kt[..., :, None] * vt[..., None, :]
         out[:, :, :, i] = np.matmul(q[:, :, :, i], state)
     factor = scale if scale else 1.0 / np.sqrt(d_k)
-    y = (out * ct.type(factor)).reshape(b, q_num_heads, t, d_v).transpose(0, 2, 1, 3).reshape(b, t, -1)
+    y = (out * ct.type(factor)).reshape(b, q_num_heads, t, d_v).transpose(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v)
     state_type = query.dtype if past_state is None else past_state.dtype
     return y.astype(query.dtype), state.astype(state_type)
 

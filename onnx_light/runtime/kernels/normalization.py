@@ -154,7 +154,8 @@ def instance_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, *, epsilon
 
 def _group_norm(x: np.ndarray, num_groups: int, epsilon: float, dtype: np.dtype) -> np.ndarray:
     n, c = x.shape[:2]
-    grouped = x.astype(dtype, copy=False).reshape(n, num_groups, -1)
+    per_group = c // num_groups * math.prod(x.shape[2:])  # not -1: ambiguous at n = 0
+    grouped = x.astype(dtype, copy=False).reshape(n, num_groups, per_group)
     return _standardize(grouped, (2,), epsilon).reshape(x.shape)
 
 
