@@ -137,11 +137,15 @@ def test_session_gemm_with_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 600])],
         [w],
     )
+    _check_two_threads(graph, rng.standard_normal((256, 400)).astype(np.float32), names)
+
+
+def _check_two_threads(graph: Any, x: np.ndarray, names: list[str]) -> None:
+    """The model of ``graph`` gives the bits of 1 thread with 2, a band on a worker thread."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    x = rng.standard_normal((256, 400)).astype(np.float32)
     one = InferenceSession(model, intra_op_num_threads=1)
     two = InferenceSession(model, intra_op_num_threads=2)
-    for _ in range(2):  # the observed run, then the generated function with the buffer pool
+    for _ in range(3):  # the observed run, then the generated function with the buffer pool
         np.testing.assert_array_equal(two.run(None, {"x": x})[0], one.run(None, {"x": x})[0])
     assert any(n.startswith("onnx-light-matmul") for n in names), names
 
@@ -168,13 +172,7 @@ def test_session_classifier_matvecs_with_two_threads(monkeypatch: pytest.MonkeyP
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    x = rng.standard_normal((1, 576)).astype(np.float32)
-    one = InferenceSession(model, intra_op_num_threads=1)
-    two = InferenceSession(model, intra_op_num_threads=2)
-    for _ in range(3):  # the observed run, then the generated function with the buffer pool
-        np.testing.assert_array_equal(two.run(None, {"x": x})[0], one.run(None, {"x": x})[0])
-    assert any(n.startswith("onnx-light-matmul") for n in names), names
+    _check_two_threads(graph, rng.standard_normal((1, 576)).astype(np.float32), names)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
