@@ -720,20 +720,25 @@ def conv2d_native(
 
 #: the extension has the blocked transposed copy (src/transpose.cpp)
 TRANSPOSE = NATIVE is not None and hasattr(NATIVE, "transpose_rows_f32")
+#: its column bands go to the thread pool (an extension built before that option copies on one thread)
+_TRANSPOSE_THREADS = TRANSPOSE and NATIVE is not None and "threads" in (NATIVE.transpose_rows_f32.__doc__ or "")
 TRANSPOSE_MIN = 1 << 16  # smaller views: numpy's copy costs as little (yolo 85 x 100 heads: 0.016 vs 0.022 ms)
 
 
 def contiguous_transposed(x: np.ndarray) -> np.ndarray | None:
     """A C-contiguous copy of ``x`` when ``x`` is a float32 view whose last two axes are those of
     a C-contiguous array swapped (a Transpose's view), by the extension's blocked copy; None
-    otherwise (the caller's numpy copy, the twin, gives the same bits)."""
+    otherwise (the caller's numpy copy, the twin, gives the same bits). Large views split their
+    column bands over the context's threads (a copy: the same bits on any count)."""
     if not TRANSPOSE or x.__class__ is not np.ndarray or x.dtype is not _F32 or x.ndim < 2 or x.size < TRANSPOSE_MIN:
         return None
     t = x.swapaxes(-1, -2)
     if x.flags.c_contiguous or not t.flags.c_contiguous:
         return None
     assert NATIVE is not None
-    y: np.ndarray = NATIVE.transpose_rows_f32(t.reshape(-1, t.shape[-2], t.shape[-1]))
+    y: np.ndarray = NATIVE.transpose_rows_f32(
+        t.reshape(-1, t.shape[-2], t.shape[-1]), **(_threads(x.size) if _TRANSPOSE_THREADS else {})
+    )
     return y.reshape(x.shape)
 
 

@@ -24,6 +24,13 @@ CASES = [
     (1000, 512, 300, 0, np.float32),
     (333, 700, 257, 0, np.float64),
     (37, 300, 99, 0, np.float32),
+    # mobilenetv3's classifier (1-row Gemms with transB: split by the weights' bytes), the same
+    # weights not transposed (not split: gemv over C-contiguous b sums in other orders per band)
+    (1, 576, 1024, 1, np.float32),
+    (1, 1024, 1000, 1, np.float32),
+    (1, 1024, 1000, 0, np.float32),
+    (1, 1280, 130, 1, np.float32),
+    *((1, int(k), int(n), 1, np.float32) for k, n in np.random.default_rng(10).integers(256, 3000, (8, 2))),
     *(
         (int(m), int(k), int(n), int(t), d)
         for m, k, n, t, d in zip(
@@ -48,8 +55,21 @@ def _threads(n: int) -> Any:
     return Context()
 
 
+@pytest.fixture
+def one_blas_thread() -> Any:
+    """OpenBLAS on one thread, as a session runs it (``_blas.py``): its own threads split a gemv
+    at other columns than the bands, changing last bits (1 of 2529 outputs of a 1-row product)."""
+    from onnx_light.runtime._blas import get_blas_threads, use_blas_threads
+
+    before = get_blas_threads()
+    use_blas_threads(1)
+    yield
+    if before is not None:
+        use_blas_threads(before)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in CASES])
-def test_gemm_bands_give_the_bits_of_one_thread(case: tuple) -> None:
+def test_gemm_bands_give_the_bits_of_one_thread(case: tuple, one_blas_thread: None) -> None:
     m, k, n, trans_b, dtype = case
     rng = np.random.default_rng(m + n)
     a = rng.standard_normal((m, k)).astype(dtype)
@@ -59,7 +79,9 @@ def test_gemm_bands_give_the_bits_of_one_thread(case: tuple) -> None:
         one = gemm(a, b, c, alpha=0.5, transB=trans_b)
     # float64 is never split (OpenBLAS's dgemm changes last bits when its rows are)
     # bands of rows, or of columns when there are more columns (64 x 576: a 64-channel layer's dW)
-    split = m * n * k >= 2 * _split.MIN_MACS and max(m, n) >= 2 * _split.MIN_ROWS and dtype == np.float32
+    streamed = n * k * np.dtype(dtype).itemsize if m == 1 and trans_b else 0
+    large = m * n * k >= 2 * _split.MIN_MACS or streamed >= 2 * _split.MIN_MATVEC_BYTES
+    split = large and max(m, n) >= 2 * _split.MIN_ROWS and dtype == np.float32
     for threads in (2, 3):
         with _threads(threads):
             assert (_split.matmul_rows(a, b.T if trans_b else b) is not None) is split
@@ -115,13 +137,42 @@ def test_session_gemm_with_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 600])],
         [w],
     )
+    _check_two_threads(graph, rng.standard_normal((256, 400)).astype(np.float32), names)
+
+
+def _check_two_threads(graph: Any, x: np.ndarray, names: list[str]) -> None:
+    """The model of ``graph`` gives the bits of 1 thread with 2, a band on a worker thread."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    x = rng.standard_normal((256, 400)).astype(np.float32)
     one = InferenceSession(model, intra_op_num_threads=1)
     two = InferenceSession(model, intra_op_num_threads=2)
-    for _ in range(2):  # the observed run, then the generated function with the buffer pool
+    for _ in range(3):  # the observed run, then the generated function with the buffer pool
         np.testing.assert_array_equal(two.run(None, {"x": x})[0], one.run(None, {"x": x})[0])
     assert any(n.startswith("onnx-light-matmul") for n in names), names
+
+
+def test_session_classifier_matvecs_with_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mobilenetv3's classifier at batch 1 (Gemm 576 -> 1024, HardSwish, Gemm 1024 -> 1000, both
+    transB): its 1-row products run in bands on 2 threads with the bits of 1 thread."""
+    names = _record_threads(monkeypatch)
+    rng = np.random.default_rng(6)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((1024, 576)) * 0.05).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal(1024).astype(np.float32), "b1"),
+        numpy_helper.from_array((rng.standard_normal((1000, 1024)) * 0.05).astype(np.float32), "w2"),
+        numpy_helper.from_array(rng.standard_normal(1000).astype(np.float32), "b2"),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+            helper.make_node("HardSwish", ["h"], ["a"]),
+            helper.make_node("Gemm", ["a", "w2", "b2"], ["y"], transB=1),
+        ],
+        "classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 576])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000])],
+        inits,
+    )
+    _check_two_threads(graph, rng.standard_normal((1, 576)).astype(np.float32), names)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
