@@ -67,8 +67,6 @@ __all__ = ["FOLD_MAX", "subgraph_inputs"]
 
 #: integer constants up to this many elements are folded for shape inference
 FOLD_MAX = 64
-#: a cache's "not looked up yet"
-_UNSEEN: Any = object()
 
 
 def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
@@ -740,13 +738,8 @@ class _GradientPass:
     def _reverse_walk(self, order: list[int], diff: dict[str, int]) -> dict[str, list[str]]:
         """Runs the rules of the nodes in ``order``, last first; returns the contributions by value.
 
-        One loop body per node, no call but the rule's in the common case: which output
-        gradients the node has, its rule (cached by op) and, for a short-form rule, its call
-        and the recording of what it returns (contributions to the inputs, unbroadcast where
-        the rule asks; those to captured values through ``_record_captured``); seed-form
-        rules go through ``_apply_seed``.
-        """
-        nodes = self.nodes
+        One loop body per node (no call but the rule's in the common case): the output
+        gradients, the rule, its call and the recording of its contributions to the inputs."""
         fields = self._fields
         self.types[self.dy] = self.types.get(self.y, UNKNOWN)
         self._diff = diff
@@ -757,35 +750,29 @@ class _GradientPass:
         rules_get = self._rule_cache.get
         attrs_of = self._attrs
         types_get = self.types.get  # (rules add types to this dict; it is not replaced)
-        # a node whose outputs carry no gradient (none depends on an x differentiably,
-        # or nothing flowed back to them) is passed over
-        # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
+        # a node whose outputs carry no gradient (none depends on an x differentiably, or nothing
+        # flowed back to them) is passed over (`diff` holds only non-zero masks: "depends")
         for i in reversed(order):
             f = fields[i]
             op_type, domain, inputs, outs, attributes = f
             if len(outs) == 1:  # the common case, without the list machinery
                 o = outs[0]
-                if not o or o not in diff:
-                    continue
-                parts = grads_get(o)
+                parts = grads_get(o) if o and o in diff else None
                 if not parts:
                     continue
-                g = parts[0] if len(parts) == 1 else self._collect(grads, o)
-                out_grads: list[str | None] = [g]
+                out_grads: list[str | None] = [parts[0] if len(parts) == 1 else self._collect(grads, o)]
             else:
                 out_grads = [self._collect(grads, o) if o and o in diff else None for o in outs]
                 if all(g is None for g in out_grads):
                     continue
-            rule = rules_get((domain, op_type), _UNSEEN)
-            if rule is _UNSEEN:
-                rule = self._lookup(domain, op_type)
+            rule = rules_get((domain, op_type)) or self._lookup(domain, op_type)  # (cached: once an op)
             if rule is None:
                 raise self._no_rule_error(i)
             if rule.no_grad:
                 continue
             # (`""` is in `diff` only as an x's name: then an omitted input must read False)
             needs = list(map(in_diff, inputs)) if no_empty else [bool(n) and n in diff for n in inputs]
-            node = nodes[i]
+            node = self.nodes[i]
             try:
                 if rule.seed_form:
                     _record(grads, self._apply_seed(rule, node, out_grads))
@@ -798,15 +785,11 @@ class _GradientPass:
                 try:
                     returned = cast("ShortGradFn", rule.fn)(ctx, cast(str, out_grads[0]))
                 except BuilderError as e:
-                    fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
-                    raise self.node_error(
-                        node, f"its rule {fn_name} built a node the spec does not allow: {e}"
-                    ) from None
+                    raise self._rule_error(rule, node, e) from None
                 result = [returned] if returned is None or isinstance(returned, str) else list(returned)
                 n_result = len(result)
-                if n_result > len(inputs):
-                    self._record_captured(node, i, result, grads)  # (and drops them from `result`)
-                    n_result = len(result)
+                if n_result > len(inputs):  # (captured values' gradients: recorded, dropped)
+                    n_result = self._record_captured(node, i, result, grads)
                 broadcast = rule.broadcast
                 if broadcast:
                     frm = outs[0]
@@ -819,11 +802,7 @@ class _GradientPass:
                     if g is None:
                         if k in rule.nondiff:
                             continue
-                        raise self.node_error(
-                            node,
-                            f"the rule gives no gradient for input {k} ({name!r}), which depends on a variable; "
-                            "that input is not differentiable by this rule",
-                        )
+                        raise self._rule_error(rule, node, None, k)
                     if broadcast and not (same and types_get(name, UNKNOWN).shape == src):
                         g = self.unbroadcast(g, frm, name)  # (unbroadcast's first test, answered above)
                     parts = grads_get(name)
@@ -834,13 +813,26 @@ class _GradientPass:
             except OnnxLightError:
                 raise
             except Exception as e:  # a rule that crashed on an invalid node (Transpose perm=[0, 3])
-                fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
-                raise self.node_error(
-                    node,
-                    f"its rule {fn_name} failed: {type(e).__name__}: {e}; check the node's attributes and "
-                    "input shapes against the operator's spec",
-                ) from e
+                raise self._rule_error(rule, node, e) from e
         return grads
+
+    def _rule_error(self, rule: GradRule, node: NodeProto, error: Exception | None, k: int = -1) -> GradientError:
+        """The error for ``node`` whose rule raised ``error`` (a BuilderError: it built a node
+        the spec does not allow) or, with ``error`` None, gave no gradient for input ``k``."""
+        if error is None:
+            return self.node_error(
+                node,
+                f"the rule gives no gradient for input {k} ({node.input[k]!r}), which depends on a variable; "
+                "that input is not differentiable by this rule",
+            )
+        fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
+        if isinstance(error, BuilderError):
+            return self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {error}")
+        return self.node_error(
+            node,
+            f"its rule {fn_name} failed: {type(error).__name__}: {error}; check the node's attributes and "
+            "input shapes against the operator's spec",
+        )
 
     def _name_gradients(self, grads: dict[str, list[str]]) -> list[str]:
         """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
@@ -1033,10 +1025,10 @@ class _GradientPass:
         self.declare_sequence(total, elem)
         return total
 
-    def _record_captured(self, node: NodeProto, i: int, result: list[str | None], grads: dict[str, list[str]]) -> None:
+    def _record_captured(self, node: NodeProto, i: int, result: list[str | None], grads: dict[str, list[str]]) -> int:
         """Records the gradients a short-form rule of forward node ``i`` returned past its
         inputs' (those of the captured outer-scope values, in ``captured`` order), and drops
-        them from ``result``."""
+        them from ``result``; returns its new length."""
         n_in = len(self._fields[i][2])
         captured = self.captured(i)
         extra = result[n_in:]
@@ -1044,6 +1036,7 @@ class _GradientPass:
             raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
         _record(grads, [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff])
         del result[n_in:]
+        return n_in
 
     def _apply_seed(self, rule: GradRule, node: NodeProto, out_grads: list[str | None]) -> list[tuple[str, str]]:
         assert rule.fn is not None
