@@ -58,3 +58,12 @@ def test_slot_rows_refuses_foreign_objects() -> None:
         native.slot_rows([node], _FIELD_SLOTS, _FIELD_DEFAULTS[:2])
     # a list holding something else falls back to the comprehension's reads
     assert nodes_fields([node, object()])[0] == rows[0]  # type: ignore[list-item]
+
+
+def test_an_older_extension_is_not_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an extension built from older sources (no slot_rows): the comprehension answers
+    monkeypatch.setattr(_native_codec, "NATIVE", object())
+    monkeypatch.setattr(_native_codec, "_loaded", True)
+    monkeypatch.setattr(_native_codec, "_enabled", True)
+    nodes = _nodes()
+    assert nodes_fields(nodes) == [node_fields(n) for n in nodes]

@@ -236,6 +236,12 @@ def node_fields(node: NodeProto) -> Fields:
     )
 
 
+def _native(name: str) -> Any:
+    """The native extension's function ``name`` when the native codec is selected (None when
+    it is off, or the extension was built from sources older than the function)."""
+    return getattr(_native_codec.NATIVE, name, None) if _native_codec.enabled() else None
+
+
 #: the slots ``node_fields`` reads, and the value of each when unset
 _FIELD_SLOTS = tuple(NodeProto.__dict__[s] for s in ("_op_type", "_domain", "_input", "_output", "_attribute"))
 _FIELD_DEFAULTS = ("", "", _EMPTY, _EMPTY, _EMPTY)
@@ -245,9 +251,10 @@ def nodes_fields(nodes: list[NodeProto]) -> list[Fields]:
     """``[node_fields(n) for n in nodes]``, without a call per node: in one C loop with the
     native extension (``slot_rows``: an unset slot, such as the domain and attributes of most
     nodes, costs no AttributeError there), else a comprehension."""
-    if type(nodes) is list and _native_codec.enabled():
+    rows = _native("slot_rows")
+    if rows is not None and type(nodes) is list:
         try:
-            return cast("list[Fields]", _native_codec.NATIVE.slot_rows(nodes, _FIELD_SLOTS, _FIELD_DEFAULTS))
+            return cast("list[Fields]", rows(nodes, _FIELD_SLOTS, _FIELD_DEFAULTS))
         except TypeError:  # not all NodeProtos (a subclass is one): read as below, which tells
             pass
     return [
