@@ -405,22 +405,51 @@ def run_times(
 # per-op node counts
 # ----------------------------------------------------------------------------
 def per_op_counts(model: Any, xs: list[str], y: str) -> tuple[dict[str, list[int]], dict[str, int]]:
-    """Backward nodes emitted per forward node, by op type (rule + unbroadcast), and the rest."""
+    """Backward nodes emitted per forward node, by op type (rule + unbroadcast), and the rest.
+
+    A node's nodes are those emitted from its rule's context on (``GradContext``) until the
+    next node's, until the walk sums the contributions of a value (``_collect``) or until it
+    names the gradients (``_name_gradients``), as the walk runs the rules in one loop;
+    seed-form rules (no context) are not counted.
+    """
     counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
-    original = grad_pass._GradientPass._apply
+    open_span: list[Any] = []  # [pass, op_type, backward nodes before] of the node whose rule runs
 
-    def counting(self: Any, node: Any, *args: Any) -> None:
-        before = len(self.backward)
-        original(self, node, *args)
-        c = counts[node.op_type]
-        c[0] += 1
-        c[1] += len(self.backward) - before
+    def close() -> None:
+        if open_span:
+            p, op_type, before = open_span
+            counts[op_type][1] += len(p.backward) - before
+            open_span.clear()
 
-    grad_pass._GradientPass._apply = counting  # type: ignore[method-assign]
+    original_init = ol.GradContext.__init__
+    original_collect = grad_pass._GradientPass._collect
+
+    def init(self: Any, p: Any, node: Any, *args: Any, **kwargs: Any) -> None:
+        close()
+        counts[node.op_type][0] += 1
+        open_span[:] = [p, node.op_type, len(p.backward)]
+        original_init(self, p, node, *args, **kwargs)
+
+    def collect(self: Any, *args: Any) -> Any:
+        close()
+        return original_collect(self, *args)
+
+    original_name = grad_pass._GradientPass._name_gradients
+
+    def name(self: Any, *args: Any) -> Any:
+        close()
+        return original_name(self, *args)
+
+    ol.GradContext.__init__ = init  # type: ignore[method-assign]
+    grad_pass._GradientPass._collect = collect  # type: ignore[method-assign]
+    grad_pass._GradientPass._name_gradients = name  # type: ignore[method-assign]
     try:
         fn = ours_transform(model, xs, y)
     finally:
-        grad_pass._GradientPass._apply = original  # type: ignore[method-assign]
+        ol.GradContext.__init__ = original_init  # type: ignore[method-assign]
+        grad_pass._GradientPass._collect = original_collect  # type: ignore[method-assign]
+        grad_pass._GradientPass._name_gradients = original_name  # type: ignore[method-assign]
+        close()
     by_op = collections.Counter(n.op_type for n in fn.node)
     return dict(counts), dict(by_op)
 

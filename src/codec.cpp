@@ -1239,6 +1239,48 @@ void codec_register(nb::handle cls, const std::string &name, nb::sequence fields
 
 bool codec_registered(nb::handle cls) { return S.plans.count(cls.ptr()) != 0; }
 
+// slot_rows(objs, descriptors, defaults): for each object of the list objs, the tuple of its
+// slots' values (the descriptors' slots, in order), the default where a slot is unset: what
+// getattr(obj, name, default) gives each, without the AttributeError an unset slot costs
+// (its message is formatted, then dropped). Each object must be an instance of the class
+// each descriptor belongs to (TypeError otherwise: a foreign object's memory is not read).
+nb::object slot_rows(nb::handle objs, nb::handle descriptors, nb::handle defaults) {
+    PyObject *list = objs.ptr(), *descrs = descriptors.ptr(), *dflts = defaults.ptr();
+    if (!PyList_Check(list)) throw nb::type_error("slot_rows: objs must be a list");
+    if (!PyTuple_Check(descrs) || !PyTuple_Check(dflts) || PyTuple_GET_SIZE(descrs) != PyTuple_GET_SIZE(dflts))
+        throw nb::type_error("slot_rows: descriptors and defaults must be tuples of one length");
+    const Py_ssize_t k = PyTuple_GET_SIZE(descrs);
+    std::vector<Py_ssize_t> offsets(static_cast<size_t>(k));
+    std::vector<PyTypeObject *> owners(static_cast<size_t>(k));
+    for (Py_ssize_t i = 0; i < k; ++i) {
+        PyObject *d = PyTuple_GET_ITEM(descrs, i);
+        if (Py_TYPE(d) != &PyMemberDescr_Type)
+            throw nb::type_error("slot_rows: slot descriptors expected");
+        auto *md = reinterpret_cast<PyMemberDescrObject *>(d);
+        if (md->d_member->type != T_OBJECT_EX) throw nb::type_error("slot_rows: object slots expected");
+        offsets[static_cast<size_t>(i)] = md->d_member->offset;
+        owners[static_cast<size_t>(i)] = md->d_common.d_type;
+    }
+    const Py_ssize_t n = PyList_GET_SIZE(list);
+    nb::object out = nb::steal(PyList_New(n));
+    if (!out.is_valid()) throw nb::python_error();
+    for (Py_ssize_t j = 0; j < n; ++j) {
+        PyObject *obj = PyList_GET_ITEM(list, j);
+        PyObject *row = PyTuple_New(k);
+        if (!row) throw nb::python_error();
+        PyList_SET_ITEM(out.ptr(), j, row);  // owned by out from here (its unset items are NULL)
+        for (Py_ssize_t i = 0; i < k; ++i) {
+            if (!PyObject_TypeCheck(obj, owners[static_cast<size_t>(i)]))
+                throw nb::type_error("slot_rows: an object is not of its descriptors' class");
+            PyObject *v = slot_ref(obj, offsets[static_cast<size_t>(i)]);
+            if (!v) v = PyTuple_GET_ITEM(dflts, i);
+            Py_INCREF(v);
+            PyTuple_SET_ITEM(row, i, v);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 void bind_codec(nb::module_ &m) {
@@ -1248,6 +1290,8 @@ void bind_codec(nb::module_ &m) {
     m.def("codec_register", &codec_register, nb::arg("cls"), nb::arg("name"), nb::arg("fields"),
           "Registers the field table of one message class.");
     m.def("codec_registered", &codec_registered, nb::arg("cls"));
+    m.def("slot_rows", &slot_rows, nb::arg("objs"), nb::arg("descriptors"), nb::arg("defaults"),
+          "[tuple(getattr(o, d.__name__, default) ...) for o in objs]: slot reads without AttributeErrors.");
     m.def("decode_into", &decode_into, nb::arg("msg"), nb::arg("view"),
           "Decodes a 1-D byte memoryview into msg (merging); raises DecodeError.");
     m.def("encode", &encode, nb::arg("msg"), "The wire-format bytes of msg.");

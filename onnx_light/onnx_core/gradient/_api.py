@@ -71,8 +71,17 @@ def _finish(result: tuple[FunctionProto, EmitRecord], foreign: set[int], optimiz
 
 
 def _run(grad_pass: _GradientPass) -> tuple[FunctionProto, EmitRecord]:
-    """Runs ``grad_pass``; returns its function and what it recorded for the optimizer."""
-    return grad_pass.run(), grad_pass.emit_record
+    """Runs ``grad_pass``; returns its function and what it recorded for the optimizer.
+
+    The pass's ``ctx.op`` builders refer to the pass, which holds them: that cycle is broken
+    here, so the pass and its state (every emitted node's record, the types, the indices) are
+    freed when the call returns, not at the next full collection (the collector is paused
+    during the call and the survivors go to its oldest generation, see ``_gc_paused``).
+    """
+    try:
+        return grad_pass.run(), grad_pass.emit_record
+    finally:
+        grad_pass.builders.clear()
 
 
 def GradientOfNodes(  # noqa: N802  (the seed's name)
@@ -227,7 +236,7 @@ def _source_node_ids(fn: FunctionProto | GraphProto | ModelProto) -> set[int]:
     """The ids of the top-level nodes of ``fn`` (and of a model's local functions): the
     nodes a result shares with its source, which the optimizer must copy to rename."""
     graph = fn.graph if isinstance(fn, ModelProto) else fn
-    ids = {id(n) for n in graph.node}
+    ids = set(map(id, graph.node))  # (a C loop)
     if isinstance(fn, ModelProto):
         ids.update(id(n) for f in fn.functions for n in f.node)
     return ids

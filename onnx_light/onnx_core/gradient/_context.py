@@ -103,6 +103,8 @@ def _builder(op_type: str) -> Callable[..., Any]:
                     f"ctx.op.{op_type}: inputs are value names or numpy arrays, got {type(value).__name__} "
                     "(use ctx.const(value, like=name) for a scalar)"
                 )
+        if _outputs == 1 and not attrs and not _domain:  # (emit's common case, in one call)
+            return self._pass.emit_one(op_type, names, self._prefix)
         outs = self._pass.emit(op_type, names, _outputs, _domain, attrs, self._prefix)
         return outs[0] if _outputs == 1 else outs
 

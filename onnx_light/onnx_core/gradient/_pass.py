@@ -67,8 +67,6 @@ __all__ = ["FOLD_MAX", "subgraph_inputs"]
 
 #: integer constants up to this many elements are folded for shape inference
 FOLD_MAX = 64
-#: a cache's "not looked up yet"
-_UNSEEN: Any = object()
 
 
 def _attributes(attrs: dict[str, Any]) -> list[AttributeProto]:
@@ -246,6 +244,15 @@ class _GradientPass:
             reads = inputs + subgraph_inputs(node)  # a body's outer-scope names are read too
         self._backward_io.append((reads, node_outs, domain))  # what _push records, inline: the hot path
         return outs
+
+    def emit_one(self, op_type: str, inputs: list[str], prefix: str) -> str:
+        """``emit(op_type, inputs, 1, "", {}, prefix)[0]``: a default-domain node with one
+        output and no attribute, most of what rules emit; it owns ``inputs``."""
+        name = NewGradName(prefix, self.counter)
+        outs = [name]
+        self.backward.append(new_node(op_type, inputs, outs))
+        self._backward_io.append((inputs, outs, ""))
+        return name
 
     def push_node(self, node: NodeProto) -> None:
         """Appends a ready-made backward node (what it reads in subgraphs included)."""
@@ -729,36 +736,103 @@ class _GradientPass:
                     live.add(name)
 
     def _reverse_walk(self, order: list[int], diff: dict[str, int]) -> dict[str, list[str]]:
-        """Runs the rules of the nodes in ``order``, last first; returns the contributions by value."""
-        nodes = self.nodes
+        """Runs the rules of the nodes in ``order``, last first; returns the contributions by value.
+
+        One loop body per node (no call but the rule's in the common case): the output
+        gradients, the rule, its call and the recording of its contributions to the inputs."""
         fields = self._fields
         self.types[self.dy] = self.types.get(self.y, UNKNOWN)
         self._diff = diff
         grads: dict[str, list[str]] = {self.y: [self.dy]}
+        grads_get = grads.get
         in_diff = diff.__contains__
         no_empty = "" not in diff
-        # a node whose outputs carry no gradient (none depends on an x differentiably,
-        # or nothing flowed back to them) is passed over
-        # (`diff` holds only non-zero masks, so `in diff` is "depends differentiably")
+        rules_get = self._rule_cache.get
+        attrs_of = self._attrs
+        types_get = self.types.get  # (rules add types to this dict; it is not replaced)
+        # a node whose outputs carry no gradient (none depends on an x differentiably, or nothing
+        # flowed back to them) is passed over (`diff` holds only non-zero masks: "depends")
         for i in reversed(order):
-            outs = fields[i][3]
+            f = fields[i]
+            op_type, domain, inputs, outs, attributes = f
             if len(outs) == 1:  # the common case, without the list machinery
                 o = outs[0]
-                if not o or o not in diff:
-                    continue
-                parts = grads.get(o)
+                parts = grads_get(o) if o and o in diff else None
                 if not parts:
                     continue
-                g = parts[0] if len(parts) == 1 else self._collect(grads, o)
-                out_grads: list[str | None] = [g]
+                out_grads: list[str | None] = [parts[0] if len(parts) == 1 else self._collect(grads, o)]
             else:
                 out_grads = [self._collect(grads, o) if o and o in diff else None for o in outs]
                 if all(g is None for g in out_grads):
                     continue
+            rule = rules_get((domain, op_type)) or self._lookup(domain, op_type)  # (cached: once an op)
+            if rule is None:
+                raise self._no_rule_error(i)
+            if rule.no_grad:
+                continue
             # (`""` is in `diff` only as an x's name: then an omitted input must read False)
-            needs = list(map(in_diff, fields[i][2])) if no_empty else [bool(n) and n in diff for n in fields[i][2]]
-            self._apply(nodes[i], out_grads, needs, grads, i)
+            needs = list(map(in_diff, inputs)) if no_empty else [bool(n) and n in diff for n in inputs]
+            node = self.nodes[i]
+            try:
+                if rule.seed_form:
+                    _record(grads, self._apply_seed(rule, node, out_grads))
+                    continue
+                attrs = attrs_of.get(i)  # (_node_attrs, inline: once a node)
+                if attrs is None:
+                    attrs = attrs_of[i] = attribute_values(attributes) if attributes else {}
+                ctx = GradContext(self, node, out_grads, needs, attrs, f, i)
+                # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
+                try:
+                    returned = cast("ShortGradFn", rule.fn)(ctx, cast(str, out_grads[0]))
+                except BuilderError as e:
+                    raise self._rule_error(rule, node, e) from None
+                result = [returned] if returned is None or isinstance(returned, str) else list(returned)
+                n_result = len(result)
+                if n_result > len(inputs):  # (captured values' gradients: recorded, dropped)
+                    n_result = self._record_captured(node, i, result, grads)
+                broadcast = rule.broadcast
+                if broadcast:
+                    frm = outs[0]
+                    src = types_get(frm, UNKNOWN).shape
+                    same = src is not None and None not in src  # inputs of this shape need no unbroadcast
+                for k, name in enumerate(inputs):
+                    if not needs[k]:
+                        continue
+                    g = result[k] if k < n_result else None
+                    if g is None:
+                        if k in rule.nondiff:
+                            continue
+                        raise self._rule_error(rule, node, None, k)
+                    if broadcast and not (same and types_get(name, UNKNOWN).shape == src):
+                        g = self.unbroadcast(g, frm, name)  # (unbroadcast's first test, answered above)
+                    parts = grads_get(name)
+                    if parts is None:
+                        grads[name] = [g]
+                    else:
+                        parts.append(g)
+            except OnnxLightError:
+                raise
+            except Exception as e:  # a rule that crashed on an invalid node (Transpose perm=[0, 3])
+                raise self._rule_error(rule, node, e) from e
         return grads
+
+    def _rule_error(self, rule: GradRule, node: NodeProto, error: Exception | None, k: int = -1) -> GradientError:
+        """The error for ``node`` whose rule raised ``error`` (a BuilderError: it built a node
+        the spec does not allow) or, with ``error`` None, gave no gradient for input ``k``."""
+        if error is None:
+            return self.node_error(
+                node,
+                f"the rule gives no gradient for input {k} ({node.input[k]!r}), which depends on a variable; "
+                "that input is not differentiable by this rule",
+            )
+        fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
+        if isinstance(error, BuilderError):
+            return self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {error}")
+        return self.node_error(
+            node,
+            f"its rule {fn_name} failed: {type(error).__name__}: {error}; check the node's attributes and "
+            "input shapes against the operator's spec",
+        )
 
     def _name_gradients(self, grads: dict[str, list[str]]) -> list[str]:
         """Emits ``grad_<x> = Identity(accumulated gradient of x)`` (zeros if none); returns the names."""
@@ -951,95 +1025,18 @@ class _GradientPass:
         self.declare_sequence(total, elem)
         return total
 
-    def _apply(
-        self, node: NodeProto, out_grads: list[str | None], needs: list[bool], grads: dict[str, list[str]], i: int
-    ) -> None:
-        """Runs the rule of forward node ``i`` (``node``) and records its contributions."""
-        op_type, domain = self._fields[i][:2]
-        rule = self._rule_cache.get((domain, op_type), _UNSEEN)  # (_lookup, inline: once a node)
-        if rule is _UNSEEN:
-            rule = self._lookup(domain, op_type)
-        if rule is None:
-            raise self._no_rule_error(i)
-        if rule.no_grad:
-            return
-        try:
-            if not rule.seed_form:
-                self._apply_short(rule, node, out_grads, needs, i, grads)
-                return
-            contributions = self._apply_seed(rule, node, out_grads)
-        except OnnxLightError:
-            raise
-        except Exception as e:  # a rule that crashed on an invalid node (Transpose perm=[0, 3])
-            fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
-            raise self.node_error(
-                node,
-                f"its rule {fn_name} failed: {type(e).__name__}: {e}; check the node's attributes and "
-                "input shapes against the operator's spec",
-            ) from e
-        _record(grads, contributions)
-
-    def _apply_short(
-        self,
-        rule: GradRule,
-        node: NodeProto,
-        out_grads: list[str | None],
-        needs: list[bool],
-        i: int,
-        grads: dict[str, list[str]],
-    ) -> None:
-        """Runs the short-form rule of forward node ``i`` and records its contributions in ``grads``
-        (those of captured outer-scope values first, then the inputs', in order)."""
-        assert rule.fn is not None
-        fields = self._fields[i]
-        attrs = self._attrs.get(i)  # (_node_attrs, inline: once a node)
-        if attrs is None:
-            attrs = self._attrs[i] = attribute_values(fields[4]) if fields[4] else {}
-        ctx = GradContext(self, node, out_grads, needs, attrs, fields, i)
-        dy = out_grads[0] if out_grads else None
-        # dy is None when output 0 has no gradient (the rule reads ctx.output_grads)
-        try:
-            returned = cast("ShortGradFn", rule.fn)(ctx, cast(str, dy))
-        except BuilderError as e:
-            fn_name = getattr(rule.fn, "__qualname__", repr(rule.fn))
-            raise self.node_error(node, f"its rule {fn_name} built a node the spec does not allow: {e}") from None
-        result = [returned] if returned is None or isinstance(returned, str) else list(returned)
-        inputs = fields[2]
-        n_in = len(inputs)
-        if len(result) > n_in:
-            # gradients past the inputs' are those of the captured outer-scope values
-            captured = self.captured(i)
-            extra = result[n_in:]
-            if len(extra) > len(captured) and any(g is not None for g in extra[len(captured) :]):
-                raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
-            _record(grads, [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff])
-            del result[n_in:]
-        n_result = len(result)
-        broadcast = rule.broadcast
-        if broadcast:
-            types_get = self.types.get
-            frm = fields[3][0]
-            src = types_get(frm, UNKNOWN).shape
-            same = src is not None and None not in src  # inputs of this shape need no unbroadcast
-        for k, name in enumerate(inputs):
-            if not needs[k]:
-                continue
-            g = result[k] if k < n_result else None
-            if g is None:
-                if k in rule.nondiff:
-                    continue
-                raise self.node_error(
-                    node,
-                    f"the rule gives no gradient for input {k} ({name!r}), which depends on a variable; "
-                    "that input is not differentiable by this rule",
-                )
-            if broadcast and not (same and types_get(name, UNKNOWN).shape == src):
-                g = self.unbroadcast(g, frm, name)  # (unbroadcast's first test, answered above)
-            parts = grads.get(name)
-            if parts is None:
-                grads[name] = [g]
-            else:
-                parts.append(g)
+    def _record_captured(self, node: NodeProto, i: int, result: list[str | None], grads: dict[str, list[str]]) -> int:
+        """Records the gradients a short-form rule of forward node ``i`` returned past its
+        inputs' (those of the captured outer-scope values, in ``captured`` order), and drops
+        them from ``result``; returns its new length."""
+        n_in = len(self._fields[i][2])
+        captured = self.captured(i)
+        extra = result[n_in:]
+        if len(extra) > len(captured) and any(g is not None for g in extra[len(captured) :]):
+            raise self.node_error(node, f"the rule returned {len(result)} gradients for {n_in} inputs")
+        _record(grads, [(name, g) for name, g in zip(captured, extra) if g is not None and name in self._diff])
+        del result[n_in:]
+        return n_in
 
     def _apply_seed(self, rule: GradRule, node: NodeProto, out_grads: list[str | None]) -> list[tuple[str, str]]:
         assert rule.fn is not None

@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable
+from operator import itemgetter
 
 import numpy as np
 
 from .._proto import NodeProto
-from ..gradient._fastpath import attribute_values
+from ..gradient._fastpath import attribute_values, nodes_fields
 from ..gradient._types import ValueType, infer_types
 from ..helper import make_node
 from ..numpy_helper import from_array
 from ._simplify import fresh_name
+
+_OP_TYPE = itemgetter(0)
 
 __all__ = ["fold_conv_batch_norms"]
 
@@ -62,7 +65,7 @@ def fold_conv_batch_norms(
     Returns:
         The new node list (``nodes`` itself when nothing was folded).
     """
-    if opset < 9 or not any(n.op_type == "BatchNormalization" for n in nodes):
+    if opset < 9 or "BatchNormalization" not in set(map(_OP_TYPE, nodes_fields(nodes))):  # (C loops)
         return nodes
     kept = _names(protected)
     if kept is None:
